@@ -1,0 +1,39 @@
+# seedance — the two commands of the README live here.
+#   make run    set up (venv, pinned torch) and run the main job on its embedded default
+#   make test   set up and run the default test suite (< 15 min on 2 cores)
+# CUDA users: make run TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu124"
+PYTHON      ?= python3
+VENV        ?= .venv
+TORCH_SPEC  ?= torch==2.13.0
+BIN         := $(VENV)/bin
+STAMP       := $(VENV)/.seedance-installed
+PYTEST_ARGS ?=
+
+.PHONY: setup run test test-slow bench paper clean
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet $(TORCH_SPEC)
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/seedance report --out out/report
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	for b in benchmarks/*.py; do $(BIN)/python $$b --out out/benchmarks || exit 1; done
+
+paper: $(STAMP)
+	$(MAKE) -C paper PYTHON=$(abspath $(BIN)/python)
+
+clean:
+	rm -rf out .pytest_cache .hypothesis

@@ -1,0 +1,1 @@
+"""Histories and checkers, sweeps, statistics, figures and LaTeX tables."""

@@ -1,0 +1,206 @@
+"""The node contract: what a protocol node receives (inputs) and what it asks its runtime to do (effects).
+
+A node is a plain object. A runtime (the SimPy simulator or the real multi-process backend) calls one of its
+``on_*`` methods with the input and the current time ``now`` (seconds, from the runtime's clock: virtual in the
+simulator, monotonic in the real backend) and performs the list of effects returned, **in order**:
+
+* :class:`Persist` / :class:`PersistLog` — the write is durable (fsynced, or survives a simulated crash) before the
+  runtime performs any effect that follows it in the list. A node therefore returns ``[Persist(...), Send(...)]``
+  to obey "save to stable storage before sending" (Raft §5.1/§5.2, etcd/raft's ``Ready``).
+* :class:`Send` — best-effort, unordered, may be lost or duplicated by the network; ``size_bytes`` is what the
+  fabric model charges for it.
+* :class:`SetTimer` — (re)arms the named timer; a timer of the same name still pending is replaced.
+  :class:`CancelTimer` — disarms it (no-op when not armed).
+* :class:`Reply` — answers a client request (exactly once per request the node accepted; a node that crashes
+  forgets, and the client times out: an indeterminate ``info`` outcome).
+* :class:`StartCollective` — starts a collective over a group of nodes; the runtime later calls
+  ``on_collective_done`` on every member with the same ``collective_id``.
+* :class:`Annotate` — a trace annotation; no effect on behaviour.
+
+Randomness comes only from the ``numpy.random.Generator`` given to the node's constructor; time only from ``now``.
+The node never sleeps, blocks, or reads a clock. After a crash the runtime builds a *fresh* node object and calls
+``on_recover`` with what was durably persisted; nothing else survives.
+
+Messages are frozen dataclasses declared by each protocol and listed in its :class:`ProtocolSpec`, so that the real
+backend can encode them as plain data (:mod:`seedance.models.wire`) — never pickle.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, Union, runtime_checkable
+
+import numpy as np
+
+NodeId = int
+TimerName = Hashable
+
+
+class Operation(str, enum.Enum):
+    """Client operations on a register / key-value store (history ``f`` field)."""
+
+    READ = "read"
+    WRITE = "write"
+    CAS = "cas"
+
+
+class Outcome(str, enum.Enum):
+    """Outcome of a client request, as recorded in histories (``type`` field)."""
+
+    OK = "ok"  # took effect (reads: returned a value)
+    FAIL = "fail"  # definitely did not take effect
+    INFO = "info"  # indeterminate: may or may not have taken effect
+
+
+# --------------------------------------------------------------------------------------------------- inputs
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ClientRequest:
+    """A client's operation. ``value`` is the written value, ``[expected, new]`` for cas, ``None`` for reads."""
+
+    client_id: int
+    request_id: int
+    op: Operation
+    key: str | None = None
+    value: Any = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CollectiveDone:
+    """Completion of a collective this node took part in. ``ok`` is False on timeout or a failed peer."""
+
+    collective_id: Hashable
+    ok: bool
+    result: Any = None  # the reduced / gathered payload (numpy array) when ok
+    error: str | None = None  # "timeout", "peer-failed", ...
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DurableState:
+    """What survived a crash: the last value of each :class:`Persist` key and each :class:`PersistLog` log."""
+
+    values: Mapping[str, Any] = field(default_factory=dict)
+    logs: Mapping[str, Sequence[Any]] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return not self.values and not self.logs
+
+
+# -------------------------------------------------------------------------------------------------- effects
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Send:
+    dst: NodeId
+    message: Any
+    size_bytes: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SetTimer:
+    name: TimerName
+    delay_s: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CancelTimer:
+    name: TimerName
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Persist:
+    """Durably store ``value`` (plain data: None, bool, int, float, str, bytes, lists, dicts) under ``key``."""
+
+    key: str
+    value: Any
+    size_bytes: int = 64
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PersistLog:
+    """Durably truncate log ``key`` to its first ``start`` entries, then append ``entries`` (plain data)."""
+
+    key: str
+    start: int
+    entries: tuple[Any, ...]
+    size_bytes: int = 64
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Reply:
+    client_id: int
+    request_id: int
+    outcome: Outcome
+    value: Any = None  # what a read returned; None otherwise
+    error: str | None = None  # "not-leader", "timeout", "cas-mismatch"...
+    leader_hint: NodeId | None = None  # where a client should retry after "not-leader"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StartCollective:
+    """Start collective ``op`` ("allreduce", "allgather", "broadcast", "reducescatter", "barrier", ...).
+
+    ``payload`` is real data (a small numpy array) so results carry real arithmetic; ``nominal_size_bytes`` is what
+    the modelled workload would move (e.g. a 7B-parameter gradient) and is what the simulator charges.
+    """
+
+    collective_id: Hashable
+    op: str
+    group: tuple[NodeId, ...]
+    payload: Any
+    nominal_size_bytes: int
+    timeout_s: float | None = None
+    root: NodeId | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Annotate:
+    """A trace annotation (e.g. "became-leader", {"term": 3}); no effect on behaviour."""
+
+    name: str
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+
+
+Effect = Union[Send, SetTimer, CancelTimer, Persist, PersistLog, Reply, StartCollective, Annotate]
+Effects = list[Effect]
+
+
+# --------------------------------------------------------------------------------------------------- nodes
+@runtime_checkable
+class Node(Protocol):
+    """What every protocol node implements. Each method returns the effects to perform, in order."""
+
+    node_id: NodeId
+
+    def on_start(self, now: float) -> Effects:
+        """First boot with empty durable state."""
+
+    def on_recover(self, durable: DurableState, now: float) -> Effects:
+        """Restart after a crash; ``durable`` is exactly what was persisted before it."""
+
+    def on_message(self, src: NodeId, message: Any, now: float) -> Effects:
+        """A message from peer ``src`` arrived."""
+
+    def on_timer(self, name: TimerName, now: float) -> Effects:
+        """Timer ``name`` fired (it was armed and not cancelled or replaced since)."""
+
+    def on_client_request(self, request: ClientRequest, now: float) -> Effects:
+        """A client asks for an operation; the node eventually answers with :class:`Reply` (or crashes)."""
+
+    def on_collective_done(self, done: CollectiveDone, now: float) -> Effects:
+        """A collective started by :class:`StartCollective` finished (or failed)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProtocolSpec:
+    """How a runtime builds a protocol's nodes.
+
+    ``factory(node_id, num_nodes, rng, config)`` returns a fresh node; ``message_types`` lists every dataclass that
+    can appear inside a :class:`Send` message (nested ones included), for the real backend's wire codec.
+    """
+
+    name: str
+    factory: Callable[[NodeId, int, np.random.Generator, Mapping[str, Any]], Node]
+    message_types: tuple[type, ...]
+    description: str = ""
+    default_config: Mapping[str, Any] = field(default_factory=dict)

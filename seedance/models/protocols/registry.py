@@ -1,0 +1,28 @@
+"""Protocols a runtime can build, by name. Each protocol module registers its :class:`ProtocolSpec` here."""
+
+from __future__ import annotations
+
+import importlib
+
+from seedance.errors import SpecError
+from seedance.models.protocols.contract import ProtocolSpec
+
+# name -> module that defines SPEC; imported lazily so a protocol's import cost is paid only when used.
+_MODULES: dict[str, str] = {}
+
+
+def register(name: str, module: str) -> None:
+    _MODULES[name] = module
+
+
+def names() -> list[str]:
+    return sorted(_MODULES)
+
+
+def get(name: str) -> ProtocolSpec:
+    """The :class:`ProtocolSpec` named ``name``; :class:`SpecError` listing the valid names otherwise."""
+    if name not in _MODULES:
+        raise SpecError("protocol", f"unknown protocol {name!r}", f"valid: {', '.join(names()) or '(none yet)'}")
+    spec = importlib.import_module(_MODULES[name]).SPEC
+    assert isinstance(spec, ProtocolSpec)
+    return spec
