@@ -8,7 +8,10 @@ from seedance.errors import SpecError
 from seedance.models.protocols.contract import ProtocolSpec
 
 # name -> module that defines SPEC; imported lazily so a protocol's import cost is paid only when used.
-_MODULES: dict[str, str] = {}
+_MODULES: dict[str, str] = {
+    "echo": "seedance.models.protocols.echo",
+    "raft": "seedance.models.protocols.raft",
+}
 
 
 def register(name: str, module: str) -> None:
