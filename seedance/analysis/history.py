@@ -1,0 +1,281 @@
+"""Histories: one JSON Lines format for simulated and real runs, read and written with validation.
+
+A history is the sequence of client events of a run, in the order they happened, one JSON object per line::
+
+    {"process": 3, "type": "invoke", "f": "write", "key": "k1", "value": 5, "time": 0.0123}
+    {"process": 3, "type": "ok", "f": "write", "key": "k1", "value": 5, "time": 0.0150}
+
+Rules (the model of Herlihy & Wing 1990 §2, as recorded by Jepsen):
+
+* ``type`` is ``invoke`` (a process starts an operation) or its completion: ``ok`` (it took effect; a read returns
+  the value read), ``fail`` (it definitely did not take effect) or ``info`` (indeterminate: it may or may not take
+  effect, at any time after its invoke — e.g. a client timeout).
+* ``f`` is ``read``, ``write`` or ``cas``. A read's invoke value is ``null`` and its ``ok`` value is what was read;
+  a write's value is the value written; a cas value is ``[expected, new]``. A completion may repeat the invoke's
+  value or give ``null``; a write/cas completion with a *different* value is rejected.
+* ``key`` names the register (a key of a key-value store); it may be omitted (``null``) for a single register.
+* ``time`` is in seconds and never decreases from one line to the next. Real-time order between operations is the
+  order of the lines: ``a`` precedes ``b`` iff ``a``'s completion line comes before ``b``'s invoke line.
+* A process has at most one pending operation; a completion matches its process's pending invoke and carries the
+  same ``f`` and ``key``. After an ``info`` the process may invoke again (well-behaved clients use a fresh process,
+  but the info operation simply stays concurrent with everything after it). An invoke never completed by the end
+  of the history is indeterminate, exactly like ``info``.
+
+Values are JSON values; lists are kept as tuples so that events (and model states built from them) are hashable.
+Malformed input raises :class:`seedance.errors.HistoryError` naming the line (``field="line 17"``).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from seedance.errors import HistoryError
+from seedance.models.protocols.contract import Operation
+
+__all__ = [
+    "Event", "EventType", "Operation", "HistoryWriter", "HistoryValidator",
+    "parse_lines", "read_jsonl", "write_jsonl", "event_to_json",
+]
+
+
+class EventType(str, enum.Enum):
+    """The ``type`` field: an invocation or one of the three outcomes."""
+
+    INVOKE = "invoke"
+    OK = "ok"
+    FAIL = "fail"
+    INFO = "info"
+
+
+_FIELDS = ("process", "type", "f", "key", "value", "time")
+_REQUIRED = ("process", "type", "f", "time")
+_VALID_TYPES = ", ".join(t.value for t in EventType)
+_VALID_FS = ", ".join(o.value for o in Operation)
+
+
+def _hashable(value: Any) -> Any:
+    """JSON value -> hashable equivalent (lists become tuples, objects become sorted item tuples)."""
+    if isinstance(value, list | tuple):
+        return tuple(_hashable(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
+    return value
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Event:
+    """One line of a history. ``type`` and ``f`` accept their string names; lists in ``value`` become tuples."""
+
+    process: int
+    type: EventType
+    f: Operation
+    key: str | None = None
+    value: Any = None
+    time: float = 0.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.process, bool) or not isinstance(self.process, int):
+            raise HistoryError("process", f"must be an integer, got {self.process!r}")
+        try:
+            object.__setattr__(self, "type", EventType(self.type))
+        except ValueError:
+            raise HistoryError("type", f"unknown type {self.type!r}", f"valid: {_VALID_TYPES}") from None
+        try:
+            object.__setattr__(self, "f", Operation(self.f))
+        except ValueError:
+            raise HistoryError("f", f"unknown f {self.f!r}", f"valid: {_VALID_FS}") from None
+        if self.key is not None and not isinstance(self.key, str):
+            raise HistoryError("key", f"must be a string or null, got {self.key!r}")
+        if isinstance(self.time, bool) or not isinstance(self.time, int | float) or not math.isfinite(self.time):
+            raise HistoryError("time", f"must be a finite number of seconds, got {self.time!r}")
+        object.__setattr__(self, "time", float(self.time))
+        object.__setattr__(self, "value", _hashable(self.value))
+        if self.f is Operation.CAS and self.type is EventType.INVOKE:
+            if not (isinstance(self.value, tuple) and len(self.value) == 2):
+                raise HistoryError("value", f"a cas value must be [expected, new], got {self.value!r}")
+        if self.f is Operation.READ and self.type is EventType.INVOKE and self.value is not None:
+            raise HistoryError("value", f"a read's invoke value must be null, got {self.value!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object of this event (key omitted when ``None``)."""
+        out: dict[str, Any] = {"process": self.process, "type": self.type.value, "f": self.f.value}
+        if self.key is not None:
+            out["key"] = self.key
+        out["value"] = self.value
+        out["time"] = self.time
+        return out
+
+
+def event_to_json(event: Event) -> str:
+    """One history line (no trailing newline)."""
+    return json.dumps(event.to_dict(), separators=(",", ":"), allow_nan=False)
+
+
+class HistoryValidator:
+    """Checks the ordering rules (time never decreases; invoke/completion pairing per process) event by event.
+
+    ``add(event, where)`` raises :class:`HistoryError` with ``field=where`` when ``event`` may not follow the events
+    already added. ``pending`` maps each process to its outstanding invoke.
+    """
+
+    def __init__(self) -> None:
+        self.pending: dict[int, Event] = {}
+        self._last_time = -math.inf
+
+    def add(self, event: Event, where: str) -> None:
+        if event.time < self._last_time:
+            raise HistoryError(where, f"time {event.time} is before the previous line's {self._last_time}",
+                               "times must never decrease")
+        open_op = self.pending.get(event.process)
+        if event.type is EventType.INVOKE:
+            if open_op is not None:
+                raise HistoryError(where, f"process {event.process} invokes {event.f.value} while its "
+                                   f"{open_op.f.value} is still pending",
+                                   "a process has at most one outstanding operation; complete it first")
+            self.pending[event.process] = event
+        else:
+            if open_op is None:
+                raise HistoryError(where, f"{event.type.value} {event.f.value} of process {event.process} has no "
+                                   "pending invoke", "a completion must follow an invoke of the same process")
+            if open_op.f is not event.f or open_op.key != event.key:
+                raise HistoryError(where, f"completion ({event.f.value}, key={event.key!r}) does not match the "
+                                   f"pending invoke ({open_op.f.value}, key={open_op.key!r}) of process "
+                                   f"{event.process}", "a completion must have its invoke's f and key")
+            if (event.f is not Operation.READ and event.value is not None and event.value != open_op.value):
+                raise HistoryError(where, f"{event.f.value} completion value {event.value!r} differs from the "
+                                   f"invoked {open_op.value!r}", "repeat the invoke's value or give null")
+            del self.pending[event.process]
+        self._last_time = event.time
+
+
+def _event_from_obj(obj: Any, where: str) -> Event:
+    if not isinstance(obj, dict):
+        raise HistoryError(where, f"expected a JSON object, got {type(obj).__name__}",
+                           'one object per line: {"process":..,"type":..,"f":..,"key":..,"value":..,"time":..}')
+    unknown = sorted(set(obj) - set(_FIELDS))
+    if unknown:
+        raise HistoryError(where, f"unknown field(s) {', '.join(unknown)}", f"valid fields: {', '.join(_FIELDS)}")
+    missing = [name for name in _REQUIRED if name not in obj]
+    if missing:
+        raise HistoryError(where, f"missing field(s) {', '.join(missing)}",
+                           f"required: {', '.join(_REQUIRED)}; key and value may be omitted")
+    try:
+        return Event(**obj)
+    except HistoryError as err:
+        raise HistoryError(where, f"{err.field}: {err.problem}", err.valid) from None
+
+
+def _iter_events(lines: Iterable[str], first_line: int = 1) -> Iterator[Event]:
+    validator = HistoryValidator()
+    for number, line in enumerate(lines, start=first_line):
+        if not line.strip():
+            continue
+        where = f"line {number}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise HistoryError(where, f"not valid JSON ({err.msg} at column {err.colno})",
+                               "each line must be one JSON object") from None
+        event = _event_from_obj(obj, where)
+        validator.add(event, where)
+        yield event
+
+
+def parse_lines(lines: Iterable[str]) -> list[Event]:
+    """Parse and validate history lines (blank lines are skipped; numbering starts at 1)."""
+    return list(_iter_events(lines))
+
+
+def read_jsonl(path: str | os.PathLike[str]) -> list[Event]:
+    """Read and validate a JSON Lines history file."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return parse_lines(handle)
+    except OSError as err:
+        raise HistoryError(str(path), f"cannot read history ({err.strerror})") from None
+    except UnicodeDecodeError as err:
+        raise HistoryError(str(path), f"not UTF-8 text ({err.reason})") from None
+
+
+def write_jsonl(events: Iterable[Event], path: str | os.PathLike[str]) -> Path:
+    """Write a whole history atomically (temp file, fsync, ``os.replace``, fsync of the directory).
+
+    The events are validated as they are written; a malformed sequence raises and leaves ``path`` untouched.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            validator = HistoryValidator()
+            for index, event in enumerate(events, start=1):
+                validator.add(event, f"event {index}")
+                handle.write(event_to_json(event) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(target.parent)
+    return target
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
+class HistoryWriter:
+    """Streams a history from a running system: one validated, flushed line per event.
+
+    Use as a context manager. ``fsync=True`` also fsyncs every line (slower; survives a host crash).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, fsync: bool = False) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fsync = fsync
+        self._validator = HistoryValidator()
+        self._count = 0
+        self._handle: IO[str] | None = open(self.path, "w", encoding="utf-8")
+
+    def append(self, event: Event) -> None:
+        if self._handle is None:
+            raise ValueError("HistoryWriter is closed")
+        self._count += 1
+        self._validator.add(event, f"event {self._count}")
+        self._handle.write(event_to_json(event) + "\n")
+        self._handle.flush()
+        if self._fsync:
+            os.fsync(self._handle.fileno())
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.flush()
+            os.fsync(self._handle.fileno())
+            self._handle.close()
+            self._handle = None
+
+    def __enter__(self) -> HistoryWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
