@@ -1,0 +1,139 @@
+"""The replicated key-value state machine: deterministic read / write / cas with client-request deduplication.
+
+Rules:
+
+* A key's initial value is ``None``; the key ``None`` is the single register of register histories.
+* ``write`` stores ``value``; ``read`` returns the current value; ``cas`` takes ``[expected, new]`` and stores
+  ``new`` iff the current value equals ``expected``. A failed cas is a definite non-effect: ``FAIL`` with error
+  ``"cas-mismatch"``.
+* Deduplication (Raft §8, "Client interaction"): the machine remembers, per client, the highest request id it applied
+  and that request's result. Re-applying the same ``(client_id, request_id)`` returns the remembered result without
+  executing it again, so a retried write takes effect once. An *older* request id than the remembered one is not
+  executed either (its result is forgotten): it gets ``INFO`` with error ``"stale-request"``. This assumes each
+  client issues requests one at a time with increasing ids, as the workload clients do.
+* Deterministic: the same sequence of commands from the same state gives the same results and state.
+* ``snapshot()`` / ``restore()`` exchange plain data (lists, no tuples-as-keys), so a snapshot can be persisted or
+  sent on the wire.
+
+Used by Raft and meant for Multi-Paxos and EPaxos too: anything that agrees on an order of commands applies them
+here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from seedance.models.protocols.contract import Operation, Outcome
+
+_OPS = {op.value: op for op in Operation}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Result:
+    """What applying one command gave: the client's outcome, the value read (reads only) and an error string."""
+
+    outcome: Outcome
+    value: Any = None
+    error: str | None = None
+
+
+def validate(op: Operation | str, value: Any) -> str | None:
+    """Why ``(op, value)`` is malformed (an error string for a ``FAIL`` reply), or None when it is well formed."""
+    name = op.value if isinstance(op, Operation) else op
+    if name not in _OPS:
+        return "unknown-op"
+    if name == "cas" and not (isinstance(value, (list, tuple)) and len(value) == 2):
+        return "bad-cas-value"
+    return None
+
+
+class KVStore:
+    """A dict of keys to values plus the per-client deduplication table."""
+
+    __slots__ = ("_data", "_sessions", "applied_count")
+
+    def __init__(self) -> None:
+        self._data: dict[Any, Any] = {}
+        self._sessions: dict[int, tuple[int, Result]] = {}  # client_id -> (request_id, result)
+        self.applied_count = 0  # commands executed (deduplicated ones excluded)
+
+    # ------------------------------------------------------------------------------------------------ queries
+    def read(self, key: Any) -> Any:
+        """The current value of ``key`` (``None`` when never written)."""
+        return self._data.get(key)
+
+    def cached(self, client_id: int, request_id: int) -> Result | None:
+        """The remembered result of ``(client_id, request_id)`` if that request was already applied."""
+        session = self._sessions.get(client_id)
+        if session is not None and session[0] == request_id:
+            return session[1]
+        return None
+
+    # -------------------------------------------------------------------------------------------- transitions
+    def apply(self, client_id: int | None, request_id: int, op: Operation | str, key: Any, value: Any) -> Result:
+        """Apply one command once; a repeated ``(client_id, request_id)`` returns the first result unchanged."""
+        if client_id is not None:
+            session = self._sessions.get(client_id)
+            if session is not None:
+                if session[0] == request_id:
+                    return session[1]
+                if request_id < session[0]:
+                    return Result(outcome=Outcome.INFO, error="stale-request")
+        result = self._execute(op, key, value)
+        self.applied_count += 1
+        if client_id is not None:
+            self._sessions[client_id] = (request_id, result)
+        return result
+
+    def _execute(self, op: Operation | str, key: Any, value: Any) -> Result:
+        name = op.value if isinstance(op, Operation) else op
+        if name == "read":
+            return Result(outcome=Outcome.OK, value=self._data.get(key))
+        if name == "write":
+            self._data[key] = value
+            return Result(outcome=Outcome.OK)
+        if name == "cas":
+            problem = validate(name, value)
+            if problem:
+                return Result(outcome=Outcome.FAIL, error=problem)
+            expected, new = value
+            if self._data.get(key) == expected:
+                self._data[key] = new
+                return Result(outcome=Outcome.OK)
+            return Result(outcome=Outcome.FAIL, error="cas-mismatch")
+        return Result(outcome=Outcome.FAIL, error="unknown-op")
+
+    # ----------------------------------------------------------------------------------------------- snapshot
+    def snapshot(self) -> dict[str, Any]:
+        """The whole state as plain data (keys in insertion order, so equal histories give equal snapshots)."""
+        return {
+            "data": [[key, value] for key, value in self._data.items()],
+            "sessions": [
+                [client, request, result.outcome.value, result.value, result.error]
+                for client, (request, result) in self._sessions.items()
+            ],
+            "applied_count": self.applied_count,
+        }
+
+    @classmethod
+    def restore(cls, snapshot: dict[str, Any]) -> KVStore:
+        """A store equal to the one that produced ``snapshot``."""
+        store = cls()
+        store._data = {_plain_key(key): value for key, value in snapshot["data"]}
+        store._sessions = {
+            client: (request, Result(outcome=Outcome(outcome), value=value, error=error))
+            for client, request, outcome, value, error in snapshot["sessions"]
+        }
+        store.applied_count = snapshot.get("applied_count", 0)
+        return store
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, KVStore) and self.snapshot() == other.snapshot()
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _plain_key(key: Any) -> Any:
+    # A key that went through a wire codec may come back as a list; keys must be hashable.
+    return tuple(key) if isinstance(key, list) else key

@@ -1,0 +1,512 @@
+"""A Raft server as a sans-I/O node (Ongaro & Ousterhout 2014, extended version; Figure 2 is the spec).
+
+Rules this module keeps, with the section that states them:
+
+* Leader election (§5.2): a follower that hears from no leader for a randomized election timeout (drawn from the
+  injected generator) becomes a candidate of the next term and asks for votes; one vote per term, first come first
+  served; a majority makes a leader, which then sends AppendEntries as heartbeats.
+* Election restriction (§5.4.1): a vote goes only to a candidate whose log is at least as up to date (last term, then
+  last index) as the voter's.
+* Log replication (§5.3): AppendEntries carries ``prev_log_index/term``; a follower whose log does not match rejects
+  and reports where its conflicting term starts; a matching follower deletes a conflicting suffix (never a matching
+  one: reordered, stale messages cannot truncate) and appends.
+* Commit rule (§5.4.2): the leader commits index N only if a majority stores N **and** entry N is of the leader's
+  current term; earlier entries are then committed indirectly.
+* Persistence (Figure 2, "Persistent state ... updated on stable storage before responding to RPCs"): currentTerm
+  and votedFor go in one :class:`Persist` (key ``hard_state``), the log in :class:`PersistLog` (key ``log``). Every
+  handler collects its sends and replies, then :meth:`_flush` puts all durable writes of that call first, so no
+  Send or Reply can depend on state that a crash would lose.
+* Recovery: ``on_recover`` restores term, vote and log; commitIndex and lastApplied are volatile and start at 0; the
+  state machine is rebuilt by re-applying entries as the leader's commit index is learned.
+* A leader appends a no-op entry at the start of its term (§8), so it commits an entry of its term promptly.
+* Client interaction (§8): non-leaders answer FAIL "not-leader" with a leader hint (nothing was appended); a leader
+  appends the command, and replies when the entry is applied; the state machine deduplicates (client, request)
+  pairs. A request whose entry is overwritten by another leader's gets INFO "superseded" (indeterminate: the client
+  may have retried it elsewhere under the same id); a crashed node forgets, and the client times out (INFO).
+* Linearizable reads (§6.4, §8): with ``reads="readindex"`` the leader records its commit index as the read index once
+  it has committed an entry of its term, confirms leadership with a round of heartbeats acknowledged by a majority,
+  then answers from its state machine; with ``reads="log"`` reads are log entries like writes.
+
+Per-message work is O(entries carried): the log is sliced, never copied, and commit counting sorts one value per node.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from seedance.models.kv import KVStore, Result, validate
+from seedance.models.protocols.contract import (
+    Annotate,
+    CancelTimer,
+    ClientRequest,
+    CollectiveDone,
+    DurableState,
+    Effects,
+    NodeId,
+    Operation,
+    Outcome,
+    Persist,
+    PersistLog,
+    Reply,
+    Send,
+    SetTimer,
+)
+from seedance.models.protocols.raft.config import RaftConfig
+from seedance.models.protocols.raft.log import RaftLog
+from seedance.models.protocols.raft.messages import (
+    APPEND_REPLY_BYTES,
+    HEADER_BYTES,
+    REQUEST_VOTE_BYTES,
+    REQUEST_VOTE_REPLY_BYTES,
+    AppendEntries,
+    AppendEntriesReply,
+    Entry,
+    RequestVote,
+    RequestVoteReply,
+    command_entry,
+)
+from seedance.models.protocols.raft.quorum import committed_index, majority
+
+ELECTION = "election"
+HEARTBEAT = "heartbeat"
+HARD_STATE_KEY = "hard_state"
+LOG_KEY = "log"
+
+
+class Role(str, enum.Enum):
+    FOLLOWER = "follower"
+    CANDIDATE = "candidate"
+    LEADER = "leader"
+
+
+class RaftNode:
+    """One Raft server driving a :class:`~seedance.models.kv.KVStore`."""
+
+    def __init__(self, node_id: NodeId, num_nodes: int, rng: np.random.Generator,
+                 config: RaftConfig | Mapping[str, Any] | None = None) -> None:
+        self.node_id = node_id
+        self.num_nodes = num_nodes
+        self.peers = tuple(p for p in range(num_nodes) if p != node_id)
+        self.rng = rng
+        self.config = config if isinstance(config, RaftConfig) else RaftConfig.from_mapping(config)
+        self.quorum = majority(num_nodes)
+        # persistent state (Figure 2)
+        self.current_term = 0
+        self.voted_for: NodeId | None = None
+        self.log = RaftLog()
+        # volatile state
+        self.commit_index = 0
+        self.last_applied = 0
+        self.kv = KVStore()
+        self.role = Role.FOLLOWER
+        self.leader_id: NodeId | None = None
+        self.violations: list[str] = []  # local invariant breaches (only mutants produce any)
+        self._votes: set[NodeId] = set()
+        self._last_heard = 0.0
+        self._election_timeout_s = 0.0
+        self._hard_dirty = False
+        self._log_writes: list[PersistLog] = []
+        # leader state, one slot per node id (reinitialised on election)
+        self._next = [1] * num_nodes
+        self._match = [0] * num_nodes
+        self._acked_next = [1] * num_nodes
+        self._inflight = [0] * num_nodes
+        self._replied = [False] * num_nodes
+        self._term_start_index = 0
+        self._pending: dict[int, tuple[int, int, int]] = {}  # log index -> (term, client_id, request_id)
+        # ReadIndex state (§6.4)
+        self._read_seq = 0  # last heartbeat round started
+        self._confirmed_seq = 0  # last round acknowledged by a majority
+        self._acked_seq = [0] * num_nodes
+        self._reads: deque[tuple[int, ClientRequest]] = deque()  # (round, request); read index <= commit
+        self._reads_blocked: list[ClientRequest] = []  # waiting for an entry of this term to commit
+
+    # ================================================================================================ inputs
+    def on_start(self, now: float) -> Effects:
+        return [self._arm_election(now)]
+
+    def on_recover(self, durable: DurableState, now: float) -> Effects:
+        hard = durable.values.get(HARD_STATE_KEY)
+        if hard is not None:
+            self.current_term, self.voted_for = int(hard[0]), hard[1]
+        self.log = RaftLog(Entry.from_plain(e) for e in durable.logs.get(LOG_KEY, ()))
+        return [self._arm_election(now), Annotate(name="recovered", attrs={"term": self.current_term,
+                                                                          "log_length": self.log.last_index})]
+
+    def on_message(self, src: NodeId, message: Any, now: float) -> Effects:
+        kind = type(message)
+        if kind is AppendEntries:
+            return self._on_append_entries(src, message, now)
+        if kind is AppendEntriesReply:
+            return self._on_append_reply(src, message, now)
+        if kind is RequestVote:
+            return self._on_request_vote(src, message, now)
+        if kind is RequestVoteReply:
+            return self._on_vote_reply(src, message, now)
+        return []
+
+    def on_timer(self, name: Any, now: float) -> Effects:
+        if name == HEARTBEAT:
+            return self._on_heartbeat(now)
+        if name == ELECTION:
+            return self._on_election_timer(now)
+        return []
+
+    def on_client_request(self, request: ClientRequest, now: float) -> Effects:
+        if self.role is not Role.LEADER:
+            return [self._not_leader(request)]
+        op = request.op
+        problem = validate(op, request.value)
+        if problem:
+            return [Reply(client_id=request.client_id, request_id=request.request_id, outcome=Outcome.FAIL,
+                          error=problem)]
+        cached = self.kv.cached(request.client_id, request.request_id)
+        if cached is not None:
+            return [self._reply(request.client_id, request.request_id, cached)]
+        out: Effects = []
+        if op == Operation.READ and self.config.reads == "readindex":
+            self._read_index(request, out)
+            return self._flush(out)
+        op_name = op.value if isinstance(op, Operation) else str(op)
+        entry = command_entry(self.current_term, request.client_id, request.request_id, op_name, request.key,
+                              request.value)
+        index = self._append_own(entry)
+        self._pending[index] = (self.current_term, request.client_id, request.request_id)
+        for peer in self.peers:
+            if self._inflight[peer] < self.config.max_inflight:
+                out.append(self._replicate(peer))
+        if self.quorum == 1:
+            self._advance_commit(out)
+        return self._flush(out)
+
+    def on_collective_done(self, done: CollectiveDone, now: float) -> Effects:
+        return []
+
+    # ============================================================================================== elections
+    def _draw_timeout(self) -> float:
+        cfg = self.config
+        return float(self.rng.uniform(cfg.election_timeout_s_min, cfg.election_timeout_s_max))
+
+    def _arm_election(self, now: float) -> SetTimer:
+        self._last_heard = now
+        self._election_timeout_s = self._draw_timeout()
+        return SetTimer(name=ELECTION, delay_s=self._election_timeout_s)
+
+    def _on_election_timer(self, now: float) -> Effects:
+        if self.role is Role.LEADER:
+            return []
+        deadline = self._last_heard + self._election_timeout_s
+        if now < deadline:
+            return [SetTimer(name=ELECTION, delay_s=deadline - now)]
+        return self._start_election(now)
+
+    def _start_election(self, now: float) -> Effects:
+        self.current_term += 1
+        self.role = Role.CANDIDATE
+        self.voted_for = self.node_id
+        self.leader_id = None
+        self._hard_dirty = True
+        self._votes = {self.node_id}
+        out: Effects = [Annotate(name="election", attrs={"term": self.current_term}), self._arm_election(now)]
+        if len(self._votes) >= self.quorum:
+            self._become_leader(out)
+            return self._flush(out)
+        request = RequestVote(term=self.current_term, candidate_id=self.node_id,
+                              last_log_index=self.log.last_index, last_log_term=self.log.last_term)
+        out.extend(Send(dst=p, message=request, size_bytes=REQUEST_VOTE_BYTES) for p in self.peers)
+        return self._flush(out)
+
+    def _log_up_to_date(self, last_log_term: int, last_log_index: int) -> bool:
+        """§5.4.1: the candidate's log is at least as up to date as ours (compare last terms, then lengths)."""
+        my_term = self.log.last_term
+        return last_log_term > my_term or (last_log_term == my_term and last_log_index >= self.log.last_index)
+
+    def _on_request_vote(self, src: NodeId, m: RequestVote, now: float) -> Effects:
+        out: Effects = []
+        if m.term > self.current_term:
+            self._become_follower(m.term, out, now)
+        granted = False
+        if (m.term == self.current_term and self.voted_for in (None, m.candidate_id)
+                and self._log_up_to_date(m.last_log_term, m.last_log_index)):
+            granted = True
+            if self.voted_for is None:
+                self.voted_for = m.candidate_id
+                self._hard_dirty = True
+            self._last_heard = now  # granting a vote restarts the election timer (Figure 2, Followers)
+        out.append(Send(dst=src, message=RequestVoteReply(term=self.current_term, vote_granted=granted),
+                        size_bytes=REQUEST_VOTE_REPLY_BYTES))
+        return self._flush(out)
+
+    def _on_vote_reply(self, src: NodeId, m: RequestVoteReply, now: float) -> Effects:
+        out: Effects = []
+        if m.term > self.current_term:
+            self._become_follower(m.term, out, now)
+            return self._flush(out)
+        if self.role is not Role.CANDIDATE or m.term != self.current_term or not m.vote_granted:
+            return []
+        self._votes.add(src)
+        if len(self._votes) >= self.quorum:
+            self._become_leader(out)
+        return self._flush(out)
+
+    def _become_follower(self, term: int, out: Effects, now: float) -> None:
+        """Adopt ``term`` (newer than ours, or ours with a known leader) and step down."""
+        if term > self.current_term:
+            self.current_term = term
+            self.voted_for = None
+            self._hard_dirty = True
+        was_leader = self.role is Role.LEADER
+        self.role = Role.FOLLOWER
+        if was_leader:
+            self.leader_id = None
+            out.append(CancelTimer(name=HEARTBEAT))
+            out.append(self._arm_election(now))
+            out.append(Annotate(name="stepped-down", attrs={"term": self.current_term}))
+            self._fail_reads(out)
+
+    def _become_leader(self, out: Effects) -> None:
+        self.role = Role.LEADER
+        self.leader_id = self.node_id
+        last = self.log.last_index
+        n = self.num_nodes
+        self._next = [last + 1] * n
+        self._acked_next = [last + 1] * n
+        self._match = [0] * n
+        self._inflight = [0] * n
+        self._replied = [False] * n
+        self._acked_seq = [0] * n
+        self._read_seq = self._confirmed_seq = 0
+        self._term_start_index = self._append_own(Entry(term=self.current_term))  # §8 no-op
+        out.append(Annotate(name="became-leader", attrs={"term": self.current_term}))
+        out.extend(self._replicate(p) for p in self.peers)
+        out.append(SetTimer(name=HEARTBEAT, delay_s=self.config.heartbeat_s))
+        if self.quorum == 1:
+            self._advance_commit(out)
+
+    # ============================================================================================ replication
+    def _append_own(self, entry: Entry) -> int:
+        start = self.log.last_index
+        index = self.log.append(entry)
+        self._match[self.node_id] = index
+        self._log_writes.append(PersistLog(key=LOG_KEY, start=start, entries=(entry.to_plain(),),
+                                           size_bytes=entry.size_bytes))
+        return index
+
+    def _replicate(self, peer: NodeId) -> Send:
+        """AppendEntries to ``peer`` from its next index, at most one batch; advances next index (pipelining)."""
+        log = self.log
+        first = self._next[peer]
+        last = min(log.last_index, first + self.config.max_batch_entries - 1)
+        entries = log.entries(first, last)
+        size = HEADER_BYTES
+        for e in entries:
+            size += e.size_bytes
+        message = AppendEntries(term=self.current_term, leader_id=self.node_id, prev_log_index=first - 1,
+                                prev_log_term=log.term_at(first - 1), entries=entries,
+                                leader_commit=self.commit_index, read_seq=self._read_seq)
+        self._next[peer] = last + 1
+        self._inflight[peer] += 1
+        return Send(dst=peer, message=message, size_bytes=size)
+
+    def _on_heartbeat(self, now: float) -> Effects:
+        if self.role is not Role.LEADER:
+            return []
+        out: Effects = []
+        for peer in self.peers:
+            if not self._replied[peer] and self._inflight[peer]:
+                # nothing heard since the last beat: assume loss and resend from the last acknowledged point
+                self._next[peer] = self._acked_next[peer]
+                self._inflight[peer] = 0
+            self._replied[peer] = False
+            out.append(self._replicate(peer))
+        out.append(SetTimer(name=HEARTBEAT, delay_s=self.config.heartbeat_s))
+        return out
+
+    def _on_append_entries(self, src: NodeId, m: AppendEntries, now: float) -> Effects:
+        out: Effects = []
+        if m.term < self.current_term:
+            out.append(Send(dst=src, message=AppendEntriesReply(term=self.current_term, success=False,
+                                                                read_seq=m.read_seq),
+                            size_bytes=APPEND_REPLY_BYTES))
+            return out
+        if m.term > self.current_term or self.role is not Role.FOLLOWER:
+            self._become_follower(m.term, out, now)
+        self.leader_id = m.leader_id
+        self._last_heard = now
+        log = self.log
+        prev = m.prev_log_index
+        if prev > log.last_index:
+            reply = AppendEntriesReply(term=self.current_term, success=False, conflict_index=log.last_index + 1,
+                                       read_seq=m.read_seq)
+        elif log.term_at(prev) != m.prev_log_term:
+            reply = AppendEntriesReply(term=self.current_term, success=False,
+                                       conflict_index=log.first_index_of_term(prev), read_seq=m.read_seq)
+        else:
+            entries = m.entries
+            count = len(entries)
+            index, k, last = prev + 1, 0, log.last_index
+            while k < count and index <= last and log.term_at(index) == entries[k].term:
+                index += 1
+                k += 1
+            if k < count:
+                if index <= last:
+                    if index <= self.commit_index:
+                        self.violations.append(
+                            f"node {self.node_id}: truncating committed index {index} (commit {self.commit_index})"
+                        )
+                    log.truncate(index - 1)
+                new = entries[k:]
+                log.extend(new)
+                self._log_writes.append(PersistLog(key=LOG_KEY, start=index - 1,
+                                                   entries=tuple(e.to_plain() for e in new),
+                                                   size_bytes=sum(e.size_bytes for e in new)))
+            match = prev + count
+            if m.leader_commit > self.commit_index and match > self.commit_index:
+                self.commit_index = min(m.leader_commit, match)
+                self._apply(out)
+            reply = AppendEntriesReply(term=self.current_term, success=True, match_index=match,
+                                       read_seq=m.read_seq)
+        out.append(Send(dst=src, message=reply, size_bytes=APPEND_REPLY_BYTES))
+        return self._flush(out)
+
+    def _on_append_reply(self, src: NodeId, m: AppendEntriesReply, now: float) -> Effects:
+        if m.term > self.current_term:
+            out: Effects = []
+            self._become_follower(m.term, out, now)
+            return self._flush(out)
+        if self.role is not Role.LEADER or m.term != self.current_term:
+            return []
+        out = []
+        self._replied[src] = True
+        if self._inflight[src]:
+            self._inflight[src] -= 1
+        if m.read_seq > self._acked_seq[src]:
+            self._acked_seq[src] = m.read_seq
+            if m.read_seq > self._confirmed_seq:
+                self._confirm_reads(out)
+        if m.success:
+            if m.match_index > self._match[src]:
+                self._match[src] = m.match_index
+                if m.match_index > self.commit_index:
+                    self._advance_commit(out)
+            if self._next[src] <= m.match_index:
+                self._next[src] = m.match_index + 1
+        else:
+            self._next[src] = max(self._match[src] + 1, min(m.conflict_index, self._next[src]))
+        self._acked_next[src] = self._match[src] + 1 if m.success else self._next[src]
+        if self._next[src] <= self.log.last_index and self._inflight[src] < self.config.max_inflight:
+            out.append(self._replicate(src))
+        return self._flush(out)
+
+    # ================================================================================================ commit
+    def _may_commit(self, index: int) -> bool:
+        """§5.4.2: only an entry of the current term is committed by counting replicas."""
+        return self.log.term_at(index) == self.current_term
+
+    def _advance_commit(self, out: Effects) -> None:
+        candidate = committed_index(self._match)
+        if candidate > self.commit_index and self._may_commit(candidate):
+            self.commit_index = candidate
+            self._apply(out)
+            if self._reads_blocked:
+                blocked, self._reads_blocked = self._reads_blocked, []
+                for request in blocked:
+                    self._read_index(request, out)
+
+    def _apply(self, out: Effects) -> None:
+        log, kv, pending = self.log, self.kv, self._pending
+        while self.last_applied < self.commit_index:
+            self.last_applied += 1
+            entry = log.entry(self.last_applied)
+            result = None
+            if entry.op is not None:
+                result = kv.apply(entry.client_id, entry.request_id, entry.op, entry.key, entry.value)
+            if pending:
+                waiting = pending.pop(self.last_applied, None)
+                if waiting is not None:
+                    term, client_id, request_id = waiting
+                    if result is not None and entry.term == term and entry.client_id == client_id \
+                            and entry.request_id == request_id:
+                        out.append(self._reply(client_id, request_id, result))
+                    else:
+                        out.append(Reply(client_id=client_id, request_id=request_id, outcome=Outcome.INFO,
+                                         error="superseded"))
+
+    # ========================================================================================== ReadIndex §6.4
+    def _read_index(self, request: ClientRequest, out: Effects) -> None:
+        if self.log.term_at(self.commit_index) != self.current_term:
+            self._reads_blocked.append(request)  # no entry of this term committed yet: commit index may be stale
+            return
+        if self.quorum == 1:
+            out.append(self._read_reply(request))
+            return
+        if self._confirmed_seq < self._read_seq:  # a round is in flight: join the next one
+            self._reads.append((self._read_seq + 1, request))
+            return
+        self._reads.append((self._start_read_round(out), request))
+
+    def _start_read_round(self, out: Effects) -> int:
+        self._read_seq += 1
+        self._acked_seq[self.node_id] = self._read_seq
+        out.extend(self._replicate(p) for p in self.peers)
+        return self._read_seq
+
+    def _confirm_reads(self, out: Effects) -> None:
+        confirmed = committed_index(self._acked_seq)
+        if confirmed <= self._confirmed_seq:
+            return
+        self._confirmed_seq = confirmed
+        reads = self._reads
+        while reads and reads[0][0] <= confirmed:
+            out.append(self._read_reply(reads.popleft()[1]))
+        if reads:  # reads that arrived during the confirmed round
+            self._start_read_round(out)
+
+    def _read_reply(self, request: ClientRequest) -> Reply:
+        return Reply(client_id=request.client_id, request_id=request.request_id, outcome=Outcome.OK,
+                     value=self.kv.read(request.key))
+
+    def _fail_reads(self, out: Effects) -> None:
+        """Pending reads of a deposed leader had no effect: a definite FAIL."""
+        for _, request in self._reads:
+            out.append(self._not_leader(request))
+        for request in self._reads_blocked:
+            out.append(self._not_leader(request))
+        self._reads.clear()
+        self._reads_blocked = []
+
+    # ================================================================================================ helpers
+    def _not_leader(self, request: ClientRequest) -> Reply:
+        return Reply(client_id=request.client_id, request_id=request.request_id, outcome=Outcome.FAIL,
+                     error="not-leader", leader_hint=self.leader_id)
+
+    @staticmethod
+    def _reply(client_id: int, request_id: int, result: Result) -> Reply:
+        return Reply(client_id=client_id, request_id=request_id, outcome=result.outcome, value=result.value,
+                     error=result.error)
+
+    def _hard_state(self) -> list[Any]:
+        return [self.current_term, self.voted_for]
+
+    def _flush(self, out: Effects) -> Effects:
+        """Durable writes of this call first (term/vote, then log), then everything else in order (Figure 2)."""
+        if not self._hard_dirty and not self._log_writes:
+            return out
+        head: Effects = []
+        if self._hard_dirty:
+            head.append(Persist(key=HARD_STATE_KEY, value=self._hard_state(), size_bytes=16))
+            self._hard_dirty = False
+        if self._log_writes:
+            head.extend(self._log_writes)
+            self._log_writes = []
+        head.extend(out)
+        return head
+
+    def __repr__(self) -> str:
+        return (f"RaftNode({self.node_id}, {self.role.value}, term={self.current_term}, "
+                f"log={self.log.last_index}, commit={self.commit_index})")

@@ -1,0 +1,199 @@
+"""A tiny deterministic in-memory driver for Raft unit tests: real nodes, a message queue and timers under test control.
+
+Not a simulator: no latency, no fabric. Messages wait in a FIFO queue until a test delivers (or drops) them; timers
+fire only when a test fires them (or :meth:`Cluster.run` fires the earliest one); crashes discard everything but
+what the node persisted. After every input the harness
+
+* executes the node's effects in order, keeping the durable state exactly as a runtime would;
+* checks the persistence rule generically: when a Send or Reply is executed, the node's term, vote and whole log
+  must already be durable (Figure 2: "updated on stable storage before responding to RPCs");
+* feeds the cluster to :class:`seedance.models.protocols.raft.invariants.Monitor`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from seedance.models.protocols.contract import (
+    Annotate,
+    CancelTimer,
+    ClientRequest,
+    DurableState,
+    Operation,
+    Persist,
+    PersistLog,
+    Reply,
+    Send,
+    SetTimer,
+)
+from seedance.models.protocols.raft import RaftConfig, RaftNode, Role, invariants
+from seedance.models.protocols.raft.node import ELECTION, HARD_STATE_KEY, LOG_KEY
+
+
+class Cluster:
+    def __init__(self, num_nodes: int, *, seed: int = 0, config: Mapping[str, Any] | None = None,
+                 node_class: type[RaftNode] = RaftNode,
+                 node_classes: Mapping[int, type[RaftNode]] | None = None) -> None:
+        self.num_nodes = num_nodes
+        self.seed = seed
+        self.config = RaftConfig.from_mapping(config)
+        self.node_classes = {i: (node_classes or {}).get(i, node_class) for i in range(num_nodes)}
+        self.now = 0.0
+        self.nodes: dict[int, RaftNode] = {}  # live nodes only
+        self.incarnation = dict.fromkeys(range(num_nodes), 0)
+        self.durable: dict[int, dict[str, dict]] = {i: {"values": {}, "logs": {}} for i in range(num_nodes)}
+        self.queue: list[tuple[int, int, Any]] = []  # (src, dst, message)
+        self.timers: dict[int, dict[Any, float]] = {i: {} for i in range(num_nodes)}
+        self.cut: set[tuple[int, int]] = set()  # (src, dst) links that drop messages
+        self.replies: list[tuple[int, Reply]] = []
+        self.trace: list[tuple[int, str, tuple]] = []  # (node, input kind, effects) — for determinism tests
+        self.durability_errors: list[str] = []
+        self.monitor = invariants.Monitor()
+        self.violations: list[str] = []
+
+    # ---------------------------------------------------------------------------------------------- lifecycle
+    def _rng(self, node_id: int) -> np.random.Generator:
+        return np.random.default_rng([self.seed, node_id, self.incarnation[node_id]])
+
+    def start(self) -> Cluster:
+        for i in range(self.num_nodes):
+            node = self.node_classes[i](i, self.num_nodes, self._rng(i), self.config)
+            self.nodes[i] = node
+            self._execute(i, "start", node.on_start(self.now))
+        return self
+
+    def crash(self, node_id: int) -> None:
+        """Lose everything volatile: the node object, its timers and messages addressed to it."""
+        self.nodes.pop(node_id)
+        self.timers[node_id].clear()
+        self.queue = [m for m in self.queue if m[1] != node_id]
+
+    def recover(self, node_id: int) -> RaftNode:
+        self.incarnation[node_id] += 1
+        node = self.node_classes[node_id](node_id, self.num_nodes, self._rng(node_id), self.config)
+        self.nodes[node_id] = node
+        disk = self.durable[node_id]
+        durable = DurableState(values=dict(disk["values"]), logs={k: list(v) for k, v in disk["logs"].items()})
+        self._execute(node_id, "recover", node.on_recover(durable, self.now))
+        return node
+
+    # ------------------------------------------------------------------------------------------------ network
+    def isolate(self, node_id: int) -> None:
+        for other in range(self.num_nodes):
+            if other != node_id:
+                self.cut |= {(node_id, other), (other, node_id)}
+
+    def heal(self) -> None:
+        self.cut.clear()
+
+    def deliver(self, where: Callable[[int, int, Any], bool] | None = None) -> bool:
+        """Deliver the first queued message matching ``where(src, dst, message)``; False when none does."""
+        for k, (src, dst, message) in enumerate(self.queue):
+            if where is None or where(src, dst, message):
+                del self.queue[k]
+                if dst in self.nodes:
+                    self._execute(dst, type(message).__name__, self.nodes[dst].on_message(src, message, self.now))
+                return True
+        return False
+
+    def deliver_all(self, where: Callable[[int, int, Any], bool] | None = None, max_steps: int = 100_000) -> int:
+        steps = 0
+        while steps < max_steps and self.deliver(where):
+            steps += 1
+        return steps
+
+    def drop(self, where: Callable[[int, int, Any], bool] | None = None) -> int:
+        before = len(self.queue)
+        self.queue = [m for m in self.queue if where is not None and not where(*m)]
+        return before - len(self.queue)
+
+    # ------------------------------------------------------------------------------------------------- timers
+    def fire(self, node_id: int, name: Any) -> None:
+        """Let time pass until ``node_id``'s timer ``name`` is due, and fire it."""
+        deadline = self.timers[node_id].pop(name)
+        self.now = max(self.now, deadline)
+        self._execute(node_id, f"timer:{name}", self.nodes[node_id].on_timer(name, self.now))
+
+    def elect(self, node_id: int, where: Callable[[int, int, Any], bool] | None = None) -> RaftNode:
+        """Time out ``node_id``'s election timer until it stands, then deliver everything (matching ``where``)."""
+        node = self.nodes[node_id]
+        term = node.current_term
+        while node.current_term == term:
+            self.fire(node_id, ELECTION)
+        self.deliver_all(where)
+        return node
+
+    def run(self, until: float, max_steps: int = 1_000_000) -> None:
+        """Deliver queued messages; when none are left, fire the earliest timer; stop at virtual time ``until``."""
+        for _ in range(max_steps):
+            if self.deliver():
+                continue
+            due = [(t, i, str(name), name) for i, timers in self.timers.items() for name, t in timers.items()]
+            if not due:
+                break
+            deadline, node_id, _, name = min(due)
+            if deadline > until:
+                break
+            self.fire(node_id, name)
+        self.now = max(self.now, until)
+
+    # ------------------------------------------------------------------------------------------------ clients
+    def request(self, node_id: int, op: str, key: Any = None, value: Any = None, *, client_id: int = 1,
+                request_id: int = 1) -> list:
+        request = ClientRequest(client_id=client_id, request_id=request_id, op=Operation(op), key=key, value=value)
+        return self._execute(node_id, "request", self.nodes[node_id].on_client_request(request, self.now))
+
+    def reply_to(self, client_id: int, request_id: int) -> Reply | None:
+        found = [r for _, r in self.replies if r.client_id == client_id and r.request_id == request_id]
+        assert len(found) <= 1, f"more than one reply to ({client_id}, {request_id}): {found}"
+        return found[0] if found else None
+
+    # ---------------------------------------------------------------------------------------------- inspection
+    def leaders(self) -> list[RaftNode]:
+        return [n for n in self.nodes.values() if n.role is Role.LEADER]
+
+    def leader(self) -> RaftNode:
+        """The live leader of the highest term."""
+        return max(self.leaders(), key=lambda n: n.current_term)
+
+    def check(self) -> list[str]:
+        return invariants.check(self.nodes.values()) + self.violations
+
+    # ---------------------------------------------------------------------------------------------- execution
+    def _execute(self, node_id: int, kind: str, effects: list) -> list:
+        disk = self.durable[node_id]
+        for effect in effects:
+            if isinstance(effect, Persist):
+                disk["values"][effect.key] = effect.value
+            elif isinstance(effect, PersistLog):
+                disk["logs"][effect.key] = disk["logs"].get(effect.key, [])[: effect.start] + list(effect.entries)
+            elif isinstance(effect, Send):
+                self._check_durable(node_id, effect)
+                if (node_id, effect.dst) not in self.cut:
+                    self.queue.append((node_id, effect.dst, effect.message))
+            elif isinstance(effect, Reply):
+                self._check_durable(node_id, effect)
+                self.replies.append((node_id, effect))
+            elif isinstance(effect, SetTimer):
+                self.timers[node_id][effect.name] = self.now + effect.delay_s
+            elif isinstance(effect, CancelTimer):
+                self.timers[node_id].pop(effect.name, None)
+            else:
+                assert isinstance(effect, Annotate), effect
+        self.trace.append((node_id, kind, tuple(effects)))
+        self.violations.extend(self.monitor.observe(self.nodes.values()))
+        return effects
+
+    def _check_durable(self, node_id: int, effect: Any) -> None:
+        node = self.nodes[node_id]
+        disk = self.durable[node_id]
+        hard = disk["values"].get(HARD_STATE_KEY, [0, None])
+        log = disk["logs"].get(LOG_KEY, [])
+        if list(hard) != [node.current_term, node.voted_for]:
+            self.durability_errors.append(f"node {node_id} sent {type(effect).__name__} with durable hard state "
+                                          f"{hard}, in memory {[node.current_term, node.voted_for]}")
+        if log != [e.to_plain() for e in node.log]:
+            self.durability_errors.append(f"node {node_id} sent {type(effect).__name__} before its log was durable")
