@@ -1,0 +1,148 @@
+"""The cost model's view of a cluster: validated matrices in SI units, plus a per-fabric cache.
+
+A :class:`Fabric` is built from a :class:`~seedance.models.topology.Topology` or from plain arrays
+``(bandwidth_GBps, latency_us, host_of)``; every cost function takes either. Preprocessing that does not depend on
+the message size (ring orders, trees, line envelopes per algorithm) is computed once per fabric and kept in
+``Fabric.cache``; fabrics themselves are cached per Topology object (weakly) and per matrix content (a small LRU),
+so repeated evaluation on the same cluster is cheap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import weakref
+from collections import OrderedDict
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from seedance.errors import SpecError
+
+_TOPOLOGY_CACHE: weakref.WeakKeyDictionary[Any, Fabric] = weakref.WeakKeyDictionary()
+_MATRIX_CACHE: OrderedDict[str, Fabric] = OrderedDict()
+_MATRIX_CACHE_SIZE = 32
+
+
+@dataclass(frozen=True, eq=False)
+class Fabric:
+    """Matrices in SI units. ``bandwidth_Bps[i, j]`` bytes/s from i to j (diagonal inf); ``latency_s`` (diagonal 0);
+    ``host_of`` the server index of each device. ``routes``/``links`` (optional, from a link-graph Topology) let
+    concurrent transfers that share a link contend."""
+
+    bandwidth_Bps: np.ndarray
+    latency_s: np.ndarray
+    host_of: np.ndarray
+    routes: Mapping[tuple[int, int], tuple[Hashable, ...]] = field(default_factory=dict)
+    links: Mapping[Hashable, tuple[float, float]] = field(default_factory=dict)
+    cache: dict[Any, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def num_devices(self) -> int:
+        return int(self.bandwidth_Bps.shape[0])
+
+    @property
+    def seconds_per_byte(self) -> np.ndarray:
+        """``1 / bandwidth_Bps`` with a zero diagonal (cached)."""
+        if "inv" not in self.cache:
+            inv = 1.0 / self.bandwidth_Bps
+            np.fill_diagonal(inv, 0.0)
+            inv.setflags(write=False)
+            self.cache["inv"] = inv
+        return self.cache["inv"]
+
+    def hosts(self) -> list[np.ndarray]:
+        """Device indices of each host, hosts in index order, devices sorted (cached)."""
+        if "hosts" not in self.cache:
+            self.cache["hosts"] = [np.flatnonzero(self.host_of == h) for h in np.unique(self.host_of)]
+        return self.cache["hosts"]
+
+
+def _validated(bandwidth_GBps: Any, latency_us: Any, host_of: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    try:
+        bandwidth = np.array(bandwidth_GBps, dtype=float)
+    except (TypeError, ValueError):
+        raise SpecError("bandwidth_GBps", "is not a numeric matrix", "an n×n matrix of GB/s") from None
+    if bandwidth.ndim != 2 or bandwidth.shape[0] != bandwidth.shape[1] or bandwidth.shape[0] < 1:
+        raise SpecError("bandwidth_GBps", f"has shape {bandwidth.shape}", "a square n×n matrix, n >= 1")
+    n = bandwidth.shape[0]
+    off = ~np.eye(n, dtype=bool)
+    if not np.all(np.isfinite(bandwidth[off]) & (bandwidth[off] > 0)):
+        raise SpecError("bandwidth_GBps", "has a non-positive, NaN or infinite off-diagonal entry", "finite GB/s > 0")
+    np.fill_diagonal(bandwidth, np.inf)
+    if latency_us is None:
+        latency_us = 0.0
+    try:
+        latency = np.array(np.broadcast_to(np.asarray(latency_us, dtype=float), (n, n)))
+    except (TypeError, ValueError):
+        raise SpecError("latency_us", "is neither a scalar nor an n×n matrix", f"a scalar or a {n}×{n} matrix") from None
+    if not np.all(np.isfinite(latency) & (latency >= 0)):
+        raise SpecError("latency_us", "has a negative, NaN or infinite entry", "finite microseconds >= 0")
+    np.fill_diagonal(latency, 0.0)
+    hosts = np.zeros(n, dtype=np.int64) if host_of is None else np.asarray(host_of)
+    if hosts.shape != (n,) or not np.issubdtype(hosts.dtype, np.integer) or (n and hosts.min() < 0):
+        raise SpecError("host_of", f"is not {n} non-negative integers", "one server index per device")
+    return bandwidth, latency, hosts.astype(np.int64)
+
+
+def _make(bandwidth_GBps: Any, latency_us: Any, host_of: Any, routes=None, links=None) -> Fabric:
+    bandwidth, latency, hosts = _validated(bandwidth_GBps, latency_us, host_of)
+    arrays = (bandwidth * 1e9, latency * 1e-6, hosts)
+    for array in arrays:
+        array.setflags(write=False)
+    return Fabric(
+        bandwidth_Bps=arrays[0], latency_s=arrays[1], host_of=arrays[2], routes=routes or {}, links=links or {}
+    )
+
+
+def fabric_of(topology: Any) -> Fabric:
+    """The (cached) :class:`Fabric` of a Topology, a Fabric, or a tuple ``(bandwidth_GBps[, latency_us[, host_of]])``."""
+    if isinstance(topology, Fabric):
+        return topology
+    if hasattr(topology, "bandwidth_GBps") and hasattr(topology, "latency_us") and hasattr(topology, "host_of"):
+        try:
+            return _TOPOLOGY_CACHE[topology]
+        except (KeyError, TypeError):
+            pass
+        fabric = _make(
+            topology.bandwidth_GBps, topology.latency_us, topology.host_of,
+            getattr(topology, "routes", None), getattr(topology, "links", None),
+        )
+        try:
+            _TOPOLOGY_CACHE[topology] = fabric
+        except TypeError:  # not weak-referenceable: no caching
+            pass
+        return fabric
+    if isinstance(topology, (tuple, list)) and 1 <= len(topology) <= 3 and not np.isscalar(topology[0]):
+        parts = list(topology) + [None] * (3 - len(topology))
+        key = _content_key(parts)
+        if key in _MATRIX_CACHE:
+            _MATRIX_CACHE.move_to_end(key)
+            return _MATRIX_CACHE[key]
+        fabric = _make(*parts)
+        _MATRIX_CACHE[key] = fabric
+        if len(_MATRIX_CACHE) > _MATRIX_CACHE_SIZE:
+            _MATRIX_CACHE.popitem(last=False)
+        return fabric
+    raise SpecError(
+        "topology", f"{type(topology).__name__} is not a topology",
+        "a Topology, or a tuple (bandwidth_GBps, latency_us, host_of) of arrays",
+    )
+
+
+def _content_key(parts: list[Any]) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        if part is None:
+            digest.update(b"none|")
+            continue
+        try:
+            array = np.ascontiguousarray(np.asarray(part, dtype=float))
+        except (TypeError, ValueError):
+            digest.update(repr(part).encode())
+            continue
+        digest.update(str(array.shape).encode())
+        digest.update(array.tobytes())
+        digest.update(b"|")
+    return digest.hexdigest()
