@@ -1,0 +1,22 @@
+"""Heterogeneous GPU fabrics: devices, switches and links, and the matrices derived from them (seed §2.4).
+
+A cluster is a link graph (networkx) of devices and switches joined by links of a kind (nvlink, nvswitch, pcie, upi,
+infiniband, ethernet) with a bandwidth in GB/s per direction and a latency in µs. Routing over it gives the effective
+pairwise bandwidth matrix ``B`` (n×n, GB/s, may be asymmetric; diagonal ``inf``) and latency matrix (µs; diagonal 0).
+The plain matrix form of the seed is accepted too; it has no switches, and each ordered pair is its own link.
+
+:class:`Topology` is what every other part consumes (cost model, simulator network, calibration). The pieces:
+``_core`` (the value), ``_matrix`` (matrix form), ``_graph`` (link graph and routing), ``_presets`` (published
+machines), ``_load`` (names and files), ``_nccl`` (reading nccl-tests output and fitting alpha-beta to it).
+"""
+
+from seedance.models.topology._core import LINK_KINDS, SWITCH_KINDS, LinkKey, Topology
+from seedance.models.topology._graph import LINK_LATENCY_US, from_graph
+from seedance.models.topology._load import from_dict, load, load_file
+from seedance.models.topology._matrix import from_matrix, to_dict
+from seedance.models.topology._presets import PRESETS, preset, preset_names
+
+__all__ = [
+    "LINK_KINDS", "LINK_LATENCY_US", "PRESETS", "SWITCH_KINDS", "LinkKey", "Topology", "from_dict", "from_graph",
+    "from_matrix", "load", "load_file", "preset", "preset_names", "to_dict",
+]

@@ -1,0 +1,348 @@
+"""The link-graph form: devices and switches joined by links, routed into the matrices (seed §2.4).
+
+Rules:
+- A node is a *device* (``role="device"``: a GPU, which sends and receives but never forwards) or a *switch*
+  (``role="switch"``: NVSwitch, PCIe switch, CPU root complex, NIC, InfiniBand/Ethernet switch, which forwards).
+- A link has a ``kind`` (one of :data:`LINK_KINDS`), a ``bandwidth_GBps`` per direction (already multiplied by its
+  ``count`` of parallel lanes/links), a ``latency_us`` and an ``efficiency`` in (0, 1] (default 1.0): the fraction of
+  the nominal rate a collective achieves on it. An undirected link carries its bandwidth in each direction.
+- Routing rule (documented, deterministic): from device i to device j take the **widest** path (largest bottleneck
+  effective bandwidth); among the widest, the one of **least total latency**; among those, the one with the fewest
+  links (then scipy's deterministic order). Devices are never transit nodes, so a direct NVLink wins over any path
+  through a narrower PCIe tree, and a GPU never relays another's traffic (relaying is a collective's choice).
+- ``B[i, j]`` = the bottleneck effective bandwidth along the route (= nominal × efficiency of the narrowest link);
+  ``latency[i, j]`` = the sum of link latencies along it. A device pair with no route is an error that names it.
+
+The file form (YAML/JSON)::
+
+    name: two-gpus-and-a-switch
+    devices:                               # in device-index order
+      - {id: g0, kind: A100, host: 0}      # kind default "gpu"; host: server label (int or string), default 0
+      - {id: g1, kind: A100, host: 0}
+    switches:                              # optional
+      - {id: sw, kind: nvswitch}           # kind: one of SWITCH_KINDS
+    links:
+      - {ends: [g0, sw], kind: nvswitch, bandwidth_GBps: 25, count: 12, latency_us: 0.5, efficiency: 0.8}
+      - {ends: [g1, sw], kind: nvswitch, bandwidth_GBps: 25, count: 12, latency_us: 0.5, efficiency: 0.8}
+      # optional per link: count (default 1), latency_us (default: LINK_LATENCY_US of its kind),
+      # efficiency (default 1.0), directed (default false: the link exists in both directions)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterator, Mapping, Sequence
+
+import networkx as nx
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import dijkstra
+
+from seedance.errors import SpecError
+from seedance.models.topology._core import LINK_KINDS, SWITCH_KINDS, LinkKey, Topology
+from seedance.models.topology._matrix import check_name, check_number, describe, is_number
+
+GRAPH_FIELDS = ("name", "devices", "switches", "links", "description")
+DEVICE_FIELDS = ("id", "kind", "host")
+SWITCH_FIELDS = ("id", "kind", "host")
+LINK_FIELDS = ("ends", "kind", "bandwidth_GBps", "count", "latency_us", "efficiency", "directed")
+
+#: Default one-way latency of one link of each kind, µs, used when a file omits ``latency_us``. Order of magnitude
+#: of NCCL's own per-hop hardware latencies for the Simple protocol (NCCL src/graph/tuning.cc, ``hwLat``); presets
+#: set their own values and cite them.
+LINK_LATENCY_US: dict[str, float] = {
+    "nvlink": 0.6, "nvswitch": 0.6, "pcie": 1.0, "upi": 1.0, "infiniband": 2.5, "ethernet": 5.0,
+}
+
+_HOP_PENALTY_US = 1e-9  # breaks latency ties in favour of fewer links; makes zero-latency links usable edges
+_SAME = 1e-12  # relative tolerance when grouping equal bandwidths
+
+
+def _check_efficiency(value: object, field: str) -> float:
+    number = check_number(value, field, positive=True, unit="(fraction of nominal)")
+    if number > 1.0:
+        raise SpecError(field, f"is {number!r}", "a fraction in (0, 1]")
+    return number
+
+
+def _check_kind(value: object, field: str, valid: Sequence[str]) -> str:
+    if not isinstance(value, str) or value not in valid:
+        raise SpecError(field, f"is {describe(value)}", f"one of {', '.join(valid)}")
+    return value
+
+
+def from_graph(
+    graph: nx.Graph, *, name: str = "graph", source: str = "", meta: Mapping[str, object] | None = None
+) -> Topology:
+    """Validate a link graph and route it into a :class:`Topology`.
+
+    Nodes carry ``role`` ("device" or "switch"), ``kind`` and, for devices, ``host`` (server label; default 0).
+    Devices are indexed in node insertion order. Edges carry ``kind``, ``bandwidth_GBps``, optional ``latency_us``
+    (default :data:`LINK_LATENCY_US`) and ``efficiency`` (default 1.0). An undirected graph is expanded to both
+    directions.
+
+    >>> g = nx.Graph()
+    >>> g.add_nodes_from(["a", "b"], role="device", kind="A100")
+    >>> g.add_node("sw", role="switch", kind="nvswitch")
+    >>> g.add_edge("a", "sw", kind="nvswitch", bandwidth_GBps=300.0, latency_us=1.0)
+    >>> g.add_edge("b", "sw", kind="nvswitch", bandwidth_GBps=300.0, latency_us=1.0)
+    >>> t = from_graph(g)
+    >>> float(t.bandwidth_GBps[0, 1]), float(t.latency_us[0, 1]), t.route(0, 1)
+    (300.0, 2.0, (('a', 'sw'), ('sw', 'b')))
+    """
+    name = check_name(name)
+    directed = nx.DiGraph()
+    devices: list[Hashable] = []
+    hosts: dict[object, int] = {}
+    host_of: list[int] = []
+    kinds: list[str] = []
+    for node, attrs in graph.nodes(data=True):
+        role = attrs.get("role")
+        if role == "device":
+            kind = attrs.get("kind", "gpu")
+            if not isinstance(kind, str) or not kind:
+                raise SpecError(f"devices[{node!r}].kind", f"is {describe(kind)}", "a non-empty string like 'A100'")
+            label = attrs.get("host", 0)
+            if isinstance(label, np.integer):
+                label = int(label)
+            if not (isinstance(label, str) and label) and not (isinstance(label, int) and not isinstance(label, bool)):
+                raise SpecError(f"devices[{node!r}].host", f"is {describe(label)}", "an int or a non-empty string")
+            host_of.append(hosts.setdefault(label, len(hosts)))
+            devices.append(node)
+            kinds.append(kind)
+            directed.add_node(node, role="device", kind=kind, host=host_of[-1], index=len(devices) - 1)
+        elif role == "switch":
+            kind = _check_kind(attrs.get("kind"), f"switches[{node!r}].kind", SWITCH_KINDS)
+            extra = {"host": attrs["host"]} if "host" in attrs else {}
+            directed.add_node(node, role="switch", kind=kind, **extra)
+        else:
+            raise SpecError(f"nodes[{node!r}].role", f"is {describe(role)}", "'device' or 'switch'")
+    if len(devices) < 2:
+        raise SpecError("devices", f"has {len(devices)} device(s)", "at least 2 devices")
+    edges = graph.edges(data=True)
+    pairs = [(u, v, a) for u, v, a in edges]
+    if not graph.is_directed():
+        pairs += [(v, u, a) for u, v, a in edges]
+    for u, v, attrs in pairs:
+        field = f"links[({u!r}, {v!r})]"
+        if u == v:
+            raise SpecError(field, "joins a node to itself", "a link between two different nodes")
+        kind = _check_kind(attrs.get("kind"), f"{field}.kind", LINK_KINDS)
+        bandwidth = check_number(attrs.get("bandwidth_GBps"), f"{field}.bandwidth_GBps", positive=True, unit="GB/s")
+        latency = check_number(
+            attrs.get("latency_us", LINK_LATENCY_US[kind]), f"{field}.latency_us", positive=False, unit="µs"
+        )
+        efficiency = _check_efficiency(attrs.get("efficiency", 1.0), f"{field}.efficiency")
+        directed.add_edge(
+            u, v, kind=kind, bandwidth_GBps=bandwidth, latency_us=latency, efficiency=efficiency,
+            effective_bandwidth_GBps=bandwidth * efficiency,
+        )
+    bandwidth_matrix, latency_matrix, routes = _route(directed, devices)
+    links = {
+        (u, v): (a["effective_bandwidth_GBps"], a["latency_us"]) for u, v, a in directed.edges(data=True)
+    }
+    return Topology(
+        name=name,
+        bandwidth_GBps=bandwidth_matrix,
+        latency_us=latency_matrix,
+        host_of=np.asarray(host_of, dtype=np.int64),
+        device_kinds=tuple(kinds),
+        routes=routes,
+        links=links,
+        graph=directed,
+        source=source,
+        meta=dict(meta or {}),
+        device_nodes=tuple(devices),
+    )
+
+
+class GraphRoutes(Mapping):
+    """Routes of a link graph, rebuilt on access from the shortest-path predecessor arrays (O(n·V) memory)."""
+
+    def __init__(self, names, out_idx, in_idx, predecessors, group) -> None:  # noqa: ANN001 - private
+        self._names = names
+        self._out = out_idx
+        self._in = in_idx
+        self._predecessors = predecessors
+        self._group = group
+
+    def __getitem__(self, key: tuple[int, int]) -> tuple[LinkKey, ...]:
+        n = len(self._out)
+        try:
+            i, j = (int(k) for k in key)  # type: ignore[union-attr]
+        except (TypeError, ValueError):
+            raise KeyError(key) from None
+        if not (0 <= i < n and 0 <= j < n) or i == j:
+            raise KeyError(key)
+        pred = self._predecessors[self._group[i, j]]
+        path = [int(self._in[j])]
+        while path[-1] != self._out[i]:
+            path.append(int(pred[i, path[-1]]))
+        names = [self._names[k] for k in reversed(path)]
+        return tuple(zip(names[:-1], names[1:]))
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        n = len(self._out)
+        return ((i, j) for i in range(n) for j in range(n) if i != j)
+
+    def __len__(self) -> int:
+        n = len(self._out)
+        return n * (n - 1)
+
+
+def _route(graph: nx.DiGraph, devices: list[Hashable]) -> tuple[np.ndarray, np.ndarray, GraphRoutes]:
+    """Widest, then least-latency, then fewest-link routes between all device pairs (see the module rules).
+
+    Exact: for each distinct effective bandwidth w, from the widest down, a Dijkstra over the links of bandwidth
+    >= w finds the least-latency paths; a pair is settled at the first w at which it is reachable, which is its
+    bottleneck. Each device is split into a source copy (out-links only) and a sink copy (in-links only), so no route
+    passes through a device.
+    """
+    n = len(devices)
+    device_set = set(devices)
+    switches = [node for node in graph.nodes if node not in device_set]
+    names: list[Hashable] = list(devices) + list(devices) + switches
+    out_idx = np.arange(n)
+    in_idx = np.arange(n, 2 * n)
+    switch_idx = {node: 2 * n + k for k, node in enumerate(switches)}
+    device_idx = {node: k for k, node in enumerate(devices)}
+    size = len(names)
+    heads, tails, bandwidths, latencies = [], [], [], []
+    for u, v, attrs in graph.edges(data=True):
+        heads.append(device_idx[u] if u in device_idx else switch_idx[u])
+        tails.append(n + device_idx[v] if v in device_idx else switch_idx[v])
+        bandwidths.append(attrs["effective_bandwidth_GBps"])
+        latencies.append(attrs["latency_us"])
+    head = np.asarray(heads, dtype=np.int64)
+    tail = np.asarray(tails, dtype=np.int64)
+    bandwidth = np.asarray(bandwidths, dtype=float)
+    latency = np.asarray(latencies, dtype=float)
+    edge_id = sp.csr_matrix((np.arange(1, len(head) + 1), (head, tail)), shape=(size, size))
+
+    bandwidth_matrix = np.full((n, n), np.inf)
+    latency_matrix = np.zeros((n, n))
+    group = np.full((n, n), -1, dtype=np.int64)
+    np.fill_diagonal(group, 0)
+    predecessors: list[np.ndarray] = []
+    levels = np.unique(bandwidth)[::-1]
+    for level in levels:
+        keep = bandwidth >= level * (1 - _SAME)
+        weights = sp.csr_matrix(
+            (latency[keep] + _HOP_PENALTY_US, (head[keep], tail[keep])), shape=(size, size)
+        )
+        dist, pred = dijkstra(weights, directed=True, indices=out_idx, return_predecessors=True)
+        reached = np.isfinite(dist[:, in_idx]) & (group < 0)
+        if not reached.any():
+            continue
+        rows, cols = np.nonzero(reached)
+        group[rows, cols] = len(predecessors)
+        predecessors.append(pred[:, :].astype(np.int32))
+        bandwidth_matrix[rows, cols] = level
+        latency_matrix[rows, cols] = _path_latency(pred, edge_id, latency, rows, in_idx[cols], out_idx[rows])
+        if (group >= 0).all():
+            break
+    missing = np.argwhere(group < 0)
+    if missing.size:
+        i, j = (int(k) for k in missing[0])
+        raise SpecError(
+            "links", f"device {devices[i]!r} cannot reach device {devices[j]!r} ({len(missing)} pair(s) unreachable)",
+            "links that connect every device to every other device",
+        )
+    return bandwidth_matrix, latency_matrix, GraphRoutes(names, out_idx, in_idx, predecessors, group)
+
+
+def _path_latency(pred, edge_id, latency, rows, targets, sources) -> np.ndarray:  # noqa: ANN001 - private
+    """Sum of link latencies along each (row source → target) shortest-path tree branch, vectorised over pairs."""
+    total = np.zeros(len(rows))
+    current = targets.copy()
+    active = current != sources
+    while active.any():
+        previous = pred[rows[active], current[active]]
+        ids = np.asarray(edge_id[previous, current[active]]).ravel() - 1
+        total[active] += latency[ids]
+        current[active] = previous
+        active = current != sources
+    return total
+
+
+def _entries(doc: Mapping[str, object], key: str, required: bool) -> list[object]:
+    value = doc.get(key)
+    if value is None:
+        if required:
+            raise SpecError(key, "is missing", f"a list of {key} (see the link-graph form)")
+        return []
+    if not isinstance(value, Sequence) or isinstance(value, (str, bytes)):
+        raise SpecError(key, f"is {describe(value)}", f"a list of {key}")
+    return list(value)
+
+
+def _mapping(entry: object, field: str, allowed: Sequence[str]) -> Mapping[str, object]:
+    if not isinstance(entry, Mapping):
+        raise SpecError(field, f"is {describe(entry)}", f"a mapping with fields {', '.join(allowed)}")
+    for key in entry:
+        if key not in allowed:
+            raise SpecError(f"{field}.{key}", "is not a valid field", f"valid fields: {', '.join(allowed)}")
+    return entry
+
+
+def _node_id(value: object, field: str) -> Hashable:
+    if not ((isinstance(value, str) and value) or (isinstance(value, int) and not isinstance(value, bool))):
+        raise SpecError(field, f"is {describe(value)}", "a node id: a non-empty string or an int")
+    return value
+
+
+def graph_from_dict(doc: Mapping[str, object], *, default_name: str, source: str) -> Topology:
+    """The link-graph form read from a parsed YAML/JSON mapping (schema in the module docstring)."""
+    for key in doc:
+        if key not in GRAPH_FIELDS:
+            raise SpecError(str(key), "is not a field of the link-graph form", f"valid fields: {', '.join(GRAPH_FIELDS)}")
+    graph = nx.DiGraph()
+    for section, role, allowed in (("devices", "device", DEVICE_FIELDS), ("switches", "switch", SWITCH_FIELDS)):
+        for k, entry in enumerate(_entries(doc, section, required=section == "devices")):
+            field = f"{section}[{k}]"
+            entry = _mapping(entry, field, allowed)
+            node = _node_id(entry.get("id"), f"{field}.id")
+            if node in graph:
+                raise SpecError(f"{field}.id", f"repeats the id {node!r}", "ids unique across devices and switches")
+            attrs = {key: entry[key] for key in ("kind", "host") if key in entry}
+            if role == "switch":
+                _check_kind(attrs.get("kind"), f"{field}.kind", SWITCH_KINDS)
+            graph.add_node(node, role=role, **attrs)
+    for k, entry in enumerate(_entries(doc, "links", required=True)):
+        field = f"links[{k}]"
+        entry = _mapping(entry, field, LINK_FIELDS)
+        ends = entry.get("ends")
+        if not isinstance(ends, Sequence) or isinstance(ends, (str, bytes)) or len(ends) != 2:
+            raise SpecError(f"{field}.ends", f"is {describe(ends)}", "a list of two node ids [u, v]")
+        u, v = (_node_id(end, f"{field}.ends") for end in ends)
+        for end in (u, v):
+            if end not in graph:
+                raise SpecError(f"{field}.ends", f"names unknown node {end!r}", "ids of declared devices or switches")
+        kind = _check_kind(entry.get("kind"), f"{field}.kind", LINK_KINDS)
+        count = entry.get("count", 1)
+        if not (isinstance(count, int) and not isinstance(count, bool) and count >= 1):
+            raise SpecError(f"{field}.count", f"is {describe(count)}", "an int >= 1 (parallel links aggregated)")
+        per_link = check_number(entry.get("bandwidth_GBps"), f"{field}.bandwidth_GBps", positive=True, unit="GB/s")
+        attrs = {
+            "kind": kind,
+            "bandwidth_GBps": per_link * count,
+            "latency_us": check_number(
+                entry.get("latency_us", LINK_LATENCY_US[kind]), f"{field}.latency_us", positive=False, unit="µs"
+            ),
+            "efficiency": _check_efficiency(entry.get("efficiency", 1.0), f"{field}.efficiency"),
+        }
+        one_way = entry.get("directed", False)
+        if not isinstance(one_way, bool):
+            raise SpecError(f"{field}.directed", f"is {describe(one_way)}", "true or false")
+        for a, b in ((u, v),) if one_way else ((u, v), (v, u)):
+            if graph.has_edge(a, b):
+                raise SpecError(field, f"repeats the link {a!r} -> {b!r}", "one link per pair; use count for lanes")
+            graph.add_edge(a, b, **attrs)
+    name = doc.get("name", default_name)
+    return from_graph(graph, name=name, source=source)  # type: ignore[arg-type]
+
+
+def is_graph_doc(doc: Mapping[str, object]) -> bool:
+    return "links" in doc or "devices" in doc
+
+
+__all__ = ["LINK_LATENCY_US", "from_graph", "graph_from_dict", "is_number"]
