@@ -75,9 +75,16 @@ def ring_of(fabric: Fabric) -> RingOrder:
 
 
 def _contention(fabric: Fabric, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Lines (0, count/effective bandwidth) per byte per transfer for links shared by ≥ 2 of the transfers."""
+    """Lines (0, count/effective bandwidth) per byte per transfer for links shared by ≥ 2 of the transfers.
+
+    Without a link graph each ordered pair is its own link, so only repeated pairs contend.
+    """
     if not fabric.routes or not fabric.links:
-        return np.zeros(0), np.zeros(0)
+        n = fabric.num_devices
+        pair, count = np.unique(np.asarray(src) * n + np.asarray(dst), return_counts=True)
+        shared = count >= 2
+        i, j = np.divmod(pair[shared], n)
+        return np.zeros(int(shared.sum())), count[shared] * fabric.seconds_per_byte[i, j]
     count: dict[object, int] = {}
     efficiency: dict[object, float] = {}
     bandwidth = fabric.bandwidth_Bps
@@ -103,13 +110,36 @@ def _hop_lines(fabric: Fabric, src: np.ndarray, dst: np.ndarray, fraction: float
     return np.concatenate([a, ca]), np.concatenate([s, cs * fraction])
 
 
-def _ring_pairs(order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return order, np.roll(order, -1)
+def ring_channels(fabric: Fabric) -> list[np.ndarray]:
+    """The rings the ring algorithms run concurrently, each carrying an equal share of the data (cached).
+
+    One bottleneck-aware ring, or — on several hosts of g ≥ 2 devices each, when it is faster — g rings as NCCL's
+    channels: ring r visits every host's intra-node ring from local position r, so each channel leaves a host
+    through a different device (and NIC); the rings share intra-node hops, which then contend.
+    """
+    if "ring_channels" in fabric.cache:
+        return fabric.cache["ring_channels"]
+    single = [np.array(ring_of(fabric).order, dtype=np.int64)]
+    chosen = single
+    hosts = fabric.hosts()
+    if len(hosts) >= 2 and len({len(h) for h in hosts}) == 1 and len(hosts[0]) >= 2:
+        rings = _host_groups(fabric)
+        multi = [np.concatenate([np.roll(r, -k) for r in rings]) for k in range(len(rings[0]))]
+
+        def key(channels: list[np.ndarray]) -> tuple[float, float]:
+            steps = _ring_steps(fabric, channels, 1, 1.0)
+            return float(steps.slope_s_per_byte.max()), float(steps.intercept_s.max())
+
+        chosen = multi if key(multi) < key(single) else single
+    fabric.cache["ring_channels"] = chosen
+    return chosen
 
 
-def _ring_steps(fabric: Fabric, order: np.ndarray, count: float, fraction: float) -> Steps:
-    src, dst = _ring_pairs(order)
-    return Steps.of(count, *_hop_lines(fabric, src, dst, fraction))
+def _ring_steps(fabric: Fabric, channels: list[np.ndarray], count: float, fraction: float) -> Steps:
+    """``count`` ring steps; every channel moves ``fraction``/len(channels)·S over each of its hops at once."""
+    src = np.concatenate(channels)
+    dst = np.concatenate([np.roll(c, -1) for c in channels])
+    return Steps.of(count, *_hop_lines(fabric, src, dst, fraction / len(channels)))
 
 
 def _direct_steps(fabric: Fabric, fraction: float, devices: np.ndarray | None = None) -> Steps:
@@ -236,20 +266,21 @@ def build_plan(fabric: Fabric, collective: str, algorithm: str) -> Plan:
         return fabric.cache[key]
     n = fabric.num_devices
     order = np.array(ring_of(fabric).order, dtype=np.int64)
+    channels = ring_channels(fabric) if n > 1 else [order]
     if n == 1:
         plan = Plan(curve=())
     elif algorithm == "hierarchical":
         plan = Plan(curve=tuple(_hierarchical(fabric, collective)))
     elif collective == "allreduce":
         plan = {
-            "ring": lambda: Plan(curve=(_ring_steps(fabric, order, 2 * (n - 1), 1.0 / n),)),
+            "ring": lambda: Plan(curve=(_ring_steps(fabric, channels, 2 * (n - 1), 1.0 / n),)),
             "tree": lambda: Plan(curve=(_tree_pipeline(fabric, order, up_and_down=True),)),
             "rhd": lambda: Plan(curve=tuple(_rhd_terms(fabric, order, halves=2))),
             "direct": lambda: Plan(curve=(Steps.of(2, *_lines(_direct_steps(fabric, 1.0 / n))),)),
         }[algorithm]()
     elif collective in ("reducescatter", "allgather"):
         plan = {
-            "ring": lambda: Plan(curve=(_ring_steps(fabric, order, n - 1, 1.0 / n),)),
+            "ring": lambda: Plan(curve=(_ring_steps(fabric, channels, n - 1, 1.0 / n),)),
             "rhd": lambda: Plan(curve=tuple(_rhd_terms(fabric, order, halves=1))),
             "direct": lambda: Plan(curve=(_direct_steps(fabric, 1.0 / n),)),
         }[algorithm]()

@@ -105,9 +105,11 @@ def fabric_of(topology: Any) -> Fabric:
             return _TOPOLOGY_CACHE[topology]
         except (KeyError, TypeError):
             pass
+        # Only a link graph has links shared between pairs; the matrix form's routes are one private link per pair.
+        graph = getattr(topology, "graph", None) is not None
         fabric = _make(
             topology.bandwidth_GBps, topology.latency_us, topology.host_of,
-            getattr(topology, "routes", None), getattr(topology, "links", None),
+            getattr(topology, "routes", None) if graph else None, getattr(topology, "links", None) if graph else None,
         )
         try:
             _TOPOLOGY_CACHE[topology] = fabric
