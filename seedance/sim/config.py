@@ -1,0 +1,194 @@
+"""Configuration of a simulated run: frozen, keyword-only, validated on construction (errors are SpecError).
+
+A run is a pure function of (:class:`SimConfig`, code version): the seed in it draws every random choice (node
+RNGs, workload, nemesis schedule, per-message faults) from one root ``numpy.random.SeedSequence``, spawned in a
+fixed order (STYLE.md rule 2).
+
+Default costs, each a documented assumption, overridable:
+
+* CPU per input: 2 µs per message, 1 µs per timer, 2 µs per client request, 1 µs per collective completion (a
+  Python/Go consensus handler is single-digit µs of work; etcd/raft benchmarks are of that order).
+* fsync: 100 µs latency plus size / 2 GB/s (a datacenter NVMe with power-loss protection; consumer SSDs are
+  1–10 ms). Consecutive Persist/PersistLog effects of one handler share one fsync (group commit).
+* Client ops time out after 0.5 s of simulated time (then ``info`` and a fresh process id, as Jepsen does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from seedance.errors import SpecError
+
+WORKLOAD_MODES = ("closed", "open")
+KEY_DISTRIBUTIONS = ("uniform", "zipf", "conflict")
+
+
+def _positive(field_name: str, value: float, *, allow_zero: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SpecError(field_name, f"must be a number, got {value!r}")
+    if value < 0 or (value == 0 and not allow_zero) or value != value:
+        raise SpecError(field_name, f"must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CpuConfig:
+    """Seconds of CPU a node spends handling each kind of input (a busy node queues the next input)."""
+
+    message_s: float = 2e-6
+    timer_s: float = 1e-6
+    client_request_s: float = 2e-6
+    collective_s: float = 1e-6
+    recover_s: float = 1e-4
+
+    def __post_init__(self) -> None:
+        for name in ("message_s", "timer_s", "client_request_s", "collective_s", "recover_s"):
+            _positive(f"cpu.{name}", getattr(self, name), allow_zero=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StorageConfig:
+    """fsync latency and write bandwidth of each node's durable storage."""
+
+    fsync_s: float = 1e-4
+    write_bandwidth_GBps: float = 2.0
+
+    def __post_init__(self) -> None:
+        _positive("storage.fsync_s", self.fsync_s, allow_zero=True)
+        _positive("storage.write_bandwidth_GBps", self.write_bandwidth_GBps)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkloadConfig:
+    """Clients and the operations they issue.
+
+    ``mode`` "closed": ``clients`` clients, each with one operation outstanding, issuing the next after
+    ``think_s``. "open": Poisson arrivals at ``rate_ops_s`` (each arrival takes an idle process or a new one).
+    ``mix`` is the (read, write, cas) probability triple. ``key_distribution``: "uniform" over ``keys`` keys,
+    "zipf" with exponent ``zipf_s``, or "conflict": a fraction ``conflict_rate`` of ops on the hot key ``k0``, the
+    rest uniform over the others.
+    """
+
+    mode: str = "closed"
+    clients: int = 4
+    rate_ops_s: float = 1000.0
+    mix: tuple[float, float, float] = (0.5, 0.4, 0.1)
+    keys: int = 8
+    key_distribution: str = "uniform"
+    zipf_s: float = 1.1
+    conflict_rate: float = 0.5
+    op_timeout_s: float = 0.5
+    think_s: float = 0.0
+    not_leader_backoff_s: float = 0.005
+    request_bytes: int = 64
+    reply_bytes: int = 64
+
+    def __post_init__(self) -> None:
+        if self.mode not in WORKLOAD_MODES:
+            raise SpecError("workload.mode", f"unknown mode {self.mode!r}", f"valid: {', '.join(WORKLOAD_MODES)}")
+        if self.key_distribution not in KEY_DISTRIBUTIONS:
+            raise SpecError("workload.key_distribution", f"unknown distribution {self.key_distribution!r}",
+                            f"valid: {', '.join(KEY_DISTRIBUTIONS)}")
+        if not isinstance(self.clients, int) or self.clients < 0:
+            raise SpecError("workload.clients", f"must be an integer >= 0, got {self.clients!r}")
+        if not isinstance(self.keys, int) or self.keys < 1:
+            raise SpecError("workload.keys", f"must be an integer >= 1, got {self.keys!r}")
+        mix = tuple(float(x) for x in self.mix)
+        if len(mix) != 3 or any(x < 0 for x in mix) or abs(sum(mix) - 1.0) > 1e-9:
+            raise SpecError("workload.mix", f"must be three non-negative fractions summing to 1, got {self.mix!r}",
+                            "e.g. 0.5,0.4,0.1 for read,write,cas")
+        object.__setattr__(self, "mix", mix)
+        _positive("workload.rate_ops_s", self.rate_ops_s)
+        _positive("workload.zipf_s", self.zipf_s)
+        _positive("workload.op_timeout_s", self.op_timeout_s)
+        _positive("workload.think_s", self.think_s, allow_zero=True)
+        _positive("workload.not_leader_backoff_s", self.not_leader_backoff_s, allow_zero=True)
+        if not 0.0 <= self.conflict_rate <= 1.0:
+            raise SpecError("workload.conflict_rate", f"must be in [0, 1], got {self.conflict_rate!r}")
+        if self.key_distribution == "conflict" and self.keys < 2 and self.conflict_rate < 1.0:
+            raise SpecError("workload.keys", "conflict distribution needs >= 2 keys (one hot, others cold)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class NemesisConfig:
+    """Which faults the seeded schedule may inject, and its timing.
+
+    The faulty phase is the first ``faulty_fraction`` of the run; after it every fault is removed and crashed
+    nodes restart (the healed phase, where liveness is measured). For each enabled fault, windows of length
+    uniform in ``window_s`` (default: 5–25 % of the faulty phase) follow gaps exponential with mean ``gap_s``
+    (default: 10 % of the faulty phase); different faults may overlap.
+    """
+
+    faults: tuple[str, ...] = ()
+    faulty_fraction: float = 0.6
+    window_s: tuple[float, float] | None = None
+    gap_s: float | None = None
+
+    def __post_init__(self) -> None:
+        from seedance.sim.nemesis import FAULTS  # the names live beside their implementations
+
+        faults = tuple(self.faults)
+        unknown = [f for f in faults if f not in FAULTS]
+        if unknown:
+            raise SpecError("nemesis", f"unknown fault(s) {', '.join(map(repr, unknown))}",
+                            f"valid: {', '.join(FAULTS)}")
+        object.__setattr__(self, "faults", tuple(dict.fromkeys(faults)))
+        if not 0.0 < self.faulty_fraction <= 1.0:
+            raise SpecError("nemesis.faulty_fraction", f"must be in (0, 1], got {self.faulty_fraction!r}")
+        if self.window_s is not None:
+            lo, hi = self.window_s
+            if not 0 < lo <= hi:
+                raise SpecError("nemesis.window_s", f"must be 0 < lo <= hi, got {self.window_s!r}")
+        if self.gap_s is not None:
+            _positive("nemesis.gap_s", self.gap_s)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimConfig:
+    """One simulated run. ``protocol`` is a registered name or a :class:`ProtocolSpec` (e.g. a test mutant).
+
+    ``topology`` is a preset name / file path for :func:`seedance.models.topology.load`, a ``Topology``, or None
+    for the uniform default fabric (see :mod:`seedance.sim.network`). ``duration_s`` is simulated time.
+    ``check`` runs the linearizability checker (model "kv") on the history with a ``check_timeout_s`` budget.
+    """
+
+    protocol: Any = "echo"
+    nodes: int = 3
+    duration_s: float = 1.0
+    seed: int = 0
+    topology: Any = None
+    protocol_config: Mapping[str, Any] = field(default_factory=dict)
+    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    nemesis: NemesisConfig = field(default_factory=NemesisConfig)
+    cpu: CpuConfig = field(default_factory=CpuConfig)
+    storage: StorageConfig = field(default_factory=StorageConfig)
+    trace: bool = True
+    check: bool = False
+    check_timeout_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.nodes, bool) or not isinstance(self.nodes, int) or self.nodes < 1:
+            raise SpecError("nodes", f"must be an integer >= 1, got {self.nodes!r}")
+        _positive("duration_s", self.duration_s)
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise SpecError("seed", f"must be an integer >= 0, got {self.seed!r}")
+        _positive("check_timeout_s", self.check_timeout_s)
+
+    @property
+    def protocol_name(self) -> str:
+        return self.protocol if isinstance(self.protocol, str) else self.protocol.name
+
+    def describe(self) -> dict[str, Any]:
+        """Plain-data description (for spec hashes and summaries)."""
+        from dataclasses import asdict
+
+        topology = self.topology
+        if topology is not None and not isinstance(topology, str):
+            topology = getattr(topology, "name", repr(topology))
+        return {
+            "protocol": self.protocol_name, "nodes": self.nodes, "duration_s": self.duration_s, "seed": self.seed,
+            "topology": topology, "protocol_config": dict(self.protocol_config),
+            "workload": asdict(self.workload), "nemesis": asdict(self.nemesis), "cpu": asdict(self.cpu),
+            "storage": asdict(self.storage), "trace": self.trace,
+        }

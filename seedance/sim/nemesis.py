@@ -1,0 +1,221 @@
+"""The nemesis: a fault schedule drawn from the seed, applied in the faulty phase, removed before the healed phase.
+
+Rules (Jepsen's nemeses, Kingsbury 2013–; TigerBeetle VOPR's safety-then-liveness phases):
+
+* The whole schedule is drawn up front from the nemesis generator (one child of the run's root SeedSequence): for
+  each enabled fault, in the order given, windows ``[start, end)`` of uniform length separated by exponential gaps,
+  clipped to the faulty phase. Different faults may overlap; windows of one fault never do.
+* At the end of the faulty phase every fault has ended (crashed nodes restarted, paused nodes resumed, partitions
+  healed, clocks and network restored); a ``heal`` record marks the start of the healed phase.
+* Faults and their parameters (each drawn per window):
+
+  - ``partition``: one of the four variants below, at random.
+  - ``partition-one``: one node isolated both ways.  ``partition-halves``: a random minority of ⌊n/2⌋ nodes cut off
+    from the majority.  ``partition-ring``: majorities ring — on a random ring, each node reaches only the
+    ⌈(m−1)/2⌉ nearest nodes on each side (m = majority), so every node sees a majority but no two see the same one.
+    ``partition-oneway``: a random group A cannot send to the rest (the rest can still send to A).
+  - ``crash``: 1..n random nodes crash at the start and restart from durable state at the end.
+  - ``pause``: 1..n random nodes stop handling inputs (SIGSTOP) and resume at the end.
+  - ``loss`` / ``duplicate``: each node-to-node message is dropped / delivered twice with probability 5–30 %.
+  - ``reorder``: each message gets an extra uniform delay in [0, 1–20 ms], so messages overtake each other.
+  - ``delay``: with probability 5–30 % a message is delayed by a spike of 10–100 ms.
+  - ``skew``: 1..n random nodes' timers run at a rate in [0.25, 4] (log-uniform).
+  - ``cpu-hog``: a competing process holds one node's CPU in bursts of 5–50 ms with 1–5 ms gaps, so its inputs
+    (heartbeats included) are handled late.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from seedance.sim.kernel import call_at
+
+PARTITION_VARIANTS = ("partition-one", "partition-halves", "partition-ring", "partition-oneway")
+FAULTS = ("partition", *PARTITION_VARIANTS, "crash", "pause", "loss", "duplicate", "reorder", "delay", "skew",
+          "cpu-hog")
+
+
+@dataclass(frozen=True, kw_only=True)
+class FaultWindow:
+    fault_id: int
+    name: str  # the concrete fault (a partition variant, never plain "partition")
+    start_s: float
+    end_s: float
+    params: dict[str, Any]
+
+
+def _partition_pairs(variant: str, n: int, rng: np.random.Generator) -> tuple[list[tuple[int, int]], dict[str, Any]]:
+    perm = [int(x) for x in rng.permutation(n)]
+    if variant == "partition-one":
+        node = perm[0]
+        pairs = [(node, j) for j in range(n) if j != node] + [(j, node) for j in range(n) if j != node]
+        return pairs, {"isolated": node}
+    if variant == "partition-halves":
+        minority = sorted(perm[: n // 2])
+        majority = sorted(perm[n // 2:])
+        pairs = [(a, b) for a in minority for b in majority] + [(b, a) for a in minority for b in majority]
+        return pairs, {"minority": minority, "majority": majority}
+    if variant == "partition-ring":
+        majority = n // 2 + 1
+        reach = math.ceil((majority - 1) / 2)
+        position = {node: k for k, node in enumerate(perm)}
+        pairs = []
+        for a in range(n):
+            for b in range(n):
+                distance = abs(position[a] - position[b])
+                if a != b and min(distance, n - distance) > reach:
+                    pairs.append((a, b))
+        return pairs, {"ring": perm, "reach": reach}
+    size = int(rng.integers(1, n)) if n > 1 else 0
+    senders = sorted(perm[:size])
+    receivers = sorted(perm[size:])
+    return [(a, b) for a in senders for b in receivers], {"cannot_send": senders, "to": receivers}
+
+
+def _nodes(n: int, rng: np.random.Generator) -> list[int]:
+    count = int(rng.integers(1, n + 1))
+    return sorted(int(x) for x in rng.permutation(n)[:count])
+
+
+def _params(name: str, n: int, rng: np.random.Generator) -> tuple[str, dict[str, Any]]:
+    if name == "partition":
+        name = PARTITION_VARIANTS[int(rng.integers(len(PARTITION_VARIANTS)))]
+    if name in PARTITION_VARIANTS:
+        pairs, shape = _partition_pairs(name, n, rng)
+        return name, {**shape, "pairs": pairs}
+    if name in ("crash", "pause"):
+        return name, {"nodes": _nodes(n, rng)}
+    if name in ("loss", "duplicate"):
+        return name, {"p": float(rng.uniform(0.05, 0.3))}
+    if name == "reorder":
+        return name, {"max_s": float(rng.uniform(1e-3, 20e-3))}
+    if name == "delay":
+        return name, {"p": float(rng.uniform(0.05, 0.3)), "spike_s": float(rng.uniform(10e-3, 100e-3))}
+    if name == "skew":
+        nodes = _nodes(n, rng)
+        return name, {"rates": {node: float(math.exp(rng.uniform(math.log(0.25), math.log(4.0)))) for node in nodes}}
+    return name, {"node": int(rng.integers(n)), "burst_s": float(rng.uniform(5e-3, 50e-3)),
+                  "gap_s": float(rng.uniform(1e-3, 5e-3))}
+
+
+def draw_schedule(faults: tuple[str, ...], *, num_nodes: int, faulty_end_s: float, rng: np.random.Generator,
+                  window_s: tuple[float, float] | None = None, gap_s: float | None = None) -> list[FaultWindow]:
+    """The fault windows of a run, sorted by start time (ties: in drawing order)."""
+    length = faulty_end_s
+    lo, hi = window_s if window_s is not None else (0.05 * length, 0.25 * length)
+    mean_gap = gap_s if gap_s is not None else 0.1 * length
+    windows: list[FaultWindow] = []
+    for fault in faults:
+        t = float(rng.exponential(mean_gap))
+        while t < faulty_end_s:
+            end = min(t + float(rng.uniform(lo, hi)), faulty_end_s)
+            name, params = _params(fault, num_nodes, rng)
+            windows.append(FaultWindow(fault_id=len(windows), name=name, start_s=t, end_s=end, params=params))
+            t = end + float(rng.exponential(mean_gap))
+    windows.sort(key=lambda w: (w.start_s, w.fault_id))
+    return windows
+
+
+class Nemesis:
+    """Applies a schedule to a runtime and its network."""
+
+    def __init__(self, *, runtime: Any, schedule: list[FaultWindow], faulty_end_s: float) -> None:
+        self.runtime = runtime
+        self.network = runtime.network
+        self.env = runtime.env
+        self.schedule = schedule
+        self.faulty_end_s = faulty_end_s
+        self.applied = 0
+
+    def install(self) -> None:
+        for window in self.schedule:
+            call_at(self.env, window.start_s, self._start, window)
+        for window in self.schedule:
+            call_at(self.env, window.end_s, self._end, window)
+        if self.schedule:
+            call_at(self.env, self.faulty_end_s, self._heal, None)
+
+    def _record(self, *record: Any) -> None:
+        if self.runtime._tracing:
+            self.runtime._record((self.env.now, *record))
+
+    def _start(self, event: Any) -> None:
+        window: FaultWindow = event.args
+        self.applied += 1
+        self._record("fault-start", -1, window.fault_id, window.name, window.params)
+        name, params, runtime, network = window.name, window.params, self.runtime, self.network
+        if name in PARTITION_VARIANTS:
+            network.block(params["pairs"], +1)
+        elif name == "crash":
+            for node in params["nodes"]:
+                runtime.crash(node)
+        elif name == "pause":
+            for node in params["nodes"]:
+                runtime.pause(node)
+        elif name == "loss":
+            network.set_fault("loss_p", params["p"])
+        elif name == "duplicate":
+            network.set_fault("duplicate_p", params["p"])
+        elif name == "reorder":
+            network.set_fault("reorder_s", params["max_s"])
+        elif name == "delay":
+            network.set_fault("spike_s", params["spike_s"])
+            network.set_fault("spike_p", params["p"])
+        elif name == "skew":
+            for node, rate in params["rates"].items():
+                runtime.set_timer_rate(node, rate)
+        elif name == "cpu-hog":
+            self._burst(window)
+
+    def _burst(self, window: FaultWindow) -> None:
+        now = self.env.now
+        if now >= window.end_s:
+            return
+        until = min(now + window.params["burst_s"], window.end_s)
+        self.runtime.hog(window.params["node"], until)
+        call_at(self.env, until + window.params["gap_s"], lambda _event: self._burst(window))
+
+    def _end(self, event: Any) -> None:
+        window: FaultWindow = event.args
+        self._record("fault-end", -1, window.fault_id, window.name)
+        name, params, runtime, network = window.name, window.params, self.runtime, self.network
+        if name in PARTITION_VARIANTS:
+            network.block(params["pairs"], -1)
+        elif name == "crash":
+            for node in params["nodes"]:
+                runtime.restart(node)
+        elif name == "pause":
+            for node in params["nodes"]:
+                runtime.resume(node)
+        elif name == "loss":
+            network.set_fault("loss_p", 0.0)
+        elif name == "duplicate":
+            network.set_fault("duplicate_p", 0.0)
+        elif name == "reorder":
+            network.set_fault("reorder_s", 0.0)
+        elif name == "delay":
+            network.set_fault("spike_p", 0.0)
+            network.set_fault("spike_s", 0.0)
+        elif name == "skew":
+            for node in params["rates"]:
+                runtime.set_timer_rate(node, 1.0)
+
+    def _heal(self, event: Any) -> None:
+        """Belt and braces: everything is back to normal when the healed phase begins."""
+        runtime, network = self.runtime, self.network
+        for host in runtime.hosts:
+            if not host.up:
+                runtime.restart(host.node_id)
+            if host.paused:
+                runtime.resume(host.node_id)
+            host.timer_rate = 1.0
+        for row in network.blocked:
+            row[:] = [0] * len(row)
+        for name in ("loss_p", "duplicate_p", "reorder_s", "spike_p", "spike_s"):
+            setattr(network, name, 0.0)
+        network.block([], 0)
+        self._record("heal", -1)

@@ -1,0 +1,177 @@
+"""The fabric model: per-message latency plus size/bandwidth over shared, contended links; network faults.
+
+Rules:
+
+* Node ``i`` runs on device ``i`` of the topology (error if there are more nodes than devices). A client is attached
+  to the device of node ``client_id % nodes`` (it shares that host's links, like a client co-located with a server).
+* A message from device ``s`` to ``d`` crosses the directed links of ``topology.routes[(s, d)]``. Each link is a
+  FIFO serialising resource with a bandwidth (GB/s per direction) and a latency (µs): the message is transmitted
+  cut-through — its head enters link ``k`` once it has left link ``k-1`` (after that link's latency) *and* the link
+  has finished the bytes reserved before it; the link is then busy for ``size / bandwidth``. Reservations are made
+  in send order (a message's whole path is booked when it is sent), so a bulk transfer already booked on a link
+  delays every message queued behind it — the contention of Hockney's α–β model with a shared resource.
+  Uncontended, a message takes ``sum(latency) + size / min(bandwidth)`` (the α–β cost, Hockney 1994).
+* Same-device traffic (a client to its own node, a node to itself) takes ``loopback_s`` (default 1 µs).
+* No topology given: :func:`uniform_topology` — every device hangs off one non-blocking switch by a 25 GB/s
+  (200 Gb/s) link each way with 10 µs latency per link (20 µs one way between devices). A bulk transfer from a
+  device saturates its uplink, so contention is real even in the default fabric.
+* Faults (set by :mod:`seedance.sim.nemesis`, applied to node-to-node traffic only; client traffic is a reliable
+  session as in Jepsen): partitions (a count matrix of blocked directed pairs, so overlapping partitions compose),
+  loss, duplication, reordering (uniform extra delay), delay spikes. Decided at send time, with the network's own
+  seeded generator, drawn only while such a fault is active.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from seedance.errors import SpecError
+from seedance.models.topology import Topology
+
+UNIFORM_LINK_GBPS = 25.0
+UNIFORM_LINK_LATENCY_US = 10.0
+
+
+def uniform_topology(num_devices: int, *, bandwidth_GBps: float = UNIFORM_LINK_GBPS,
+                     link_latency_us: float = UNIFORM_LINK_LATENCY_US) -> Topology:
+    """``num_devices`` devices, one host each, on a single non-blocking switch (the default fabric)."""
+    n = num_devices
+    links: dict[tuple[Any, Any], tuple[float, float]] = {}
+    for i in range(n):
+        links[(i, "switch")] = (bandwidth_GBps, link_latency_us)
+        links[("switch", i)] = (bandwidth_GBps, link_latency_us)
+    routes = {(i, j): ((i, "switch"), ("switch", j)) for i in range(n) for j in range(n) if i != j}
+    bandwidth = np.full((n, n), bandwidth_GBps, dtype=float)
+    latency = np.full((n, n), 2 * link_latency_us, dtype=float)
+    np.fill_diagonal(bandwidth, np.inf)
+    np.fill_diagonal(latency, 0.0)
+    return Topology(name=f"uniform-{n}", bandwidth_GBps=bandwidth, latency_us=latency,
+                    host_of=np.arange(n), device_kinds=("gpu",) * n, routes=routes, links=links,
+                    source="seedance.sim.network.uniform_topology")
+
+
+def resolve_topology(topology: Any, num_nodes: int) -> Topology:
+    """A Topology from a name / file path (via ``seedance.models.topology.load``), an object, or None."""
+    if topology is None:
+        return uniform_topology(num_nodes)
+    if isinstance(topology, Topology):
+        found = topology
+    else:
+        from seedance.models import topology as topology_module
+
+        load = getattr(topology_module, "load", None)
+        if load is None:
+            raise SpecError("topology", f"cannot load {topology!r}: no topology loader is installed",
+                            "omit --topology for the uniform default fabric")
+        found = load(str(topology), nodes=num_nodes)
+    if found.num_devices < num_nodes:
+        raise SpecError("nodes", f"{num_nodes} nodes do not fit topology {found.name!r} of {found.num_devices} "
+                        "devices", f"use at most {found.num_devices} nodes or a larger topology")
+    return found
+
+
+class Network:
+    """Link reservations and network faults for ``num_nodes`` nodes placed on ``topology``."""
+
+    def __init__(self, topology: Topology, num_nodes: int, rng: np.random.Generator, *,
+                 loopback_s: float = 1e-6) -> None:
+        self.topology = topology
+        self.num_nodes = num_nodes
+        self.rng = rng
+        self.loopback_s = loopback_s
+        self._link_index: dict[Any, int] = {}
+        self.busy_until: list[float] = []
+        self._inv_bandwidth: list[float] = []
+        self._latency_s: list[float] = []
+        for link, (bandwidth_GBps, latency_us) in topology.links.items():
+            self._link_index[link] = len(self.busy_until)
+            self.busy_until.append(0.0)
+            self._inv_bandwidth.append(1.0 / (float(bandwidth_GBps) * 1e9))
+            self._latency_s.append(float(latency_us) * 1e-6)
+        self._routes: dict[tuple[int, int], tuple[int, ...]] = {}
+        self.bytes_sent = 0
+        # faults
+        self.blocked = [[0] * num_nodes for _ in range(num_nodes)]
+        self.loss_p = 0.0
+        self.duplicate_p = 0.0
+        self.reorder_s = 0.0
+        self.spike_p = 0.0
+        self.spike_s = 0.0
+        self.faulty = False
+        self.partitioned = False
+
+    # ------------------------------------------------------------------------------------------------ timing
+    def _route(self, src: int, dst: int) -> tuple[int, ...]:
+        route = self._routes.get((src, dst))
+        if route is None:
+            try:
+                links = self.topology.routes[(src, dst)]
+            except KeyError:
+                raise SpecError("topology", f"{self.topology.name!r} has no route from device {src} to {dst}",
+                                "every ordered device pair needs a route") from None
+            route = tuple(self._link_index[link] for link in links)
+            self._routes[(src, dst)] = route
+        return route
+
+    def transit(self, src: int, dst: int, size_bytes: int, depart_s: float) -> float:
+        """Book the path from device ``src`` to ``dst`` for a message leaving at ``depart_s``; its arrival time."""
+        self.bytes_sent += size_bytes
+        if src == dst:
+            return depart_s + self.loopback_s
+        route = self._routes.get((src, dst)) or self._route(src, dst)
+        busy = self.busy_until
+        inv_bw = self._inv_bandwidth
+        latency = self._latency_s
+        head = depart_s
+        tail = depart_s
+        for link in route:
+            start = head if head > busy[link] else busy[link]
+            end = start + size_bytes * inv_bw[link]
+            if end < tail:
+                end = tail
+            busy[link] = end
+            head = start + latency[link]
+            tail = end + latency[link]
+        return tail
+
+    def uncontended_s(self, src: int, dst: int, size_bytes: int) -> float:
+        """The α–β time of a message on an idle fabric (for tests and cost cross-checks)."""
+        if src == dst:
+            return self.loopback_s
+        route = self._route(src, dst)
+        return sum(self._latency_s[k] for k in route) + size_bytes * max(self._inv_bandwidth[k] for k in route)
+
+    # ------------------------------------------------------------------------------------------------ faults
+    def plan(self, src: int, dst: int) -> tuple[str | None, int, float]:
+        """Fault decision for one node-to-node message: (drop reason or None, copies, extra delay of each copy)."""
+        if self.blocked[src][dst]:
+            return "partition", 0, 0.0
+        rng = self.rng
+        if self.loss_p and rng.random() < self.loss_p:
+            return "loss", 0, 0.0
+        extra = 0.0
+        if self.reorder_s:
+            extra += rng.random() * self.reorder_s
+        if self.spike_p and rng.random() < self.spike_p:
+            extra += self.spike_s
+        copies = 2 if self.duplicate_p and rng.random() < self.duplicate_p else 1
+        return None, copies, extra
+
+    def extra_delay(self) -> float:
+        """Extra delay of a duplicate copy (its own reorder draw, or 1 µs)."""
+        return self.rng.random() * self.reorder_s if self.reorder_s else 1e-6
+
+    def block(self, pairs: list[tuple[int, int]], delta: int) -> None:
+        for src, dst in pairs:
+            self.blocked[src][dst] += delta
+        self.partitioned = any(any(row) for row in self.blocked)
+        self._refresh()
+
+    def set_fault(self, name: str, value: float) -> None:
+        setattr(self, name, value)
+        self._refresh()
+
+    def _refresh(self) -> None:
+        self.faulty = bool(self.partitioned or self.loss_p or self.duplicate_p or self.reorder_s or self.spike_p)

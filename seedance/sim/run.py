@@ -1,0 +1,278 @@
+"""``simulate(config) -> SimResult``: one seeded run, its summary, and the files it leaves behind.
+
+Rules:
+
+* The run is a pure function of the config (and code version). One root ``SeedSequence(seed)`` is spawned, in this
+  order, into: node generators (one child per node, one grandchild per incarnation), the network's fault
+  generator, the workload generator, the nemesis generator. Nothing reads a wall clock or a global RNG; wall time
+  is measured only to report speed and never enters the trace.
+* Phases: the faulty phase is ``[0, faulty_fraction · duration)`` when a nemesis is configured (empty otherwise);
+  the healed phase is the rest. Liveness: ``ops_ok_healed`` counts operations that completed ``ok`` in the healed
+  phase; ``progress_after_heal`` says it is positive (TigerBeetle VOPR's liveness check).
+* Invariant hooks ``hook(view) -> str | None`` run after every handled input (``invariant_every_s=None``) or every
+  ``invariant_every_s`` of virtual time; a returned string is a violation, recorded with its time, and (by default)
+  stops the run. The view exposes the live node objects, so a protocol's tests can check e.g. Raft's Election
+  Safety across nodes.
+* The linearizability verdict comes from :func:`seedance.analysis.linearizability.check` (model ``kv``);
+  ``"unknown"`` when the checker runs out of time or is not installed.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import simpy
+from simpy.core import StopSimulation
+
+from seedance.analysis.history import Event, write_jsonl
+from seedance.models.protocols import registry
+from seedance.models.protocols.contract import ProtocolSpec
+from seedance.sim.collectives import Collectives
+from seedance.sim.config import SimConfig
+from seedance.sim.kernel import call_at
+from seedance.sim.nemesis import FaultWindow, Nemesis, draw_schedule
+from seedance.sim.network import Network, resolve_topology
+from seedance.sim.runtime import Runtime
+from seedance.sim.trace import Trace
+from seedance.sim.workload import Clients
+
+
+@dataclass(frozen=True)
+class SimView:
+    """What an invariant hook sees: virtual time, the runtime (hosts, network) and the history so far."""
+
+    now: float
+    runtime: Runtime
+    history: list[Event]
+
+    @property
+    def nodes(self) -> list[Any]:
+        """The live node objects (None for a crashed node), by node id."""
+        return [host.node if host.up else None for host in self.runtime.hosts]
+
+
+Invariant = Callable[[SimView], "str | None"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimResult:
+    config: SimConfig
+    history: list[Event]
+    trace: Trace
+    trace_sha256: str
+    ops_ok: int
+    ops_failed: int
+    ops_info: int
+    throughput_ops_s: float
+    latency_ms_p50: float | None
+    latency_ms_p99: float | None
+    healed_at_s: float
+    ops_ok_healed: int
+    linearizable: bool | str | None  # None: not checked
+    check: dict[str, Any] | None
+    violations: list[tuple[float, str]]
+    faults: list[FaultWindow]
+    stats: dict[str, Any]
+    runtime: Runtime = field(repr=False)
+    wall_s: float = 0.0
+
+    @property
+    def progress_after_heal(self) -> bool:
+        return self.ops_ok_healed > 0
+
+    @property
+    def reproduce(self) -> str:
+        return reproduce_command(self.config)
+
+    def summary(self, *, history_path: str | None = None) -> dict[str, Any]:
+        """The CLI's JSON object (without run metadata)."""
+        return {
+            "protocol": self.config.protocol_name, "seed": self.config.seed, "nodes": self.config.nodes,
+            "duration_s": self.config.duration_s,
+            "ops_ok": self.ops_ok, "ops_failed": self.ops_failed, "ops_info": self.ops_info,
+            "throughput_ops_s": self.throughput_ops_s,
+            "latency_ms_p50": self.latency_ms_p50, "latency_ms_p99": self.latency_ms_p99,
+            "linearizable": "unknown" if self.linearizable is None else self.linearizable,
+            "trace_sha256": self.trace_sha256, "history": history_path, "reproduce": self.reproduce,
+            "healed_at_s": self.healed_at_s, "ops_ok_healed": self.ops_ok_healed,
+            "progress_after_heal": self.progress_after_heal,
+            "faults": [w.name for w in self.faults], "violations": [list(v) for v in self.violations],
+            "check": self.check, "stats": self.stats, "wall_s": self.wall_s,
+        }
+
+
+def reproduce_command(config: SimConfig) -> str:
+    """The one-line ``seedance sim run`` command that reruns ``config`` (default costs assumed)."""
+    w = config.workload
+    args = ["sim", "run", "--protocol", config.protocol_name, "--nodes", str(config.nodes),
+            "--duration", repr(config.duration_s), "--seed", str(config.seed)]
+    if isinstance(config.topology, str):
+        args += ["--topology", config.topology]
+    if config.nemesis.faults:
+        args += ["--nemesis", ",".join(config.nemesis.faults)]
+        if config.nemesis.faulty_fraction != 0.6:
+            args += ["--faulty-fraction", repr(config.nemesis.faulty_fraction)]
+    args += ["--workload", w.mode]
+    args += ["--clients", str(w.clients)] if w.mode == "closed" else ["--rate", repr(w.rate_ops_s)]
+    args += ["--mix", ",".join(repr(x) for x in w.mix), "--keys", str(w.keys)]
+    dist = {"uniform": "uniform", "zipf": f"zipf:{w.zipf_s!r}", "conflict": f"conflict:{w.conflict_rate!r}"}
+    args += ["--key-dist", dist[w.key_distribution], "--op-timeout", repr(w.op_timeout_s)]
+    for key, value in sorted(config.protocol_config.items()):
+        args += ["--set", f"{key}={json.dumps(value)}"]
+    return "seedance " + shlex.join(args)
+
+
+def _spec(protocol: Any) -> ProtocolSpec:
+    if isinstance(protocol, ProtocolSpec):
+        return protocol
+    if isinstance(protocol, str):
+        return registry.get(protocol)
+    from seedance.errors import SpecError
+
+    raise SpecError("protocol", f"expected a protocol name or ProtocolSpec, got {type(protocol).__name__}",
+                    f"valid names: {', '.join(registry.names())}")
+
+
+def _percentile_ms(values: list[float], q: float) -> float | None:
+    return float(np.percentile(np.asarray(values), q) * 1e3) if values else None
+
+
+def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invariant_every_s: float | None = None,
+             stop_on_violation: bool = True, progress: Callable[[float], None] | None = None) -> SimResult:
+    """Run ``config`` to completion and return its result (history, trace, counts, verdicts)."""
+    wall_start = time.perf_counter()
+    spec = _spec(config.protocol)
+    topology = resolve_topology(config.topology, config.nodes)
+    root = np.random.SeedSequence(config.seed)
+    node_seq, network_seq, workload_seq, nemesis_seq = root.spawn(4)
+    env = simpy.Environment()
+    trace = Trace(enabled=config.trace, num_nodes=config.nodes)
+    network = Network(topology, config.nodes, np.random.default_rng(network_seq))
+    protocol_config = {**spec.default_config, **config.protocol_config}
+    runtime = Runtime(env=env, spec=spec, protocol_config=protocol_config, num_nodes=config.nodes, network=network,
+                      cpu=config.cpu, storage=config.storage, trace=trace, seed_sequence=node_seq)
+    runtime.collectives = Collectives(runtime)
+    clients = Clients(env=env, runtime=runtime, config=config.workload, rng=np.random.default_rng(workload_seq),
+                      num_nodes=config.nodes, end_s=config.duration_s)
+    faults = config.nemesis.faults
+    healed_at = config.duration_s * config.nemesis.faulty_fraction if faults else 0.0
+    schedule = draw_schedule(faults, num_nodes=config.nodes, faulty_end_s=healed_at,
+                             rng=np.random.default_rng(nemesis_seq), window_s=config.nemesis.window_s,
+                             gap_s=config.nemesis.gap_s) if faults else []
+    nemesis = Nemesis(runtime=runtime, schedule=schedule, faulty_end_s=healed_at)
+
+    violations: list[tuple[float, str]] = []
+    if invariants:
+        def check_invariants() -> None:
+            view = SimView(now=env.now, runtime=runtime, history=clients.history)
+            for hook in invariants:
+                problem = hook(view)
+                if problem:
+                    violations.append((env.now, str(problem)))
+                    if stop_on_violation:
+                        raise StopSimulation(None)
+
+        if invariant_every_s is None:
+            runtime.after_input.append(check_invariants)
+        else:
+            def periodic(_event: Any) -> None:
+                check_invariants()
+                call_at(env, env.now + invariant_every_s, periodic)
+
+            call_at(env, invariant_every_s, periodic)
+
+    runtime.boot()
+    nemesis.install()
+    clients.start()
+    try:
+        steps = 100 if progress is not None else 1
+        for k in range(1, steps + 1):
+            env.run(until=config.duration_s * k / steps)
+            if violations and stop_on_violation:
+                break
+            if progress is not None:
+                progress(env.now)
+    except Exception as err:  # a protocol bug: say how to get it back
+        err.add_note(f"reproduce: {reproduce_command(config)}")
+        raise
+    end = env.now
+    clients.finish(end)
+    return _result(config, runtime, clients, trace, schedule, healed_at, violations,
+                   time.perf_counter() - wall_start, nemesis.applied)
+
+
+def _result(config: SimConfig, runtime: Runtime, clients: Clients, trace: Trace, schedule: list[FaultWindow],
+            healed_at: float, violations: list[tuple[float, str]], wall_s: float, faults_applied: int) -> SimResult:
+    outcomes = [outcome for _, outcome in clients.completions]
+    ops_ok = outcomes.count("ok")
+    check = None
+    linearizable: bool | str | None = None
+    if config.check:
+        check = check_history(clients.history, timeout_s=config.check_timeout_s)
+        linearizable = check["valid"]
+    stats = {
+        "messages_sent": runtime.messages_sent, "messages_delivered": runtime.messages_delivered,
+        "messages_dropped": runtime.messages_dropped, "bytes_sent": runtime.network.bytes_sent,
+        "inputs_handled": sum(host.handled for host in runtime.hosts),
+        "fsyncs": sum(host.storage.fsyncs for host in runtime.hosts),
+        "writes_lost": sum(host.storage.lost_writes for host in runtime.hosts),
+        "collectives_completed": runtime.collectives.completed, "collectives_failed": runtime.collectives.failed,
+        "faults_applied": faults_applied, "trace_records": len(trace), "processes": clients._next_process,
+    }
+    return SimResult(
+        config=config, history=clients.history, trace=trace, trace_sha256=trace.sha256(), ops_ok=ops_ok,
+        ops_failed=outcomes.count("fail"), ops_info=outcomes.count("info"),
+        throughput_ops_s=ops_ok / config.duration_s,
+        latency_ms_p50=_percentile_ms(clients.latencies_s, 50), latency_ms_p99=_percentile_ms(clients.latencies_s, 99),
+        healed_at_s=healed_at,
+        ops_ok_healed=sum(1 for t, outcome in clients.completions if outcome == "ok" and t >= healed_at),
+        linearizable=linearizable, check=check, violations=violations, faults=schedule, stats=stats,
+        runtime=runtime, wall_s=wall_s,
+    )
+
+
+def check_history(history: list[Event], *, timeout_s: float) -> dict[str, Any]:
+    """Judge a history with the kv linearizability checker; ``valid`` is True, False or "unknown"."""
+    try:
+        from seedance.analysis import linearizability
+    except ImportError:
+        return {"valid": "unknown", "reason": "seedance.analysis.linearizability is not installed"}
+    verdict = linearizability.check(history, model="kv", timeout_s=timeout_s)
+    if isinstance(verdict, dict):
+        out = dict(verdict)
+    elif hasattr(verdict, "to_dict"):
+        out = verdict.to_dict()
+    else:
+        out = {name: getattr(verdict, name) for name in ("valid", "ops", "elapsed_s", "first_violation")
+               if hasattr(verdict, name)}
+    valid = out.get("valid", "unknown")
+    out["valid"] = valid if valid in (True, False) else "unknown"
+    return out
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return repr(obj)
+
+
+def write_outputs(result: SimResult, out_dir: str | Path, *, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Write ``history.jsonl``, ``trace.json`` (Chrome trace) and ``summary.json`` to ``out_dir``; the summary."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    history_path = write_jsonl(result.history, out / "history.jsonl")
+    result.trace.write_chrome(out / "trace.json")
+    summary = result.summary(history_path=str(history_path))
+    document = {**summary, "metadata": metadata or {}}
+    text = json.dumps(document, indent=2, sort_keys=True, allow_nan=False, default=_json_default)
+    (out / "summary.json").write_text(text + "\n", encoding="utf-8")
+    return summary

@@ -1,0 +1,95 @@
+"""Per-node durable storage: writes are volatile until their fsync completes; a crash loses the rest.
+
+Rules (the contract's Persist/PersistLog, and the "save to stable storage before sending" duty of Raft §5.1):
+
+* :meth:`Storage.stage` puts a write into the volatile buffer (a copy of its plain data, so the node may keep
+  mutating its own objects). :meth:`Storage.sync_done_s` books the disk: the fsync of the staged writes completes
+  ``fsync_s + bytes / bandwidth`` after the disk is free (one fsync per handler: group commit).
+* :meth:`Storage.commit` (called by the runtime when the fsync completes) applies the staged writes to the durable
+  image in order; :meth:`Storage.crash` drops whatever is still staged.
+* ``Persist(key, value)`` replaces ``values[key]``; ``PersistLog(key, start, entries)`` truncates ``logs[key]`` to
+  its first ``start`` entries, then appends ``entries`` (``start`` beyond the end is a protocol bug and raises).
+* :meth:`Storage.durable_state` rebuilds the :class:`DurableState` handed to ``on_recover`` from the durable image
+  only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from seedance.models.protocols.contract import DurableState, Persist, PersistLog
+
+
+def _copy_plain(value: Any) -> Any:
+    """Copy mutable plain data (lists, dicts, sets, bytearrays); immutable values are shared."""
+    if isinstance(value, list):
+        return [_copy_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _copy_plain(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return tuple(_copy_plain(v) for v in value)
+    if isinstance(value, (set, bytearray)):
+        return type(value)(value)
+    return value
+
+
+class Storage:
+    """The durable image and volatile buffer of one node."""
+
+    __slots__ = ("values", "logs", "staged", "disk_free_s", "fsync_s", "inv_bandwidth", "bytes_written",
+                 "fsyncs", "lost_writes")
+
+    def __init__(self, *, fsync_s: float, write_bandwidth_GBps: float) -> None:
+        self.values: dict[str, Any] = {}
+        self.logs: dict[str, list[Any]] = {}
+        self.staged: list[Persist | PersistLog] = []
+        self.disk_free_s = 0.0
+        self.fsync_s = fsync_s
+        self.inv_bandwidth = 1.0 / (write_bandwidth_GBps * 1e9)
+        self.bytes_written = 0
+        self.fsyncs = 0
+        self.lost_writes = 0
+
+    def stage(self, effect: Persist | PersistLog) -> None:
+        if type(effect) is Persist:
+            value = effect.value
+            if isinstance(value, (list, dict, tuple, set, bytearray)):
+                effect = Persist(key=effect.key, value=_copy_plain(value), size_bytes=effect.size_bytes)
+        self.staged.append(effect)
+
+    def sync_done_s(self, now_s: float) -> float:
+        """Book one fsync of everything staged, starting at ``now_s``; when it completes."""
+        size = sum(effect.size_bytes for effect in self.staged)
+        start = now_s if now_s > self.disk_free_s else self.disk_free_s
+        done = start + self.fsync_s + size * self.inv_bandwidth
+        self.disk_free_s = done
+        self.bytes_written += size
+        self.fsyncs += 1
+        return done
+
+    def commit(self) -> int:
+        """Apply the staged writes to the durable image; how many there were."""
+        count = len(self.staged)
+        for effect in self.staged:
+            if type(effect) is Persist:
+                self.values[effect.key] = effect.value
+            else:
+                log = self.logs.setdefault(effect.key, [])
+                if effect.start > len(log) or effect.start < 0:
+                    raise ValueError(f"PersistLog({effect.key!r}, start={effect.start}) beyond the durable log of "
+                                     f"{len(log)} entries: a protocol bug")
+                del log[effect.start:]
+                log.extend(effect.entries)
+        self.staged = []
+        return count
+
+    def crash(self) -> int:
+        """Lose the volatile buffer; how many writes were lost."""
+        lost = len(self.staged)
+        self.lost_writes += lost
+        self.staged = []
+        return lost
+
+    def durable_state(self) -> DurableState:
+        return DurableState(values={k: _copy_plain(v) for k, v in self.values.items()},
+                            logs={k: tuple(v) for k, v in self.logs.items()})

@@ -1,0 +1,267 @@
+"""Clients: closed- and open-loop workloads of read / write / cas operations, recorded as a history.
+
+Rules (Jepsen's client model, Kingsbury 2013–; history format of :mod:`seedance.analysis.history`):
+
+* A client *process* has at most one operation outstanding. Its history events are ``invoke`` when it issues the
+  operation and ``ok`` / ``fail`` / ``info`` when it learns the outcome. After an ``info`` (a timeout, or an
+  indeterminate reply) the client continues under a NEW process id — process ids are unique per client incarnation.
+* Closed loop: ``clients`` clients, each issuing its next operation ``think_s`` after the previous completes.
+  Open loop: Poisson arrivals at ``rate_ops_s``; an arrival takes the longest-idle process, or a new one.
+* Requests and replies cross the network model: client ``c`` sits on the device of node ``c % nodes`` (a client
+  co-located with a server; see :mod:`seedance.sim.network`). Client traffic is not subject to network faults (a
+  reliable session), but a request to a crashed node is lost and the client times out.
+* A ``not-leader`` reply from the node the client is talking to makes it retry the SAME request (same client id and
+  request id, so a server that deduplicates applies it once — Raft §8) at ``leader_hint``, or at the next node after
+  ``not_leader_backoff_s`` when there is no hint. A request reaching a crashed node is refused (the client hears
+  it one network hop later) and retried likewise at the next node: it never ran. A timeout (``op_timeout_s`` since the invoke) gives ``info`` and
+  the next operation goes to the next node. A late ``ok`` from an earlier target still counts: the operation took
+  effect.
+* Values: every write and cas writes a fresh integer (unique across the run), which keeps histories easy to check;
+  a cas expects the value most recently seen for that key by any client. Keys ``k0 .. k{keys-1}`` are drawn
+  uniformly, by a Zipf law of exponent ``zipf_s`` (rank 1 = ``k0``), or with probability ``conflict_rate`` on the hot
+  key ``k0`` and otherwise uniformly among the others.
+* Operations still pending when the run ends are completed as ``info`` at the end time.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from seedance.analysis.history import Event, EventType
+from seedance.models.protocols.contract import ClientRequest, Operation, Outcome, Reply
+from seedance.sim.config import WorkloadConfig
+from seedance.sim.kernel import call_at
+
+_OPS = (Operation.READ, Operation.WRITE, Operation.CAS)
+_TYPE = {Outcome.OK: EventType.OK, Outcome.FAIL: EventType.FAIL, Outcome.INFO: EventType.INFO}
+
+
+class KeyChooser:
+    """Draws keys by the configured distribution from an injected generator."""
+
+    def __init__(self, config: WorkloadConfig, rng: np.random.Generator) -> None:
+        self.names = [f"k{i}" for i in range(config.keys)]
+        self.rng = rng
+        self.distribution = config.key_distribution
+        self.conflict_rate = config.conflict_rate
+        weights = 1.0 / np.arange(1, config.keys + 1, dtype=float) ** config.zipf_s
+        self.zipf_cdf = np.cumsum(weights / weights.sum())
+
+    def probabilities(self) -> np.ndarray:
+        """The exact probability of each key (for tests against the empirical frequencies)."""
+        n = len(self.names)
+        if self.distribution == "uniform":
+            return np.full(n, 1.0 / n)
+        if self.distribution == "zipf":
+            return np.diff(np.concatenate([[0.0], self.zipf_cdf]))
+        if n == 1:
+            return np.ones(1)
+        return np.concatenate([[self.conflict_rate], np.full(n - 1, (1.0 - self.conflict_rate) / (n - 1))])
+
+    def draw(self) -> str:
+        n = len(self.names)
+        if self.distribution == "uniform":
+            return self.names[int(self.rng.integers(n))]
+        if self.distribution == "zipf":
+            index = int(np.searchsorted(self.zipf_cdf, self.rng.random(), side="right"))
+            return self.names[min(index, n - 1)]
+        if n == 1 or self.rng.random() < self.conflict_rate:
+            return self.names[0]
+        return self.names[1 + int(self.rng.integers(n - 1))]
+
+
+class _Client:
+    __slots__ = ("slot", "process", "device", "target", "busy", "request", "invoked_s", "op_seq")
+
+    def __init__(self, slot: int, process: int, device: int, target: int) -> None:
+        self.slot = slot
+        self.process = process
+        self.device = device
+        self.target = target
+        self.busy = False
+        self.request: ClientRequest | None = None
+        self.invoked_s = 0.0
+        self.op_seq = 0
+
+
+class Clients:
+    """All client processes of a run, driving requests through the runtime and recording the history."""
+
+    def __init__(self, *, env: Any, runtime: Any, config: WorkloadConfig, rng: np.random.Generator,
+                 num_nodes: int, end_s: float) -> None:
+        self.env = env
+        self.runtime = runtime
+        self.network = runtime.network
+        self.config = config
+        self.rng = rng
+        self.keys = KeyChooser(config, rng)
+        self.num_nodes = num_nodes
+        self.end_s = end_s
+        self.trace = runtime.trace
+        self.history: list[Event] = []
+        self.clients: list[_Client] = []
+        self._idle: deque[_Client] = deque()
+        self._next_process = 0
+        self._next_value = 1
+        self._next_request = 0
+        self._last_value: dict[str, Any] = {}
+        self.latencies_s: list[float] = []
+        self.completions: list[tuple[float, str]] = []  # (time, outcome) of every completion
+        runtime.reply_sink = self._reply_sent
+        cumulative = np.cumsum(config.mix)
+        self._mix_cdf = cumulative / cumulative[-1]
+
+    # ------------------------------------------------------------------------------------------------- set-up
+    def _new_client(self) -> _Client:
+        slot = len(self.clients)
+        device = slot % self.num_nodes
+        client = _Client(slot, self._fresh_process(), device, target=device)
+        self.clients.append(client)
+        return client
+
+    def _fresh_process(self) -> int:
+        self._next_process += 1
+        return self._next_process - 1
+
+    def start(self) -> None:
+        if self.config.mode == "closed":
+            for _ in range(self.config.clients):
+                client = self._new_client()
+                call_at(self.env, float(self.rng.random()) * 1e-3, self._begin, client)
+        else:
+            call_at(self.env, float(self.rng.exponential(1.0 / self.config.rate_ops_s)), self._arrival, None)
+
+    def _arrival(self, event: Any) -> None:
+        now = self.env.now
+        if now >= self.end_s:
+            return
+        client = self._idle.popleft() if self._idle else self._new_client()
+        self._invoke(client, now)
+        call_at(self.env, now + float(self.rng.exponential(1.0 / self.config.rate_ops_s)), self._arrival, None)
+
+    def _begin(self, event: Any) -> None:
+        client = event.args
+        now = self.env.now
+        if now < self.end_s and not client.busy:
+            self._invoke(client, now)
+
+    # ----------------------------------------------------------------------------------------------- operations
+    def _draw_op(self) -> tuple[Operation, str, Any]:
+        op = _OPS[int(np.searchsorted(self._mix_cdf, self.rng.random(), side="right"))]
+        key = self.keys.draw()
+        if op is Operation.READ:
+            return op, key, None
+        value = self._next_value
+        self._next_value += 1
+        if op is Operation.WRITE:
+            return op, key, value
+        return op, key, (self._last_value.get(key), value)
+
+    def _invoke(self, client: _Client, now: float) -> None:
+        op, key, value = self._draw_op()
+        self._next_request += 1
+        client.request = ClientRequest(client_id=client.slot, request_id=self._next_request, op=op, key=key,
+                                       value=value)
+        client.busy = True
+        client.invoked_s = now
+        client.op_seq += 1
+        self.history.append(Event(process=client.process, type=EventType.INVOKE, f=op, key=key,
+                                  value=list(value) if op is Operation.CAS else value, time=now))
+        if self.trace.enabled:
+            self.trace.records.append((now, "invoke", -1, client.process, op.value, key, value))
+        call_at(self.env, now + self.config.op_timeout_s, self._timed_out, (client, client.op_seq))
+        self._send(client, now)
+
+    def _send(self, client: _Client, now: float) -> None:
+        arrive = self.network.transit(client.device, client.target, self.config.request_bytes, now)
+        call_at(self.env, arrive, self._request_arrives, (client.target, client, client.op_seq))
+
+    def _request_arrives(self, event: Any) -> None:
+        target, client, op_seq = event.args
+        if self.runtime.client_request(target, client.request):
+            return
+        # the node is down: the connection is refused, the request never ran; try the next node after a backoff
+        back = self.network.transit(target, client.device, self.config.reply_bytes, self.env.now)
+        call_at(self.env, back + self.config.not_leader_backoff_s, self._refused, (client, op_seq, target))
+
+    def _refused(self, event: Any) -> None:
+        client, op_seq, target = event.args
+        if client.busy and client.op_seq == op_seq and client.target == target:
+            client.target = (target + 1) % self.num_nodes
+            self._send(client, self.env.now)
+
+    def _reply_sent(self, node_id: int, reply: Reply, depart_s: float) -> None:
+        if not 0 <= reply.client_id < len(self.clients):
+            raise ValueError(f"node {node_id} replied to unknown client {reply.client_id}")
+        client = self.clients[reply.client_id]
+        arrive = self.network.transit(node_id, client.device, self.config.reply_bytes, depart_s)
+        call_at(self.env, arrive, self._reply_arrives, (client, node_id, reply))
+
+    def _reply_arrives(self, event: Any) -> None:
+        client, node_id, reply = event.args
+        request = client.request
+        if not client.busy or request is None or reply.request_id != request.request_id:
+            return  # a late reply to an operation already completed (e.g. timed out)
+        now = self.env.now
+        if reply.outcome is Outcome.FAIL and reply.error == "not-leader":
+            if node_id != client.target:
+                return  # a stale redirect from a node we already left
+            hint = reply.leader_hint
+            if hint is not None and hint != node_id and 0 <= hint < self.num_nodes:
+                client.target = hint
+                delay = 0.0
+            else:
+                client.target = (client.target + 1) % self.num_nodes
+                delay = self.config.not_leader_backoff_s
+            call_at(self.env, now + delay, self._retry, (client, client.op_seq))
+            return
+        self._complete(client, _TYPE[reply.outcome], reply.value, now)
+
+    def _retry(self, event: Any) -> None:
+        client, op_seq = event.args
+        if client.busy and client.op_seq == op_seq:
+            self._send(client, self.env.now)
+
+    def _timed_out(self, event: Any) -> None:
+        client, op_seq = event.args
+        if client.busy and client.op_seq == op_seq:
+            client.target = (client.target + 1) % self.num_nodes
+            self._complete(client, EventType.INFO, None, self.env.now)
+
+    def _complete(self, client: _Client, outcome: EventType, read_value: Any, now: float) -> None:
+        request = client.request
+        assert request is not None
+        op = request.op
+        if op is Operation.READ:
+            value = read_value if outcome is EventType.OK else None
+        else:
+            value = list(request.value) if op is Operation.CAS else request.value
+        self.history.append(Event(process=client.process, type=outcome, f=op, key=request.key, value=value,
+                                  time=now))
+        if self.trace.enabled:
+            self.trace.records.append((now, "return", -1, client.process, outcome.value, value))
+        self.completions.append((now, outcome.value))
+        if outcome is EventType.OK:
+            self.latencies_s.append(now - client.invoked_s)
+            if op is Operation.READ:
+                self._last_value[request.key] = read_value
+            else:
+                self._last_value[request.key] = request.value if op is Operation.WRITE else request.value[1]
+        elif outcome is EventType.INFO:
+            client.process = self._fresh_process()
+        client.busy = False
+        client.request = None
+        if self.config.mode == "closed":
+            if now + self.config.think_s < self.end_s:
+                call_at(self.env, now + self.config.think_s, self._begin, client)
+        else:
+            self._idle.append(client)
+
+    def finish(self, now: float) -> None:
+        """Complete every pending operation as ``info`` (indeterminate) at the end of the run."""
+        for client in self.clients:
+            if client.busy:
+                self._complete(client, EventType.INFO, None, now)
