@@ -1,0 +1,196 @@
+"""Plain-data wire codec for protocol messages: frozen dataclasses <-> msgpack-able values, never pickle.
+
+Rules (ARCHITECTURE.md "Where things meet the outside world"):
+
+* Only the types a :class:`~seedance.models.protocols.contract.ProtocolSpec` lists in ``message_types`` (plus the
+  contract's own input types and the enums their fields use) can be decoded; an unknown type tag is rejected with
+  :class:`~seedance.errors.FrameError`. Decoding never imports or calls anything named by the input.
+* Plain values (None, bool, int, float, str, bytes, lists, string-keyed dicts) pass through unchanged. Tuples, sets,
+  dicts with non-string keys, enums, numpy scalars and numeric numpy arrays are tagged one-key dicts (``"\\x00t"``
+  etc.) so they come back as the same Python type; a dict whose keys collide with a tag is itself escaped.
+* Pure: no I/O; :func:`pack`/:func:`unpack` are msgpack of :func:`encode`/:func:`decode`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import typing
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from seedance.errors import FrameError
+from seedance.models.protocols import contract
+
+_DC, _TUPLE, _SET, _FSET, _MAP, _ENUM, _ND, _ESC = (
+    "\x00dc", "\x00tu", "\x00set", "\x00fset", "\x00map", "\x00enum", "\x00nd", "\x00esc",
+)
+_TAGS = frozenset({_DC, _TUPLE, _SET, _FSET, _MAP, _ENUM, _ND, _ESC})
+_ND_KINDS = frozenset("biufc")  # bool, signed/unsigned int, float, complex: never object arrays
+_MAX_DEPTH = 64
+
+CONTRACT_TYPES: tuple[type, ...] = (
+    contract.ClientRequest, contract.CollectiveDone, contract.DurableState, contract.Reply,
+    contract.Operation, contract.Outcome,
+)
+
+
+def _enums_in_hints(cls: type) -> list[type]:
+    """Enum classes named in a dataclass's field annotations (``Role``, ``Role | None``, ``tuple[Role, ...]``)."""
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:  # unresolved forward reference: the protocol can list the enum in message_types
+        return []
+    found: list[type] = []
+    stack = list(hints.values())
+    while stack:
+        hint = stack.pop()
+        if isinstance(hint, type) and issubclass(hint, enum.Enum):
+            found.append(hint)
+        stack.extend(typing.get_args(hint))
+    return found
+
+
+class Codec:
+    """Encoder/decoder for one set of message types (names must be unique)."""
+
+    def __init__(self, types: Iterable[type]) -> None:
+        self._by_name: dict[str, type] = {}
+        pending = list(CONTRACT_TYPES) + list(types)
+        while pending:
+            cls = pending.pop()
+            if not (dataclasses.is_dataclass(cls) and isinstance(cls, type)) and not (
+                isinstance(cls, type) and issubclass(cls, enum.Enum)
+            ):
+                raise FrameError("message_types", f"{cls!r} is neither a dataclass nor an enum",
+                                 "list frozen dataclasses and enums")
+            name = cls.__qualname__
+            if name in self._by_name:
+                if self._by_name[name] is not cls:
+                    raise FrameError("message_types", f"two types named {name!r}", "names must be unique")
+                continue
+            self._by_name[name] = cls
+            if dataclasses.is_dataclass(cls):
+                pending.extend(e for e in _enums_in_hints(cls) if e.__qualname__ not in self._by_name)
+
+    @property
+    def type_names(self) -> tuple[str, ...]:
+        return tuple(sorted(self._by_name))
+
+    # ----------------------------------------------------------------------------------------------- encode
+    def encode(self, obj: Any, _depth: int = 0) -> Any:
+        if _depth > _MAX_DEPTH:
+            raise FrameError("message", "nesting deeper than 64", "flatten the message")
+        d = _depth + 1
+        if obj is None or isinstance(obj, (bool, str, bytes)):
+            return obj
+        if isinstance(obj, enum.Enum):
+            name = type(obj).__qualname__
+            if self._by_name.get(name) is not type(obj):
+                raise FrameError("message", f"enum {name} is not registered", "add it to message_types")
+            return {_ENUM: [name, obj.name]}
+        if isinstance(obj, (int, float)):
+            return obj
+        if isinstance(obj, np.generic):
+            return self.encode(obj.item(), d)
+        if isinstance(obj, np.ndarray):
+            if obj.dtype.kind not in _ND_KINDS:
+                raise FrameError("message", f"numpy dtype {obj.dtype} not allowed", "numeric arrays only")
+            return {_ND: [obj.dtype.str, list(obj.shape), np.ascontiguousarray(obj).tobytes()]}
+        if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+            name = type(obj).__qualname__
+            if self._by_name.get(name) is not type(obj):
+                raise FrameError("message", f"type {name} is not registered", "add it to message_types")
+            fields = {f.name: self.encode(getattr(obj, f.name), d) for f in dataclasses.fields(obj)}
+            return {_DC: [name, fields]}
+        if isinstance(obj, tuple):
+            return {_TUPLE: [self.encode(v, d) for v in obj]}
+        if isinstance(obj, list):
+            return [self.encode(v, d) for v in obj]
+        if isinstance(obj, frozenset):
+            return {_FSET: [self.encode(v, d) for v in obj]}
+        if isinstance(obj, set):
+            return {_SET: [self.encode(v, d) for v in obj]}
+        if isinstance(obj, Mapping):
+            if all(isinstance(k, str) for k in obj):
+                plain = {k: self.encode(v, d) for k, v in obj.items()}
+                return {_ESC: plain} if len(plain) == 1 and next(iter(plain)) in _TAGS else plain
+            return {_MAP: [[self.encode(k, d), self.encode(v, d)] for k, v in obj.items()]}
+        raise FrameError("message", f"cannot encode {type(obj).__name__}", "plain data, registered dataclasses")
+
+    # ----------------------------------------------------------------------------------------------- decode
+    def decode(self, data: Any, _depth: int = 0) -> Any:
+        if _depth > _MAX_DEPTH:
+            raise FrameError("message", "nesting deeper than 64", "flatten the message")
+        d = _depth + 1
+        if data is None or isinstance(data, (bool, int, float, str, bytes)):
+            return data
+        if isinstance(data, list):
+            return [self.decode(v, d) for v in data]
+        if not isinstance(data, dict):
+            raise FrameError("message", f"unexpected {type(data).__name__}", "msgpack of plain data")
+        if len(data) == 1:
+            (tag, body), = data.items()
+            if tag in _TAGS:
+                return self._decode_tagged(tag, body, d)
+        if not all(isinstance(k, str) for k in data):
+            raise FrameError("message", "dict with non-string keys", "tagged maps")
+        return {k: self.decode(v, d) for k, v in data.items()}
+
+    def _decode_tagged(self, tag: str, body: Any, d: int) -> Any:
+        try:
+            if tag == _DC:
+                name, fields = body
+                cls = self._by_name.get(name)
+                if cls is None or not dataclasses.is_dataclass(cls):
+                    raise FrameError("message", f"unknown type tag {name!r}", "one of the protocol's message_types")
+                known = {f.name for f in dataclasses.fields(cls)}
+                if not isinstance(fields, dict) or not set(fields) <= known:
+                    raise FrameError("message", f"bad fields for {name}", f"fields of {name}: {sorted(known)}")
+                return cls(**{k: self.decode(v, d) for k, v in fields.items()})
+            if tag == _ENUM:
+                name, member = body
+                cls = self._by_name.get(name)
+                if cls is None or not issubclass(cls, enum.Enum) or member not in cls.__members__:
+                    raise FrameError("message", f"unknown enum {name}.{member}", "a registered enum member")
+                return cls[member]
+            if tag == _ND:
+                dtype_str, shape, raw = body
+                dtype = np.dtype(dtype_str)
+                if dtype.kind not in _ND_KINDS or not isinstance(raw, bytes):
+                    raise FrameError("message", f"numpy dtype {dtype_str} not allowed", "numeric arrays only")
+                return np.frombuffer(raw, dtype=dtype).reshape([int(s) for s in shape]).copy()
+            if tag == _TUPLE:
+                return tuple(self.decode(v, d) for v in body)
+            if tag == _SET:
+                return {self.decode(v, d) for v in body}
+            if tag == _FSET:
+                return frozenset(self.decode(v, d) for v in body)
+            if tag == _MAP:
+                return {self.decode(k, d): self.decode(v, d) for k, v in body}
+            if tag == _ESC:
+                return {k: self.decode(v, d) for k, v in body.items()}
+        except FrameError:
+            raise
+        except (TypeError, ValueError, KeyError, AttributeError) as err:
+            raise FrameError("message", f"malformed {tag.strip(chr(0))} value: {err}", "a seedance wire value") from None
+        raise AssertionError(tag)  # pragma: no cover - _TAGS is exhaustive
+
+    # ------------------------------------------------------------------------------------------------ bytes
+    def pack(self, obj: Any) -> bytes:
+        return msgpack.packb(self.encode(obj), use_bin_type=True)
+
+    def unpack(self, raw: bytes) -> Any:
+        try:
+            data = msgpack.unpackb(raw, raw=False, strict_map_key=False)
+        except Exception as err:  # msgpack raises ValueError/TypeError/UnpackException subclasses
+            raise FrameError("frame", f"not msgpack: {err}", "a msgpack value") from None
+        return self.decode(data)
+
+
+def codec_for(message_types: Iterable[type]) -> Codec:
+    """The codec of a protocol (``ProtocolSpec.message_types``)."""
+    return Codec(message_types)

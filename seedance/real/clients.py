@@ -1,0 +1,210 @@
+"""Closed-loop clients that speak to real nodes over authenticated TCP and record the shared history format.
+
+Rules (Herlihy & Wing 1990 §2 as recorded by Jepsen; seedance.analysis.history):
+
+* Each client is one logical process with at most one operation outstanding. It records ``invoke`` when it first
+  sends an operation and exactly one completion: ``ok`` (the node replied OK; a read carries the value read),
+  ``fail`` (the node replied FAIL, e.g. a cas mismatch: definitely not applied) or ``info`` (no answer within
+  ``op_timeout_s``, or the connection died after the request was sent: it may or may not have taken effect).
+  After an ``info`` the client continues as a fresh process id (``process + num_clients``), as Jepsen does.
+* A "not-leader" FAIL is not a completion: nothing was applied, so the client re-sends the same operation (new
+  ``request_id``) to the hinted leader, or the next node, until the operation's deadline.
+* Operations are drawn from a seeded generator per client: reads, writes of unique values, and cas from the last
+  value the client saw; keys uniform over ``keys``. Times are seconds since the run's ``t0`` (monotonic clock).
+* After the load phase a final read of every key (``final_reads``) makes lost acknowledged writes visible to the
+  checker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from seedance.analysis.history import Event
+from seedance.errors import FrameError
+from seedance.models.protocols.contract import ClientRequest, Operation, Outcome, Reply
+from seedance.models.wire import Codec
+from seedance.real.transport import Connection
+
+log = logging.getLogger("seedance.real.clients")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Workload:
+    num_clients: int = 8
+    keys: int = 5
+    read_fraction: float = 0.4
+    cas_fraction: float = 0.2
+    value_size_bytes: int = 0  # 0: integer values; > 0: string values of this length
+    op_timeout_s: float = 1.0
+    retry_pause_s: float = 0.01
+
+
+class ClientPool:
+    """Runs the workload against nodes found through ``lookup(node_id) -> (host, port) | None``."""
+
+    def __init__(self, *, num_nodes: int, lookup: Callable[[int], tuple[str, int] | None], key: bytes,
+                 workload: Workload, seed: int, t0_monotonic: float, codec: Codec | None = None) -> None:
+        self.num_nodes = num_nodes
+        self.lookup = lookup
+        self.key = key
+        self.workload = workload
+        self.seed = seed
+        self.t0 = t0_monotonic
+        self.codec = codec or Codec(())
+        self.events: list[Event] = []
+        self._conns: dict[tuple[int, int], Connection] = {}
+        self._readers: dict[tuple[int, int], asyncio.Task] = {}
+        self._pending: dict[tuple[int, int], asyncio.Future] = {}
+        self._leader_guess = 0
+        self._stop = False
+
+    # --------------------------------------------------------------------------------------------- history
+    def _record(self, process: int, kind: str, op: Operation, key: str | None, value: Any) -> None:
+        self.events.append(Event(process=process, type=kind, f=op, key=key, value=value,
+                                 time=max(0.0, time.monotonic() - self.t0)))
+
+    # ---------------------------------------------------------------------------------------- connections
+    async def _conn(self, client: int, node: int) -> Connection | None:
+        conn = self._conns.get((client, node))
+        if conn is not None:
+            return conn
+        address = self.lookup(node)
+        if address is None:
+            return None
+        try:
+            conn = await Connection.open(*address, self.key, timeout_s=0.5)
+            await conn.send("client", client, None)
+        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, FrameError):
+            return None
+        self._conns[(client, node)] = conn
+        self._readers[(client, node)] = asyncio.ensure_future(self._read_replies(client, node, conn))
+        return conn
+
+    async def _read_replies(self, client: int, node: int, conn: Connection) -> None:
+        try:
+            while True:
+                frame = await conn.recv()
+                reply = self.codec.decode(frame.message)
+                if frame.kind != "rep" or not isinstance(reply, Reply):
+                    raise FrameError("frame", f"unexpected {frame.kind!r} from node {node}", "rep frames")
+                future = self._pending.get((client, reply.request_id))
+                if future is not None and not future.done():
+                    future.set_result(reply)
+        except (OSError, asyncio.IncompleteReadError, FrameError, asyncio.CancelledError) as err:
+            if isinstance(err, FrameError):
+                log.warning("client %d: %s", client, err)
+        finally:
+            conn.close()
+            if self._conns.get((client, node)) is conn:
+                del self._conns[(client, node)]
+            for (c, _), future in list(self._pending.items()):
+                if c == client and not future.done() and getattr(future, "node", None) == node:
+                    future.set_exception(ConnectionError(f"connection to node {node} lost"))
+
+    # ------------------------------------------------------------------------------------------ operations
+    async def execute(self, client: int, request_ids: list[int], op: Operation, key: str | None,
+                      value: Any) -> tuple[str, Any]:
+        """Run one operation to completion: ("ok", value) | ("fail", None) | ("info", None)."""
+        deadline = time.monotonic() + self.workload.op_timeout_s
+        target = self._leader_guess
+        while time.monotonic() < deadline:
+            conn = await self._conn(client, target)
+            if conn is None:  # node down: nothing was sent, try the next one
+                target = (target + 1) % self.num_nodes
+                await asyncio.sleep(self.workload.retry_pause_s)
+                continue
+            request_ids[0] += 1
+            rid = request_ids[0]
+            future = asyncio.get_running_loop().create_future()
+            future.node = target  # type: ignore[attr-defined]
+            self._pending[(client, rid)] = future
+            try:
+                conn.send_nowait("req", client, self.codec.encode(
+                    ClientRequest(client_id=client, request_id=rid, op=op, key=key, value=value)))
+                reply: Reply = await asyncio.wait_for(future, max(0.0, deadline - time.monotonic()))
+            except (asyncio.TimeoutError, ConnectionError, OSError, RuntimeError):
+                return "info", None  # sent; may or may not have taken effect
+            finally:
+                self._pending.pop((client, rid), None)
+            if reply.outcome == Outcome.OK:
+                self._leader_guess = target
+                return "ok", reply.value
+            if reply.outcome == Outcome.INFO:
+                return "info", None
+            if reply.error == "not-leader":
+                hint = reply.leader_hint
+                target = hint if hint is not None and hint != target else (target + 1) % self.num_nodes
+                if hint is None:
+                    await asyncio.sleep(self.workload.retry_pause_s)
+                continue
+            return "fail", None
+        return "info", None
+
+    def _draw(self, rng: np.random.Generator, client: int, counter: int,
+              seen: dict[str, Any]) -> tuple[Operation, str, Any]:
+        key = f"k{int(rng.integers(self.workload.keys))}"
+        u = float(rng.random())
+        unique = client * 10_000_000 + counter
+        if self.workload.value_size_bytes > 0:
+            new: Any = str(unique).ljust(self.workload.value_size_bytes, "x")
+        else:
+            new = unique
+        if u < self.workload.read_fraction:
+            return Operation.READ, key, None
+        if u < self.workload.read_fraction + self.workload.cas_fraction:
+            return Operation.CAS, key, [seen.get(key), new]
+        return Operation.WRITE, key, new
+
+    async def _client(self, client: int, until: float) -> None:
+        rng = np.random.default_rng(np.random.SeedSequence(self.seed, spawn_key=(1_000 + client,)))
+        process, counter, request_ids = client, 0, [0]
+        seen: dict[str, Any] = {}
+        while not self._stop and time.monotonic() < until:
+            counter += 1
+            op, key, value = self._draw(rng, client, counter, seen)
+            self._record(process, "invoke", op, key, value)
+            outcome, result = await self.execute(client, request_ids, op, key, value)
+            if outcome == "ok":
+                seen[key] = result if op == Operation.READ else (value[1] if op == Operation.CAS else value)
+            done_value = result if op == Operation.READ and outcome == "ok" else (
+                None if op == Operation.READ else value)
+            self._record(process, outcome, op, key, done_value)
+            if outcome == "info":
+                process += self.workload.num_clients
+
+    async def run(self, duration_s: float) -> None:
+        until = time.monotonic() + duration_s
+        await asyncio.gather(*(self._client(c, until) for c in range(self.workload.num_clients)))
+
+    async def final_reads(self, within_s: float = 5.0) -> None:
+        """Read every key once (retrying on not-leader) so lost acknowledged writes show in the history."""
+        client = self.workload.num_clients
+        process = 1_000_000  # a process id no load client reaches
+        request_ids = [0]
+        deadline = time.monotonic() + within_s
+        for k in range(self.workload.keys):
+            key = f"k{k}"
+            while time.monotonic() < deadline:
+                self._record(process, "invoke", Operation.READ, key, None)
+                outcome, result = await self.execute(client, request_ids, Operation.READ, key, None)
+                self._record(process, outcome, Operation.READ, key, result if outcome == "ok" else None)
+                if outcome == "ok":
+                    break
+                if outcome == "info":
+                    process += 1
+                await asyncio.sleep(0.05)
+
+    async def close(self) -> None:
+        self._stop = True
+        for task in self._readers.values():
+            task.cancel()
+        await asyncio.gather(*self._readers.values(), return_exceptions=True)
+        for conn in self._conns.values():
+            conn.close()

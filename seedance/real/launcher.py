@@ -1,0 +1,235 @@
+"""Local launcher: N node processes on this machine with torchrun's environment, and no orphans, ever.
+
+Rules (torch.distributed.run environment contract; POSIX process groups):
+
+* Each node process gets ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR`` and
+  ``MASTER_PORT`` exactly as torchrun would set them, so the same ``python -m seedance.real.node`` runs under
+  ``torchrun`` on a cluster (examples/slurm/seedance-real.sbatch) with no code of ours.
+* The launcher binds every node's listening socket itself (``bind_host``, 127.0.0.1 by default) and hands it to each
+  incarnation of that node (``SEEDANCE_LISTEN_FD``) with the table of all addresses (``SEEDANCE_PEERS``): a restarted
+  node keeps its address, and a node starts without importing torch.
+* The rendezvous TCPStore (for collectives) is hosted here, on a socket *we* bind to ``bind_host`` (a TCPStore left
+  to itself listens on every interface), so a node crash never takes the store down.
+* The per-run HMAC key is 32 random bytes in a 0600 file inside a 0700 temporary directory, passed by path
+  (``SEEDANCE_KEY_FILE``), deleted when the launcher exits; it is never logged.
+* Every child starts its own session (``start_new_session``) and asks for ``PR_SET_PDEATHSIG``. :meth:`close`
+  (also run on exceptions, SIGINT and SIGTERM through the context manager) sends SIGTERM to every child's process
+  group, waits, then SIGKILLs what is left and reaps it. Children of a SIGKILLed launcher die with it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from seedance.real.transport import KEY_FILE_ENV, new_key, write_key_file
+
+log = logging.getLogger("seedance.real.launcher")
+
+
+@dataclass
+class NodeProcess:
+    rank: int
+    process: subprocess.Popen
+    incarnation: int
+    killed_by_us: bool = False
+    log_path: Path | None = None
+
+
+@dataclass
+class LocalLauncher:
+    """Spawns and supervises ``num_nodes`` node processes for one run in ``run_dir``."""
+
+    protocol: str
+    num_nodes: int
+    run_dir: Path
+    seed: int = 0
+    config: Mapping[str, Any] = field(default_factory=dict)
+    bind_host: str = "127.0.0.1"
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    term_timeout_s: float = 5.0
+    nodes: dict[int, NodeProcess] = field(default_factory=dict)
+    t0_monotonic: float = field(default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        self.run_dir = Path(self.run_dir)
+        self._secret_dir: Path | None = None
+        self._listen: socket.socket | None = None
+        self.store: Any = None
+        self.key: bytes = b""
+        self.incarnations: dict[int, int] = {}
+
+    # ----------------------------------------------------------------------------------------- lifecycle
+    def __enter__(self) -> LocalLauncher:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._secret_dir = Path(tempfile.mkdtemp(prefix="seedance-key-"))  # 0700
+        self.key = new_key()
+        self.key_file = write_key_file(self._secret_dir / "run.key", self.key)
+        family = socket.AF_INET6 if ":" in self.bind_host else socket.AF_INET
+        self._listen = socket.socket(family, socket.SOCK_STREAM)
+        self._listen.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._listen.bind((self.bind_host, 0))
+        self._listen.listen(512)
+        self.store_port = self._listen.getsockname()[1]
+        self.store_host = "127.0.0.1" if self.bind_host in ("0.0.0.0", "::") else self.bind_host
+        self._node_sockets = []
+        for _ in range(self.num_nodes):
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.bind_host, 0))
+            sock.listen(512)
+            self._node_sockets.append(sock)
+        from seedance.real.runtime import StaticAddressBook
+
+        self.addresses = StaticAddressBook([(self.store_host if self.bind_host in ("0.0.0.0", "::") else
+                                             self.bind_host, s.getsockname()[1]) for s in self._node_sockets])
+        self._old_sigterm = signal.getsignal(signal.SIGTERM)
+        try:
+            signal.signal(signal.SIGTERM, _raise_interrupt)
+        except ValueError:  # not the main thread: the caller handles signals
+            self._old_sigterm = None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def env_for(self, rank: int, incarnation: int) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(self.extra_env)
+        env.update({
+            "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(self.num_nodes),
+            "LOCAL_WORLD_SIZE": str(self.num_nodes), "GROUP_RANK": "0",
+            "MASTER_ADDR": self.store_host, "MASTER_PORT": str(self.store_port),
+            "SEEDANCE_STORE_HOSTED": "1", "SEEDANCE_PROTOCOL": self.protocol, "SEEDANCE_SEED": str(self.seed),
+            "SEEDANCE_RUN_DIR": str(self.run_dir), "SEEDANCE_CONFIG": json.dumps(dict(self.config)),
+            "SEEDANCE_INCARNATION": str(incarnation), "SEEDANCE_BIND": self.bind_host,
+            "SEEDANCE_T0_MONOTONIC": repr(self.t0_monotonic), "SEEDANCE_PARENT_PID": str(os.getpid()),
+            KEY_FILE_ENV: str(self.key_file), "SEEDANCE_PEERS": self.addresses.encode(),
+            "SEEDANCE_LISTEN_FD": str(self._node_sockets[rank].fileno()),
+        })
+        env.pop("SEEDANCE_KEY", None)
+        return env
+
+    def spawn(self, rank: int) -> NodeProcess:
+        incarnation = self.incarnations.get(rank, -1) + 1
+        self.incarnations[rank] = incarnation
+        log_path = self.run_dir / f"node-{rank}.log"
+        with open(log_path, "ab") as log_fh:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "seedance.real.node"], env=self.env_for(rank, incarnation),
+                stdin=subprocess.DEVNULL, stdout=log_fh, stderr=subprocess.STDOUT, start_new_session=True,
+                pass_fds=(self._node_sockets[rank].fileno(),),
+            )
+        node = NodeProcess(rank=rank, process=process, incarnation=incarnation, log_path=log_path)
+        self.nodes[rank] = node
+        return node
+
+    def start_all(self) -> None:
+        for rank in range(self.num_nodes):
+            self.spawn(rank)
+        self._host_store()  # after spawning: importing torch here overlaps with the nodes' start-up
+
+    def _host_store(self) -> None:
+        import torch.distributed as dist
+
+        self.store = dist.TCPStore(self.store_host, self.store_port, is_master=True, wait_for_workers=False,
+                                   timeout=timedelta(seconds=60), master_listen_fd=self._listen.fileno())
+        self._listen.detach()  # the store owns (and closes) the listening socket now
+
+
+    def wait_ready(self, timeout_s: float = 60.0) -> None:
+        """Wait until every node's current incarnation has recovered its state and serves (its ready file)."""
+        deadline = time.monotonic() + timeout_s
+        while not all(self.ready(r) for r in range(self.num_nodes)):
+            self.raise_if_failed()
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"nodes not ready after {timeout_s:.0f} s; see {self.run_dir}/node-*.log")
+            time.sleep(0.02)
+
+    def ready(self, rank: int) -> bool:
+        try:
+            text = (self.run_dir / f"node-{rank}.ready").read_text()
+        except OSError:
+            return False
+        return self.alive(rank) and text == str(self.incarnations.get(rank))
+
+    def pids(self) -> list[int]:
+        return [n.process.pid for n in self.nodes.values()]
+
+    def alive(self, rank: int) -> bool:
+        node = self.nodes.get(rank)
+        return node is not None and node.process.poll() is None
+
+    def kill(self, rank: int, sig: int = signal.SIGKILL) -> None:
+        """Kill node ``rank`` (its whole process group) and reap it; it stays down until :meth:`spawn`."""
+        node = self.nodes[rank]
+        node.killed_by_us = True
+        _killpg(node.process.pid, sig)
+        node.process.wait()
+
+    def raise_if_failed(self) -> None:
+        """A node that exited without being killed by us is a failed run (a bug, or bad input)."""
+        for node in self.nodes.values():
+            code = node.process.poll()
+            if code is not None and not node.killed_by_us:
+                tail = node.log_path.read_text(errors="replace")[-2000:] if node.log_path else ""
+                raise NodeFailure(node.rank, code, tail)
+
+    def close(self) -> None:
+        procs = [n.process for n in self.nodes.values() if n.process.poll() is None]
+        for p in procs:
+            _killpg(p.pid, signal.SIGTERM)
+        deadline = time.monotonic() + self.term_timeout_s
+        for p in procs:
+            try:
+                p.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        for node in self.nodes.values():  # SIGKILL stragglers (their whole process groups) and reap them
+            if node.process.poll() is None:
+                _killpg(node.process.pid, signal.SIGKILL)
+                node.process.wait()
+        self.store = None  # the last reference: the store's server and its listening socket go with it
+        self._listen = None
+        for sock in getattr(self, "_node_sockets", []):
+            sock.close()
+        self._node_sockets = []
+        if self._secret_dir is not None:
+            shutil.rmtree(self._secret_dir, ignore_errors=True)
+            self._secret_dir = None
+        if getattr(self, "_old_sigterm", None) is not None:
+            try:
+                signal.signal(signal.SIGTERM, self._old_sigterm)
+            except ValueError:
+                pass
+            self._old_sigterm = None
+
+
+class NodeFailure(RuntimeError):
+    def __init__(self, rank: int, code: int, log_tail: str) -> None:
+        self.rank, self.code, self.log_tail = rank, code, log_tail
+        super().__init__(f"node {rank} exited with status {code} on its own:\n{log_tail}")
+
+
+def _killpg(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")

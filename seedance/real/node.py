@@ -1,0 +1,145 @@
+"""Entry point of one node process: ``python -m seedance.real.node`` (or ``torchrun ... -m seedance.real.node``).
+
+Rules (torch.distributed.run / torchrun environment contract):
+
+* The node id is ``RANK``, the number of nodes ``WORLD_SIZE``; the rendezvous store is the TCPStore at
+  ``MASTER_ADDR:MASTER_PORT``. It is hosted by our launcher (``SEEDANCE_STORE_HOSTED=1``) or by torchrun's agent
+  (``TORCHELASTIC_USE_AGENT_STORE=True``); otherwise rank 0 hosts it. ``LOCAL_RANK`` picks the CUDA device.
+* The local launcher also passes ``SEEDANCE_PEERS`` (every node's ``host:port``) and ``SEEDANCE_LISTEN_FD`` (this
+  node's listening socket, kept by the launcher across restarts), so the node needs neither the store nor a torch
+  import to start; torch is imported only for collectives.
+* Run settings come from ``SEEDANCE_*`` variables (protocol, seed, run directory, config JSON, incarnation, bind
+  address); the HMAC key from ``SEEDANCE_KEY_FILE`` (a 0600 file) or ``SEEDANCE_KEY``. The key is never logged.
+* On Linux the process asks the kernel to SIGKILL it when its parent dies (``PR_SET_PDEATHSIG``), so a launcher
+  that is itself killed leaves no orphans. SIGTERM/SIGINT stop it cleanly (exit 0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import json
+import logging
+import os
+import signal
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+from seedance.errors import SeedanceError, SpecError
+
+ENV = {
+    "protocol": "SEEDANCE_PROTOCOL", "seed": "SEEDANCE_SEED", "run_dir": "SEEDANCE_RUN_DIR",
+    "config": "SEEDANCE_CONFIG", "incarnation": "SEEDANCE_INCARNATION", "bind": "SEEDANCE_BIND",
+    "advertise": "SEEDANCE_ADVERTISE", "t0": "SEEDANCE_T0_MONOTONIC", "hosted": "SEEDANCE_STORE_HOSTED",
+    "max_frame": "SEEDANCE_MAX_FRAME_BYTES", "parent": "SEEDANCE_PARENT_PID", "peers": "SEEDANCE_PEERS",
+    "listen_fd": "SEEDANCE_LISTEN_FD",
+}
+
+
+def set_parent_death_signal() -> None:
+    """Linux: SIGKILL this process when its parent exits (no orphans even if the launcher is SIGKILLed)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except OSError:
+        return
+    expected = os.environ.get(ENV["parent"])
+    if expected and os.getppid() != int(expected):  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def _required(name: str) -> str:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        raise SpecError(name, "environment variable not set", "launch through `seedance real run` or torchrun")
+    return value
+
+
+def open_store(rank: int, timeout_s: float = 60.0):
+    import torch.distributed as dist
+
+    host, port = _required("MASTER_ADDR"), int(_required("MASTER_PORT"))
+    external = (os.environ.get(ENV["hosted"]) == "1"
+                or os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true")
+    return dist.TCPStore(host, port, is_master=(rank == 0 and not external), wait_for_workers=False,
+                         timeout=timedelta(seconds=timeout_s))
+
+
+def config_from_env():
+    from seedance.real.runtime import NodeConfig
+    from seedance.real.transport import DEFAULT_MAX_FRAME_BYTES, load_key
+
+    rank, world = int(_required("RANK")), int(_required("WORLD_SIZE"))
+    run_dir = Path(_required(ENV["run_dir"]))
+    incarnation = int(os.environ.get(ENV["incarnation"], "0"))
+    return NodeConfig(
+        protocol=_required(ENV["protocol"]), node_id=rank, num_nodes=world,
+        seed=int(os.environ.get(ENV["seed"], "0")), incarnation=incarnation,
+        state_dir=run_dir / f"node-{rank}" / "state", key=load_key(),
+        bind_host=os.environ.get(ENV["bind"], "127.0.0.1"), advertise_host=os.environ.get(ENV["advertise"]) or None,
+        config=json.loads(os.environ.get(ENV["config"], "{}") or "{}"),
+        trace_path=run_dir / f"node-{rank}.trace.jsonl", ready_path=run_dir / f"node-{rank}.ready",
+        t0_monotonic=float(os.environ.get(ENV["t0"], "0") or 0.0),
+        max_frame_bytes=int(os.environ.get(ENV["max_frame"], str(DEFAULT_MAX_FRAME_BYTES))),
+    )
+
+
+def resolve_protocol(name: str):
+    """A registered protocol name (``raft``) or ``package.module:ATTR`` naming a :class:`ProtocolSpec`."""
+    import importlib
+
+    from seedance.models.protocols import registry
+    from seedance.models.protocols.contract import ProtocolSpec
+
+    if ":" not in name:
+        return registry.get(name)
+    module, _, attr = name.partition(":")
+    try:
+        spec = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as err:
+        raise SpecError("protocol", f"cannot load {name!r}: {err}", "a registered name or module:ATTR") from None
+    if not isinstance(spec, ProtocolSpec):
+        raise SpecError("protocol", f"{name!r} is not a ProtocolSpec", "module:ATTR naming a ProtocolSpec")
+    return spec
+
+
+async def _amain() -> int:
+    import socket
+
+    from seedance.real.runtime import NodeRuntime, StaticAddressBook, StoreAddressBook
+
+    cfg = config_from_env()
+    spec = resolve_protocol(cfg.protocol)
+    listen = None
+    if os.environ.get(ENV["peers"]):
+        addresses = StaticAddressBook(os.environ[ENV["peers"]])
+        if os.environ.get(ENV["listen_fd"]):
+            listen = socket.socket(fileno=int(os.environ[ENV["listen_fd"]]))
+    else:
+        addresses = StoreAddressBook(open_store(cfg.node_id))
+    runtime = NodeRuntime(cfg, spec, addresses, collective_store_factory=lambda: open_store(cfg.node_id),
+                          listen_socket=listen)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, runtime.stop)
+    await runtime.run()
+    return 0
+
+
+def main() -> int:
+    set_parent_death_signal()
+    rank = os.environ.get("RANK", "?")
+    logging.basicConfig(level=os.environ.get("SEEDANCE_LOG_LEVEL", "INFO"), stream=sys.stderr,
+                        format=f"%(asctime)s node{rank} %(levelname)s %(name)s: %(message)s")
+    try:
+        return asyncio.run(_amain())
+    except SeedanceError as err:
+        logging.getLogger("seedance.real.node").error("%s", err)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

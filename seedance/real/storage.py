@@ -1,0 +1,198 @@
+"""Durable node state on disk: what a :class:`~seedance.models.protocols.contract.Persist` promises, for real.
+
+Rules (contract.py; Raft §5.1 "stable storage"; ARCHITECTURE.md "Durable state"):
+
+* A value (``Persist``) is one file ``values/<hex key>.val``: written to a temporary file, ``fsync``-ed, published by
+  ``os.replace`` and made durable by an ``fsync`` of the directory. A crash at any point leaves either the old or the
+  new file, never a mix. Each file carries a magic, a length and a SHA-256 of its body, so a torn or corrupt file is
+  *detected* (:class:`StorageError`), never silently read.
+* A log (``PersistLog``) is one append-only file ``logs/<hex key>.log`` of records ``[u32 length][u32 crc32][body]``.
+  Truncating to ``start`` entries cuts the file at that record's offset; new entries are appended; then ``fsync``.
+  On open, an incomplete or bad *last* record is a torn tail from a crash during an append that was never
+  acknowledged (its ``fsync`` never returned): it is cut off, as etcd's WAL does. A bad record followed by more data
+  is corruption: :class:`StorageError`.
+* Values and entries are encoded with the protocol's wire codec (plain data; never pickle).
+* :meth:`DiskStorage.persist` returns only after the data is durable, so the runtime may then run the next effect.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import zlib
+from hashlib import sha256
+from pathlib import Path
+from typing import Any
+
+from seedance.errors import SeedanceError
+from seedance.models.protocols.contract import DurableState
+from seedance.models.wire import Codec
+
+log = logging.getLogger("seedance.real.storage")
+
+_VALUE_MAGIC = b"SDV1"
+_VALUE_HEADER = struct.Struct(">4sQ32s")  # magic, body length, sha256(body)
+_RECORD_HEADER = struct.Struct(">II")  # body length, crc32(body)
+_MAX_RECORD = 1 << 30
+
+
+class StorageError(SeedanceError, OSError):
+    """A durable file is torn or corrupt (``field`` names the file); the node refuses to start on it."""
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """write temp -> fsync -> os.replace -> fsync directory."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def encode_value_file(body: bytes) -> bytes:
+    return _VALUE_HEADER.pack(_VALUE_MAGIC, len(body), sha256(body).digest()) + body
+
+
+def decode_value_file(path: Path, raw: bytes) -> bytes:
+    if len(raw) < _VALUE_HEADER.size:
+        raise StorageError(str(path), f"torn value file ({len(raw)} bytes, header needs {_VALUE_HEADER.size})",
+                           "restore it from a replica or delete the node's state directory")
+    magic, length, digest = _VALUE_HEADER.unpack_from(raw)
+    body = raw[_VALUE_HEADER.size:]
+    if magic != _VALUE_MAGIC:
+        raise StorageError(str(path), f"bad magic {magic!r}", "a seedance value file starts with b'SDV1'")
+    if len(body) != length:
+        raise StorageError(str(path), f"torn value file: body {len(body)} bytes, header says {length}",
+                           "restore it from a replica or delete the node's state directory")
+    if sha256(body).digest() != digest:
+        raise StorageError(str(path), "checksum mismatch (corrupt value file)",
+                           "restore it from a replica or delete the node's state directory")
+    return body
+
+
+class DiskStorage:
+    """One node's durable state in ``root`` (created 0700)."""
+
+    def __init__(self, root: Path, codec: Codec) -> None:
+        self.root = Path(root)
+        self.codec = codec
+        self._values_dir = self.root / "values"
+        self._logs_dir = self.root / "logs"
+        for d in (self.root, self._values_dir, self._logs_dir):
+            d.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._log_offsets: dict[str, list[int]] = {}  # key -> byte offset of each record, plus end offset
+        self._log_fds: dict[str, int] = {}
+
+    # ------------------------------------------------------------------------------------------------ values
+    def _value_path(self, key: str) -> Path:
+        return self._values_dir / (key.encode().hex() + ".val")
+
+    def persist(self, key: str, value: Any) -> None:
+        atomic_write(self._value_path(key), encode_value_file(self.codec.pack(value)))
+
+    # -------------------------------------------------------------------------------------------------- logs
+    def _log_path(self, key: str) -> Path:
+        return self._logs_dir / (key.encode().hex() + ".log")
+
+    def _log_fd(self, key: str) -> int:
+        fd = self._log_fds.get(key)
+        if fd is None:
+            path = self._log_path(key)
+            existed = path.exists()
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            if not existed:
+                fsync_dir(self._logs_dir)
+            self._log_fds[key] = fd
+            if key not in self._log_offsets:
+                self._log_offsets[key] = [0]
+        return fd
+
+    def persist_log(self, key: str, start: int, entries: tuple[Any, ...] | list[Any]) -> None:
+        fd = self._log_fd(key)
+        offsets = self._log_offsets[key]
+        count = len(offsets) - 1
+        if not 0 <= start <= count:
+            raise ValueError(f"PersistLog({key!r}, start={start}) beyond the log's {count} entries")
+        if start < count:
+            del offsets[start + 1:]
+            os.ftruncate(fd, offsets[start])
+        write_at = end = offsets[-1]
+        chunks = []
+        for entry in entries:
+            body = self.codec.pack(entry)
+            chunks.append(_RECORD_HEADER.pack(len(body), zlib.crc32(body)) + body)
+            end += _RECORD_HEADER.size + len(body)
+            offsets.append(end)
+        data = memoryview(b"".join(chunks))
+        while data:
+            written = os.pwrite(fd, data, write_at)
+            data, write_at = data[written:], write_at + written
+        os.fsync(fd)
+
+    def _read_log(self, key: str, path: Path) -> list[Any]:
+        raw = path.read_bytes()
+        entries: list[Any] = []
+        offsets = [0]
+        pos = 0
+        while pos < len(raw):
+            bad = None
+            if len(raw) - pos < _RECORD_HEADER.size:
+                bad = "incomplete record header"
+            else:
+                length, crc = _RECORD_HEADER.unpack_from(raw, pos)
+                body_end = pos + _RECORD_HEADER.size + length
+                if length > _MAX_RECORD or body_end > len(raw):
+                    bad = "incomplete record body"
+                elif zlib.crc32(raw[pos + _RECORD_HEADER.size:body_end]) != crc:
+                    bad = "crc mismatch"
+            if bad is not None:
+                # a torn tail (nothing valid after it) was never acknowledged; anything else is corruption
+                if bad == "crc mismatch" and body_end < len(raw):
+                    raise StorageError(str(path), f"corrupt log record {len(entries)} at byte {pos} ({bad})",
+                                       "restore it from a replica or delete the node's state directory")
+                log.warning("%s: cutting torn tail at byte %d (%s, %d bytes)", path, pos, bad, len(raw) - pos)
+                with open(path, "r+b") as fh:
+                    fh.truncate(pos)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                break
+            entries.append(self.codec.unpack(raw[pos + _RECORD_HEADER.size:body_end]))
+            pos = body_end
+            offsets.append(pos)
+        self._log_offsets[key] = offsets
+        return entries
+
+    # ------------------------------------------------------------------------------------------------- load
+    def load(self) -> DurableState:
+        """Everything durably persisted so far (raises :class:`StorageError` on a torn/corrupt file)."""
+        values: dict[str, Any] = {}
+        for path in sorted(self._values_dir.glob("*.val")):
+            key = bytes.fromhex(path.stem).decode()
+            values[key] = self.codec.unpack(decode_value_file(path, path.read_bytes()))
+        for stale in self._values_dir.glob("*.tmp"):  # a crash between write and replace: the old file stands
+            stale.unlink()
+        logs: dict[str, list[Any]] = {}
+        for path in sorted(self._logs_dir.glob("*.log")):
+            key = bytes.fromhex(path.stem).decode()
+            logs[key] = self._read_log(key, path)
+        return DurableState(values=values, logs=logs)
+
+    def close(self) -> None:
+        for fd in self._log_fds.values():
+            os.close(fd)
+        self._log_fds.clear()
