@@ -14,9 +14,11 @@ from seedance.models.topology._core import LINK_KINDS, SWITCH_KINDS, LinkKey, To
 from seedance.models.topology._graph import LINK_LATENCY_US, from_graph
 from seedance.models.topology._load import from_dict, load, load_file
 from seedance.models.topology._matrix import from_matrix, to_dict
+from seedance.models.topology._nccl import NCCL_COLUMNS, calibrate_from_nccl_tests, parse_nccl_tests
 from seedance.models.topology._presets import PRESETS, preset, preset_names
 
 __all__ = [
-    "LINK_KINDS", "LINK_LATENCY_US", "PRESETS", "SWITCH_KINDS", "LinkKey", "Topology", "from_dict", "from_graph",
-    "from_matrix", "load", "load_file", "preset", "preset_names", "to_dict",
+    "LINK_KINDS", "LINK_LATENCY_US", "NCCL_COLUMNS", "PRESETS", "SWITCH_KINDS", "LinkKey", "Topology",
+    "calibrate_from_nccl_tests", "from_dict", "from_graph", "from_matrix", "load", "load_file", "parse_nccl_tests",
+    "preset", "preset_names", "to_dict",
 ]
