@@ -5,9 +5,13 @@ its slowest hop: the order that matters is the one that **maximises the minimum 
 travelling-salesman problem), ties broken by the smallest maximum hop latency. Index order is only a candidate.
 
 - ``n ≤ 9``: exact, by enumerating all ``(n-1)!`` cycles through device 0 (vectorised).
-- larger ``n``: the best of three candidates (index order; devices grouped by host with each host's path found
-  exactly (or greedily for hosts over 8 devices), hosts joined in index order; a greedy widest-next walk), improved
-  by segment reversals that remove a bottleneck hop (2-opt, for ``n ≤ 256``).
+- ``n ≤ 14``: exact, by a dynamic programme over subsets (the best slowest hop of a path from device 0 covering a
+  set and ending at a device; O(2^n·n²), vectorised per layer); latency ties are not broken.
+- larger ``n``: the best of three candidates (devices grouped by host with each host's path found exactly (or
+  greedily for hosts over 8 devices), hosts joined in index order; index order; a greedy widest-next walk), then —
+  unless a certificate already proves it optimal — a binary search over bandwidth thresholds t, each level asking a
+  local search (2-opt segment reversals and or-opt moves, vectorised) to rebuild the ring from hops ≥ t only
+  (``n ≤ 512``).
 
 Every result carries an upper bound on the optimum (each device needs one outgoing and one incoming hop, so no ring
 beats ``min_i max_j B[i,j]`` nor ``min_j max_i B[i,j]``); ``exact`` is true when enumeration was used or the bound
@@ -24,8 +28,9 @@ import numpy as np
 from scipy.sparse.csgraph import connected_components
 
 EXACT_MAX_DEVICES = 9
+DP_MAX_DEVICES = 14
 PATH_EXACT_MAX_DEVICES = 8
-TWO_OPT_MAX_DEVICES = 256
+LOCAL_SEARCH_MAX_DEVICES = 512
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,7 +42,7 @@ class RingOrder:
     max_hop_latency_us: float
     upper_bound_GBps: float  # no ring can have a faster slowest hop
     exact: bool  # proven optimal
-    method: str  # "enumeration", "heuristic"
+    method: str  # "enumeration", "dynamic-programme", "heuristic"
 
 
 def _score(bandwidth: np.ndarray, latency: np.ndarray, order: np.ndarray) -> tuple[float, float, int]:
@@ -116,25 +121,156 @@ def _greedy(bandwidth: np.ndarray, latency: np.ndarray, start: int) -> np.ndarra
     return np.array(order)
 
 
-def _two_opt(bandwidth: np.ndarray, latency: np.ndarray, order: np.ndarray, max_rounds: int) -> np.ndarray:
-    """Reverse segments to remove bottleneck hops while the score improves."""
+def _repair(good: np.ndarray, order: np.ndarray, max_moves: int) -> np.ndarray | None:
+    """Local search for a ring using only ``good`` hops (a boolean matrix), from ``order``; None if it gets stuck.
+
+    Moves, each vectorised over all positions: reverse the segment after a bad hop (2-opt; reversal flips the
+    segment's hops, counted with prefix sums), or move an endpoint of a bad hop elsewhere (or-opt).
+    """
+    order = order.copy()
     n = len(order)
-    best = _score(bandwidth, latency, order)
-    for _ in range(max_rounds):
+    bad_matrix = ~good
+    for _ in range(max_moves):
         nxt = np.roll(order, -1)
-        k = int(np.argmin(bandwidth[order, nxt]))  # the hop order[k] → order[k+1] to remove
-        improved = False
-        rotated = np.roll(order, -(k + 1))  # now the bad hop is rotated[-1] → rotated[0]
-        for j in range(1, n):
-            # reverse rotated[0..j]: the bad hop becomes rotated[-1] → rotated[j], and rotated[0] → rotated[j+1]
-            cand = np.concatenate([rotated[: j + 1][::-1], rotated[j + 1 :]])
-            score = _score(bandwidth, latency, cand)
-            if score > best:
-                order, best, improved = cand, score, True
-                break
-        if not improved:
+        bad_hops = np.flatnonzero(bad_matrix[order, nxt])
+        if bad_hops.size == 0:
             return order
+        for i in bad_hops.tolist():
+            moved = _improve_at(bad_matrix, np.roll(order, -i))
+            if moved is not None:
+                order = moved
+                break
+        else:
+            return None
+    return None
+
+
+def _improve_at(bad_matrix: np.ndarray, rot: np.ndarray) -> np.ndarray | None:
+    """A ring with fewer bad hops made by one move around the bad hop rot[0] -> rot[1], or None."""
+    n = len(rot)
+    fwd = bad_matrix[rot[:-1], rot[1:]].astype(np.int64)  # fwd[k]: rot[k] -> rot[k+1]
+    rev = bad_matrix[rot[1:], rot[:-1]].astype(np.int64)  # rev[k]: rot[k+1] -> rot[k]
+    cf, cr = np.concatenate([[0], np.cumsum(fwd)]), np.concatenate([[0], np.cumsum(rev)])
+    # 2-opt: reverse rot[1..j] (j = 2..n-1): new hops rot[0]->rot[j], rot[1]->rot[j+1]
+    j = np.arange(2, n)
+    after = rot[(j + 1) % n]
+    delta = (bad_matrix[rot[0], rot[j]].astype(np.int64) + bad_matrix[rot[1], after] + (cr[j] - cr[1])
+             - fwd[0] - bad_matrix[rot[j], after] - (cf[j] - cf[1]))
+    best = int(np.argmin(delta))
+    if delta[best] < 0:
+        jj = int(j[best])
+        return np.concatenate([[rot[0]], rot[1 : jj + 1][::-1], rot[jj + 1 :]])
+    # or-opt: move v = rot[1] between rot[k] -> rot[k+1] (k = 2..n-1)
+    v, u, w = rot[1], rot[0], rot[2 % n]
+    k = np.arange(2, n)
+    x, y = rot[k], rot[(k + 1) % n]
+    delta = (bad_matrix[u, w].astype(np.int64) + bad_matrix[x, v] + bad_matrix[v, y]
+             - fwd[0] - bad_matrix[v, w] - bad_matrix[x, y])
+    best = int(np.argmin(delta))
+    if delta[best] < 0:
+        kk = int(k[best])
+        rest = np.concatenate([[rot[0]], rot[2:]])  # without v; rot[kk] sits at index kk-1
+        return np.concatenate([rest[:kk], [v], rest[kk:]])
+    # or-opt on the other endpoint: move u = rot[0] between rot[k] -> rot[k+1] (k = 1..n-2)
+    u, t, w = rot[0], rot[n - 1], rot[1]
+    k = np.arange(1, n - 1)
+    x, y = rot[k], rot[k + 1]
+    delta = (bad_matrix[t, w].astype(np.int64) + bad_matrix[x, u] + bad_matrix[u, y]
+             - fwd[0] - bad_matrix[t, u] - bad_matrix[x, y])
+    best = int(np.argmin(delta))
+    if delta[best] < 0:
+        kk = int(k[best])
+        rest = rot[1:]  # rot[kk] sits at index kk-1
+        return np.concatenate([rest[:kk], [u], rest[kk:]])
+    return None
+
+
+def _warnsdorff(good: np.ndarray, bandwidth: np.ndarray, start: int) -> np.ndarray:
+    """A walk taking, among unvisited devices reachable by a good hop, the one with the fewest good ways onward
+    (Warnsdorff's rule); the widest hop when none is good."""
+    n = good.shape[0]
+    visited = np.zeros(n, dtype=bool)
+    remaining_in = good.sum(axis=0).astype(np.int64)  # unvisited good predecessors... updated below
+    onward = good.sum(axis=1).astype(np.int64)  # good hops to unvisited devices
+    order = [start]
+    visited[start] = True
+    onward -= good[:, start]
+    for _ in range(n - 1):
+        cur = order[-1]
+        options = np.flatnonzero(good[cur] & ~visited)
+        if options.size:
+            key = onward[options] * 1e12 - bandwidth[cur, options]
+            nxt = int(options[np.argmin(key)])
+        else:
+            nxt = int(np.argmax(np.where(visited, -np.inf, bandwidth[cur])))
+        order.append(nxt)
+        visited[nxt] = True
+        onward -= good[:, nxt]
+    del remaining_in
+    return np.array(order, dtype=np.int64)
+
+
+def _threshold_search(bandwidth: np.ndarray, order: np.ndarray, bound: float, budget: int) -> np.ndarray:
+    """Raise the slowest hop: binary search over bandwidth values above it, repairing the ring at each level."""
+    low = bandwidth[order, np.roll(order, -1)].min()
+    values = np.unique(bandwidth[np.isfinite(bandwidth)])
+    values = values[(values > low) & (values <= bound)]
+    lo, hi = 0, len(values) - 1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        good = bandwidth >= values[mid]
+        repaired = _repair(good, order, budget)
+        for start in range(min(4, len(order))):
+            if repaired is not None:
+                break
+            repaired = _repair(good, _warnsdorff(good, bandwidth, start), budget)
+        if repaired is None:
+            hi = mid - 1
+        else:
+            order = repaired
+            lo = mid + 1
     return order
+
+
+def _dynamic_programme(bandwidth: np.ndarray) -> np.ndarray:
+    """The cycle through device 0 maximising its slowest hop, exactly, by DP over subsets containing device 0."""
+    n = bandwidth.shape[0]
+    size = 1 << n
+    best = np.full((size, n), -np.inf)
+    parent = np.full((size, n), -1, dtype=np.int64)
+    best[1, 0] = np.inf
+    masks = np.arange(1, size, 2, dtype=np.int64)  # subsets containing device 0
+    popcount = np.zeros(len(masks), dtype=np.int64)
+    for bit in range(n):
+        popcount += (masks >> bit) & 1
+    for layer in range(1, n):
+        current = masks[popcount == layer]
+        values = best[current]  # (M, n): best slowest hop of a path covering the mask and ending at each device
+        for nxt in range(1, n):
+            free = current[(current >> nxt) & 1 == 0]
+            if free.size == 0:
+                continue
+            cand = np.minimum(best[free], bandwidth[:, nxt][None, :])
+            last = cand.argmax(axis=1)
+            value = cand[np.arange(len(free)), last]
+            target = free | (1 << nxt)
+            better = value > best[target, nxt]
+            best[target[better], nxt] = value[better]
+            parent[target[better], nxt] = last[better]
+        del values
+    full = size - 1
+    closing = np.minimum(best[full, 1:], bandwidth[1:, 0])
+    last = int(np.argmax(closing)) + 1
+    order, mask = [], full
+    while last != -1 and mask:
+        order.append(last)
+        previous = int(parent[mask, last])
+        mask ^= 1 << last
+        last = previous if mask != 0 else -1
+        if last == 0:
+            order.append(0)
+            break
+    return np.array(order[::-1], dtype=np.int64)
 
 
 def _strongly_connected(adjacency: np.ndarray) -> bool:
@@ -160,8 +296,8 @@ def _heuristic(bandwidth: np.ndarray, latency: np.ndarray, host_of: np.ndarray, 
     ):
         return order
     order = max([order, _greedy(bandwidth, latency, 0)], key=lambda o: _score(bandwidth, latency, o))
-    if n <= TWO_OPT_MAX_DEVICES:
-        order = _two_opt(bandwidth, latency, order, max_rounds=2 * n)
+    if n <= LOCAL_SEARCH_MAX_DEVICES:
+        order = _threshold_search(bandwidth, order, bound, budget=4 * n)
     return order
 
 
@@ -179,12 +315,15 @@ def best_ring(bandwidth_GBps: np.ndarray, latency_us: np.ndarray, host_of: np.nd
     elif n <= EXACT_MAX_DEVICES:
         order = _enumerate(bandwidth, latency, 0, list(range(1, n)), closed=True)
         method, exact = "enumeration", True
+    elif n <= DP_MAX_DEVICES:
+        order = _dynamic_programme(bandwidth)
+        method, exact = "dynamic-programme", True
     else:
         order = _heuristic(bandwidth, latency, host_of, bound)
         method, exact = "heuristic", False
     low, neg_lat, _ = _score(bandwidth, latency, order) if n > 1 else (float("inf"), 0.0, 0)
     if exact:
-        bound = low  # enumeration found the optimum
+        bound = low  # enumeration or the DP found the optimum
     elif n > 1:
         if low >= bound:
             exact = True
