@@ -30,6 +30,7 @@ from seedance.analysis.history import Event
 from seedance.errors import FrameError
 from seedance.models.protocols.contract import ClientRequest, Operation, Outcome, Reply
 from seedance.models.wire import Codec
+from seedance.real.trace import TraceRecorder
 from seedance.real.transport import Connection
 
 log = logging.getLogger("seedance.real.clients")
@@ -38,11 +39,11 @@ log = logging.getLogger("seedance.real.clients")
 @dataclass(frozen=True, kw_only=True)
 class Workload:
     num_clients: int = 8
-    keys: int = 5
-    read_fraction: float = 0.4
-    cas_fraction: float = 0.2
+    keys: int = 8
+    read_fraction: float = 0.5  # the simulator's default mix: 0.5 read, 0.4 write, 0.1 cas
+    cas_fraction: float = 0.1
     value_size_bytes: int = 0  # 0: integer values; > 0: string values of this length
-    op_timeout_s: float = 1.0
+    op_timeout_s: float = 1.0  # real processes restart in ~1 s on a loaded machine: longer than the simulator's
     retry_pause_s: float = 0.01
 
 
@@ -50,7 +51,8 @@ class ClientPool:
     """Runs the workload against nodes found through ``lookup(node_id) -> (host, port) | None``."""
 
     def __init__(self, *, num_nodes: int, lookup: Callable[[int], tuple[str, int] | None], key: bytes,
-                 workload: Workload, seed: int, t0_monotonic: float, codec: Codec | None = None) -> None:
+                 workload: Workload, seed: int, t0_monotonic: float, codec: Codec | None = None,
+                 trace: TraceRecorder | None = None) -> None:
         self.num_nodes = num_nodes
         self.lookup = lookup
         self.key = key
@@ -59,6 +61,7 @@ class ClientPool:
         self.t0 = t0_monotonic
         self.codec = codec or Codec(())
         self.events: list[Event] = []
+        self.trace = trace
         self._conns: dict[tuple[int, int], Connection] = {}
         self._readers: dict[tuple[int, int], asyncio.Task] = {}
         self._pending: dict[tuple[int, int], asyncio.Future] = {}
@@ -67,8 +70,14 @@ class ClientPool:
 
     # --------------------------------------------------------------------------------------------- history
     def _record(self, process: int, kind: str, op: Operation, key: str | None, value: Any) -> None:
+        now = time.monotonic()
         self.events.append(Event(process=process, type=kind, f=op, key=key, value=value,
-                                 time=max(0.0, time.monotonic() - self.t0)))
+                                 time=max(0.0, now - self.t0)))
+        if self.trace is not None:
+            if kind == "invoke":
+                self.trace.record("invoke", -1, process, op.value, key, value, at=now)
+            else:
+                self.trace.record("return", -1, process, kind, value, at=now)
 
     # ---------------------------------------------------------------------------------------- connections
     async def _conn(self, client: int, node: int) -> Connection | None:

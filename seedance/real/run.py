@@ -30,6 +30,7 @@ from seedance.real import trace as trace_mod
 from seedance.real.clients import ClientPool, Workload
 from seedance.real.launcher import LocalLauncher
 from seedance.real.storage import atomic_write
+from seedance.real.trace import TraceRecorder
 
 log = logging.getLogger("seedance.real.run")
 
@@ -84,7 +85,7 @@ def summarize(events: list[Event], duration_s: float) -> dict[str, Any]:
 
 
 async def _killer(launcher: LocalLauncher, rate: float, restart_delay_s: float, rng: np.random.Generator,
-                  until: float, counts: dict[str, int]) -> None:
+                  until: float, counts: dict[str, int], trace: TraceRecorder) -> None:
     pending_restarts: list[asyncio.Task] = []
 
     async def restart(rank: int) -> None:
@@ -103,6 +104,7 @@ async def _killer(launcher: LocalLauncher, rate: float, restart_delay_s: float, 
                 continue
             rank = live[int(rng.integers(len(live)))]
             launcher.kill(rank)
+            trace.record("crash", rank, "SIGKILL")
             counts["kills"] += 1
             log.info("SIGKILLed node %d (incarnation %d)", rank, launcher.nodes[rank].incarnation)
             pending_restarts.append(asyncio.ensure_future(restart(rank)))
@@ -117,9 +119,9 @@ async def _watchdog(launcher: LocalLauncher) -> None:
 
 
 async def _drive(launcher: LocalLauncher, workload: Workload, duration_s: float, seed: int, kill_rate: float,
-                 restart_delay_s: float, counts: dict[str, int]) -> list[Event]:
+                 restart_delay_s: float, counts: dict[str, int], trace: TraceRecorder) -> list[Event]:
     pool = ClientPool(num_nodes=launcher.num_nodes, lookup=launcher.addresses.lookup, key=launcher.key, workload=workload, seed=seed,
-                      t0_monotonic=launcher.t0_monotonic)
+                      t0_monotonic=launcher.t0_monotonic, trace=trace)
     watchdog = asyncio.ensure_future(_watchdog(launcher))
     try:
         load = asyncio.ensure_future(pool.run(duration_s))
@@ -127,7 +129,8 @@ async def _drive(launcher: LocalLauncher, workload: Workload, duration_s: float,
         if kill_rate > 0:
             rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(7,)))
             tasks.append(asyncio.ensure_future(
-                _killer(launcher, kill_rate, restart_delay_s, rng, time.monotonic() + duration_s, counts)))
+                _killer(launcher, kill_rate, restart_delay_s, rng, time.monotonic() + duration_s, counts,
+                        trace)))
         phase = asyncio.gather(*tasks)
         done, _ = await asyncio.wait([phase, watchdog], return_when=asyncio.FIRST_COMPLETED)
         if watchdog in done:
@@ -145,11 +148,12 @@ async def _drive(launcher: LocalLauncher, workload: Workload, duration_s: float,
 def run_real(*, protocol: str, nodes: int, clients: int, duration_s: float, seed: int, out: Path,
              kill_rate: float = 0.0, restart_delay_s: float = 0.3, config: Mapping[str, Any] | None = None,
              workload: Workload | None = None, bind_host: str = "127.0.0.1", check: bool = True,
-             argv: list[str] | None = None, extra_env: Mapping[str, str] | None = None) -> dict[str, Any]:
+             argv: list[str] | None = None, extra_env: Mapping[str, str] | None = None,
+             check_timeout_s: float = 30.0) -> dict[str, Any]:
     """Run ``protocol`` on ``nodes`` real processes and return the summary (also written to ``out``)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    for stale in out.glob("node-*"):  # noqa: B007  # a previous run's state would be recovered, not started fresh
+    for stale in [*out.glob("node-*"), *out.glob("launcher.trace.jsonl")]:  # a previous run's state would be recovered, not started fresh
         if stale.is_dir():
             import shutil
 
@@ -164,13 +168,18 @@ def run_real(*, protocol: str, nodes: int, clients: int, duration_s: float, seed
                        bind_host=bind_host, extra_env=extra_env or {}) as launcher:
         launcher.start_all()
         launcher.wait_ready()
-        events = asyncio.run(_drive(launcher, workload, duration_s, seed, kill_rate, restart_delay_s, counts))
+        trace = TraceRecorder(out / "launcher.trace.jsonl", launcher.t0_monotonic)
+        try:
+            events = asyncio.run(_drive(launcher, workload, duration_s, seed, kill_rate, restart_delay_s, counts,
+                                        trace))
+        finally:
+            trace.close()
     history_path = write_jsonl(events, out / "history.jsonl")
-    trace_sha = trace_mod.merge(sorted(out.glob("node-*.trace.jsonl")), out / "trace.json",
-                                {"backend": "real", "protocol": protocol, "seed": seed})
+    trace_sha = trace_mod.merge([*out.glob("node-*.trace.jsonl"), out / "launcher.trace.jsonl"], out / "trace.json",
+                                nodes, {"backend": "real", "protocol": protocol, "seed": seed})
     summary: dict[str, Any] = {"protocol": protocol, "seed": seed, "backend": "real"}
     summary.update(summarize(events, duration_s))
-    summary["linearizable"] = judge(events) if check else "unknown"
+    summary["linearizable"] = judge(events, check_timeout_s) if check else "unknown"
     summary.update({"trace_sha256": trace_sha, "history": str(history_path), "trace": str(out / "trace.json"),
                     "nodes": nodes, "clients": clients, "duration_s": duration_s, "kill_rate": kill_rate,
                     "kills": counts["kills"], "restarts": counts["restarts"],

@@ -122,7 +122,7 @@ class NodeRuntime:
         self._listen_socket = listen_socket
         self.codec = Codec(spec.message_types)
         self.storage = DiskStorage(cfg.state_dir, self.codec)
-        self.trace = TraceRecorder(cfg.trace_path, cfg.node_id, cfg.t0_monotonic)
+        self.trace = TraceRecorder(cfg.trace_path, cfg.t0_monotonic)
         self.node: Any = None
         self.frames_rejected = 0
         self._timers: dict[Any, asyncio.TimerHandle] = {}
@@ -159,6 +159,8 @@ class NodeRuntime:
             self._dispatch("on_start", lambda now: self.node.on_start(now))
         else:
             self._dispatch("on_recover", lambda now: self.node.on_recover(durable, now))
+        if self.cfg.incarnation > 0:
+            self.trace.record("restart", self.cfg.node_id, self.cfg.incarnation)
         self.addresses.publish(self.cfg.node_id, self.cfg.advertise_host or host, port)
         if self.cfg.ready_path is not None:
             atomic_write(self.cfg.ready_path, str(self.cfg.incarnation).encode())
@@ -193,32 +195,42 @@ class NodeRuntime:
         return task
 
     # ------------------------------------------------------------------------------------------- dispatching
-    def _dispatch(self, name: str, call: Callable[[float], list], args: Mapping[str, Any] | None = None) -> None:
-        start = time.monotonic()
-        effects = call(start)
+    def _dispatch(self, name: str, call: Callable[[float], list]) -> None:
+        effects = call(time.monotonic())
         self._execute(effects or [])
-        self.trace.complete(name, start, time.monotonic(), args=args)
 
     def _execute(self, effects: list) -> None:
+        me, trace = self.cfg.node_id, self.trace
         for effect in effects:
             if isinstance(effect, Send):
                 self._send(effect)
-            elif isinstance(effect, Persist):
-                self.storage.persist(effect.key, effect.value)
-            elif isinstance(effect, PersistLog):
-                self.storage.persist_log(effect.key, effect.start, effect.entries)
+                if trace.enabled:
+                    t = trace.time_s()
+                    trace.record("send", me, type(effect.message).__name__, effect.dst, effect.size_bytes, t)
+            elif isinstance(effect, (Persist, PersistLog)):
+                start = time.monotonic()
+                if isinstance(effect, Persist):
+                    self.storage.persist(effect.key, effect.value)
+                else:
+                    self.storage.persist_log(effect.key, effect.start, effect.entries)
+                if trace.enabled:
+                    trace.record("persist", me, 1, effect.size_bytes, trace.time_s(), at=start)
             elif isinstance(effect, SetTimer):
                 self._set_timer(effect.name, effect.delay_s)
+                if trace.enabled:
+                    trace.record("timer-set", me, effect.name, trace.time_s() + max(0.0, effect.delay_s))
             elif isinstance(effect, CancelTimer):
                 handle = self._timers.pop(effect.name, None)
                 if handle is not None:
                     handle.cancel()
+                trace.record("timer-cancel", me, effect.name)
             elif isinstance(effect, Reply):
                 self._reply(effect)
             elif isinstance(effect, StartCollective):
+                trace.record("collective-start", me, repr(effect.collective_id), effect.op, effect.nominal_size_bytes)
                 self._start_collective(effect)
             elif isinstance(effect, Annotate):
-                self.trace.instant(effect.name, time.monotonic(), args=effect.attrs)
+                trace.record("annotate", me, effect.name, dict(effect.attrs))
             else:
                 raise TypeError(f"node {self.cfg.node_id} returned a non-effect {effect!r}")
 
@@ -232,7 +244,8 @@ class NodeRuntime:
 
     def _fire(self, name: Any) -> None:
         self._timers.pop(name, None)
-        self._dispatch("on_timer", lambda now: self.node.on_timer(name, now), {"timer": name})
+        self.trace.record("timer-fire", self.cfg.node_id, name)
+        self._dispatch("on_timer", lambda now: self.node.on_timer(name, now))
 
     # ------------------------------------------------------------------------------------------- messaging
     def _send(self, effect: Send) -> None:
@@ -251,8 +264,8 @@ class NodeRuntime:
             log.debug("dropping message to %d: queue full", effect.dst)
 
     def _deliver_message(self, src: int, message: Any) -> None:
-        self._dispatch("on_message", lambda now: self.node.on_message(src, message, now),
-                       {"src": src, "type": type(message).__name__})
+        self.trace.record("deliver", self.cfg.node_id, type(message).__name__, src)
+        self._dispatch("on_message", lambda now: self.node.on_message(src, message, now))
 
     async def _peer_sender(self, dst: int, queue: asyncio.Queue) -> None:
         backoff = 0.02
@@ -307,8 +320,7 @@ class NodeRuntime:
                         raise FrameError("frame", f"unexpected {frame.kind!r} from a client", "req frames")
                     self._clients[request.client_id] = conn
                     client_ids.add(request.client_id)
-                    self._dispatch("on_client_request", lambda now: self.node.on_client_request(request, now),
-                                   {"client": request.client_id, "request": request.request_id})
+                    self._dispatch("on_client_request", lambda now: self.node.on_client_request(request, now))
             else:
                 raise FrameError("frame", f"unexpected first frame {first.kind!r}", "'peer' or 'client'")
         except FrameError as err:
@@ -348,9 +360,8 @@ class NodeRuntime:
                 deliver=lambda done: loop.call_soon_threadsafe(self._collective_done, done),
                 call_later=lambda delay, fn: loop.call_later(delay, fn),
                 bind_host=self.cfg.bind_host if self.cfg.bind_host not in ("0.0.0.0", "::") else None)
-        self.trace.instant("collective-start", time.monotonic(), args={"id": effect.collective_id, "op": effect.op})
         self._collectives.start(effect)
 
     def _collective_done(self, done: CollectiveDone) -> None:
-        self._dispatch("on_collective_done", lambda now: self.node.on_collective_done(done, now),
-                       {"id": done.collective_id, "ok": done.ok, "error": done.error})
+        self.trace.record("collective-done", self.cfg.node_id, repr(done.collective_id), done.ok, done.error)
+        self._dispatch("on_collective_done", lambda now: self.node.on_collective_done(done, now))

@@ -1,0 +1,114 @@
+"""``seedance real``: the same protocol nodes in real OS processes (TCP, fsync, torch.distributed).
+
+Sub-commands: ``run`` (a protocol under client load, optionally with SIGKILL faults, judged by the checker),
+``calibrate`` (measure point-to-point and collective times, fit a topology file) and ``validate`` (measured vs
+predicted collective times). Heavy imports happen inside the commands so ``seedance --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from seedance.cli._common import emit_json, json_option
+from seedance.errors import SpecError
+
+
+def _settings(pairs: tuple[str, ...]) -> dict:
+    config: dict = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise SpecError("--set", f"expected KEY=VALUE, got {pair!r}", "e.g. --set heartbeat_s=0.05")
+        try:
+            config[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            config[key] = raw
+    return config
+
+
+def _mix(text: str) -> tuple[float, float, float]:
+    try:
+        parts = tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise SpecError("--mix", f"not numbers: {text!r}", "three fractions read,write,cas, e.g. 0.5,0.4,0.1") from None
+    if len(parts) != 3 or any(p < 0 for p in parts) or abs(sum(parts) - 1.0) > 1e-6:
+        raise SpecError("--mix", f"bad fractions {text!r}", "three non-negative fractions summing to 1")
+    return parts  # type: ignore[return-value]
+
+
+def _positive(name: str, value: float, allow_zero: bool = False) -> None:
+    if value < 0 or (value == 0 and not allow_zero):
+        raise SpecError(name, f"{value} is not {'non-negative' if allow_zero else 'positive'}",
+                        f"a {'non-negative' if allow_zero else 'positive'} number")
+
+
+@click.group(name="real")
+def command() -> None:
+    """Run protocols, calibrate and validate on real processes (gloo here, NCCL when CUDA is available)."""
+
+
+@command.command(name="run")
+@click.option("--protocol", default="raft", show_default=True,
+              help="Registered protocol name, or module:ATTR naming a ProtocolSpec.")
+@click.option("--nodes", type=int, default=3, show_default=True, help="Node processes.")
+@click.option("--clients", type=int, default=8, show_default=True, help="Closed-loop clients.")
+@click.option("--duration", type=float, default=10.0, show_default=True, help="Wall-clock seconds of load.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seeds the workload, kills and node RNGs.")
+@click.option("--kill-rate", type=float, default=0.0, show_default=True,
+              help="SIGKILLs per second of random node processes (Poisson), each restarted after --restart-delay.")
+@click.option("--restart-delay", type=float, default=0.3, show_default=True, help="Seconds before a restart.")
+@click.option("--mix", default="0.5,0.4,0.1", show_default=True, help="read,write,cas fractions.")
+@click.option("--keys", type=int, default=8, show_default=True, help="Number of keys.")
+@click.option("--value-size", type=int, default=0, show_default=True,
+              help="Bytes per written value (0: small integers).")
+@click.option("--op-timeout", type=float, default=1.0, show_default=True, help="Client timeout (s) -> info.")
+@click.option("--set", "settings", multiple=True, help="Protocol option KEY=VALUE (JSON value), repeatable.")
+@click.option("--bind", default="127.0.0.1", show_default=True,
+              help="Address the nodes listen on; widen (e.g. 0.0.0.0) only on a trusted network.")
+@click.option("--check/--no-check", default=True, show_default=True, help="Run the linearizability checker.")
+@click.option("--check-timeout", type=float, default=30.0, show_default=True, help="Checker budget (s).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="out/real", show_default=True,
+              help="Directory for history.jsonl, trace.json, summary.json and node logs.")
+@json_option
+def run_command(protocol: str, nodes: int, clients: int, duration: float, seed: int, kill_rate: float,
+                restart_delay: float, mix: str, keys: int, value_size: int, op_timeout: float,
+                settings: tuple[str, ...], bind: str, check: bool, check_timeout: float, out_dir: str,
+                as_json: bool) -> int:
+    """Run a protocol on --nodes real processes under client load; judge the history."""
+    from seedance.real.clients import Workload
+    from seedance.real.node import resolve_protocol
+    from seedance.real.run import run_real
+
+    resolve_protocol(protocol)  # unknown protocol -> SpecError listing the valid names (exit 2)
+    if nodes < 1:
+        raise SpecError("--nodes", f"{nodes} nodes", "at least 1")
+    if clients < 1 or keys < 1:
+        raise SpecError("--clients" if clients < 1 else "--keys", "must be at least 1", "a positive integer")
+    _positive("--duration", duration)
+    _positive("--kill-rate", kill_rate, allow_zero=True)
+    _positive("--op-timeout", op_timeout)
+    _positive("--value-size", value_size, allow_zero=True)
+    read, _, cas = _mix(mix)
+    workload = Workload(num_clients=clients, keys=keys, read_fraction=read, cas_fraction=cas,
+                        value_size_bytes=value_size, op_timeout_s=op_timeout)
+    summary = run_real(protocol=protocol, nodes=nodes, clients=clients, duration_s=duration, seed=seed,
+                       out=Path(out_dir), kill_rate=kill_rate, restart_delay_s=restart_delay,
+                       config=_settings(settings), workload=workload, bind_host=bind, check=check,
+                       check_timeout_s=check_timeout, argv=["real", *sys.argv[sys.argv.index("real") + 1:]]
+                       if "real" in sys.argv else None)
+    if as_json:
+        emit_json(summary)
+    else:
+        click.echo(f"{protocol} (real, {nodes} processes): {summary['ops_ok']} ok / {summary['ops_failed']} fail / "
+                   f"{summary['ops_info']} info in {duration} s ({summary['throughput_ops_s']:.0f} ops/s, p50 "
+                   f"{summary['latency_ms_p50'] or 0:.2f} ms, p99 {summary['latency_ms_p99'] or 0:.2f} ms); "
+                   f"{summary['kills']} SIGKILLs; linearizable: {summary['linearizable']}")
+        click.echo(f"files in {out_dir}")
+    if summary["linearizable"] is False:
+        click.echo(f"seedance: safety violation; reproduce with: {summary['reproduce']}", err=True)
+        return 1
+    return 0
