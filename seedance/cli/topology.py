@@ -108,9 +108,9 @@ def show(spec: str, nodes: int | None, as_json: bool) -> None:
 @json_option
 def heatmap(spec: str, nodes: int | None, out_dir: str, as_json: bool) -> None:
     """Draw the bandwidth matrix as a heatmap (PDF and PNG)."""
-    from seedance.analysis.figures_fabric import bandwidth_heatmap
-
     topology = load(spec, nodes=nodes)
+    from seedance.analysis.figures_fabric import bandwidth_heatmap  # seaborn is slow to import: only when drawing
+
     figure = bandwidth_heatmap(topology)
     directory = Path(out_dir)
     directory.mkdir(parents=True, exist_ok=True)
