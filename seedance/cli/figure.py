@@ -1,0 +1,67 @@
+"""``seedance figure``: figures for papers, PDF and PNG (seed §2.4).
+
+``seedance figure fabric --out DIR [--nodes N] [--presets a,b]`` writes, for the chosen presets, the predicted
+allreduce bus bandwidth against size (8 B to 8 GiB, doubling; auto algorithm) as ``busbw_allreduce.{pdf,png}``
+and each preset's bandwidth matrix as ``bandwidth_<preset>.{pdf,png}``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from seedance.cli._common import emit_json, json_option
+from seedance.errors import SpecError
+
+CURVE_SIZES = "8B:8GiB"
+
+
+def parse_presets(spec: str | None) -> list[str]:
+    """Preset names from ``a,b`` (default: all), each checked."""
+    from seedance.models.topology import preset_names
+
+    names = preset_names()
+    if spec is None:
+        return names
+    chosen = [p.strip() for p in spec.split(",")]
+    for name in chosen:
+        if name not in names:
+            raise SpecError("presets", f"unknown preset {name!r}", "a comma-separated list of " + ", ".join(names))
+    return list(dict.fromkeys(chosen))
+
+
+def preset_topologies(names: list[str], nodes: int | None) -> dict:
+    """``{label: Topology}``; a preset that needs more servers than ``nodes`` gets its minimum (``mixed``: 2)."""
+    from seedance.models.topology import PRESETS, load
+
+    topologies = {}
+    for name in names:
+        count = None if nodes is None else max(nodes, PRESETS[name].min_nodes)
+        topology = load(name, nodes=count)
+        topologies[f"{name} {topology.num_hosts}n"] = topology
+    return topologies
+
+
+@click.group("figure")
+def command() -> None:
+    """Figures (PDF and PNG)."""
+
+
+@command.command("fabric")
+@click.option("--out", "out_dir", default="out/figures", show_default=True, type=click.Path(file_okay=False))
+@click.option("--nodes", type=click.IntRange(min=1), default=None, help="Servers per preset cluster (>= 1).")
+@click.option("--presets", "presets_spec", default=None, metavar="A,B", help="Presets to draw (default: all).")
+@json_option
+def fabric(out_dir: str, nodes: int | None, presets_spec: str | None, as_json: bool) -> None:
+    """busbw-vs-size curves (allreduce, predicted) per preset and the bandwidth heatmaps."""
+    from seedance.analysis.figures_cost import write_fabric_figures
+    from seedance.models.units import parse_size_range
+
+    topologies = preset_topologies(parse_presets(presets_spec), nodes)
+    _, files = write_fabric_figures(topologies, Path(out_dir), parse_size_range(CURVE_SIZES))
+    if as_json:
+        emit_json({"files": [str(f) for f in files]})
+        return
+    for file in files:
+        click.echo(str(file))
