@@ -40,11 +40,20 @@ class KVNode:
         self.kv: dict[str, Any] = {}
         self.replicated = 0
         self.recovered_from: int | None = None
+        self.collectives = bool(config.get("collectives", False))
+        self.crash_on_start = config.get("crash_on_start")
 
     def _boot(self) -> list:
-        return [SetTimer(name="heartbeat", delay_s=self.heartbeat_s)] if self.node_id == 0 else []
+        out: list = [SetTimer(name="heartbeat", delay_s=self.heartbeat_s)] if self.node_id == 0 else []
+        if self.collectives:  # a real allreduce over every node; then one that the last node never joins
+            out.append(StartCollective(collective_id="sum", op="allreduce", group=tuple(range(self.num_nodes)),
+                                       payload=np.array([float(self.node_id + 1), 1.0]), nominal_size_bytes=16,
+                                       timeout_s=120.0))
+        return out
 
     def on_start(self, now: float) -> list:
+        if self.crash_on_start == self.node_id:
+            raise RuntimeError(f"planted failure on node {self.node_id}")
         return self._boot()
 
     def on_recover(self, durable: DurableState, now: float) -> list:
@@ -90,7 +99,15 @@ class KVNode:
         return [PersistLog(key="ops", start=start, entries=((key, new),))] + sends + [reply(Outcome.OK)]
 
     def on_collective_done(self, done: CollectiveDone, now: float) -> list:
-        return [Annotate(name="collective-done", attrs={"ok": done.ok, "error": done.error})]
+        out: list = [Annotate(name="collective-done", attrs={"ok": done.ok, "error": done.error})]
+        if done.collective_id == "sum":
+            out.append(Persist(key="sum", value=[done.ok, None if done.result is None else done.result.tolist()]))
+            if self.node_id != self.num_nodes - 1:
+                out.append(StartCollective(collective_id="lonely", op="allreduce", group=tuple(range(self.num_nodes)),
+                                           payload=np.zeros(2), nominal_size_bytes=16, timeout_s=2.0))
+        elif done.collective_id == "lonely":
+            out.append(Persist(key="lonely", value=[done.ok, done.error]))
+        return out
 
 
 SPEC = ProtocolSpec(name="test-kv", factory=KVNode, message_types=(Replicate, Heartbeat),

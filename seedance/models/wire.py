@@ -85,13 +85,13 @@ class Codec:
         if _depth > _MAX_DEPTH:
             raise FrameError("message", "nesting deeper than 64", "flatten the message")
         d = _depth + 1
-        if obj is None or isinstance(obj, (bool, str, bytes)):
-            return obj
-        if isinstance(obj, enum.Enum):
+        if isinstance(obj, enum.Enum):  # before str/int: str- and int-valued enums must keep their type
             name = type(obj).__qualname__
             if self._by_name.get(name) is not type(obj):
                 raise FrameError("message", f"enum {name} is not registered", "add it to message_types")
             return {_ENUM: [name, obj.name]}
+        if obj is None or isinstance(obj, (bool, str, bytes)):
+            return obj
         if isinstance(obj, (int, float)):
             return obj
         if isinstance(obj, np.generic):

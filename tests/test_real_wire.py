@@ -1,0 +1,125 @@
+"""The wire codec: plain data only, registered types only, never pickle (ARCHITECTURE.md, "Wire format")."""
+
+from __future__ import annotations
+
+import enum
+import pickle
+from dataclasses import dataclass
+
+import msgpack
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from seedance.errors import FrameError
+from seedance.models.protocols.contract import ClientRequest, Operation, Reply, Outcome
+from seedance.models.wire import Codec
+
+
+class Role(enum.Enum):
+    LEADER = "leader"
+    FOLLOWER = "follower"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Inner:
+    term: int
+    blob: bytes
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Outer:
+    role: Role
+    entries: tuple[Inner, ...]
+    weights: object
+    votes: frozenset
+    by_node: dict
+
+
+CODEC = Codec((Outer, Inner))
+
+
+def test_round_trip_of_nested_dataclasses_enums_tuples_sets_arrays():
+    msg = Outer(role=Role.LEADER, entries=(Inner(term=3, blob=b"\x00\xff"),), weights=np.arange(6.0).reshape(2, 3),
+                votes=frozenset({1, 2}), by_node={0: (1, "a"), "x": [None, True, 1.5]})
+    back = CODEC.unpack(CODEC.pack(msg))
+    assert back.role is Role.LEADER and back.entries == msg.entries and back.votes == msg.votes
+    assert back.by_node == msg.by_node and isinstance(back.by_node[0], tuple)
+    np.testing.assert_array_equal(back.weights, msg.weights)
+    assert back.weights.dtype == np.float64 and back.weights.shape == (2, 3)
+
+
+def test_contract_types_and_their_enums_are_always_known():
+    codec = Codec(())
+    req = ClientRequest(client_id=1, request_id=2, op=Operation.CAS, key="k", value=[1, 2])
+    rep = Reply(client_id=1, request_id=2, outcome=Outcome.FAIL, error="not-leader", leader_hint=0)
+    assert codec.unpack(codec.pack(req)) == req and codec.unpack(codec.pack(rep)) == rep
+    assert type(codec.unpack(codec.pack(rep)).outcome) is Outcome  # a str-valued enum keeps its type
+
+
+def test_unknown_type_tag_is_rejected():
+    raw = msgpack.packb({"\x00dc": ["os.system", {"command": "true"}]})
+    with pytest.raises(FrameError, match="unknown type tag"):
+        CODEC.unpack(raw)
+
+
+def test_unregistered_dataclass_cannot_be_sent():
+    @dataclass(frozen=True)
+    class Stranger:
+        x: int
+
+    with pytest.raises(FrameError, match="not registered"):
+        CODEC.pack(Stranger(x=1))
+
+
+def test_object_arrays_and_arbitrary_objects_are_refused():
+    with pytest.raises(FrameError):
+        CODEC.pack(np.array([object()], dtype=object))
+    with pytest.raises(FrameError):
+        CODEC.pack(object())
+    bad = msgpack.packb({"\x00nd": ["|O", [1], b"\x00" * 8]})
+    with pytest.raises(FrameError, match="not allowed"):
+        CODEC.unpack(bad)
+
+
+def test_pickle_bytes_are_just_bytes_or_garbage():
+    payload = pickle.dumps({"a": 1})
+    assert CODEC.unpack(CODEC.pack(payload)) == payload  # carried as opaque bytes, never unpickled
+    with pytest.raises(FrameError):
+        CODEC.unpack(payload)  # a pickle stream is not a msgpack value we accept
+
+
+def test_bad_fields_for_a_known_type_are_rejected():
+    raw = msgpack.packb({"\x00dc": ["Inner", {"term": 1, "blob": b"", "evil": 1}]})
+    with pytest.raises(FrameError, match="bad fields"):
+        CODEC.unpack(raw)
+
+
+def test_a_dict_that_looks_like_a_tag_is_escaped():
+    tricky = {"\x00dc": ["Inner", {"term": 1, "blob": b""}]}
+    assert CODEC.unpack(CODEC.pack(tricky)) == tricky
+
+
+plain = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1) | st.floats(allow_nan=False) | st.text() | st.binary(),
+    lambda children: st.lists(children, max_size=4) | st.tuples(children, children)
+    | st.dictionaries(st.text(max_size=5), children, max_size=4)
+    | st.dictionaries(st.integers(-5, 5), children, max_size=3),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(plain)
+def test_plain_data_round_trips_exactly(value):
+    assert CODEC.unpack(CODEC.pack(value)) == value
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=64))
+def test_garbage_bytes_never_escape_as_anything_but_frame_error(raw):
+    try:
+        CODEC.unpack(raw)
+    except FrameError:
+        pass
