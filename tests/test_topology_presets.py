@@ -7,6 +7,7 @@ import pytest
 
 from seedance.errors import SpecError
 from seedance.models.topology import load, preset, preset_names
+from seedance.models.topology._presets import PUBLISHED_BUSBW_GBps
 
 
 @pytest.mark.parametrize("name", preset_names())
@@ -51,3 +52,33 @@ def test_unknown_preset_and_bad_nodes():
     with pytest.raises(SpecError) as err:
         load("mixed", nodes=1)
     assert err.value.field == "nodes"
+
+
+def test_presets_are_cached_and_immutable():
+    a, b = load("dgx-a100", nodes=2), load("dgx-a100", nodes=2)
+    assert a is b
+    with pytest.raises(Exception):
+        a.graph.add_edge("x", "y")
+    with pytest.raises(TypeError):
+        a.meta["nodes"] = 3  # type: ignore[index]
+    assert a.meta["nodes"] == 2 and a.meta["preset"] == "dgx-a100"
+
+
+def test_multi_node_routes_use_the_gpus_own_rail():
+    t = load("hgx-h100", nodes=2)
+    route = t.route(3, 11)  # GPU 3 of server 0 to GPU 3 of server 1: rail 3, one leaf switch
+    assert route == (("n0.gpu3", "n0.nic3"), ("n0.nic3", "ib.leaf3"), ("ib.leaf3", "n1.nic3"), ("n1.nic3", "n1.gpu3"))
+    assert t.bandwidth_GBps[3, 11] == pytest.approx(50.0 * 0.94)
+    assert t.latency_us[3, 11] == pytest.approx(2.7)  # NCCL's LL per-step NET latency, by construction
+    assert t.latency_us[3, 12] > t.latency_us[3, 11]  # cross-rail goes through the spine
+
+
+@pytest.mark.parametrize("key", sorted(PUBLISHED_BUSBW_GBps))
+def test_cost_model_reproduces_published_allreduce_busbw(key):
+    """Calibration check: the ring allreduce busbw the cost model predicts for 8 GiB on each preset lies in the
+    range published for that machine (sources in seedance.models.topology._presets)."""
+    cost = pytest.importorskip("seedance.models.cost")
+    name, nodes = key
+    low, high, _source = PUBLISHED_BUSBW_GBps[key]
+    predicted = cost.collective_time("allreduce", 8 * 2**30, load(name, nodes=nodes), algorithm="ring").busbw_GBps
+    assert low <= predicted <= high, f"{name} x{nodes}: {predicted:.1f} GB/s not in [{low}, {high}]"

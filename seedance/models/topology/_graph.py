@@ -31,6 +31,7 @@ The file form (YAML/JSON)::
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterator, Mapping, Sequence
+from types import MappingProxyType
 
 import networkx as nx
 import numpy as np
@@ -137,9 +138,10 @@ def from_graph(
             effective_bandwidth_GBps=bandwidth * efficiency,
         )
     bandwidth_matrix, latency_matrix, routes = _route(directed, devices)
-    links = {
+    links = MappingProxyType({
         (u, v): (a["effective_bandwidth_GBps"], a["latency_us"]) for u, v, a in directed.edges(data=True)
-    }
+    })
+    nx.freeze(directed)
     return Topology(
         name=name,
         bandwidth_GBps=bandwidth_matrix,
@@ -150,7 +152,7 @@ def from_graph(
         links=links,
         graph=directed,
         source=source,
-        meta=dict(meta or {}),
+        meta=MappingProxyType(dict(meta or {})),
         device_nodes=tuple(devices),
     )
 

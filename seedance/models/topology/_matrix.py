@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from numbers import Real
+from types import MappingProxyType
 
 import numpy as np
 
@@ -183,7 +184,7 @@ def from_matrix(
         links=MatrixLinks(bandwidth, latency),
         graph=None,
         source=source,
-        meta=dict(meta or {}),
+        meta=MappingProxyType(dict(meta or {})),
     )
 
 

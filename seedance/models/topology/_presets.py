@@ -19,6 +19,7 @@ Modelling choices, each a documented simplification:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -54,17 +55,48 @@ PCIE_GEN5_X16_GBPS = 63.0
 IB_EDR_GBPS = 12.5
 IB_HDR_GBPS = 25.0
 IB_NDR_GBPS = 50.0
-#: Inter-socket link of the PCIe-only server. Intel UPI at 10.4 GT/s carries 20.8 GB/s per direction per link and
-#: Xeon Scalable servers have two or three links (Intel Xeon Scalable platform brief); modelled as 2 links = 41.6.
+#: Inter-socket link of the PCIe-only server: Intel UPI at 10.4 GT/s moves 2 bytes per transfer, 20.8
+#: GB/s per direction per link, and two-socket Xeon Scalable servers have two or three links (Intel Xeon Scalable
+#: platform documentation); modelled as two links, 41.6 GB/s. (AMD's xGMI socket links are of the same order.)
+#: The DGX-1's Xeon E5-2698 v4 pair has two QPI links at 9.6 GT/s, 19.2 GB/s per direction each: 38.4 GB/s.
 UPI_GBPS = 41.6
+QPI_GBPS = 38.4
 
 # --- Efficiencies (fraction of nominal a ring collective reaches on the link) ------------------------------------
-EFFICIENCY_NVLINK3 = 235.0 / 300.0
-EFFICIENCY_NVLINK4 = 360.0 / 450.0
-EFFICIENCY_NVLINK2 = 0.85
+#: A100 NVLink3: "Each NVLink has a line rate of 25GB/s (in each direction) which converts to ~20GB/s effective
+#: bandwidth with a 128B payload size ... some other bottlenecks on the GPUs limits it to ~230GB/s" for an 8-GPU
+#: allreduce at 8 GB (S. Jeaugey, NCCL maintainer, github.com/NVIDIA/nccl-tests/issues/149, 2023-07-05). NCCL's own
+#: tuning model caps sm80 bus bandwidth at 235 GB/s (NVIDIA/nccl src/graph/tuning.cc, ``compCap80``). 230/300.
+EFFICIENCY_NVLINK3 = 230.0 / 300.0
+#: H100 NVLink4: "450GB/s is the line rate. With the protocol overhead (~20%) NCCL can get an effective NVLink
+#: bandwidth of 370GB/s, which you can observe as BusBw ... when running with NCCL_ALGO=RING" (S. Jeaugey,
+#: github.com/NVIDIA/nccl-tests/issues/212, 2024-05-06). 370/450. The ~480 GB/s busbw of NVLink SHARP (in-switch
+#: reduction, NVLS) in the same thread is not a link rate and is not modelled.
+EFFICIENCY_NVLINK4 = 370.0 / 450.0
+#: V100 NVLink2: the 128-byte-payload argument above (25 GB/s line → ~20 GB/s effective per link), applied to NVLink2
+#: links of the same 25 GB/s rate. No published nccl-tests result for a DGX-1 (V100) was found to check it against.
+EFFICIENCY_NVLINK2 = 20.0 / 25.0
+#: PCIe: assumed 0.8 (25.2 of 31.5 GB/s for Gen4 ×16, around what CUDA's bandwidthTest typically reports). No
+#: published nccl-tests result for an 8×A100 PCIe server was found; treat ``pcie-8gpu`` as uncalibrated.
 EFFICIENCY_PCIE = 0.8
+#: Inter-socket link: assumed 0.5. "On PCI systems, the performance you get is usually determined by the bandwidth
+#: your CPU and memory can deliver" (S. Jeaugey, github.com/NVIDIA/nccl/issues/1639, 2025-03-14) - so the socket
+#: crossing is made the bottleneck of a PCIe-only ring; the value itself is not from a measurement.
 EFFICIENCY_UPI = 0.5
+#: InfiniBand: "For NDR @ 400Gbps you should see 46-48GB/s per NIC" (NVIDIA, github.com/NVIDIA/nccl-tests/issues/290,
+#: 2025-03-03) = 0.92-0.96 of 50 GB/s; over HDR, users report allreduce busbw of 91 and 96 GB/s with 4 HDR NICs per
+#: 8-GPU server (nccl-tests issues #100 and #119) = 0.91-0.96 of 4 × 25 GB/s. 0.94 is the middle of both ranges.
 EFFICIENCY_IB = 0.94
+
+#: Published nccl-tests allreduce bus bandwidths for large messages (GB/s) the presets are calibrated against, with
+#: their sources (see the efficiency constants). Keys: (preset, nodes). Multi-node figures are per server with one NIC
+#: per GPU: eight NICs × the per-NIC rate quoted above.
+PUBLISHED_BUSBW_GBps: dict[tuple[str, int], tuple[float, float, str]] = {
+    ("dgx-a100", 1): (225.0, 235.0, "nccl-tests#149 (~230 GB/s at 8 GB); NCCL tuning.cc sm80 cap 235 GB/s"),
+    ("hgx-h100", 1): (360.0, 375.0, "nccl-tests#212 (~370 GB/s effective NVLink4, NCCL_ALGO=RING)"),
+    ("dgx-a100", 2): (8 * 22.75, 8 * 24.0, "nccl-tests#100 and #119: 91-96 GB/s over 4 HDR NICs"),
+    ("hgx-h100", 2): (8 * 46.0, 8 * 48.0, "nccl-tests#290: 46-48 GB/s per NDR NIC"),
+}
 
 # --- Latencies (µs per link) ------------------------------------------------------------------------------------
 #: Chosen so a device pair's route latency equals NCCL's per-step hardware latency of its low-latency (LL)
@@ -103,13 +135,14 @@ def _link(g: nx.Graph, u: str, v: str, kind: str, bandwidth: float, latency: flo
 
 
 def _pcie_tree(
-    g: nx.Graph, k: int, gpus: list[str], nic_bandwidth: float, nics_per_switch: int, pcie: float
+    g: nx.Graph, k: int, gpus: list[str], nic_bandwidth: float, nics_per_switch: int, pcie: float,
+    sockets: float = UPI_GBPS,
 ) -> list[_Nic]:
     """Two CPU sockets, two PCIe switches per socket, two GPUs per switch, ``nics_per_switch`` NICs per switch."""
     prefix = f"n{k}"
     for socket in range(2):
         g.add_node(f"{prefix}.cpu{socket}", role="switch", kind="cpu", host=k)
-    _link(g, f"{prefix}.cpu0", f"{prefix}.cpu1", "upi", UPI_GBPS, LATENCY_UPI_US, EFFICIENCY_UPI)
+    _link(g, f"{prefix}.cpu0", f"{prefix}.cpu1", "upi", sockets, LATENCY_UPI_US, EFFICIENCY_UPI)
     nics = []
     for p in range(len(gpus) // 2):
         switch = f"{prefix}.pcie{p}"
@@ -165,7 +198,7 @@ def _dgx1_v100(g: nx.Graph, k: int) -> list[_Nic]:
     gpus = _gpus(g, k, "V100")
     for (a, b), count in DGX1_V100_NVLINKS.items():
         _link(g, gpus[a], gpus[b], "nvlink", count * NVLINK2_LINK_GBPS, LATENCY_NVLINK_US, EFFICIENCY_NVLINK2)
-    return _pcie_tree(g, k, gpus, IB_EDR_GBPS, nics_per_switch=1, pcie=PCIE_GEN3_X16_GBPS)
+    return _pcie_tree(g, k, gpus, IB_EDR_GBPS, nics_per_switch=1, pcie=PCIE_GEN3_X16_GBPS, sockets=QPI_GBPS)
 
 
 def _join(g: nx.Graph, nics: list[_Nic]) -> None:
@@ -225,14 +258,24 @@ def preset_names() -> list[str]:
 
 
 def preset(name: str, nodes: int | None = None) -> Topology:
-    """The preset cluster ``name`` with ``nodes`` servers (default: 1; 2 for ``mixed``)."""
-    if name not in PRESETS:
+    """The preset cluster ``name`` with ``nodes`` servers (default: 1; 2 for ``mixed``).
+
+    Presets are immutable and cached (a 128-server preset takes seconds to route), so equal arguments return the
+    same object.
+    """
+    if not isinstance(name, str) or name not in PRESETS:
         raise SpecError("topology", f"unknown preset {name!r}", f"one of {', '.join(PRESETS)}")
     spec = PRESETS[name]
     if nodes is None:
         nodes = spec.default_nodes
     if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < spec.min_nodes:
         raise SpecError("nodes", f"is {nodes!r}", f"an integer >= {spec.min_nodes} for preset {name!r}")
+    return _build(name, nodes)
+
+
+@functools.lru_cache(maxsize=16)
+def _build(name: str, nodes: int) -> Topology:
+    spec = PRESETS[name]
     g = nx.Graph()
     nics: list[_Nic] = []
     for k, build in enumerate(spec.servers(nodes)):
