@@ -4,8 +4,8 @@ Rules:
 
 * As in NCCL, every member of ``group`` issues the same :class:`StartCollective` (same ``collective_id``) with its
   own payload. The collective starts when the last member joins; it then takes the cost model's time for ``op`` on
-  ``nominal_size_bytes`` over the group (``seedance.models.cost.collective_time`` when present, else the ring α–β
-  bound below), and at least as long as its ring traffic takes on the shared links: each member sends its ring
+  ``nominal_size_bytes`` over the group's sub-fabric (``seedance.models.cost.collective_time``, algorithm "auto";
+  the ring α–β bound below if the cost model is absent), and at least as long as its ring traffic takes on the shared links: each member sends its ring
   share to its successor (allreduce 2(n−1)/n·S, allgather / reducescatter (n−1)/n·S, broadcast / reduce S,
   barrier 0 bytes; Patarasuk & Yuan 2009; NCCL docs "Collective Operations"). Those bytes are booked on the links,
   so consensus messages behind a bulk collective wait.
@@ -94,6 +94,7 @@ class Collectives:
         except ImportError:
             collective_time = None
         self._collective_time = collective_time
+        self._durations: dict[tuple[str, int, tuple[int, ...]], float] = {}
 
     def join(self, host: Any, effect: StartCollective, at_s: float) -> None:
         if effect.op not in OPS:
@@ -124,17 +125,28 @@ class Collectives:
 
     def _duration_s(self, coll: _Collective) -> float:
         n = len(coll.group)
+        if n <= 1:
+            return 0.0
+        key = (coll.op, coll.nominal_size_bytes, coll.group)
+        cached = self._durations.get(key)
+        if cached is not None:
+            return cached
         topology = self.network.topology
+        index = np.asarray(coll.group)
+        bandwidth = topology.bandwidth_GBps[np.ix_(index, index)]
+        latency = topology.latency_us[np.ix_(index, index)]
         if self._collective_time is not None:
-            try:
-                return float(self._collective_time(coll.op, coll.nominal_size_bytes, topology, devices=coll.group))
-            except TypeError:
-                pass  # an older / different signature: fall back to the ring bound
-        bandwidth = min((topology.bandwidth_GBps[a, b] for a, b in zip(coll.group, coll.group[1:] + coll.group[:1])
-                         if a != b), default=np.inf)
-        latency = max((topology.latency_us[a, b] for a, b in zip(coll.group, coll.group[1:] + coll.group[:1])
-                       if a != b), default=0.0) * 1e-6
-        return ring_time_s(coll.op, n, coll.nominal_size_bytes, float(bandwidth), float(latency))
+            # the cost model over the group's sub-fabric; reduce costs what broadcast does, barrier a 0-byte allreduce
+            op = {"reduce": "broadcast", "barrier": "allreduce"}.get(coll.op, coll.op)
+            size = 0 if coll.op == "barrier" else int(coll.nominal_size_bytes)
+            hosts = np.unique(np.asarray(topology.host_of)[index], return_inverse=True)[1]
+            duration = float(self._collective_time(op, size, (bandwidth, latency, hosts)).time_s)
+        else:
+            ring = [(k, (k + 1) % n) for k in range(n)]
+            duration = ring_time_s(coll.op, n, coll.nominal_size_bytes, float(min(bandwidth[a, b] for a, b in ring)),
+                                   float(max(latency[a, b] for a, b in ring)) * 1e-6)
+        self._durations[key] = duration
+        return duration
 
     def _start(self, coll: _Collective, at_s: float) -> None:
         coll.state = "running"

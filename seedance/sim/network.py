@@ -52,20 +52,24 @@ def uniform_topology(num_devices: int, *, bandwidth_GBps: float = UNIFORM_LINK_G
                     source="seedance.sim.network.uniform_topology")
 
 
-def resolve_topology(topology: Any, num_nodes: int) -> Topology:
-    """A Topology from a name / file path (via ``seedance.models.topology.load``), an object, or None."""
+def resolve_topology(topology: Any, num_nodes: int, *, hosts: int | None = None) -> Topology:
+    """A Topology from a preset name / file path (``seedance.models.topology.load``), an object, or None.
+
+    ``hosts`` is the number of servers of a preset; when None, a preset is grown to the fewest servers whose devices
+    hold ``num_nodes`` nodes (``dgx-a100`` with 12 nodes: two 8-GPU servers).
+    """
     if topology is None:
         return uniform_topology(num_nodes)
     if isinstance(topology, Topology):
         found = topology
     else:
-        from seedance.models import topology as topology_module
+        from seedance.models.topology import PRESETS, load
 
-        load = getattr(topology_module, "load", None)
-        if load is None:
-            raise SpecError("topology", f"cannot load {topology!r}: no topology loader is installed",
-                            "omit --topology for the uniform default fabric")
-        found = load(str(topology), nodes=num_nodes)
+        name = str(topology)
+        found = load(name, nodes=hosts)
+        if hosts is None and name in PRESETS and 0 < found.num_devices < num_nodes:
+            per_host = found.num_devices / max(found.num_hosts, 1)
+            found = load(name, nodes=-(-num_nodes // int(per_host)))
     if found.num_devices < num_nodes:
         raise SpecError("nodes", f"{num_nodes} nodes do not fit topology {found.name!r} of {found.num_devices} "
                         "devices", f"use at most {found.num_devices} nodes or a larger topology")

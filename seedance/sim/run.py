@@ -115,6 +115,8 @@ def reproduce_command(config: SimConfig) -> str:
             "--duration", repr(config.duration_s), "--seed", str(config.seed)]
     if isinstance(config.topology, str):
         args += ["--topology", config.topology]
+        if config.topology_hosts is not None:
+            args += ["--hosts", str(config.topology_hosts)]
     if config.nemesis.faults:
         args += ["--nemesis", ",".join(config.nemesis.faults)]
         if config.nemesis.faulty_fraction != 0.6:
@@ -149,7 +151,7 @@ def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invaria
     """Run ``config`` to completion and return its result (history, trace, counts, verdicts)."""
     wall_start = time.perf_counter()
     spec = _spec(config.protocol)
-    topology = resolve_topology(config.topology, config.nodes)
+    topology = resolve_topology(config.topology, config.nodes, hosts=config.topology_hosts)
     root = np.random.SeedSequence(config.seed)
     node_seq, network_seq, workload_seq, nemesis_seq = root.spawn(4)
     env = simpy.Environment()
