@@ -20,7 +20,7 @@ import numpy as np
 
 from seedance.cli._common import emit_json, json_option
 from seedance.errors import SpecError
-from seedance.models.cost import ALGORITHMS, COLLECTIVES, collective_time
+from seedance.models.cost import collective_time
 from seedance.models.cost.collectives import check_algorithm, check_collective
 from seedance.models.units import parse_size_range
 
@@ -101,7 +101,9 @@ def command(
 ) -> None:
     """Predict COLLECTIVE's time, algbw and busbw (nccl-tests' definitions) on a cluster.
 
-    COLLECTIVE is one of allreduce, reducescatter, allgather, broadcast, alltoall, sendrecv.
+    COLLECTIVE and its algorithms: allreduce (ring, tree, rhd, direct, hierarchical); reducescatter and allgather
+    (ring, rhd, direct, hierarchical); broadcast (ring, tree, direct, hierarchical); alltoall (direct); sendrecv
+    (direct, ring). auto takes the fastest.
     """
     from seedance.models.topology import load
 
@@ -125,9 +127,3 @@ def command(
         return
     click.echo(format_table(collective, topology.name, rows, algorithm))
 
-
-command.help = (command.help or "") + (
-    "\n\nAlgorithms per collective: "
-    + "; ".join(f"{c}: {', '.join(ALGORITHMS[c])}" for c in COLLECTIVES)
-    + "."
-)

@@ -1,0 +1,192 @@
+"""``seedance report``: the main job (``make run``) — every section of the report, on an embedded default.
+
+The report is a list of :class:`Section` s run in order; each writes its files under ``--out`` and returns a short
+summary. Later work adds sections (simulation, checking, real-backend validation) by appending to :data:`SECTIONS`.
+Every run writes ``summary.json`` with the spec, each section's summary and files, and
+:func:`seedance.provenance.run_metadata` (seed, spec hash, git commit, versions, the command that reproduces it).
+
+Today's section, ``cost``: for every preset (1 and 4 servers; ``mixed`` 2 and 4) the predicted time, algbw and busbw
+of each collective at a few sizes with the auto algorithm (``cost.csv``, ``cost.tex``), and the figures of
+``seedance figure fabric`` (allreduce busbw against size, bandwidth heatmaps).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+
+from seedance.cli._common import emit_json, json_option, to_json
+
+DEFAULT_SPEC: dict[str, Any] = {
+    "cost": {
+        "presets": [["dgx-a100", 1], ["dgx-a100", 4], ["hgx-h100", 1], ["hgx-h100", 4], ["pcie-8gpu", 1],
+                    ["pcie-8gpu", 4], ["mixed", 2], ["mixed", 4]],
+        "collectives": ["allreduce", "reducescatter", "allgather", "broadcast", "alltoall", "sendrecv"],
+        "table_sizes": ["8B", "64KiB", "1MiB", "64MiB", "1GiB"],
+        "curve_sizes": "8B:8GiB",
+        "heatmap_presets": [["dgx-a100", 1], ["hgx-h100", 1], ["pcie-8gpu", 1], ["mixed", 2]],
+        "algorithm": "auto",
+    },
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SectionResult:
+    summary: dict[str, Any]
+    files: list[Path]
+    lines: list[str] = field(default_factory=list)  # the human summary printed on stdout
+
+
+@dataclass(frozen=True, kw_only=True)
+class Section:
+    name: str
+    run: Callable[[dict[str, Any], Path], SectionResult]  # (its spec, output directory) -> result
+
+
+def _label(name: str, nodes: int) -> str:
+    return f"{name} {nodes}n"
+
+
+def cost_section(spec: dict[str, Any], out: Path) -> SectionResult:
+    """Predicted collective performance on every preset (seed §2.4)."""
+    from seedance.analysis.figures_cost import busbw_curves, cost_frame, save_figure
+    from seedance.analysis.figures_fabric import bandwidth_heatmap
+    from seedance.models.topology import load
+    from seedance.models.units import format_size, parse_size, parse_size_range
+
+    topologies = {_label(name, nodes): load(name, nodes=nodes) for name, nodes in _presets(spec, "presets")}
+    sizes = [parse_size(s) for s in spec["table_sizes"]]
+    frame = cost_frame(topologies, spec["collectives"], sizes, algorithm=spec["algorithm"])
+    out.mkdir(parents=True, exist_ok=True)
+    csv_path = out / "cost.csv"
+    frame.to_csv(csv_path, index=False)
+    tex_path = out / "cost.tex"
+    tex_path.write_text(latex_table(frame, largest=max(sizes)), encoding="utf-8")
+    figures = out / "figures"
+    curve_frame = cost_frame(topologies, ["allreduce"], parse_size_range(spec["curve_sizes"]))
+    figure_files = save_figure(busbw_curves(curve_frame), figures / "busbw_allreduce")
+    for name, nodes in _presets(spec, "heatmap_presets"):
+        label = _label(name, nodes)
+        topology = topologies.get(label) or load(name, nodes=nodes)
+        figure_files += save_figure(bandwidth_heatmap(topology), figures / f"bandwidth_{name}_{nodes}n")
+    largest = frame[frame["size_bytes"] == max(sizes)]
+    allreduce = largest[largest["collective"] == "allreduce"]
+    headline = {
+        row.topology: {"algorithm": row.algorithm, "busbw_GBps": round(float(row.busbw_GBps), 2)}
+        for row in allreduce.itertuples()
+    }
+    peak = curve_frame.groupby("topology")["busbw_GBps"].max().round(2).to_dict()
+    lines = [f"cost: {len(frame)} predictions ({len(topologies)} clusters × {len(spec['collectives'])} collectives × "
+             f"{len(sizes)} sizes) -> {csv_path}, {tex_path}"]
+    lines += [f"  allreduce {format_size(max(sizes))} on {label}: busbw {v['busbw_GBps']:.1f} GB/s ({v['algorithm']})"
+              for label, v in headline.items()]
+    lines.append(f"cost: figures -> {figures} ({len(figure_files)} files: allreduce busbw curves, B heatmaps)")
+    return SectionResult(
+        summary={"rows": len(frame), "allreduce_largest": headline, "allreduce_peak_busbw_GBps": peak},
+        files=[csv_path, tex_path, *figure_files], lines=lines,
+    )
+
+
+def _presets(spec: dict[str, Any], key: str) -> list[tuple[str, int]]:
+    from seedance.errors import SpecError
+
+    entries = spec[key]
+    valid = "a list of [preset, nodes] pairs, e.g. [[dgx-a100, 1], [mixed, 2]]"
+    if not isinstance(entries, list):
+        raise SpecError(f"cost.{key}", "is not a list", valid)
+    for entry in entries:
+        if not (isinstance(entry, (list, tuple)) and len(entry) == 2 and isinstance(entry[0], str)
+                and isinstance(entry[1], int) and not isinstance(entry[1], bool)):
+            raise SpecError(f"cost.{key}", f"entry {entry!r} is not [preset, nodes]", valid)
+    return [(name, nodes) for name, nodes in entries]
+
+
+def latex_table(frame: Any, *, largest: int) -> str:
+    """A booktabs table: per cluster and collective, the algorithm, time and busbw at the largest size."""
+    rows = frame[frame["size_bytes"] == largest]
+    lines = [
+        r"\begin{tabular}{llrlrr}",
+        r"\toprule",
+        r"cluster & collective & devices & algorithm & time ($\mu$s) & busbw (GB/s) \\",
+        r"\midrule",
+    ]
+    previous = None
+    for row in rows.itertuples():
+        if previous is not None and row.topology != previous:
+            lines.append(r"\addlinespace")
+        previous = row.topology
+        lines.append(
+            f"{_tex(row.topology)} & {row.collective} & {row.num_devices} & {row.algorithm} & "
+            f"{row.time_s * 1e6:.1f} & {row.busbw_GBps:.1f} \\\\"
+        )
+    lines += [r"\bottomrule", r"\end{tabular}", ""]
+    return "\n".join(lines)
+
+
+def _tex(text: str) -> str:
+    return text.replace("_", r"\_").replace("&", r"\&").replace("%", r"\%")
+
+
+SECTIONS: list[Section] = [Section(name="cost", run=cost_section)]
+
+
+def load_spec(path: str | None) -> dict[str, Any]:
+    """The embedded default, with each section's keys overridden by those in the YAML/JSON file at ``path``."""
+    import copy
+
+    import yaml
+
+    from seedance.errors import SpecError
+
+    spec = copy.deepcopy(DEFAULT_SPEC)
+    if path is None:
+        return spec
+    try:
+        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raise SpecError("spec", f"cannot read {path} ({type(err).__name__})", "a readable YAML/JSON file") from None
+    if not isinstance(doc, dict):
+        raise SpecError("spec", f"{path} is not a mapping", "sections: " + ", ".join(spec))
+    for name, override in doc.items():
+        if name not in spec:
+            raise SpecError("spec", f"unknown section {name!r}", "sections: " + ", ".join(spec))
+        if not isinstance(override, dict) or not set(override) <= set(spec[name]):
+            raise SpecError(f"spec.{name}", "has unknown keys or is not a mapping", "keys: " + ", ".join(spec[name]))
+        spec[name].update(override)
+    return spec
+
+
+@click.command("report")
+@click.option("--out", "out_dir", default="out/report", show_default=True, type=click.Path(file_okay=False),
+              help="Directory for the report's files.")
+@click.option("--spec", "spec_path", default=None, type=click.Path(dir_okay=False),
+              help="YAML/JSON overriding parts of the embedded default, e.g. {cost: {presets: [[dgx-a100, 2]]}}.")
+@json_option
+def command(out_dir: str, spec_path: str | None, as_json: bool) -> None:
+    """Run the main job on its embedded default: every report section, files under --out, summary.json."""
+    from seedance.provenance import run_metadata
+
+    spec = load_spec(spec_path)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    sections = []
+    lines: list[str] = []
+    for section in SECTIONS:
+        result = section.run(spec[section.name], out)
+        sections.append({"name": section.name, "summary": result.summary, "files": [str(f) for f in result.files]})
+        lines += result.lines
+    argv = ["report", "--out", out_dir] + (["--spec", spec_path] if spec_path else []) + (["--json"] if as_json else [])
+    summary = {"spec": spec, "sections": sections, "metadata": run_metadata(seed=None, spec=spec, argv=argv)}
+    summary_path = out / "summary.json"
+    summary_path.write_text(json.dumps(json.loads(to_json(summary)), indent=2) + "\n", encoding="utf-8")
+    if as_json:
+        emit_json({"out": str(out), "summary": str(summary_path), "sections": sections})
+        return
+    for line in lines:
+        click.echo(line)
+    click.echo(f"summary (spec, results, provenance) -> {summary_path}")
