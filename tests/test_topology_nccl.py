@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from seedance.errors import SpecError
 from seedance.models.topology import NCCL_COLUMNS, calibrate_from_nccl_tests, parse_nccl_tests
@@ -121,3 +123,17 @@ def test_calibration_errors(kwargs, field):
     with pytest.raises(SpecError) as err:
         calibrate_from_nccl_tests(parse_nccl_tests(ALLREDUCE), **args)
     assert err.value.field == field
+
+
+token = st.sampled_from(["8", "-1", "float", "sum", "N/A", "0e+00", "12.5", "x", "#", "1e3", "nan", "", "0"])
+
+
+@settings(max_examples=80, deadline=None)
+@given(lines=st.lists(st.lists(token, max_size=14).map("  ".join), max_size=6), with_header=st.booleans())
+def test_arbitrary_text_gives_a_table_or_a_spec_error(lines, with_header):
+    header = ALLREDUCE.splitlines()[9:11] if with_header else []
+    try:
+        frame = parse_nccl_tests("\n".join(header + lines))
+    except SpecError:
+        return
+    assert list(frame.columns) == list(NCCL_COLUMNS) and len(frame) >= 1

@@ -51,6 +51,10 @@ class Topology:
     device_nodes: tuple[Hashable, ...] = ()
 
     def __post_init__(self) -> None:
+        # Own read-only copies: freezing the caller's arrays in place would surprise them.
+        object.__setattr__(self, "bandwidth_GBps", np.array(self.bandwidth_GBps, dtype=float))
+        object.__setattr__(self, "latency_us", np.array(self.latency_us, dtype=float))
+        object.__setattr__(self, "host_of", np.array(self.host_of, dtype=np.int64))
         n = self.bandwidth_GBps.shape[0]
         if self.bandwidth_GBps.shape != (n, n) or self.latency_us.shape != (n, n) or self.host_of.shape != (n,):
             raise ValueError("Topology arrays disagree in shape")  # a bug in a constructor, not user input

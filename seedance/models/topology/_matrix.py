@@ -174,18 +174,20 @@ def from_matrix(
         np.fill_diagonal(latency, 0.0)
     else:
         latency = check_matrix(latency_us, "latency_us", positive=False, unit="µs", n=n)
-    return Topology(
+    topology = Topology(
         name=name,
         bandwidth_GBps=bandwidth,
         latency_us=latency,
         host_of=_hosts(hosts, n),
         device_kinds=_kinds(device_kinds, n),
         routes=MatrixRoutes(n),
-        links=MatrixLinks(bandwidth, latency),
+        links={},
         graph=None,
         source=source,
         meta=MappingProxyType(dict(meta or {})),
     )
+    object.__setattr__(topology, "links", MatrixLinks(topology.bandwidth_GBps, topology.latency_us))
+    return topology
 
 
 def matrix_from_dict(doc: Mapping[str, object], *, default_name: str, source: str) -> Topology:

@@ -65,6 +65,13 @@ def _value(token: str, line_number: int, column: str) -> float:
         raise SpecError(f"line {line_number}", f"{column} is {token!r}", "a number or N/A") from None
 
 
+def _integer(token: str, line_number: int, column: str) -> int:
+    try:
+        return int(token)
+    except ValueError:
+        raise SpecError(f"line {line_number}", f"{column} is {token!r}", "an integer") from None
+
+
 def parse_nccl_tests(text: str) -> pd.DataFrame:
     """The result table of an nccl-tests run as a tidy DataFrame with columns :data:`NCCL_COLUMNS`.
 
@@ -96,9 +103,9 @@ def parse_nccl_tests(text: str) -> pd.DataFrame:
             raise SpecError(f"line {number}", f"has {len(tokens)} fields", f"{width} fields of an nccl-tests row")
         if not has_root:
             tokens.insert(4, "-1")
-        size, count = int(tokens[0]), _value(tokens[1], number, "count")
+        count, root = (_integer(tokens[k], number, NCCL_COLUMNS[k]) for k in (1, 4))
         numbers = [_value(tok, number, col) for tok, col in zip(tokens[5:], NCCL_COLUMNS[5:])]
-        rows.append((size, int(count), tokens[2], tokens[3], int(_value(tokens[4], number, "root")), *numbers))
+        rows.append((int(tokens[0]), count, tokens[2], tokens[3], root, *numbers))
     if not rows:
         raise SpecError(
             "nccl-tests output", "contains no result table",
