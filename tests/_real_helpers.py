@@ -15,7 +15,7 @@ TESTS = Path(__file__).resolve().parent
 KV = "_real_kv_protocol:SPEC"
 
 
-def test_env() -> dict[str, str]:
+def child_env() -> dict[str, str]:
     path = os.environ.get("PYTHONPATH", "")
     return {"PYTHONPATH": str(TESTS) + (os.pathsep + path if path else "")}
 
@@ -23,7 +23,7 @@ def test_env() -> dict[str, str]:
 def launcher(run_dir: Path, nodes: int = 3, config: dict | None = None, protocol: str = KV,
              bind_host: str = "127.0.0.1") -> LocalLauncher:
     return LocalLauncher(protocol=protocol, num_nodes=nodes, run_dir=run_dir, seed=1, config=config or {},
-                         extra_env=test_env(), bind_host=bind_host)
+                         extra_env=child_env(), bind_host=bind_host)
 
 
 def processes_of_run(run_dir: Path) -> list[int]:
