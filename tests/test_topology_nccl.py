@@ -62,7 +62,8 @@ def test_parse_new_layout():
     frame = parse_nccl_tests(ALLREDUCE)
     assert list(frame.columns) == list(NCCL_COLUMNS) and len(frame) == 11
     first, last = frame.iloc[0], frame.iloc[-1]
-    assert (first["size_bytes"], first["count"], first["dtype"], first["redop"], first["root"]) == (8, 2, "float", "sum", -1)
+    head = (first["size_bytes"], first["count"], first["dtype"], first["redop"], first["root"])
+    assert head == (8, 2, "float", "sum", -1)
     assert last.oop_time_us == 65143.10 and last.oop_busbw_GBps == 230.76 and last.ip_algbw_GBps == 133.19
     assert frame.attrs["avg_busbw_GBps"] == 101.254
     # nccl-tests' definitions hold in the fixture: algbw = S/t, busbw = algbw·2(n−1)/n with n = 8.

@@ -66,7 +66,8 @@ def _summary(topology: Topology) -> str:
         if mask.any():
             b, lat = topology.bandwidth_GBps[mask], topology.latency_us[mask]
             lines.append(
-                f"  {label:<16} bandwidth {b.min():.4g}..{b.max():.4g} GB/s, latency {lat.min():.4g}..{lat.max():.4g} µs"
+                f"  {label:<16} bandwidth {b.min():.4g}..{b.max():.4g} GB/s,"
+                f" latency {lat.min():.4g}..{lat.max():.4g} µs"
             )
     return "\n".join(lines)
 

@@ -296,7 +296,9 @@ def graph_from_dict(doc: Mapping[str, object], *, default_name: str, source: str
     """The link-graph form read from a parsed YAML/JSON mapping (schema in the module docstring)."""
     for key in doc:
         if key not in GRAPH_FIELDS:
-            raise SpecError(str(key), "is not a field of the link-graph form", f"valid fields: {', '.join(GRAPH_FIELDS)}")
+            raise SpecError(
+                str(key), "is not a field of the link-graph form", f"valid fields: {', '.join(GRAPH_FIELDS)}"
+            )
     graph = nx.DiGraph()
     for section, role, allowed in (("devices", "device", DEVICE_FIELDS), ("switches", "switch", SWITCH_FIELDS)):
         for k, entry in enumerate(_entries(doc, section, required=section == "devices")):

@@ -64,7 +64,8 @@ def load_file(path: str | os.PathLike[str]) -> Topology:
     try:
         text = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
-        raise SpecError(str(file), f"cannot be read ({type(err).__name__}: {err})", "a readable UTF-8 text file") from None
+        problem = f"cannot be read ({type(err).__name__}: {err})"
+        raise SpecError(str(file), problem, "a readable UTF-8 text file") from None
     doc = parse_text(text, path=str(file), as_json=file.suffix.lower() == ".json")
     return from_dict(doc, default_name=file.stem, source=str(file))
 

@@ -15,6 +15,15 @@ Modelling choices, each a documented simplification:
   only ``pcie-8gpu`` and the DGX-1's non-NVLink pairs route GPU traffic over.
 - Bandwidths are per direction; ``efficiency`` turns the nominal rate into what NCCL's ring achieves on the link
   (calibration notes beside each constant, published measurements in :data:`PUBLISHED_BUSBW_GBps`).
+- ``mixed`` alternates DGX A100 (even server index) and DGX-1 V100 (odd) servers, so it needs ``nodes >= 2`` and
+  defaults to 2. A DGX-1 has four EDR (100 Gb/s) NICs, one per GPU pair; NIC k (GPUs 2k, 2k+1) joins rail 2k, and an
+  HDR leaf runs that port at EDR rate, so every A100↔V100 route is limited by the V100 server's EDR NIC.
+- Not modelled: NVLink SHARP / InfiniBand SHARP in-network reductions, NCCL's PXN relaying through a peer GPU, and
+  congestion inside the fat tree (it is non-blocking here).
+
+Graph nodes are named ``n<server>.gpu<i>``, ``n<server>.nvswitch``, ``n<server>.pcie<p>``, ``n<server>.cpu<s>``,
+``n<server>.nic<rail>``, ``ib.leaf<rail>`` and ``ib.spine``; devices are indexed server-major. A preset's name is the
+preset name for one server and ``<name>-<N>nodes`` otherwise.
 """
 
 from __future__ import annotations
@@ -101,8 +110,8 @@ PUBLISHED_BUSBW_GBps: dict[tuple[str, int], tuple[float, float, str]] = {
 # --- Latencies (µs per link) ------------------------------------------------------------------------------------
 #: Chosen so a device pair's route latency equals NCCL's per-step hardware latency of its low-latency (LL)
 #: protocol in its own cost model (NVIDIA/nccl src/graph/tuning.cc, ``hwLat``: NVLink 0.6, PCI 1.0, NET 2.7 µs):
-#: GPU→NVSwitch→GPU = 2 × 0.3; GPU→PCIe switch→GPU = 2 × 0.5; a rail-matched inter-server pair crosses a GPU→NIC
-#: PCIe link on each side and two InfiniBand links: 2 × 0.5 + 2 × 0.85 = 2.7.
+#: GPU→NVSwitch→GPU = 2 × 0.3; GPU→PCIe switch→GPU = 2 × 0.5; a rail-matched inter-server pair crosses a
+#: GPU→NIC PCIe link on each side and two InfiniBand links: 2 × 0.5 + 2 × 0.85 = 2.7.
 LATENCY_NVLINK_US = 0.6
 LATENCY_NVSWITCH_US = 0.3
 LATENCY_PCIE_US = 0.5
