@@ -1,0 +1,136 @@
+"""``check``: is a history linearizable w.r.t. a register, a cas register or a key-value store of cas registers?
+
+Rules:
+
+* Models. ``register``: read / write (a cas operation is a user error). ``cas-register``: read / write / cas,
+  where a cas ``[expected, new]`` that returned ok took effect because the value was ``expected``; one that returned
+  fail did not take effect. ``kv``: a map from key to cas register. Every register starts at ``initial`` (``None``,
+  what a read of a never-written key returns as JSON ``null``). In every model, distinct keys are independent
+  objects, so a register history with keys is a set of registers.
+* Linearizability (Herlihy & Wing 1990, §3): every ok operation takes effect at one instant between its invoke and
+  its completion, every indeterminate one at such an instant after its invoke or never, and the resulting
+  sequence is legal for the model. Keys are checked one by one (P-compositionality, Horn & Kroening, FORTE 2015;
+  locality, Herlihy & Wing 1990 Theorem 1), each with the WGL search of :mod:`.wgl`.
+* Verdict: ``False`` as soon as one key is not linearizable; ``"unknown"`` if some key ran out of the time budget
+  and none was found not linearizable; ``True`` otherwise.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from seedance.analysis.history import Event, Operation
+from seedance.analysis.linearizability.operations import (
+    HistoryOp, pair_operations, prune_unobserved, split_by_key,
+)
+from seedance.analysis.linearizability.wgl import UNOBSERVED, SearchOutcome, search
+from seedance.errors import HistoryError, SpecError
+
+__all__ = ["CheckResult", "Model", "check"]
+
+
+class Model(str, enum.Enum):
+    """The sequential specifications a history can be checked against."""
+
+    REGISTER = "register"
+    CAS_REGISTER = "cas-register"
+    KV = "kv"
+
+
+MODEL_NAMES = tuple(m.value for m in Model)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckResult:
+    """The verdict on a history.
+
+    ``valid`` is True, False or ``"unknown"`` (time budget spent); ``ops`` counts the history's operations (failed
+    and indeterminate ones included); ``first_violation`` (when ``valid`` is False) names the key, the operation
+    that could not be linearized and the state it met; ``per_key`` holds, for each key, its operation count,
+    verdict, search steps and seconds.
+    """
+
+    valid: bool | str
+    ops: int
+    elapsed_s: float
+    model: str
+    first_violation: dict[str, Any] | None = None
+    per_key: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def to_dict(self, *, per_key: bool = False) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "valid": self.valid, "ops": self.ops, "elapsed_s": self.elapsed_s, "model": self.model,
+            "keys": len(self.per_key), "first_violation": self.first_violation,
+        }
+        if per_key:
+            out["per_key"] = self.per_key
+        return out
+
+
+def check(
+    events: list[Event],
+    model: str | Model = Model.KV,
+    timeout_s: float | None = None,
+    *,
+    initial: Any = None,
+) -> CheckResult:
+    """Check ``events`` (a validated history, e.g. from :func:`seedance.analysis.history.read_jsonl`).
+
+    ``timeout_s`` bounds the whole check (``None``: no bound); when it runs out the verdict is ``"unknown"``.
+    Raises :class:`HistoryError` for a history the model cannot judge (a cas under ``register``) and
+    :class:`SpecError` for an unknown model or a negative timeout.
+    """
+    started = time.perf_counter()
+    try:
+        model = Model(model)
+    except ValueError:
+        raise SpecError("model", f"unknown model {model!r}", f"valid: {', '.join(MODEL_NAMES)}") from None
+    if timeout_s is not None and not timeout_s >= 0:
+        raise SpecError("timeout", f"must be >= 0 seconds, got {timeout_s!r}")
+    deadline = None if timeout_s is None else started + timeout_s
+    ops, total = pair_operations(events)
+    if model is Model.REGISTER:
+        for op in ops:
+            if op.f is Operation.CAS:
+                raise HistoryError(f"event {op.invoke_event}", "cas is not an operation of model register",
+                                   "check it with --model cas-register or kv")
+
+    verdict: bool | str = True
+    violation = None
+    per_key: dict[str, dict[str, Any]] = {}
+    for key, key_ops in sorted(split_by_key(ops).items(), key=lambda item: (item[0] is not None, item[0] or "")):
+        key_started = time.perf_counter()
+        kept = prune_unobserved(key_ops)
+        outcome = search(kept, initial, deadline)
+        per_key[str(key)] = {
+            "ops": len(key_ops), "searched_ops": len(kept), "valid": outcome.valid, "steps": outcome.steps,
+            "cache_size": outcome.cache_size, "elapsed_s": time.perf_counter() - key_started,
+        }
+        if outcome.valid is False:
+            verdict, violation = False, _violation(key, outcome)
+            break
+        if outcome.valid == "unknown":
+            verdict = "unknown"
+    return CheckResult(valid=verdict, ops=total, elapsed_s=time.perf_counter() - started, model=model.value,
+                       first_violation=violation, per_key=per_key)
+
+
+def _violation(key: str | None, outcome: SearchOutcome) -> dict[str, Any]:
+    blocked: HistoryOp = outcome.blocked  # type: ignore[assignment]
+    explanation = (
+        f"{blocked.describe()} (events {blocked.invoke_event}-{blocked.return_event}) cannot be linearized: no "
+        f"order consistent with real time and the model lets it take effect before it returns; the deepest "
+        f"legal prefix places {outcome.linearized} operation(s) of key {key!r} and leaves the register at "
+        f"{outcome.state!r}"
+    )
+    return {
+        "key": key,
+        "op": blocked.to_dict(),
+        "state": repr(outcome.state) if outcome.state is UNOBSERVED else outcome.state,
+        "linearized": outcome.linearized,
+        "concurrent": [op.to_dict() for op in outcome.concurrent],
+        "explanation": explanation,
+    }

@@ -1,0 +1,223 @@
+"""The Wing & Gong search with Lowe's memoisation ("WGL"), for one register (one key's operations).
+
+Rules, following Lowe, "Testing for linearizability", Concurrency Comput. Pract. Exper. 29(4), 2017, §3-4
+(the algorithm Porcupine and Knossos also implement), after Wing & Gong, J. Parallel Distrib. Comput. 17, 1993:
+
+* The history is a doubly linked list of call and return entries in real-time order. The search walks it from the
+  head: at a call entry it tries to linearize that operation now (the sequential model must accept it); on success
+  it lifts the call and its return out of the list, pushes (entry, previous state) and restarts from the head. At a
+  return entry, the operation returning there was not linearized before its return: the search backtracks (pops
+  the last choice, relinks it, moves past it). The calls before the first return entry are exactly the operations
+  that may come next in a linearization (all operations that precede them in real time are placed).
+* Lowe's memoisation: a configuration (set of linearized operations as a bitset, model state) already explored is
+  never explored again. Without it the search is exponential on many ordinary histories.
+* Indeterminate operations have their return at +infinity (after every other entry). Reaching one of those
+  returns means every determinate operation is linearized: the history is linearizable; the indeterminate
+  operations still in the list never took effect.
+* The model is a compare-and-set register (read / write / cas), which contains the plain register. A read is
+  legal iff it returns the current value; a cas ``(expected, new)`` that returned ok is legal iff the current value
+  equals ``expected``; a write always is.
+
+Two reductions, both exact (they never change a verdict), keep real histories tractable:
+
+* Unobserved values. A value that no read returns and no cas expects can never be told apart from another such
+  value: legality only compares the state with observed values. All of them are mapped to one abstract value,
+  so configurations that differ only in which unobserved value was last written are merged in the memo.
+* Forced steps. A read of the current value is linearized at once, with no branch: if some linearization places
+  it later, moving it to now keeps that linearization legal (a read changes no state, and every operation that
+  must precede it is already placed). The same holds for a write of an unobserved value while the state is
+  unobserved: wherever a linearization places it, what follows it up to the next write can only be writes (nothing
+  else is legal on an unobserved value), so it may as well take effect now, where it changes nothing. (A write of
+  an *observed* value is never forced: moving it would drop a state change where it was.) If the configuration
+  after a forced step was already explored, so was this one. Each configuration first takes all its forced
+  steps, then branches on the rest.
+
+A deadline (a ``time.perf_counter()`` value), checked every few thousand steps, turns a search that would run too
+long into "unknown".
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from seedance.analysis.history import Operation
+from seedance.analysis.linearizability.operations import HistoryOp
+
+__all__ = ["UNOBSERVED", "SearchOutcome", "search"]
+
+_READ, _WRITE, _CAS = 0, 1, 2
+_KIND = {Operation.READ: _READ, Operation.WRITE: _WRITE, Operation.CAS: _CAS}
+_CLOCK_EVERY = 4096  # search steps between two looks at the clock
+_CONCURRENT_SHOWN = 8
+
+
+class _Unobserved:
+    """The abstract value standing for every value no read returns and no cas expects."""
+
+    def __repr__(self) -> str:
+        return "<a value no operation observes>"
+
+
+UNOBSERVED = _Unobserved()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SearchOutcome:
+    """``valid`` is True, False or ``"unknown"`` (deadline). When False, ``blocked`` is the operation that could not
+    be linearized at the deepest point the search reached, ``state`` the model state there, ``linearized`` how many
+    operations were linearized before it, and ``concurrent`` some other operations still pending at that point."""
+
+    valid: bool | str
+    steps: int
+    cache_size: int
+    blocked: HistoryOp | None = None
+    state: Any = None
+    linearized: int = 0
+    concurrent: tuple[HistoryOp, ...] = ()
+
+
+def search(ops: list[HistoryOp], initial: Any = None, deadline: float | None = None) -> SearchOutcome:
+    """Decide whether ``ops`` (one key, invoke order) is linearizable w.r.t. a cas register starting at ``initial``."""
+    n = len(ops)
+    if n == 0:
+        return SearchOutcome(valid=True, steps=0, cache_size=0)
+    observed = {op.output for op in ops if op.f is Operation.READ}
+    observed.update(op.value[0] for op in ops if op.f is Operation.CAS)
+
+    def abstract(value: Any) -> Any:
+        return value if value in observed else UNOBSERVED
+
+    kind = [_KIND[op.f] for op in ops]
+    arg = [op.output if op.f is Operation.READ else (op.value[0] if op.f is Operation.CAS else abstract(op.value))
+           for op in ops]
+    new = [abstract(op.value[1]) if op.f is Operation.CAS else None for op in ops]
+    indeterminate = [op.indeterminate for op in ops]
+    nxt, prv = _entry_list(ops)
+    head, tail = 2 * n, 2 * n + 1
+
+    cache: set[tuple[int, Any]] = set()
+    stack: list[tuple[int, Any, bool]] = []  # (call entry, state before it, forced)
+    linearized = 0
+    state = abstract(initial)
+    entry = nxt[head]
+    forcing = True  # phase 1 of a configuration: take the forced steps; phase 2: branch
+    steps = 0
+    best_depth = -1
+    best: tuple[int, Any, tuple[int, ...]] | None = None
+
+    while True:
+        steps += 1
+        if deadline is not None and steps % _CLOCK_EVERY == 0 and time.perf_counter() > deadline:
+            return SearchOutcome(valid="unknown", steps=steps, cache_size=len(cache))
+        i = entry >> 1
+        if entry == tail or entry & 1:  # a return entry (or the end)
+            if entry == tail or indeterminate[i]:
+                return SearchOutcome(valid=True, steps=steps, cache_size=len(cache))
+            if forcing:  # no forced step left among the candidates: branch on them
+                forcing = False
+                entry = nxt[head]
+                continue
+            # op i returns here without having been linearized: this configuration is a dead end
+            if len(stack) > best_depth:
+                best_depth = len(stack)
+                best = (i, state, _pending_calls(nxt, head, entry, i))
+        else:  # a call entry: can op i take effect now?
+            k = kind[i]
+            if k == _READ:
+                legal, after, free = state == arg[i], state, True
+            elif k == _WRITE:
+                after = arg[i]
+                legal, free = True, after is UNOBSERVED and state is UNOBSERVED
+            else:
+                legal, after, free = state == arg[i], new[i], False
+            if not legal or forcing != free:
+                entry = nxt[entry]
+                continue
+            config = (linearized | (1 << i), after)
+            if config not in cache:
+                cache.add(config)
+                stack.append((entry, state, forcing))
+                linearized, state = config
+                _lift(nxt, prv, entry)
+                if forcing:
+                    entry = nxt[prv[entry]]  # its successor now (its own return may have been next)
+                else:
+                    entry, forcing = nxt[head], True
+                continue
+            if not forcing:
+                entry = nxt[entry]
+                continue
+            # a forced step into an explored configuration: this one is a dead end too
+        # backtrack: undo forced steps and the last branching choice, then try the candidate after it
+        while stack:
+            entry, state, forced = stack.pop()
+            linearized ^= 1 << (entry >> 1)
+            _unlift(nxt, prv, entry)
+            if not forced:
+                break
+        else:
+            break
+        entry = nxt[entry]
+        forcing = False
+
+    assert best is not None
+    blocked, best_state, others = best
+    return SearchOutcome(
+        valid=False, steps=steps, cache_size=len(cache), blocked=ops[blocked], state=best_state,
+        linearized=best_depth, concurrent=tuple(ops[j] for j in others),
+    )
+
+
+def _entry_list(ops: list[HistoryOp]) -> tuple[list[int], list[int]]:
+    """The doubly linked entry list: call of op i = 2i, its return = 2i+1, head = 2n, tail = 2n+1.
+
+    Entries are in event order; indeterminate returns go after everything, in invoke order.
+    """
+    n = len(ops)
+    infinity = float("inf")
+    positions = []
+    for i, op in enumerate(ops):
+        positions.append((op.invoke_event, 0, 2 * i))
+        positions.append((infinity if op.return_event is None else op.return_event, i, 2 * i + 1))
+    positions.sort()
+    nxt = [0] * (2 * n + 2)
+    prv = [0] * (2 * n + 2)
+    previous = 2 * n
+    for _, _, entry in positions:
+        nxt[previous] = entry
+        prv[entry] = previous
+        previous = entry
+    nxt[previous] = 2 * n + 1
+    prv[2 * n + 1] = previous
+    return nxt, prv
+
+
+def _lift(nxt: list[int], prv: list[int], call: int) -> None:
+    """Unlink a call entry and its return entry (``call + 1``)."""
+    ret = call + 1
+    nxt[prv[call]] = nxt[call]
+    prv[nxt[call]] = prv[call]
+    nxt[prv[ret]] = nxt[ret]
+    prv[nxt[ret]] = prv[ret]
+
+
+def _unlift(nxt: list[int], prv: list[int], call: int) -> None:
+    """Relink what :func:`_lift` unlinked, in the reverse order."""
+    ret = call + 1
+    prv[nxt[ret]] = ret
+    nxt[prv[ret]] = ret
+    prv[nxt[call]] = call
+    nxt[prv[call]] = call
+
+
+def _pending_calls(nxt: list[int], head: int, stop: int, skip: int) -> tuple[int, ...]:
+    """Operations whose call is still in the list before ``stop`` (at most a few), other than ``skip``."""
+    found = []
+    entry = nxt[head]
+    while entry != stop and len(found) < _CONCURRENT_SHOWN:
+        if not entry & 1 and entry >> 1 != skip:
+            found.append(entry >> 1)
+        entry = nxt[entry]
+    return tuple(found)
