@@ -147,8 +147,13 @@ def _percentile_ms(values: list[float], q: float) -> float | None:
 
 
 def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invariant_every_s: float | None = None,
-             stop_on_violation: bool = True, progress: Callable[[float], None] | None = None) -> SimResult:
-    """Run ``config`` to completion and return its result (history, trace, counts, verdicts)."""
+             stop_on_violation: bool = True, progress: Callable[[float], None] | None = None,
+             actions: Sequence[tuple[float, Callable[[Runtime], None]]] = ()) -> SimResult:
+    """Run ``config`` to completion and return its result (history, trace, counts, verdicts).
+
+    ``actions`` are scripted interventions ``(time_s, fn(runtime))`` for scenario tests (crash node 2 at 10 ms,
+    cut a link...), run at their virtual time in the order given.
+    """
     wall_start = time.perf_counter()
     spec = _spec(config.protocol)
     topology = resolve_topology(config.topology, config.nodes, hosts=config.topology_hosts)
@@ -190,10 +195,12 @@ def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invaria
 
             call_at(env, invariant_every_s, periodic)
 
-    runtime.boot()
-    nemesis.install()
-    clients.start()
     try:
+        runtime.boot()
+        for at_s, action in actions:
+            call_at(env, at_s, lambda _event, action=action: action(runtime))
+        nemesis.install()
+        clients.start()
         steps = 100 if progress is not None else 1
         for k in range(1, steps + 1):
             env.run(until=config.duration_s * k / steps)

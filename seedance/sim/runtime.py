@@ -121,10 +121,11 @@ class Runtime:
     def boot(self) -> None:
         """Start every node (``on_start`` at time 0, in node order)."""
         now = self.env.now
-        for host in self.hosts:
-            node = self._new_node(host)
+        for host in self.hosts:  # every node exists before any of them acts
+            self._new_node(host)
             host.up = True
-            self._run(host, node.on_start(now), now)
+        for host in self.hosts:
+            self._run(host, host.node.on_start(now), now)
 
     def crash(self, node_id: int) -> None:
         host = self.hosts[node_id]
