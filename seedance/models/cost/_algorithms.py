@@ -5,7 +5,9 @@ Notation: n devices, S the collective's size (see ``collectives.SIZE_MEANING``),
 slowest concurrent transfer. Closed forms below are for a homogeneous fabric (every B_ij = b, α_ij = α), n = 2^q
 where it matters; the tests check them.
 
-ring (hops along :func:`~seedance.models.cost.ring.best_ring`'s order, chunks of S/n):
+ring (hops along :func:`~seedance.models.cost.ring.best_ring`'s order, chunks of S/n; on several equal hosts, when
+faster, NCCL-style channels instead — g rings each leaving every host through a different device, S/g each, see
+:func:`ring_channels`):
   allreduce 2(n−1)·(α + S/(n·b)); reducescatter, allgather (n−1)·(α + S/(n·b));
   broadcast: a pipelined chain root → … (n−1 hops), ``Pipeline(n−1, α, 1/b)``;
   sendrecv: every device sends S to its successor, α + S/b.
@@ -79,27 +81,25 @@ def _contention(fabric: Fabric, src: np.ndarray, dst: np.ndarray) -> tuple[np.nd
 
     Without a link graph each ordered pair is its own link, so only repeated pairs contend.
     """
+    n = fabric.num_devices
+    pair, count = np.unique(np.asarray(src) * n + np.asarray(dst), return_counts=True)
     if not fabric.routes or not fabric.links:
-        n = fabric.num_devices
-        pair, count = np.unique(np.asarray(src) * n + np.asarray(dst), return_counts=True)
         shared = count >= 2
         i, j = np.divmod(pair[shared], n)
         return np.zeros(int(shared.sum())), count[shared] * fabric.seconds_per_byte[i, j]
-    count: dict[object, int] = {}
-    efficiency: dict[object, float] = {}
-    bandwidth = fabric.bandwidth_Bps
-    for i, j in zip(src.tolist(), dst.tolist()):
-        route = fabric.routes.get((i, j), ())
-        if not route:
-            continue
-        slowest = min(fabric.links[link][0] for link in route) * 1e9
-        eff = min(1.0, bandwidth[i, j] / slowest)
-        for link in route:
-            count[link] = count.get(link, 0) + 1
-            efficiency[link] = min(efficiency.get(link, 1.0), eff)
-    shared = [link for link, c in count.items() if c >= 2]
-    slopes = np.array([count[link] / (fabric.links[link][0] * 1e9 * efficiency[link]) for link in shared])
-    return np.zeros(len(shared)), slopes
+    ids, owners, link_bps = fabric.route_links(pair)
+    if ids.size == 0:
+        return np.zeros(0), np.zeros(0)
+    uses = np.bincount(ids, weights=count[owners], minlength=len(link_bps))
+    # efficiency of a pair: its B over the slowest link of its route; a shared link gets its pairs' least
+    slowest = np.full(len(pair), np.inf)
+    np.minimum.at(slowest, owners, link_bps[ids])
+    i, j = np.divmod(pair, n)
+    pair_efficiency = np.minimum(1.0, fabric.bandwidth_Bps[i, j] / slowest)
+    link_efficiency = np.ones(len(link_bps))
+    np.minimum.at(link_efficiency, ids, pair_efficiency[owners])
+    shared = np.flatnonzero(uses >= 2)
+    return np.zeros(len(shared)), uses[shared] / (link_bps[shared] * link_efficiency[shared])
 
 
 def _hop_lines(fabric: Fabric, src: np.ndarray, dst: np.ndarray, fraction: float) -> tuple[np.ndarray, np.ndarray]:
@@ -124,7 +124,8 @@ def ring_channels(fabric: Fabric) -> list[np.ndarray]:
     hosts = fabric.hosts()
     if len(hosts) >= 2 and len({len(h) for h in hosts}) == 1 and len(hosts[0]) >= 2:
         rings = _host_groups(fabric)
-        multi = [np.concatenate([np.roll(r, -k) for r in rings]) for k in range(len(rings[0]))]
+        stacked = np.stack(rings)  # (hosts, g)
+        multi = [np.concatenate([stacked[:, k:], stacked[:, :k]], axis=1).ravel() for k in range(len(rings[0]))]
 
         def key(channels: list[np.ndarray]) -> tuple[float, float]:
             steps = _ring_steps(fabric, channels, 1, 1.0)

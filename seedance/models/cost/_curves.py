@@ -12,6 +12,7 @@ A curve is a tuple of terms; its time is their sum. Everything is vectorised ove
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,6 +60,14 @@ class Steps:
         a, s = upper_envelope(intercept_s, slope_s_per_byte)
         return cls(count=float(count), intercept_s=a, slope_s_per_byte=s)
 
+    def at(self, size: float) -> float:
+        """The same for one size, in plain Python (no array overhead)."""
+        lines = self.__dict__.get("_pairs")
+        if lines is None:
+            lines = tuple(zip(self.intercept_s.tolist(), self.slope_s_per_byte.tolist()))
+            object.__setattr__(self, "_pairs", lines)
+        return self.count * max(a + s * size for a, s in lines) if self.count else 0.0
+
     def __call__(self, sizes: np.ndarray) -> np.ndarray:
         if self.count == 0:
             return np.zeros_like(sizes)
@@ -94,6 +103,16 @@ class Pipeline:
         unpipelined = self.hops * (self.alpha_s + work)
         m = self.chunks(sizes)
         return np.where(m > 1.0, pipelined, unpipelined)
+
+    def at(self, size: float) -> float:
+        """The same for one size, in plain Python."""
+        if self.hops == 0:
+            return 0.0
+        work = self.slope_s_per_byte * size
+        fill = (self.hops - 1) * self.alpha_s
+        if self.hops > 1 and (self.alpha_s <= 0 or (self.hops - 1) * work > self.alpha_s):  # m* > 1
+            return (math.sqrt(fill) + math.sqrt(work)) ** 2
+        return self.hops * (self.alpha_s + work)
 
     def chunk_hop_s(self, sizes: np.ndarray) -> np.ndarray:
         """Time for one chunk to cross one hop at the optimal chunking (the pipeline's beat)."""

@@ -52,6 +52,28 @@ class Fabric:
             self.cache["inv"] = inv
         return self.cache["inv"]
 
+    def route_links(self, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For flat pair codes ``i·n + j``: (link ids of each route, concatenated; the index of the pair each id
+        belongs to; the effective bandwidth in bytes/s of every link id seen so far). Routes are looked up once."""
+        routes = self.cache.setdefault("route_ids", {})
+        index = self.cache.setdefault("link_index", {})
+        bandwidth = self.cache.setdefault("link_Bps", [])
+        n = self.num_devices
+        ids, owners = [], []
+        for k, code in enumerate(pairs.tolist()):
+            found = routes.get(code)
+            if found is None:
+                found = []
+                for link in self.routes.get(divmod(code, n), ()):
+                    if link not in index:
+                        index[link] = len(bandwidth)
+                        bandwidth.append(self.links[link][0] * 1e9)
+                    found.append(index[link])
+                routes[code] = found
+            ids += found
+            owners += [k] * len(found)
+        return np.array(ids, dtype=np.int64), np.array(owners, dtype=np.int64), np.array(bandwidth, dtype=float)
+
     def hosts(self) -> list[np.ndarray]:
         """Device indices of each host, hosts in index order, devices sorted (cached)."""
         if "hosts" not in self.cache:

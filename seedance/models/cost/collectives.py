@@ -20,6 +20,7 @@ is stated in :mod:`seedance.models.cost._algorithms`; with τ, ``time_s`` counts
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -155,6 +156,22 @@ def _times(collective: str, sizes: np.ndarray, fabric: Fabric, algorithm: str, t
     return best, winner
 
 
+def _scalar_time(collective: str, size: float, fabric: Fabric, algorithm: str) -> tuple[float, str]:
+    names = ALGORITHMS[collective] if algorithm == "auto" else (algorithm,)
+    best, chosen = math.inf, names[0]
+    for name in names:
+        try:
+            plan = build_plan(fabric, collective, name)
+        except SpecError:
+            if algorithm != "auto":
+                raise
+            continue
+        time_s = sum(term.at(size) for term in plan.curve)
+        if time_s < best:
+            best, chosen = time_s, name
+    return float(best), chosen
+
+
 def collective_times(
     collective: str, sizes_bytes: Any, topology: Any, *, algorithm: str = "auto", tau_s: Any = None
 ) -> np.ndarray:
@@ -184,12 +201,15 @@ def collective_time(
     if isinstance(size_bytes, bool) or not isinstance(size_bytes, (int, np.integer)) or size_bytes < 0:
         raise SpecError("size", f"{size_bytes!r} is not a whole number of bytes >= 0", "an int, e.g. 1073741824")
     fabric = fabric_of(topology)
-    times, winner = _times(
-        collective, np.array([float(size_bytes)]), fabric, algorithm, _tau_vector(fabric, tau_s)
-    )
-    time_s = float(times[0])
+    if tau_s is None:  # the common case, in plain Python: no array overhead for one size
+        time_s, chosen = _scalar_time(collective, float(size_bytes), fabric, algorithm)
+    else:
+        times, winner = _times(
+            collective, np.array([float(size_bytes)]), fabric, algorithm, _tau_vector(fabric, tau_s)
+        )
+        time_s = float(times[0])
+        chosen = algorithm if winner is None else ALGORITHMS[collective][int(winner[0])]
     n = fabric.num_devices
-    chosen = algorithm if winner is None else ALGORITHMS[collective][int(winner[0])]
     algbw = size_bytes / time_s / 1e9 if time_s > 0 else (0.0 if size_bytes == 0 else float("inf"))
     return CollectiveCost(
         collective=collective, algorithm=chosen, size_bytes=int(size_bytes), num_devices=n, time_s=time_s,

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
+from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 EXACT_MAX_DEVICES = 9
@@ -64,7 +65,7 @@ def upper_bound(bandwidth: np.ndarray) -> float:
     lo, hi = 0, len(values) - 1  # values[lo] is always feasible (the smallest value keeps the full graph)
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        count, _ = connected_components(b >= values[mid], directed=True, connection="strong")
+        count, _ = connected_components(csr_matrix(b >= values[mid]), directed=True, connection="strong")
         lo, hi = (mid, hi) if count == 1 else (lo, mid - 1)
     return float(values[lo])
 
@@ -274,7 +275,7 @@ def _dynamic_programme(bandwidth: np.ndarray) -> np.ndarray:
 
 
 def _strongly_connected(adjacency: np.ndarray) -> bool:
-    count, _ = connected_components(adjacency, directed=True, connection="strong")
+    count, _ = connected_components(csr_matrix(adjacency), directed=True, connection="strong")
     return bool(count == 1)
 
 
