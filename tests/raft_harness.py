@@ -117,12 +117,17 @@ class Cluster:
         self.now = max(self.now, deadline)
         self._execute(node_id, f"timer:{name}", self.nodes[node_id].on_timer(name, self.now))
 
-    def elect(self, node_id: int, where: Callable[[int, int, Any], bool] | None = None) -> RaftNode:
-        """Time out ``node_id``'s election timer until it stands, then deliver everything (matching ``where``)."""
+    def stand(self, node_id: int) -> RaftNode:
+        """Let ``node_id``'s election timer run out (re-armed ones included) until it stands for a new term."""
         node = self.nodes[node_id]
         term = node.current_term
         while node.current_term == term:
             self.fire(node_id, ELECTION)
+        return node
+
+    def elect(self, node_id: int, where: Callable[[int, int, Any], bool] | None = None) -> RaftNode:
+        """:meth:`stand`, then deliver everything (matching ``where``)."""
+        node = self.stand(node_id)
         self.deliver_all(where)
         return node
 
@@ -197,3 +202,47 @@ class Cluster:
                                           f"{hard}, in memory {[node.current_term, node.voted_for]}")
         if log != [e.to_plain() for e in node.log]:
             self.durability_errors.append(f"node {node_id} sent {type(effect).__name__} before its log was durable")
+
+
+def fuzz(cluster: Cluster, seed: int, steps: int = 2000, *, crash_rate: float = 0.01) -> Cluster:
+    """Random interleavings: deliver, drop, duplicate or reorder messages, fire timers, crash and recover nodes, and
+    send client requests to whoever claims leadership. Deterministic in ``seed``."""
+    rng = np.random.default_rng(seed)
+    down: set[int] = set()
+    request_id = 0
+    for _ in range(steps):
+        roll = rng.random()
+        if roll < crash_rate and len(down) < (cluster.num_nodes - 1) // 2:
+            victim = int(rng.choice(sorted(cluster.nodes)))
+            cluster.crash(victim)
+            down.add(victim)
+        elif roll < 2 * crash_rate and down:
+            back = int(rng.choice(sorted(down)))
+            down.discard(back)
+            cluster.recover(back)
+        elif roll < 0.15:
+            leaders = cluster.leaders()
+            target = leaders[-1].node_id if leaders and rng.random() < 0.8 else int(rng.choice(sorted(cluster.nodes)))
+            request_id += 1
+            op = str(rng.choice(["read", "write", "cas"]))
+            value = None if op == "read" else ([int(rng.integers(3)), int(rng.integers(3))] if op == "cas"
+                                                 else int(rng.integers(3)))
+            cluster.request(target, op, str(rng.choice(["a", "b"])), value, client_id=int(rng.integers(4)),
+                            request_id=request_id)
+        elif roll < 0.25:
+            live = [(i, name) for i in sorted(cluster.nodes) for name in sorted(cluster.timers[i], key=str)]
+            if rng.random() < 0.8:  # mostly heartbeats: elections every time would leave little committed
+                live = [(i, name) for i, name in live if name != ELECTION] or live
+            if live:
+                node_id, name = live[int(rng.integers(len(live)))]
+                cluster.fire(node_id, name)
+        elif cluster.queue:
+            k = int(rng.integers(len(cluster.queue))) if rng.random() < 0.3 else 0  # reorder
+            if rng.random() < 0.05:
+                del cluster.queue[k]  # loss
+                continue
+            if rng.random() < 0.03:
+                cluster.queue.append(cluster.queue[k])  # duplication
+            cluster.queue.insert(0, cluster.queue.pop(k))
+            cluster.deliver()
+    return cluster

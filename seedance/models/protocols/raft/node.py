@@ -254,8 +254,8 @@ class RaftNode:
             self._become_leader(out)
         return self._flush(out)
 
-    def _become_follower(self, term: int, out: Effects, now: float) -> None:
-        """Adopt ``term`` (newer than ours, or ours with a known leader) and step down."""
+    def _become_follower(self, term: int, out: Effects, now: float, leader: NodeId | None = None) -> None:
+        """Adopt ``term`` (newer than ours, or ours with a known ``leader``) and step down."""
         if term > self.current_term:
             self.current_term = term
             self.voted_for = None
@@ -263,7 +263,7 @@ class RaftNode:
         was_leader = self.role is Role.LEADER
         self.role = Role.FOLLOWER
         if was_leader:
-            self.leader_id = None
+            self.leader_id = leader
             out.append(CancelTimer(name=HEARTBEAT))
             out.append(self._arm_election(now))
             out.append(Annotate(name="stepped-down", attrs={"term": self.current_term}))
@@ -335,7 +335,7 @@ class RaftNode:
                             size_bytes=APPEND_REPLY_BYTES))
             return out
         if m.term > self.current_term or self.role is not Role.FOLLOWER:
-            self._become_follower(m.term, out, now)
+            self._become_follower(m.term, out, now, m.leader_id)
         self.leader_id = m.leader_id
         self._last_heard = now
         log = self.log
@@ -362,6 +362,8 @@ class RaftNode:
                     log.truncate(index - 1)
                 new = entries[k:]
                 log.extend(new)
+                if self.commit_index > log.last_index:  # only after a breach recorded above (mutants)
+                    self.commit_index = self.last_applied = log.last_index
                 self._log_writes.append(PersistLog(key=LOG_KEY, start=index - 1,
                                                    entries=tuple(e.to_plain() for e in new),
                                                    size_bytes=sum(e.size_bytes for e in new)))
