@@ -32,8 +32,10 @@ to their step (the link's bandwidth scaled by the least efficiency B_ij / route 
 Straggler vector τ (seconds each device arrives late). Every algorithm of allreduce, reducescatter, allgather and
 alltoall makes every output depend on every input, so the collective cannot finish before ``max τ + T(S)``; for a
 ring this is exact (device j after s steps is ready at ``max_{k≤s} τ_{j−k} + s·step``, and s ≥ n−1 steps run).
-Broadcasts (ring, tree) need device v only when the first chunk reaches it, at ``depth_v × beat``:
-``T = max_v (τ_v − depth_v·beat) + T(S)`` (the root has depth 0). Sendrecv pairs start at ``max(τ_src, τ_dst)``.
+Pipelined broadcasts (ring, tree) need device v only when the first chunk reaches it, at ``depth_v × beat``
+(beat = one chunk over one hop at the optimal chunking): ``T = max_v (τ_v − depth_v·beat) + T(S)`` (the root has
+depth 0, so a late root delays everything). Direct and hierarchical broadcasts are treated as synchronising
+(``max τ + T(S)``; conservative). Sendrecv pair k starts at ``max(τ_src, τ_dst)``; the slowest pair ends it.
 """
 
 from __future__ import annotations
