@@ -147,7 +147,8 @@ def cast(g: Any, dtype: str) -> Any:
     (u = 2^-11 fp16, 2^-8 bf16); fp16 overflows to inf above 65504 and loses relative precision below 6.1e-5."""
     array, like = _as_numpy(g)
     if dtype == "float16":
-        out = array.astype(np.float16).astype(array.dtype)
+        with np.errstate(over="ignore"):  # overflow to inf is the documented fp16 behaviour
+            out = array.astype(np.float16).astype(array.dtype)
     elif dtype == "bfloat16":
         out = _round_to_bfloat16(array)
     else:
@@ -287,11 +288,15 @@ def parse_compressor(spec: str) -> Compressor:
         raise SpecError("compressor", f"unknown compressor {name!r}", "one of " + ", ".join(k.value for k in Kind))
     try:
         if kind in (Kind.TOP_K, Kind.RANDOM_K, Kind.RANDOM_K_UNBIASED):
-            return Compressor(kind=kind, ratio=float(arg))
-        if kind is Kind.QSGD:
-            return Compressor(kind=kind, levels=int(arg))
+            ratio = float(arg)
+        elif kind is Kind.QSGD:
+            levels = int(arg)
     except ValueError:
         raise SpecError("compressor", f"{spec!r} has a malformed parameter", "e.g. top_k:0.01 or qsgd:4")
+    if kind in (Kind.TOP_K, Kind.RANDOM_K, Kind.RANDOM_K_UNBIASED):
+        return Compressor(kind=kind, ratio=ratio)
+    if kind is Kind.QSGD:
+        return Compressor(kind=kind, levels=levels)
     if arg:
         raise SpecError("compressor", f"{name} takes no parameter", name)
     return Compressor(kind=kind)

@@ -62,7 +62,7 @@ class ExperimentConfig:
     mlp_samples: int = 256
     mlp_step: float = 0.5
     target_factor: float = 0.005  # logistic target gap = target_factor × (f(x₀) − f*)
-    mlp_target_factor: float = 0.3  # MLP target = mlp_target_factor × (f(x₀) − f_ref)
+    mlp_target_factor: float = 0.5  # MLP target = mlp_target_factor × (f(x₀) − f_ref)
     compressors: tuple[str, ...] = DEFAULT_COMPRESSORS
     compute: ComputeModel = field(default_factory=ComputeModel)
     dense_until: int = 200
@@ -97,7 +97,7 @@ def _constants(problem: LogisticProblem, result: RunResult) -> bounds.ProblemCon
     )
 
 
-def _theorem_run(problem: LogisticProblem, compressor: Compressor | None, config: ExperimentConfig, progress):
+def theorem_run(problem: LogisticProblem, compressor: Compressor | None, config: ExperimentConfig, progress):
     """Run one compressor with its theorem's schedule; return (result, bound, wrong bound or None, citation)."""
     mu, L, d = problem.strong_convexity_mu, problem.smoothness_L, problem.dim
     common = dict(iterations=config.iterations, batch=config.theorem_batch, seeds=config.seeds, root_seed=config.root_seed,
@@ -132,7 +132,7 @@ def _theorem_run(problem: LogisticProblem, compressor: Compressor | None, config
     return result, constants, bound, wrong, schedule.citation
 
 
-def _common_run(problem, compressor: Compressor | None, config: ExperimentConfig, progress) -> RunResult:
+def common_run(problem, compressor: Compressor | None, config: ExperimentConfig, progress) -> RunResult:
     if isinstance(problem, LogisticProblem):
         kappa = problem.smoothness_L / problem.strong_convexity_mu
         schedule = bounds.StepSchedule(scale=2.0 / problem.strong_convexity_mu, shift=2 * kappa,
@@ -177,7 +177,7 @@ def run_experiment(config: ExperimentConfig, progress: Callable[[int], None] | N
             label = _label(compressor, config)
             if log:
                 log(f"theorem run: {label}")
-            result, constants, bound, wrong, citation = _theorem_run(logistic, compressor, config, progress)
+            result, constants, bound, wrong, citation = theorem_run(logistic, compressor, config, progress)
             mean, low, high = mean_and_ci(result.gap_average)
             curves.append(_curve_frame("logistic", label, "theorem", result, result.gap_average, bound, wrong))
             runs.append(dict(problem="logistic", compressor=label, schedule="theorem", result=result,
@@ -192,7 +192,7 @@ def run_experiment(config: ExperimentConfig, progress: Callable[[int], None] | N
                 label = _label(compressor, config)
                 if log:
                     log(f"common run: {problem.name} {label}")
-                result = _common_run(problem, compressor, config, progress)
+                result = common_run(problem, compressor, config, progress)
                 reported = result.gap_average if isinstance(problem, LogisticProblem) else result.gap_last
                 curves.append(_curve_frame(problem.name, label, "common", result, reported))
                 runs.append(dict(problem=problem.name, compressor=label, schedule="common", result=result,
