@@ -2,11 +2,13 @@
 
 Rules:
 
-* Ping-pong: at start (and after recovery) each node sends ``pings`` :class:`Ping` messages of ``ping_bytes`` to its
-  successor ``(i + 1) % n``; a node answers every Ping with a :class:`Pong` to its sender, and every Pong with the
-  next Ping — so ``pings × n`` message chains bounce forever (the simulator's messages-per-second benchmark).
-* A periodic timer ``"tick"`` every ``tick_s`` seconds counts ticks (0 disables it): the clock-skew fault changes
-  how many ticks a node counts.
+* Ping-pong chains (the simulator's messages-per-second benchmark): each node starts ``pings`` chains to its
+  successor ``(i + 1) % n``. A node answers every :class:`Ping` with a :class:`Pong` of the same chain and sequence
+  number; the chain's origin answers the Pong it awaits with the next Ping, so each chain bounces forever. A
+  duplicated or stale Pong (not the awaited sequence number) is ignored, so duplication never multiplies chains.
+* A periodic timer ``"tick"`` every ``tick_s`` seconds (0 disables it) counts ticks (the clock-skew fault changes
+  how many a node counts), sends a heartbeat Ping (chain -1) to every peer, and restarts any of its chains that
+  made no progress since the previous tick (a lost message kills a chain until then).
 * A single-copy key-value store at node ``leader`` (default 0): the other nodes answer ``not-leader`` with the
   hint. The leader persists a write (``Persist`` of the key) *before* replying, and rebuilds its store from durable
   state on recovery, so the store is linearizable under crashes, partitions and pauses (Herlihy & Wing 1990) — a
@@ -31,11 +33,13 @@ _KEY_PREFIX = "kv/"
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Ping:
+    chain: int
     seq: int
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Pong:
+    chain: int
     seq: int
 
 
@@ -51,6 +55,8 @@ class EchoNode:
         self.tick_s = float(config.get("tick_s", 0.01))
         self.leader = int(config.get("leader", 0))
         self.store: dict[str | None, Any] = {}
+        self.awaited = [0] * self.pings  # sequence number each of my chains waits for
+        self.seen_at_tick = [-1] * self.pings
         self.ticks = 0
         self.echoes = 0
         self.recovered = False
@@ -60,7 +66,7 @@ class EchoNode:
         effects: Effects = []
         if self.num_nodes > 1:
             successor = (self.node_id + 1) % self.num_nodes
-            effects.extend(Send(dst=successor, message=Ping(seq=k), size_bytes=self.ping_bytes)
+            effects.extend(Send(dst=successor, message=Ping(chain=k, seq=0), size_bytes=self.ping_bytes)
                            for k in range(self.pings))
         if self.tick_s > 0:
             effects.append(SetTimer(name="tick", delay_s=self.tick_s))
@@ -81,12 +87,26 @@ class EchoNode:
     def on_message(self, src: int, message: Any, now: float) -> Effects:
         self.echoes += 1
         if type(message) is Ping:
-            return [Send(dst=src, message=Pong(seq=message.seq), size_bytes=self.ping_bytes)]
-        return [Send(dst=src, message=Ping(seq=message.seq + 1), size_bytes=self.ping_bytes)]
+            return [Send(dst=src, message=Pong(chain=message.chain, seq=message.seq), size_bytes=self.ping_bytes)]
+        chain = message.chain
+        if chain < 0 or chain >= self.pings or message.seq != self.awaited[chain]:
+            return []  # a heartbeat's answer, or a duplicated / stale Pong
+        self.awaited[chain] += 1
+        return [Send(dst=src, message=Ping(chain=chain, seq=self.awaited[chain]), size_bytes=self.ping_bytes)]
 
     def on_timer(self, name: Any, now: float) -> Effects:
         self.ticks += 1
-        return [SetTimer(name="tick", delay_s=self.tick_s)]
+        effects: Effects = [SetTimer(name="tick", delay_s=self.tick_s)]
+        effects.extend(Send(dst=peer, message=Ping(chain=-1, seq=self.ticks), size_bytes=self.ping_bytes)
+                       for peer in range(self.num_nodes) if peer != self.node_id)
+        successor = (self.node_id + 1) % self.num_nodes
+        for chain in range(self.pings):
+            if self.awaited[chain] == self.seen_at_tick[chain] and self.num_nodes > 1:  # stalled: restart it
+                self.awaited[chain] += 1
+                effects.append(Send(dst=successor, message=Ping(chain=chain, seq=self.awaited[chain]),
+                                    size_bytes=self.ping_bytes))
+            self.seen_at_tick[chain] = self.awaited[chain]
+        return effects
 
     def on_client_request(self, request: ClientRequest, now: float) -> Effects:
         reply = dict(client_id=request.client_id, request_id=request.request_id)
@@ -117,6 +137,6 @@ SPEC = ProtocolSpec(
     name="echo",
     factory=_factory,
     message_types=(Ping, Pong),
-    description="ping-pong between neighbours, a ticking timer, and a single-copy KV store at node 0",
-    default_config={"pings": 1, "ping_bytes": 64, "tick_s": 0.01, "leader": 0},
+    description="ping-pong chains between neighbours, heartbeats on a ticking timer, a single-copy KV at node 0",
+    default_config={"pings": 0, "ping_bytes": 64, "tick_s": 0.01, "leader": 0},
 )
