@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from seedance.errors import SpecError
 from seedance.models.cost import (
@@ -205,3 +207,29 @@ def test_one_device_and_presets():
     cost = collective_time("allreduce", S, topo)
     assert cost.num_devices == 16 and 0 < cost.busbw_GBps < 300
     assert collective_time("allreduce", S, topo) == cost  # cached preprocessing gives the same answer
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    n=st.integers(min_value=1, max_value=9),
+    seed=st.integers(min_value=0, max_value=2**32 - 1),
+    collective=st.sampled_from(COLLECTIVES),
+)
+def test_random_fabrics_behave(n, seed, collective):
+    """Any valid fabric: times finite, non-negative, non-decreasing in size and in τ; auto is the minimum."""
+    rng = np.random.default_rng(seed)
+    topo = (rng.uniform(1, 300, (n, n)), rng.uniform(0, 10, (n, n)), np.sort(rng.integers(0, 3, n)))
+    sizes = np.array([0.0, 1, 8, 4096, 2**20, 2**30, 2**33])
+    tau = rng.uniform(0, 1e-3, n)
+    times = []
+    for algorithm in ALGORITHMS[collective]:
+        try:
+            plain = collective_times(collective, sizes, topo, algorithm=algorithm)
+        except SpecError as err:  # hierarchical on unequal hosts only
+            assert algorithm == "hierarchical" and err.field == "algorithm"
+            continue
+        late = collective_times(collective, sizes, topo, algorithm=algorithm, tau_s=tau)
+        assert np.all(np.isfinite(plain)) and np.all(plain >= 0) and np.all(np.diff(plain) >= 0)
+        assert np.all(late >= plain) and np.all(late >= (tau.max() if n > 1 else tau[0]) - 1e-15)
+        times.append(plain)
+    np.testing.assert_array_equal(collective_times(collective, sizes, topo), np.min(times, axis=0))

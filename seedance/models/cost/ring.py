@@ -161,17 +161,21 @@ def _improve_at(bad_matrix: np.ndarray, rot: np.ndarray) -> np.ndarray | None:
     if delta[best] < 0:
         jj = int(j[best])
         return np.concatenate([[rot[0]], rot[1 : jj + 1][::-1], rot[jj + 1 :]])
-    # or-opt: move v = rot[1] between rot[k] -> rot[k+1] (k = 2..n-1)
-    v, u, w = rot[1], rot[0], rot[2 % n]
-    k = np.arange(2, n)
-    x, y = rot[k], rot[(k + 1) % n]
-    delta = (bad_matrix[u, w].astype(np.int64) + bad_matrix[x, v] + bad_matrix[v, y]
-             - fwd[0] - bad_matrix[v, w] - bad_matrix[x, y])
-    best = int(np.argmin(delta))
-    if delta[best] < 0:
-        kk = int(k[best])
-        rest = np.concatenate([[rot[0]], rot[2:]])  # without v; rot[kk] sits at index kk-1
-        return np.concatenate([rest[:kk], [v], rest[kk:]])
+    # or-opt: move the segment rot[1..L] (L = 1..3, kept in direction) between rot[k] -> rot[k+1], k = L+1..n-1
+    u = rot[0]
+    for length in range(1, min(3, n - 2) + 1):
+        first, last, w = rot[1], rot[length], rot[(length + 1) % n]
+        k = np.arange(length + 1, n)
+        x, y = rot[k], rot[(k + 1) % n]
+        delta = (bad_matrix[u, w].astype(np.int64) + bad_matrix[x, first] + bad_matrix[last, y]
+                 - fwd[0] - bad_matrix[last, w] - bad_matrix[x, y])
+        best = int(np.argmin(delta))
+        if delta[best] < 0:
+            kk = int(k[best])
+            segment = rot[1 : length + 1]
+            rest = np.concatenate([[u], rot[length + 1 :]])  # rot[kk] sits at index kk - length
+            cut = kk - length + 1
+            return np.concatenate([rest[:cut], segment, rest[cut:]])
     # or-opt on the other endpoint: move u = rot[0] between rot[k] -> rot[k+1] (k = 1..n-2)
     u, t, w = rot[0], rot[n - 1], rot[1]
     k = np.arange(1, n - 1)
