@@ -48,7 +48,7 @@ def test_writer_rejects_bad_sequence_and_leaves_target_untouched(tmp_path):
     target = tmp_path / "h.jsonl"
     target.write_text("old\n")
     bad = [Event(process=1, type="ok", f="read", value=1, time=0.0)]
-    with pytest.raises(HistoryError, match="event 1: .*no pending invoke"):
+    with pytest.raises(HistoryError, match="line 1: .*no pending invoke"):
         write_jsonl(bad, target)
     assert target.read_text() == "old\n"
     with HistoryWriter(tmp_path / "s.jsonl") as writer:
@@ -57,8 +57,8 @@ def test_writer_rejects_bad_sequence_and_leaves_target_untouched(tmp_path):
             writer.append(Event(process=1, type="invoke", f="read", time=0.0))
 
 
-def test_pending_invokes_at_end_and_blank_lines_are_accepted():
-    events = parse_lines(_lines(INV_W) + [""] + _lines(OK_W, {**INV_W, "time": 0.2}))
+def test_pending_invokes_at_end_and_trailing_blank_lines_are_accepted():
+    events = parse_lines(_lines(INV_W, OK_W, {**INV_W, "time": 0.2}) + ["", "  "])
     assert len(events) == 3 and events[-1].type is EventType.INVOKE
 
 
@@ -87,10 +87,15 @@ def test_pending_invokes_at_end_and_blank_lines_are_accepted():
 )
 def test_malformed_lines_name_the_line(lines, line, message):
     with pytest.raises(HistoryError, match=message) as info:
-        parse_lines(["", *lines])  # a leading blank line: numbering counts it
-    assert info.value.field == f"line {line + 1}"
-    assert str(info.value).startswith(f"line {line + 1}: ")
+        parse_lines(lines)
+    assert info.value.field == f"line {line}"
+    assert str(info.value).startswith(f"line {line}: ")
     assert "\n" not in str(info.value)
+
+
+def test_blank_line_inside_is_rejected_so_that_line_n_is_event_n():
+    with pytest.raises(HistoryError, match="line 2: blank line inside the history"):
+        parse_lines(_lines(INV_W) + [""] + _lines(OK_W))
 
 
 def test_unreadable_file(tmp_path):

@@ -22,7 +22,8 @@ Rules (the model of Herlihy & Wing 1990 §2, as recorded by Jepsen):
   of the history is indeterminate, exactly like ``info``.
 
 Values are JSON values; lists are kept as tuples so that events (and model states built from them) are hashable.
-Malformed input raises :class:`seedance.errors.HistoryError` naming the line (``field="line 17"``).
+Malformed input raises :class:`seedance.errors.HistoryError` naming the line (``field="line 17"``). Event ``N`` of a
+history is line ``N`` of its file: blank lines are allowed only at the end.
 """
 
 from __future__ import annotations
@@ -175,10 +176,15 @@ def _event_from_obj(obj: Any, where: str) -> Event:
 
 def _iter_events(lines: Iterable[str], first_line: int = 1) -> Iterator[Event]:
     validator = HistoryValidator()
+    blank = None
     for number, line in enumerate(lines, start=first_line):
         if not line.strip():
+            blank = blank or number
             continue
         where = f"line {number}"
+        if blank is not None:
+            raise HistoryError(f"line {blank}", "blank line inside the history",
+                               "one JSON object per line (blank lines only at the end), so that line N is event N")
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as err:
@@ -190,7 +196,7 @@ def _iter_events(lines: Iterable[str], first_line: int = 1) -> Iterator[Event]:
 
 
 def parse_lines(lines: Iterable[str]) -> list[Event]:
-    """Parse and validate history lines (blank lines are skipped; numbering starts at 1)."""
+    """Parse and validate history lines (numbering starts at 1; trailing blank lines are ignored)."""
     return list(_iter_events(lines))
 
 
@@ -217,7 +223,7 @@ def write_jsonl(events: Iterable[Event], path: str | os.PathLike[str]) -> Path:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             validator = HistoryValidator()
             for index, event in enumerate(events, start=1):
-                validator.add(event, f"event {index}")
+                validator.add(event, f"line {index}")
                 handle.write(event_to_json(event) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
@@ -261,7 +267,7 @@ class HistoryWriter:
         if self._handle is None:
             raise ValueError("HistoryWriter is closed")
         self._count += 1
-        self._validator.add(event, f"event {self._count}")
+        self._validator.add(event, f"line {self._count}")
         self._handle.write(event_to_json(event) + "\n")
         self._handle.flush()
         if self._fsync:

@@ -26,7 +26,7 @@ from seedance.analysis.history import Event, Operation
 from seedance.analysis.linearizability.operations import (
     HistoryOp, pair_operations, prune_unobserved, split_by_key,
 )
-from seedance.analysis.linearizability.wgl import UNOBSERVED, SearchOutcome, search
+from seedance.analysis.linearizability.wgl import SearchOutcome, search
 from seedance.errors import HistoryError, SpecError
 
 __all__ = ["CheckResult", "Model", "check"]
@@ -95,7 +95,7 @@ def check(
     if model is Model.REGISTER:
         for op in ops:
             if op.f is Operation.CAS:
-                raise HistoryError(f"event {op.invoke_event}", "cas is not an operation of model register",
+                raise HistoryError(f"line {op.invoke_line}", "cas is not an operation of model register",
                                    "check it with --model cas-register or kv")
 
     verdict: bool | str = True
@@ -121,7 +121,7 @@ def check(
 def _violation(key: str | None, outcome: SearchOutcome) -> dict[str, Any]:
     blocked: HistoryOp = outcome.blocked  # type: ignore[assignment]
     explanation = (
-        f"{blocked.describe()} (events {blocked.invoke_event}-{blocked.return_event}) cannot be linearized: no "
+        f"{blocked.describe()} (lines {blocked.invoke_line}-{blocked.return_line}) cannot be linearized: no "
         f"order consistent with real time and the model lets it take effect before it returns; the deepest "
         f"legal prefix places {outcome.linearized} operation(s) of key {key!r} and leaves the register at "
         f"{outcome.state!r}"
@@ -129,7 +129,7 @@ def _violation(key: str | None, outcome: SearchOutcome) -> dict[str, Any]:
     return {
         "key": key,
         "op": blocked.to_dict(),
-        "state": repr(outcome.state) if outcome.state is UNOBSERVED else outcome.state,
+        "state": outcome.state,
         "linearized": outcome.linearized,
         "concurrent": [op.to_dict() for op in outcome.concurrent],
         "explanation": explanation,

@@ -32,22 +32,22 @@ __all__ = ["HistoryOp", "pair_operations", "prune_unobserved", "split_by_key"]
 @dataclass(frozen=True, kw_only=True, slots=True)
 class HistoryOp:
     """One operation: ``value`` is its input (written value, ``(expected, new)`` for cas), ``output`` what a read
-    returned. ``invoke_event`` / ``return_event`` are 1-based event indexes (the line numbers of a file without
-    blank lines); ``return_event`` is ``None`` for an indeterminate operation."""
+    returned. ``invoke_line`` / ``return_line`` are 1-based event indexes (= line numbers of the history file);
+    ``return_line`` is ``None`` for an indeterminate operation."""
 
     process: int
     f: Operation
     key: str | None
     value: Any
     output: Any
-    invoke_event: int
-    return_event: int | None
+    invoke_line: int
+    return_line: int | None
     invoke_time: float
     return_time: float | None
 
     @property
     def indeterminate(self) -> bool:
-        return self.return_event is None
+        return self.return_line is None
 
     def describe(self) -> str:
         """Short human form: ``p3 write(5)``, ``p1 read() -> 4``, ``p2 cas(1->2) ?`` (``?`` = indeterminate)."""
@@ -64,7 +64,7 @@ class HistoryOp:
             "process": self.process, "f": self.f.value, "key": self.key,
             "value": self.output if self.f is Operation.READ else self.value,
             "type": "info" if self.indeterminate else "ok",
-            "invoke_event": self.invoke_event, "return_event": self.return_event,
+            "invoke_line": self.invoke_line, "return_line": self.return_line,
             "invoke_time": self.invoke_time, "return_time": self.return_time,
         }
 
@@ -79,7 +79,7 @@ def pair_operations(events: list[Event]) -> tuple[list[HistoryOp], int]:
     done: list[tuple[int, HistoryOp]] = []
     total = 0
     for index, event in enumerate(events, start=1):
-        validator.add(event, f"event {index}")
+        validator.add(event, f"line {index}")
         if event.type is EventType.INVOKE:
             open_ops[event.process] = (index, event)
             total += 1
@@ -91,13 +91,13 @@ def pair_operations(events: list[Event]) -> tuple[list[HistoryOp], int]:
         done.append((invoke_index, HistoryOp(
             process=event.process, f=invoke.f, key=invoke.key, value=invoke.value,
             output=event.value if determinate and invoke.f is Operation.READ else None,
-            invoke_event=invoke_index, return_event=index if determinate else None,
+            invoke_line=invoke_index, return_line=index if determinate else None,
             invoke_time=invoke.time, return_time=event.time if determinate else None,
         )))
     for invoke_index, invoke in open_ops.values():
         done.append((invoke_index, HistoryOp(
             process=invoke.process, f=invoke.f, key=invoke.key, value=invoke.value, output=None,
-            invoke_event=invoke_index, return_event=None, invoke_time=invoke.time, return_time=None,
+            invoke_line=invoke_index, return_line=None, invoke_time=invoke.time, return_time=None,
         )))
     done.sort(key=lambda item: item[0])
     return [op for _, op in done], total

@@ -66,8 +66,8 @@ UNOBSERVED = _Unobserved()
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SearchOutcome:
     """``valid`` is True, False or ``"unknown"`` (deadline). When False, ``blocked`` is the operation that could not
-    be linearized at the deepest point the search reached, ``state`` the model state there, ``linearized`` how many
-    operations were linearized before it, and ``concurrent`` some other operations still pending at that point."""
+    be linearized at the deepest point the search reached, ``state`` the register's value there, ``linearized``
+    how many operations were linearized before it, and ``concurrent`` some other operations pending there."""
 
     valid: bool | str
     steps: int
@@ -93,14 +93,16 @@ def search(ops: list[HistoryOp], initial: Any = None, deadline: float | None = N
     arg = [op.output if op.f is Operation.READ else (op.value[0] if op.f is Operation.CAS else abstract(op.value))
            for op in ops]
     new = [abstract(op.value[1]) if op.f is Operation.CAS else None for op in ops]
+    written = [op.value[1] if op.f is Operation.CAS else op.value for op in ops]  # concrete, for reports
     indeterminate = [op.indeterminate for op in ops]
     nxt, prv = _entry_list(ops)
     head, tail = 2 * n, 2 * n + 1
 
     cache: set[tuple[int, Any]] = set()
-    stack: list[tuple[int, Any, bool]] = []  # (call entry, state before it, forced)
+    stack: list[tuple[int, Any, Any, bool]] = []  # (call entry, state before it, concrete value before, forced)
     linearized = 0
     state = abstract(initial)
+    concrete = initial  # the register's actual value in this configuration (``state`` may be abstract)
     entry = nxt[head]
     forcing = True  # phase 1 of a configuration: take the forced steps; phase 2: branch
     steps = 0
@@ -122,7 +124,7 @@ def search(ops: list[HistoryOp], initial: Any = None, deadline: float | None = N
             # op i returns here without having been linearized: this configuration is a dead end
             if len(stack) > best_depth:
                 best_depth = len(stack)
-                best = (i, state, _pending_calls(nxt, head, entry, i))
+                best = (i, concrete, _pending_calls(nxt, head, entry, i))
         else:  # a call entry: can op i take effect now?
             k = kind[i]
             if k == _READ:
@@ -138,8 +140,10 @@ def search(ops: list[HistoryOp], initial: Any = None, deadline: float | None = N
             config = (linearized | (1 << i), after)
             if config not in cache:
                 cache.add(config)
-                stack.append((entry, state, forcing))
+                stack.append((entry, state, concrete, forcing))
                 linearized, state = config
+                if k != _READ:
+                    concrete = written[i]
                 _lift(nxt, prv, entry)
                 if forcing:
                     entry = nxt[prv[entry]]  # its successor now (its own return may have been next)
@@ -152,7 +156,7 @@ def search(ops: list[HistoryOp], initial: Any = None, deadline: float | None = N
             # a forced step into an explored configuration: this one is a dead end too
         # backtrack: undo forced steps and the last branching choice, then try the candidate after it
         while stack:
-            entry, state, forced = stack.pop()
+            entry, state, concrete, forced = stack.pop()
             linearized ^= 1 << (entry >> 1)
             _unlift(nxt, prv, entry)
             if not forced:
@@ -179,8 +183,8 @@ def _entry_list(ops: list[HistoryOp]) -> tuple[list[int], list[int]]:
     infinity = float("inf")
     positions = []
     for i, op in enumerate(ops):
-        positions.append((op.invoke_event, 0, 2 * i))
-        positions.append((infinity if op.return_event is None else op.return_event, i, 2 * i + 1))
+        positions.append((op.invoke_line, 0, 2 * i))
+        positions.append((infinity if op.return_line is None else op.return_line, i, 2 * i + 1))
     positions.sort()
     nxt = [0] * (2 * n + 2)
     prv = [0] * (2 * n + 2)

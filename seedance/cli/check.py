@@ -1,0 +1,56 @@
+"""``seedance check``: judge a recorded history.
+
+``seedance check linearizable FILE --model register|cas-register|kv [--timeout S] [--json]`` reads a JSON Lines
+history (format: :mod:`seedance.analysis.history`) and runs :func:`seedance.analysis.linearizability.check`.
+
+Exit status: 0 linearizable, 1 not linearizable, 3 unknown (the time budget ran out), 2 bad input (one line on
+stderr naming the line, e.g. ``seedance: error: line 17: ...``). With ``--json`` the verdict is one object:
+``{"valid": true|false|"unknown", "ops": n, "elapsed_s": x, "first_violation": {...}|null, "model", "keys",
+"file"}``.
+"""
+
+from __future__ import annotations
+
+import click
+
+from seedance.cli._common import emit_json, json_option
+
+EXIT_VALID, EXIT_INVALID, EXIT_BAD_INPUT, EXIT_UNKNOWN = 0, 1, 2, 3
+
+
+@click.group("check")
+def command() -> None:
+    """Judge recorded histories (linearizability)."""
+
+
+@command.command("linearizable")
+@click.argument("history_file", metavar="FILE", type=click.Path(dir_okay=False))
+@click.option("--model", type=click.Choice(["register", "cas-register", "kv"]), default="kv", show_default=True,
+              help="register: read/write; cas-register: read/write/cas; kv: a cas register per key.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0), default=None, metavar="S",
+              help="Give up after S seconds with verdict 'unknown' (exit 3). Default: no limit.")
+@click.option("--per-key", is_flag=True, help="With --json, add per-key statistics (ops, steps, seconds).")
+@json_option
+def linearizable(history_file: str, model: str, timeout_s: float | None, per_key: bool, as_json: bool) -> int:
+    """Is the history in FILE linearizable? Exit 0 yes, 1 no, 3 unknown (timeout), 2 bad input."""
+    from seedance.analysis.history import read_jsonl
+    from seedance.analysis.linearizability import check
+
+    events = read_jsonl(history_file)
+    result = check(events, model=model, timeout_s=timeout_s)
+    if as_json:
+        emit_json({**result.to_dict(per_key=per_key), "file": history_file})
+    else:
+        click.echo(_summary(result, history_file))
+    if result.valid is True:
+        return EXIT_VALID
+    return EXIT_INVALID if result.valid is False else EXIT_UNKNOWN
+
+
+def _summary(result, history_file: str) -> str:
+    verdict = {True: "linearizable", False: "NOT linearizable"}.get(result.valid, "unknown (time budget spent)")
+    lines = [f"{history_file}: {verdict} under model {result.model} "
+             f"({result.ops} operations, {len(result.per_key)} key(s) checked, {result.elapsed_s:.3f} s)"]
+    if result.first_violation:
+        lines.append(f"  key {result.first_violation['key']!r}: {result.first_violation['explanation']}")
+    return "\n".join(lines)
