@@ -233,3 +233,19 @@ def test_random_fabrics_behave(n, seed, collective):
         assert np.all(late >= plain) and np.all(late >= (tau.max() if n > 1 else tau[0]) - 1e-15)
         times.append(plain)
     np.testing.assert_array_equal(collective_times(collective, sizes, topo), np.min(times, axis=0))
+
+
+def test_base_latency_from_topology_meta_is_added_once_per_call():
+    import dataclasses
+
+    from seedance.models.topology import load
+
+    plain = load("hgx-h100")
+    tuned = dataclasses.replace(plain, meta={**plain.meta, "base_latency_us": 8.4})  # NCCL baseLat, ring/Simple
+    for collective in COLLECTIVES:
+        for algorithm in ALGORITHMS[collective]:
+            a = collective_time(collective, 4096, plain, algorithm=algorithm).time_s
+            b = collective_time(collective, 4096, tuned, algorithm=algorithm).time_s
+            assert b == pytest.approx(a + 8.4e-6, rel=1e-12)
+    with pytest.raises(SpecError):
+        collective_time("allreduce", 8, dataclasses.replace(plain, meta={"base_latency_us": -1}))

@@ -29,13 +29,16 @@ _MATRIX_CACHE_SIZE = 32
 class Fabric:
     """Matrices in SI units. ``bandwidth_Bps[i, j]`` bytes/s from i to j (diagonal inf); ``latency_s`` (diagonal 0);
     ``host_of`` the server index of each device. ``routes``/``links`` (optional, from a link-graph Topology) let
-    concurrent transfers that share a link contend."""
+    concurrent transfers that share a link contend. ``base_latency_s`` is a constant software latency added once to
+    every collective on two or more devices — NCCL's own model has one (``baseLat`` in src/graph/tuning.cc, a few µs
+    per algorithm and protocol); it is ``Topology.meta["base_latency_us"]`` when the topology sets it, else 0."""
 
     bandwidth_Bps: np.ndarray
     latency_s: np.ndarray
     host_of: np.ndarray
     routes: Mapping[tuple[int, int], tuple[Hashable, ...]] = field(default_factory=dict)
     links: Mapping[Hashable, tuple[float, float]] = field(default_factory=dict)
+    base_latency_s: float = 0.0  # per collective call on >= 2 devices (software: launch, protocol setup)
     cache: dict[Any, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -108,13 +111,20 @@ def _validated(bandwidth_GBps: Any, latency_us: Any, host_of: Any) -> tuple[np.n
     return bandwidth, latency, hosts.astype(np.int64)
 
 
-def _make(bandwidth_GBps: Any, latency_us: Any, host_of: Any, routes=None, links=None) -> Fabric:
+def _make(bandwidth_GBps: Any, latency_us: Any, host_of: Any, routes=None, links=None, base_latency_us=0.0) -> Fabric:
     bandwidth, latency, hosts = _validated(bandwidth_GBps, latency_us, host_of)
+    try:
+        base = float(base_latency_us)
+    except (TypeError, ValueError):
+        base = float("nan")
+    if not (base >= 0 and base < float("inf")):
+        raise SpecError("base_latency_us", f"is {base_latency_us!r}", "finite microseconds >= 0")
     arrays = (bandwidth * 1e9, latency * 1e-6, hosts)
     for array in arrays:
         array.setflags(write=False)
     return Fabric(
-        bandwidth_Bps=arrays[0], latency_s=arrays[1], host_of=arrays[2], routes=routes or {}, links=links or {}
+        bandwidth_Bps=arrays[0], latency_s=arrays[1], host_of=arrays[2], routes=routes or {}, links=links or {},
+        base_latency_s=base * 1e-6,
     )
 
 
@@ -132,6 +142,7 @@ def fabric_of(topology: Any) -> Fabric:
         fabric = _make(
             topology.bandwidth_GBps, topology.latency_us, topology.host_of,
             getattr(topology, "routes", None) if graph else None, getattr(topology, "links", None) if graph else None,
+            (getattr(topology, "meta", None) or {}).get("base_latency_us", 0.0),
         )
         try:
             _TOPOLOGY_CACHE[topology] = fabric

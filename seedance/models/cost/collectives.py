@@ -15,7 +15,9 @@ tables column by column:
 ``algorithm="auto"`` evaluates every algorithm valid for the collective (:data:`ALGORITHMS`) and takes the fastest
 (ties: the first listed); :class:`CollectiveCost` names the winner. How the straggler vector τ enters each algorithm
 is stated in :mod:`seedance.models.cost._algorithms`; with τ, ``time_s`` counts from the moment the first device
-(τ = 0) calls the collective. One device: every collective takes 0 s (nothing moves).
+(τ = 0) calls the collective. One device: every collective takes 0 s (nothing moves). A topology may set a
+per-call software latency (``meta["base_latency_us"]``, see :class:`~seedance.models.cost._fabric.Fabric`), added
+to every algorithm alike.
 """
 
 from __future__ import annotations
@@ -121,8 +123,8 @@ def _sizes(sizes_bytes: Any) -> np.ndarray:
     return np.atleast_1d(sizes)
 
 
-def _time(plan: Plan, sizes: np.ndarray, tau: np.ndarray | None) -> np.ndarray:
-    base = evaluate(plan.curve, sizes)
+def _time(plan: Plan, sizes: np.ndarray, tau: np.ndarray | None, base_latency_s: float = 0.0) -> np.ndarray:
+    base = evaluate(plan.curve, sizes) + (base_latency_s if plan.curve else 0.0)
     if tau is None:
         return base
     if plan.tau == "sync" or not plan.curve:
@@ -139,14 +141,14 @@ def _time(plan: Plan, sizes: np.ndarray, tau: np.ndarray | None) -> np.ndarray:
 def _times(collective: str, sizes: np.ndarray, fabric: Fabric, algorithm: str, tau: np.ndarray | None):
     """(times, index of the winning algorithm in ALGORITHMS[collective] or None)."""
     if algorithm != "auto":
-        return _time(build_plan(fabric, collective, algorithm), sizes, tau), None
+        return _time(build_plan(fabric, collective, algorithm), sizes, tau, fabric.base_latency_s), None
     best, winner = None, None
     for index, name in enumerate(ALGORITHMS[collective]):
         try:
             plan = build_plan(fabric, collective, name)
         except SpecError:  # e.g. hierarchical on unequal hosts: not a candidate
             continue
-        times = _time(plan, sizes, tau)
+        times = _time(plan, sizes, tau, fabric.base_latency_s)
         if best is None:
             best, winner = times, np.zeros(len(sizes), dtype=np.int64)
         else:
@@ -166,7 +168,7 @@ def _scalar_time(collective: str, size: float, fabric: Fabric, algorithm: str) -
             if algorithm != "auto":
                 raise
             continue
-        time_s = sum(term.at(size) for term in plan.curve)
+        time_s = sum(term.at(size) for term in plan.curve) + (fabric.base_latency_s if plan.curve else 0.0)
         if time_s < best:
             best, chosen = time_s, name
     return float(best), chosen
