@@ -68,7 +68,7 @@ def test_a_sigkilled_launcher_takes_its_children_with_it(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, env={**os.environ, **child_env()})
     try:
         assert proc.stdout.readline().strip() == b"ready"
-        assert len(processes_of_run(tmp_path)) == 2
+        assert len(processes_of_run(tmp_path)) == 3  # two nodes and the zygote that forked them
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         assert wait_gone(tmp_path, timeout_s=10) == []  # PR_SET_PDEATHSIG
@@ -86,7 +86,7 @@ def test_sigint_to_the_cli_stops_every_node(tmp_path):
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not (out / "node-1.ready").exists():
             time.sleep(0.1)
-        assert len(processes_of_run(out)) == 2
+        assert len(processes_of_run(out)) == 3  # two nodes and the zygote that forked them
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
         assert proc.returncode != 0

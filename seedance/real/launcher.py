@@ -12,9 +12,10 @@ Rules (torch.distributed.run environment contract; POSIX process groups):
   to itself listens on every interface), so a node crash never takes the store down.
 * The per-run HMAC key is 32 random bytes in a 0600 file inside a 0700 temporary directory, passed by path
   (``SEEDANCE_KEY_FILE``), deleted when the launcher exits; it is never logged.
-* Every child starts its own session (``start_new_session``) and asks for ``PR_SET_PDEATHSIG``. :meth:`close`
-  (also run on exceptions, SIGINT and SIGTERM through the context manager) sends SIGTERM to every child's process
-  group, waits, then SIGKILLs what is left and reaps it. Children of a SIGKILLed launcher die with it.
+* Node processes are forked by a pre-imported :mod:`.zygote` (a restart costs a fork, not a Python start-up); each
+  starts its own session and asks for ``PR_SET_PDEATHSIG``, as does the zygote. :meth:`close` (also run on
+  exceptions, SIGINT and SIGTERM through the context manager) sends SIGTERM to every node's process group, waits,
+  SIGKILLs what is left, then stops the zygote. Children of a SIGKILLed launcher die with it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -40,10 +42,93 @@ from seedance.real.transport import KEY_FILE_ENV, new_key, write_key_file
 log = logging.getLogger("seedance.real.launcher")
 
 
+class Zygote:
+    """The launcher's side of :mod:`.zygote`: spawn requests, pids, and exit statuses (read on a thread)."""
+
+    def __init__(self, env: dict[str, str], pass_fds: tuple[int, ...], log_path: Path) -> None:
+        with open(log_path, "ab") as log_fh:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "seedance.real.zygote"], env=env, stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=log_fh, pass_fds=pass_fds, start_new_session=True)
+        self._cond = threading.Condition()
+        self._pids: list[int] = []
+        self.exits: dict[int, int] = {}
+        self.ready = False
+        self._reader = threading.Thread(target=self._read, daemon=True, name="zygote-reader")
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            message = json.loads(line)
+            with self._cond:
+                if "pid" in message:
+                    self._pids.append(message["pid"])
+                elif "exit" in message:
+                    self.exits[message["exit"]] = message["code"]
+                elif "ready" in message:
+                    self.ready = True
+                self._cond.notify_all()
+        with self._cond:
+            self.ready = False
+            self._cond.notify_all()
+
+    def spawn(self, rank: int, env: Mapping[str, str], log_path: Path, timeout_s: float = 120.0) -> int:
+        assert self.process.stdin is not None
+        with self._cond:
+            self.process.stdin.write((json.dumps({"spawn": rank, "env": dict(env), "log": str(log_path)}) + "\n")
+                                     .encode())
+            self.process.stdin.flush()
+            if not self._cond.wait_for(lambda: self._pids or self.process.poll() is not None, timeout_s):
+                raise RuntimeError(f"the zygote did not fork node {rank} within {timeout_s:.0f} s")
+            if not self._pids:
+                raise RuntimeError(f"the zygote exited with status {self.process.poll()}; see its log")
+            return self._pids.pop(0)
+
+    def wait_exit(self, pid: int, timeout_s: float | None) -> int | None:
+        with self._cond:
+            self._cond.wait_for(lambda: pid in self.exits or self.process.poll() is not None, timeout_s)
+            return self.exits.get(pid)
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            try:
+                self.process.stdin.close()
+            except OSError:
+                pass
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            _killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        self._reader.join(timeout=5)
+
+
+class ForkedProcess:
+    """A node process forked by the zygote, with the part of :class:`subprocess.Popen`'s interface we use."""
+
+    def __init__(self, zygote: Zygote, pid: int) -> None:
+        self.zygote, self.pid = zygote, pid
+
+    def poll(self) -> int | None:
+        code = self.zygote.exits.get(self.pid)
+        if code is None and self.zygote.process.poll() is not None:
+            return -signal.SIGKILL  # the zygote is gone, so are its children (PR_SET_PDEATHSIG)
+        return code
+
+    def wait(self, timeout: float | None = None) -> int:
+        code = self.zygote.wait_exit(self.pid, timeout)
+        if code is None:
+            code = self.poll()
+        if code is None:
+            raise subprocess.TimeoutExpired(f"node pid {self.pid}", timeout or 0.0)
+        return code
+
+
 @dataclass
 class NodeProcess:
     rank: int
-    process: subprocess.Popen
+    process: ForkedProcess
     incarnation: int
     killed_by_us: bool = False
     log_path: Path | None = None
@@ -71,6 +156,7 @@ class LocalLauncher:
         self.store: Any = None
         self.key: bytes = b""
         self.incarnations: dict[int, int] = {}
+        self._zygote: Zygote | None = None
 
     # ----------------------------------------------------------------------------------------- lifecycle
     def __enter__(self) -> LocalLauncher:
@@ -96,6 +182,13 @@ class LocalLauncher:
 
         self.addresses = StaticAddressBook([(self.store_host if self.bind_host in ("0.0.0.0", "::") else
                                              self.bind_host, s.getsockname()[1]) for s in self._node_sockets])
+        zygote_env = dict(os.environ)
+        zygote_env.update(self.extra_env)
+        zygote_env.update({"SEEDANCE_PROTOCOL": self.protocol, "SEEDANCE_RUN_DIR": str(self.run_dir),
+                           "SEEDANCE_PARENT_PID": str(os.getpid())})
+        zygote_env.pop("SEEDANCE_KEY", None)
+        self._zygote = Zygote(zygote_env, tuple(s.fileno() for s in self._node_sockets),
+                              self.run_dir / "zygote.log")
         self._old_sigterm = signal.getsignal(signal.SIGTERM)
         try:
             signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -107,8 +200,7 @@ class LocalLauncher:
         self.close()
 
     def env_for(self, rank: int, incarnation: int) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(self.extra_env)
+        env = dict(self.extra_env)
         env.update({
             "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(self.num_nodes),
             "LOCAL_WORLD_SIZE": str(self.num_nodes), "GROUP_RANK": "0",
@@ -120,20 +212,16 @@ class LocalLauncher:
             KEY_FILE_ENV: str(self.key_file), "SEEDANCE_PEERS": self.addresses.encode(),
             "SEEDANCE_LISTEN_FD": str(self._node_sockets[rank].fileno()),
         })
-        env.pop("SEEDANCE_KEY", None)
         return env
 
     def spawn(self, rank: int) -> NodeProcess:
         incarnation = self.incarnations.get(rank, -1) + 1
         self.incarnations[rank] = incarnation
         log_path = self.run_dir / f"node-{rank}.log"
-        with open(log_path, "ab") as log_fh:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "seedance.real.node"], env=self.env_for(rank, incarnation),
-                stdin=subprocess.DEVNULL, stdout=log_fh, stderr=subprocess.STDOUT, start_new_session=True,
-                pass_fds=(self._node_sockets[rank].fileno(),),
-            )
-        node = NodeProcess(rank=rank, process=process, incarnation=incarnation, log_path=log_path)
+        assert self._zygote is not None, "use the launcher as a context manager"
+        pid = self._zygote.spawn(rank, self.env_for(rank, incarnation), log_path)
+        node = NodeProcess(rank=rank, process=ForkedProcess(self._zygote, pid), incarnation=incarnation,
+                           log_path=log_path)
         self.nodes[rank] = node
         return node
 
@@ -202,6 +290,9 @@ class LocalLauncher:
             if node.process.poll() is None:
                 _killpg(node.process.pid, signal.SIGKILL)
                 node.process.wait()
+        if self._zygote is not None:
+            self._zygote.close()
+            self._zygote = None
         self.store = None  # the last reference: the store's server and its listening socket go with it
         self._listen = None
         for sock in getattr(self, "_node_sockets", []):

@@ -1,0 +1,107 @@
+"""A pre-imported parent that forks node processes on request, so a (re)start costs a fork, not a Python start-up.
+
+Rules (the Android "zygote" / multiprocessing "forkserver" idea):
+
+* Started by the local launcher with the listening sockets of every node (``pass_fds``). It imports the runtime and
+  the protocol once, then reads JSON commands on stdin, one per line: ``{"spawn": rank, "env": {...}, "log": path}``.
+  For each it forks; the child starts a new session, asks for SIGKILL when the zygote dies (``PR_SET_PDEATHSIG``),
+  points stdout/stderr at ``log``, updates ``os.environ`` with ``env`` (torchrun's variables) and runs the node's
+  ``main``; it leaves with ``os._exit``. The zygote answers ``{"pid": pid}``.
+* The zygote is single-threaded and never starts an event loop or imports torch, so forking it is safe. It reaps its
+  children and reports ``{"exit": pid, "code": status}`` (a negative status is the killing signal), so the
+  launcher can tell a SIGKILL it sent from a node that failed on its own.
+* The zygote itself asks for SIGKILL when the launcher dies: no orphans at any level.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import sys
+
+
+def _child(env: dict[str, str], log_path: str) -> None:
+    from seedance.real import node
+
+    os.setsid()
+    os.environ.update(env)
+    node.set_parent_death_signal()
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    code = 1
+    try:
+        code = node.main()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:  # a bug in the node: keep its traceback in the node's log
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _reap(out) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        out.write(json.dumps({"exit": pid, "code": code}) + "\n")
+        out.flush()
+
+
+def main() -> int:
+    from seedance.real import node
+
+    node.set_parent_death_signal()
+    # warm the imports every child needs (the protocol too), so a fork starts serving at once
+    import seedance.real.runtime  # noqa: F401
+
+    protocol = os.environ.get("SEEDANCE_PROTOCOL")
+    if protocol:
+        node.resolve_protocol(protocol)
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # stray prints go to stderr, never into the command channel
+    stdin = sys.stdin.buffer
+    buffer = b""
+    out.write(json.dumps({"ready": os.getpid()}) + "\n")
+    out.flush()
+    while True:
+        readable, _, _ = select.select([stdin], [], [], 0.05)
+        _reap(out)
+        if not readable:
+            continue
+        chunk = os.read(stdin.fileno(), 65536)
+        if not chunk:  # the launcher closed the channel; any child left gets SIGKILL from PR_SET_PDEATHSIG
+            _reap(out)
+            out.flush()
+            os._exit(0)  # nothing to clean up: skip the interpreter's slow teardown
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            command = json.loads(line)
+            env = dict(command["env"], SEEDANCE_PARENT_PID=str(os.getpid()))
+            pid = os.fork()
+            if pid == 0:
+                out.close()
+                _child(env, command["log"])
+            out.write(json.dumps({"pid": pid, "rank": command["spawn"]}) + "\n")
+            out.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
