@@ -11,7 +11,7 @@ import itertools
 import numpy as np
 import pytest
 
-from seedance.models.cost import best_ring, collective_time, ring_order
+from seedance.models.cost import best_ring, collective_time, ring_channels, ring_order
 from seedance.models.cost import ring as ring_module
 
 
@@ -130,3 +130,24 @@ def test_multi_host_ring_crosses_hosts_only_where_it_must():
     crossings = sum(host_of[ring.order[k]] != host_of[ring.order[(k + 1) % n]] for k in range(n))
     assert crossings == hosts
     assert _dp_bottleneck(b[:12, :12]) == best_ring(b[:12, :12], np.ones((12, 12)), host_of[:12]).bottleneck_GBps
+
+
+def test_channels_leave_each_host_through_different_devices():
+    # two-level fabric: 3 hosts × 4 devices, fast inside, 25 GB/s between (one NIC per device)
+    hosts, g = 3, 4
+    host_of = np.repeat(np.arange(hosts), g)
+    same = host_of[:, None] == host_of[None, :]
+    topo = (np.where(same, 300.0, 25.0), np.where(same, 1.0, 5.0), host_of)
+    channels = ring_channels(topo)
+    assert len(channels) == g
+    exits = set()
+    for channel in channels:
+        assert sorted(channel) == list(range(hosts * g))
+        nxt = np.roll(channel, -1)
+        crossing = [int(i) for i, j in zip(channel, nxt) if host_of[i] != host_of[j]]
+        assert len(crossing) == hosts
+        exits.update(crossing)
+    assert exits == set(range(hosts * g))  # every device (NIC) carries one channel's inter-host hop
+    # so the channelled ring's bus bandwidth is g NICs' worth, capped by the intra-host links
+    cost = collective_time("allreduce", 2**34, topo, algorithm="ring")
+    assert cost.busbw_GBps == pytest.approx(min(g * 25.0, 300.0 / (g - 1) * g), rel=0.02)

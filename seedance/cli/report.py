@@ -56,6 +56,7 @@ def cost_section(spec: dict[str, Any], out: Path) -> SectionResult:
     """Predicted collective performance on every preset (seed §2.4)."""
     from seedance.analysis.figures_cost import busbw_curves, cost_frame, save_figure
     from seedance.analysis.figures_fabric import bandwidth_heatmap
+    from seedance.models.cost import ring_channels, ring_order
     from seedance.models.topology import load
     from seedance.models.units import format_size, parse_size, parse_size_range
 
@@ -81,13 +82,21 @@ def cost_section(spec: dict[str, Any], out: Path) -> SectionResult:
         for row in allreduce.itertuples()
     }
     peak = curve_frame.groupby("topology")["busbw_GBps"].max().round(2).to_dict()
+    rings = {}
+    for label, topology in topologies.items():
+        ring = ring_order(topology)
+        rings[label] = {
+            "bottleneck_GBps": ring.bottleneck_GBps, "upper_bound_GBps": ring.upper_bound_GBps, "exact": ring.exact,
+            "method": ring.method, "channels": len(ring_channels(topology)), "order": list(ring.order),
+        }
     lines = [f"cost: {len(frame)} predictions ({len(topologies)} clusters × {len(spec['collectives'])} collectives × "
              f"{len(sizes)} sizes) -> {csv_path}, {tex_path}"]
     lines += [f"  allreduce {format_size(max(sizes))} on {label}: busbw {v['busbw_GBps']:.1f} GB/s ({v['algorithm']})"
               for label, v in headline.items()]
     lines.append(f"cost: figures -> {figures} ({len(figure_files)} files: allreduce busbw curves, B heatmaps)")
     return SectionResult(
-        summary={"rows": len(frame), "allreduce_largest": headline, "allreduce_peak_busbw_GBps": peak},
+        summary={"rows": len(frame), "allreduce_largest": headline, "allreduce_peak_busbw_GBps": peak,
+                 "rings": rings},
         files=[csv_path, tex_path, *figure_files], lines=lines,
     )
 

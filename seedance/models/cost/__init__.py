@@ -4,7 +4,8 @@
 - :func:`collective_time` / :func:`collective_times` — alpha-beta time, algbw and busbw of allreduce,
   reducescatter, allgather, broadcast, alltoall and sendrecv by ring, tree, rhd, direct, hierarchical or auto, with a
   straggler vector τ (:mod:`.collectives`; formulas in :mod:`._algorithms`).
-- :func:`ring_order` — the bottleneck-aware ring the ring algorithms use (:mod:`.ring`).
+- :func:`ring_order` — the bottleneck-aware ring (:mod:`.ring`); :func:`ring_channels` — the rings the ring
+  algorithms actually run (that ring, or NCCL-style channels across hosts).
 
 Every function takes a :class:`~seedance.models.topology.Topology` or plain arrays ``(bandwidth_GBps, latency_us,
 host_of)``; per-topology preprocessing is cached.
@@ -19,6 +20,7 @@ from seedance.models.cost.collectives import (
     bus_bandwidth_factor,
     collective_time,
     collective_times,
+    ring_channels,
     ring_order,
 )
 from seedance.models.cost.p2p import comm_cost
@@ -26,5 +28,6 @@ from seedance.models.cost.ring import RingOrder, best_ring
 
 __all__ = [
     "ALGORITHMS", "COLLECTIVES", "SIZE_MEANING", "CollectiveCost", "Fabric", "RingOrder", "best_algorithms",
-    "best_ring", "bus_bandwidth_factor", "collective_time", "collective_times", "comm_cost", "fabric_of", "ring_order",
+    "best_ring", "bus_bandwidth_factor", "collective_time", "collective_times", "comm_cost", "fabric_of", "ring_channels",
+    "ring_order",
 ]

@@ -99,6 +99,16 @@ def ring_order(topology: Any) -> RingOrder:
     return ring_of(fabric_of(topology))
 
 
+def ring_channels(topology: Any) -> tuple[tuple[int, ...], ...]:
+    """The rings the ring algorithms run at once (one, or NCCL-style channels across hosts), each an order."""
+    from seedance.models.cost._algorithms import ring_channels as channels_of
+
+    fabric = fabric_of(topology)
+    if fabric.num_devices == 1:
+        return ((0,),)
+    return tuple(tuple(int(i) for i in channel) for channel in channels_of(fabric))
+
+
 def _tau_vector(fabric: Fabric, tau_s: Any) -> np.ndarray | None:
     if tau_s is None:
         return None
