@@ -23,7 +23,8 @@ def test_parse_size_accepts_documented_forms(text, expected):
 
 
 @pytest.mark.parametrize(
-    "text", ["", "abc", "-1", "0", "1.3B", "nan", "inf", "1e40", "1Mb", "1kb", "1 Gib", "GiB", "1GiBB", "1..2", "0x10", "1e-3"]
+    "text",
+    ["", "abc", "-1", "0", "1.3B", "nan", "inf", "1e40", "1Mb", "1kb", "1 Gib", "GiB", "1GiBB", "1..2", "0x10", "1e-3"],
 )
 def test_parse_size_rejects_with_a_spec_error_naming_size(text):
     with pytest.raises(SpecError) as err:

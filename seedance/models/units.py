@@ -42,7 +42,9 @@ VALID_SIZE = (
     "a whole number of bytes such as 8B, 1024, 1e9, 512KB (KB=1000), 4MiB (MiB=2^20), 1GiB or 8G (G=2^30, as "
     "nccl-tests)"
 )
-VALID_RANGE = "START:END[:FACTOR] such as 8B:8GiB or 1KiB:1MiB:4 (sizes START·FACTOR^k up to END, FACTOR an integer >= 2)"
+VALID_RANGE = (
+    "START:END[:FACTOR] such as 8B:8GiB or 1KiB:1MiB:4 (sizes START·FACTOR^k up to END, FACTOR an integer >= 2)"
+)
 
 _SIZE_RE = re.compile(r"^\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*([A-Za-z]*)\s*$")
 

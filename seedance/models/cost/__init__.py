@@ -28,6 +28,6 @@ from seedance.models.cost.ring import RingOrder, best_ring
 
 __all__ = [
     "ALGORITHMS", "COLLECTIVES", "SIZE_MEANING", "CollectiveCost", "Fabric", "RingOrder", "best_algorithms",
-    "best_ring", "bus_bandwidth_factor", "collective_time", "collective_times", "comm_cost", "fabric_of", "ring_channels",
-    "ring_order",
+    "best_ring", "bus_bandwidth_factor", "collective_time", "collective_times", "comm_cost", "fabric_of",
+    "ring_channels", "ring_order",
 ]

@@ -5,7 +5,8 @@
   upper envelope for S ≥ 0 are kept, so evaluation touches a handful of lines whatever the cluster size.
 - :class:`Pipeline` — a message cut into ``m`` chunks flowing over ``hops`` hops, each hop costing
   ``alpha + slope·S/m`` per chunk: ``T(m) = (hops − 1 + m)(alpha + slope·S/m)``, at the best real ``m ≥ 1``:
-  ``T = (√((hops−1)·alpha) + √(slope·S))²`` when ``m* = √((hops−1)·slope·S/alpha) ≥ 1``, else ``hops·(alpha + slope·S)``.
+  ``T = (√((hops−1)·alpha) + √(slope·S))²`` when ``m* = √((hops−1)·slope·S/alpha) ≥ 1``,
+  else ``hops·(alpha + slope·S)``.
 
 A curve is a tuple of terms; its time is their sum. Everything is vectorised over an array of sizes.
 """

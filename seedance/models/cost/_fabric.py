@@ -101,7 +101,9 @@ def _validated(bandwidth_GBps: Any, latency_us: Any, host_of: Any) -> tuple[np.n
     try:
         latency = np.array(np.broadcast_to(np.asarray(latency_us, dtype=float), (n, n)))
     except (TypeError, ValueError):
-        raise SpecError("latency_us", "is neither a scalar nor an n×n matrix", f"a scalar or a {n}×{n} matrix") from None
+        raise SpecError(
+            "latency_us", "is neither a scalar nor an n×n matrix", f"a scalar or a {n}×{n} matrix"
+        ) from None
     if not np.all(np.isfinite(latency) & (latency >= 0)):
         raise SpecError("latency_us", "has a negative, NaN or infinite entry", "finite microseconds >= 0")
     np.fill_diagonal(latency, 0.0)
@@ -129,7 +131,7 @@ def _make(bandwidth_GBps: Any, latency_us: Any, host_of: Any, routes=None, links
 
 
 def fabric_of(topology: Any) -> Fabric:
-    """The (cached) :class:`Fabric` of a Topology, a Fabric, or a tuple ``(bandwidth_GBps[, latency_us[, host_of]])``."""
+    """The (cached) :class:`Fabric` of a Topology, a Fabric, or ``(bandwidth_GBps[, latency_us[, host_of]])``."""
     if isinstance(topology, Fabric):
         return topology
     if hasattr(topology, "bandwidth_GBps") and hasattr(topology, "latency_us") and hasattr(topology, "host_of"):
