@@ -157,6 +157,7 @@ class LocalLauncher:
         self.key: bytes = b""
         self.incarnations: dict[int, int] = {}
         self._zygote: Zygote | None = None
+        self._store_thread: threading.Thread | None = None
 
     # ----------------------------------------------------------------------------------------- lifecycle
     def __enter__(self) -> LocalLauncher:
@@ -228,7 +229,10 @@ class LocalLauncher:
     def start_all(self) -> None:
         for rank in range(self.num_nodes):
             self.spawn(rank)
-        self._host_store()  # after spawning: importing torch here overlaps with the nodes' start-up
+        # the rendezvous store is only needed by collectives: host it on a thread, so importing torch (seconds)
+        # never delays the nodes or the clients; a node connecting early waits in the listening socket's backlog
+        self._store_thread = threading.Thread(target=self._host_store, daemon=True, name="rendezvous-store")
+        self._store_thread.start()
 
     def _host_store(self) -> None:
         import torch.distributed as dist
@@ -236,6 +240,7 @@ class LocalLauncher:
         self.store = dist.TCPStore(self.store_host, self.store_port, is_master=True, wait_for_workers=False,
                                    timeout=timedelta(seconds=60), master_listen_fd=self._listen.fileno())
         self._listen.detach()  # the store owns (and closes) the listening socket now
+        self._listen = None
 
 
     def wait_ready(self, timeout_s: float = 60.0) -> None:
@@ -293,8 +298,13 @@ class LocalLauncher:
         if self._zygote is not None:
             self._zygote.close()
             self._zygote = None
+        if getattr(self, "_store_thread", None) is not None:
+            self._store_thread.join()
+            self._store_thread = None
         self.store = None  # the last reference: the store's server and its listening socket go with it
-        self._listen = None
+        if self._listen is not None:  # never handed to a store
+            self._listen.close()
+            self._listen = None
         for sock in getattr(self, "_node_sockets", []):
             sock.close()
         self._node_sockets = []
