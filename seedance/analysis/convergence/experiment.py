@@ -243,6 +243,10 @@ def rankings(rows: pd.DataFrame, problem: str = "logistic", schedule: str = "com
 def _summary(config, rows, logistic, mlp, runs, elapsed_s) -> dict:
     ranking = {problem: rankings(rows, problem) for problem in ("logistic", "mlp")}
     winners = {problem: {fabric: order[0] for fabric, order in r.items()} for problem, r in ranking.items()}
+    compressor_winners = {
+        problem: {fabric: [name for name in order if not name.startswith(LOCAL_SGD)][0] for fabric, order in r.items()}
+        for problem, r in ranking.items()
+    }
     theorem = rows[(rows.schedule == "theorem")].drop_duplicates("compressor")
     return {
         "config": config_dict(config),
@@ -266,6 +270,7 @@ def _summary(config, rows, logistic, mlp, runs, elapsed_s) -> dict:
         },
         "ranking_by_fabric": ranking,
         "winner_by_fabric": winners,
+        "winning_compressor_by_fabric": compressor_winners,  # local SGD left out
         "rankings_differ_across_fabrics": {
             problem: len({tuple(order) for order in r.values()}) > 1 for problem, r in ranking.items()
         },
@@ -296,9 +301,10 @@ def total_iterations(config: ExperimentConfig) -> int:
     return runs * (config.iterations + config.common_iterations + config.mlp_iterations)
 
 
-def save(result: ExperimentResult, out_dir, *, provenance: dict) -> dict[str, str]:
-    """Write rows.csv, curves.csv, summary.json (with ``provenance``) and the figures (PDF + PNG) into ``out_dir``;
-    return {artifact: path}."""
+def save(result: ExperimentResult, out_dir, *, provenance: dict, formats: tuple[str, ...] = ("pdf", "png")
+         ) -> dict[str, str]:
+    """Write rows.csv, curves.csv, summary.json (with ``provenance``) and the figures (one file per format) into
+    ``out_dir``; return {artifact: path}."""
     import json
     from pathlib import Path
 
@@ -320,7 +326,7 @@ def save(result: ExperimentResult, out_dir, *, provenance: dict) -> dict[str, st
         "time_to_accuracy_mlp": figures.time_to_accuracy_heatmap(result.rows, "mlp"),
     }
     for name, fig in drawings.items():
-        for suffix in ("pdf", "png"):
+        for suffix in formats:
             path = out / f"{name}.{suffix}"
             fig.savefig(path, dpi=150)
             paths[f"{name}.{suffix}"] = path
