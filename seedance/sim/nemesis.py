@@ -146,7 +146,7 @@ class Nemesis:
     def _start(self, event: Any) -> None:
         window: FaultWindow = event.args
         self.applied += 1
-        self._record("fault-start", -1, window.fault_id, window.name, window.params)
+        self._record("fault-start", -1, window.fault_id, window.name, {k: window.params[k] for k in sorted(window.params)})
         name, params, runtime, network = window.name, window.params, self.runtime, self.network
         if name in PARTITION_VARIANTS:
             network.block(params["pairs"], +1)

@@ -50,7 +50,11 @@ class SimView:
 
     now: float
     runtime: Runtime
-    history: list[Event]
+    clients: Clients
+
+    @property
+    def history(self) -> list[Event]:
+        return self.clients.history
 
     @property
     def nodes(self) -> list[Any]:
@@ -64,7 +68,7 @@ Invariant = Callable[[SimView], "str | None"]
 @dataclass(frozen=True, kw_only=True)
 class SimResult:
     config: SimConfig
-    history: list[Event]
+    clients: Clients = field(repr=False)
     trace: Trace
     trace_sha256: str
     ops_ok: int
@@ -82,6 +86,11 @@ class SimResult:
     stats: dict[str, Any]
     runtime: Runtime = field(repr=False)
     wall_s: float = 0.0
+
+    @property
+    def history(self) -> list[Event]:
+        """The run's history (invoke / ok / fail / info events, in order)."""
+        return self.clients.history
 
     @property
     def progress_after_heal(self) -> bool:
@@ -178,7 +187,7 @@ def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invaria
     violations: list[tuple[float, str]] = []
     if invariants:
         def check_invariants() -> None:
-            view = SimView(now=env.now, runtime=runtime, history=clients.history)
+            view = SimView(now=env.now, runtime=runtime, clients=clients)
             for hook in invariants:
                 problem = hook(view)
                 if problem:
@@ -236,7 +245,7 @@ def _result(config: SimConfig, runtime: Runtime, clients: Clients, trace: Trace,
         "faults_applied": faults_applied, "trace_records": len(trace), "processes": clients._next_process,
     }
     return SimResult(
-        config=config, history=clients.history, trace=trace, trace_sha256=trace.sha256(), ops_ok=ops_ok,
+        config=config, clients=clients, trace=trace, trace_sha256=trace.sha256(), ops_ok=ops_ok,
         ops_failed=outcomes.count("fail"), ops_info=outcomes.count("info"),
         throughput_ops_s=ops_ok / config.duration_s,
         latency_ms_p50=_percentile_ms(clients.latencies_s, 50), latency_ms_p99=_percentile_ms(clients.latencies_s, 99),

@@ -43,6 +43,11 @@ from seedance.sim.trace import Trace
 MESSAGE, TIMER, CLIENT, COLLECTIVE = 0, 1, 2, 3
 
 
+def _sorted_mapping(attrs: Mapping[Any, Any]) -> dict[Any, Any]:
+    """A copy with keys in sorted order (by their text), so the trace's bytes do not depend on insertion order."""
+    return {k: attrs[k] for k in sorted(attrs, key=str)}
+
+
 class Host:
     """One node's machine: its node object (None while crashed), CPU, timers, inbox, storage."""
 
@@ -331,7 +336,7 @@ class Runtime:
                 self.collectives.join(host, effect, cursor)
             elif kind is Annotate:
                 if tracing:
-                    self._record((cursor, "annotate", node_id, effect.name, dict(effect.attrs)))
+                    self._record((cursor, "annotate", node_id, effect.name, _sorted_mapping(effect.attrs)))
             else:
                 raise TypeError(f"node {node_id} returned {effect!r}, which is not an effect of the node contract")
 

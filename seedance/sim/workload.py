@@ -74,7 +74,8 @@ class KeyChooser:
 
 
 class _Client:
-    __slots__ = ("slot", "process", "device", "target", "busy", "request", "invoked_s", "op_seq")
+    __slots__ = ("slot", "process", "device", "target", "busy", "request", "invoked_s", "op_seq", "deadline_s",
+                 "watchdog")
 
     def __init__(self, slot: int, process: int, device: int, target: int) -> None:
         self.slot = slot
@@ -85,6 +86,8 @@ class _Client:
         self.request: ClientRequest | None = None
         self.invoked_s = 0.0
         self.op_seq = 0
+        self.deadline_s = 0.0  # when the outstanding operation times out
+        self.watchdog = False  # a timeout check is scheduled (one per client, re-armed lazily)
 
 
 class Clients:
@@ -101,7 +104,8 @@ class Clients:
         self.num_nodes = num_nodes
         self.end_s = end_s
         self.trace = runtime.trace
-        self.history: list[Event] = []
+        self.rows: list[tuple[int, EventType, Operation, str | None, Any, float]] = []  # the history, raw
+        self._events: list[Event] = []
         self.clients: list[_Client] = []
         self._idle: deque[_Client] = deque()
         self._next_process = 0
@@ -168,11 +172,13 @@ class Clients:
         client.busy = True
         client.invoked_s = now
         client.op_seq += 1
-        self.history.append(Event(process=client.process, type=EventType.INVOKE, f=op, key=key,
-                                  value=list(value) if op is Operation.CAS else value, time=now))
+        self.rows.append((client.process, EventType.INVOKE, op, key, value, now))
         if self.trace.enabled:
             self.trace.records.append((now, "invoke", -1, client.process, op.value, key, value))
-        call_at(self.env, now + self.config.op_timeout_s, self._timed_out, (client, client.op_seq))
+        client.deadline_s = now + self.config.op_timeout_s
+        if not client.watchdog:
+            client.watchdog = True
+            call_at(self.env, client.deadline_s, self._watchdog, client)
         self._send(client, now)
 
     def _send(self, client: _Client, now: float) -> None:
@@ -225,11 +231,18 @@ class Clients:
         if client.busy and client.op_seq == op_seq:
             self._send(client, self.env.now)
 
-    def _timed_out(self, event: Any) -> None:
-        client, op_seq = event.args
-        if client.busy and client.op_seq == op_seq:
+    def _watchdog(self, event: Any) -> None:
+        """The client's timeout check: time out the outstanding op if its deadline passed, else re-arm for it."""
+        client = event.args
+        now = self.env.now
+        if client.busy and client.deadline_s <= now:
             client.target = (client.target + 1) % self.num_nodes
-            self._complete(client, EventType.INFO, None, self.env.now)
+            client.watchdog = False
+            self._complete(client, EventType.INFO, None, now)
+        elif client.busy:
+            call_at(self.env, client.deadline_s, self._watchdog, client)
+        else:
+            client.watchdog = False
 
     def _complete(self, client: _Client, outcome: EventType, read_value: Any, now: float) -> None:
         request = client.request
@@ -238,9 +251,8 @@ class Clients:
         if op is Operation.READ:
             value = read_value if outcome is EventType.OK else None
         else:
-            value = list(request.value) if op is Operation.CAS else request.value
-        self.history.append(Event(process=client.process, type=outcome, f=op, key=request.key, value=value,
-                                  time=now))
+            value = request.value
+        self.rows.append((client.process, outcome, op, request.key, value, now))
         if self.trace.enabled:
             self.trace.records.append((now, "return", -1, client.process, outcome.value, value))
         self.completions.append((now, outcome.value))
@@ -255,10 +267,21 @@ class Clients:
         client.busy = False
         client.request = None
         if self.config.mode == "closed":
-            if now + self.config.think_s < self.end_s:
+            if self.config.think_s == 0.0:
+                if now < self.end_s:
+                    self._invoke(client, now)
+            elif now + self.config.think_s < self.end_s:
                 call_at(self.env, now + self.config.think_s, self._begin, client)
         else:
             self._idle.append(client)
+
+    @property
+    def history(self) -> list[Event]:
+        """The history so far as validated :class:`Event` objects (built on demand from the raw rows)."""
+        events = self._events
+        for process, kind, op, key, value, time_s in self.rows[len(events):]:
+            events.append(Event(process=process, type=kind, f=op, key=key, value=value, time=time_s))
+        return events
 
     def finish(self, now: float) -> None:
         """Complete every pending operation as ``info`` (indeterminate) at the end of the run."""
