@@ -240,7 +240,8 @@ def test_base_latency_from_topology_meta_is_added_once_per_call():
 
     from seedance.models.topology import load
 
-    plain = load("hgx-h100")
+    preset = load("hgx-h100")
+    plain = dataclasses.replace(preset, meta={**preset.meta, "base_latency_us": 0.0})
     tuned = dataclasses.replace(plain, meta={**plain.meta, "base_latency_us": 8.4})  # NCCL baseLat, ring/Simple
     for collective in COLLECTIVES:
         for algorithm in ALGORITHMS[collective]:

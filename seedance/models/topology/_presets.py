@@ -282,6 +282,13 @@ def preset(name: str, nodes: int | None = None) -> Topology:
     return _build(name, nodes)
 
 
+# Per-call software latency of a collective, added once per call by the cost model (Topology.meta). NCCL's own tuning
+# model starts every collective at a base latency before adding per-step hardware latencies: in NVIDIA/nccl
+# src/graph/tuning.cc, ``baseLat`` Ring/LL = 3.6 µs (the Ring/LL entry of the 2.8-era table; later releases list a
+# few µs more). Without it the model predicts ~1 µs for an 8-byte allreduce where nccl-tests shows ~10 µs.
+NCCL_BASE_LATENCY_US = 3.6
+
+
 @functools.lru_cache(maxsize=16)
 def _build(name: str, nodes: int) -> Topology:
     spec = PRESETS[name]
@@ -295,5 +302,10 @@ def _build(name: str, nodes: int) -> Topology:
         g,
         name=name if nodes == 1 else f"{name}-{nodes}nodes",
         source=f"preset:{name}",
-        meta={"preset": name, "nodes": nodes, "description": spec.description},
+        meta={
+            "preset": name,
+            "nodes": nodes,
+            "description": spec.description,
+            "base_latency_us": NCCL_BASE_LATENCY_US,
+        },
     )
