@@ -33,16 +33,20 @@ def _copy_plain(value: Any) -> Any:
     return value
 
 
+_MUTABLE = (list, dict, tuple, set, bytearray)
+
+
 class Storage:
     """The durable image and volatile buffer of one node."""
 
-    __slots__ = ("values", "logs", "staged", "disk_free_s", "fsync_s", "inv_bandwidth", "bytes_written",
-                 "fsyncs", "lost_writes")
+    __slots__ = ("values", "logs", "staged", "staged_bytes", "disk_free_s", "fsync_s", "inv_bandwidth",
+                 "bytes_written", "fsyncs", "lost_writes")
 
     def __init__(self, *, fsync_s: float, write_bandwidth_GBps: float) -> None:
         self.values: dict[str, Any] = {}
         self.logs: dict[str, list[Any]] = {}
         self.staged: list[Persist | PersistLog] = []
+        self.staged_bytes = 0
         self.disk_free_s = 0.0
         self.fsync_s = fsync_s
         self.inv_bandwidth = 1.0 / (write_bandwidth_GBps * 1e9)
@@ -51,15 +55,14 @@ class Storage:
         self.lost_writes = 0
 
     def stage(self, effect: Persist | PersistLog) -> None:
-        if type(effect) is Persist:
-            value = effect.value
-            if isinstance(value, (list, dict, tuple, set, bytearray)):
-                effect = Persist(key=effect.key, value=_copy_plain(value), size_bytes=effect.size_bytes)
+        if type(effect) is Persist and type(effect.value) in _MUTABLE:
+            effect = Persist(key=effect.key, value=_copy_plain(effect.value), size_bytes=effect.size_bytes)
         self.staged.append(effect)
+        self.staged_bytes += effect.size_bytes
 
     def sync_done_s(self, now_s: float) -> float:
         """Book one fsync of everything staged, starting at ``now_s``; when it completes."""
-        size = sum(effect.size_bytes for effect in self.staged)
+        size = self.staged_bytes
         start = now_s if now_s > self.disk_free_s else self.disk_free_s
         done = start + self.fsync_s + size * self.inv_bandwidth
         self.disk_free_s = done
@@ -81,6 +84,7 @@ class Storage:
                 del log[effect.start:]
                 log.extend(effect.entries)
         self.staged = []
+        self.staged_bytes = 0
         return count
 
     def crash(self) -> int:
@@ -88,6 +92,7 @@ class Storage:
         lost = len(self.staged)
         self.lost_writes += lost
         self.staged = []
+        self.staged_bytes = 0
         return lost
 
     def durable_state(self) -> DurableState:

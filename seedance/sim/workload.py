@@ -25,6 +25,8 @@ Rules (Jepsen's client model, Kingsbury 2013–; history format of :mod:`seedanc
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_right
 from collections import deque
 from typing import Any
 
@@ -39,16 +41,38 @@ _OPS = (Operation.READ, Operation.WRITE, Operation.CAS)
 _TYPE = {Outcome.OK: EventType.OK, Outcome.FAIL: EventType.FAIL, Outcome.INFO: EventType.INFO}
 
 
+class Uniforms:
+    """Uniform [0, 1) draws from an injected generator, fetched in blocks (numpy's per-call cost is paid once)."""
+
+    __slots__ = ("rng", "_block", "_next")
+
+    def __init__(self, rng: np.random.Generator, block: int = 4096) -> None:
+        self.rng = rng
+        self._block = block
+        self._next = iter(())
+
+    def __call__(self) -> float:
+        try:
+            return next(self._next)
+        except StopIteration:
+            self._next = iter(self.rng.random(self._block).tolist())
+            return next(self._next)
+
+    def exponential(self, mean: float) -> float:
+        return -mean * math.log1p(-self())
+
+
 class KeyChooser:
     """Draws keys by the configured distribution from an injected generator."""
 
-    def __init__(self, config: WorkloadConfig, rng: np.random.Generator) -> None:
+    def __init__(self, config: WorkloadConfig, rng: np.random.Generator | Uniforms) -> None:
         self.names = [f"k{i}" for i in range(config.keys)]
-        self.rng = rng
+        self.uniform = rng if isinstance(rng, Uniforms) else Uniforms(rng)
         self.distribution = config.key_distribution
         self.conflict_rate = config.conflict_rate
         weights = 1.0 / np.arange(1, config.keys + 1, dtype=float) ** config.zipf_s
         self.zipf_cdf = np.cumsum(weights / weights.sum())
+        self._cdf = self.zipf_cdf.tolist()
 
     def probabilities(self) -> np.ndarray:
         """The exact probability of each key (for tests against the empirical frequencies)."""
@@ -63,14 +87,14 @@ class KeyChooser:
 
     def draw(self) -> str:
         n = len(self.names)
+        u = self.uniform()
         if self.distribution == "uniform":
-            return self.names[int(self.rng.integers(n))]
+            return self.names[int(u * n)]
         if self.distribution == "zipf":
-            index = int(np.searchsorted(self.zipf_cdf, self.rng.random(), side="right"))
-            return self.names[min(index, n - 1)]
-        if n == 1 or self.rng.random() < self.conflict_rate:
+            return self.names[min(bisect_right(self._cdf, u), n - 1)]
+        if n == 1 or u < self.conflict_rate:
             return self.names[0]
-        return self.names[1 + int(self.rng.integers(n - 1))]
+        return self.names[1 + int(self.uniform() * (n - 1))]
 
 
 class _Client:
@@ -99,8 +123,8 @@ class Clients:
         self.runtime = runtime
         self.network = runtime.network
         self.config = config
-        self.rng = rng
-        self.keys = KeyChooser(config, rng)
+        self.uniform = Uniforms(rng)
+        self.keys = KeyChooser(config, self.uniform)
         self.num_nodes = num_nodes
         self.end_s = end_s
         self.trace = runtime.trace
@@ -116,7 +140,7 @@ class Clients:
         self.completions: list[tuple[float, str]] = []  # (time, outcome) of every completion
         runtime.reply_sink = self._reply_sent
         cumulative = np.cumsum(config.mix)
-        self._mix_cdf = cumulative / cumulative[-1]
+        self._mix_cdf = (cumulative / cumulative[-1]).tolist()
 
     # ------------------------------------------------------------------------------------------------- set-up
     def _new_client(self) -> _Client:
@@ -134,9 +158,9 @@ class Clients:
         if self.config.mode == "closed":
             for _ in range(self.config.clients):
                 client = self._new_client()
-                call_at(self.env, float(self.rng.random()) * 1e-3, self._begin, client)
+                call_at(self.env, self.uniform() * 1e-3, self._begin, client)
         else:
-            call_at(self.env, float(self.rng.exponential(1.0 / self.config.rate_ops_s)), self._arrival, None)
+            call_at(self.env, self.uniform.exponential(1.0 / self.config.rate_ops_s), self._arrival, None)
 
     def _arrival(self, event: Any) -> None:
         now = self.env.now
@@ -144,7 +168,7 @@ class Clients:
             return
         client = self._idle.popleft() if self._idle else self._new_client()
         self._invoke(client, now)
-        call_at(self.env, now + float(self.rng.exponential(1.0 / self.config.rate_ops_s)), self._arrival, None)
+        call_at(self.env, now + self.uniform.exponential(1.0 / self.config.rate_ops_s), self._arrival, None)
 
     def _begin(self, event: Any) -> None:
         client = event.args
@@ -154,7 +178,7 @@ class Clients:
 
     # ----------------------------------------------------------------------------------------------- operations
     def _draw_op(self) -> tuple[Operation, str, Any]:
-        op = _OPS[int(np.searchsorted(self._mix_cdf, self.rng.random(), side="right"))]
+        op = _OPS[min(bisect_right(self._mix_cdf, self.uniform()), 2)]
         key = self.keys.draw()
         if op is Operation.READ:
             return op, key, None
