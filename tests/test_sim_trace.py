@@ -58,3 +58,16 @@ def test_disabled_trace_records_nothing_but_runs_the_same():
     quiet = SimConfig(**{**base.__dict__, "trace": False})
     a, b = simulate(base), simulate(quiet)
     assert len(b.trace) == 0 and a.ops_ok == b.ops_ok and a.stats["messages_sent"] == b.stats["messages_sent"]
+
+
+def test_fast_forward_is_only_an_optimisation(monkeypatch):
+    """Handling queued inputs without a wake-up event must not change a single trace byte."""
+    from seedance.sim.runtime import Runtime
+
+    pytest.importorskip("seedance.models.protocols.raft")
+    busy = SimConfig(protocol="raft", nodes=5, duration_s=0.3, seed=3, workload=WorkloadConfig(clients=16))
+    fast = simulate(busy)
+    monkeypatch.setattr(Runtime, "fast_forward", False)
+    slow = simulate(busy)
+    assert fast.ops_ok > 100 and fast.trace_sha256 == slow.trace_sha256
+    assert next(fast.runtime.env._eid) < next(slow.runtime.env._eid)  # it did skip wake-up events
