@@ -145,7 +145,7 @@ def test_wire_bytes_formulas():
 
 @pytest.mark.parametrize("spec", ["top_k:0.1", "random_k:0.25", "scaled_sign", "qsgd:2", "identity", "fp16"])
 def test_error_feedback_bookkeeping(spec):
-    """Σ sent + residual = Σ updates after every step (nothing is lost, only delayed; Stich et al. 2018 eq. (Mem-SGD))."""
+    """Σ sent + residual = Σ updates after every step: nothing is lost, only delayed (Stich et al. 2018, Mem-SGD)."""
     compressor = parse_compressor(spec)
     rng = np.random.default_rng(8)
     feedback = ErrorFeedback(compressor, (3, 20))

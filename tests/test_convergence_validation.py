@@ -43,9 +43,8 @@ def config():
 
 @pytest.fixture(scope="module")
 def theorem_runs(problem, config):
-    chosen = {"top_k:0.1": parse_compressor("top_k:0.1"), "scaled_sign": parse_compressor("scaled_sign"),
-              "qsgd:2": parse_compressor("qsgd:2"), "random_k_unbiased:0.05": parse_compressor("random_k_unbiased:0.05"),
-              "local_sgd": None}
+    names = ["top_k:0.1", "scaled_sign", "qsgd:2", "random_k_unbiased:0.05"]
+    chosen = {**{name: parse_compressor(name) for name in names}, "local_sgd": None}
     return {name: theorem_run(problem, compressor, config, None) for name, compressor in chosen.items()}
 
 
@@ -56,15 +55,16 @@ def test_empirical_gap_never_exceeds_the_bound(theorem_runs, name):
     assert len(result.horizons) == 600 and result.horizons[0] == 1  # every iteration, no burn-in needed
     over = np.nonzero(high > bound)[0]
     assert over.size == 0, (
-        f"{name} ({citation}): upper CI {high[over[0]]:.3g} > bound {bound[over[0]]:.3g} at T={result.horizons[over[0]]}"
+        f"{name} ({citation}): upper CI {high[over[0]]:.3g} > bound {bound[over[0]]:.3g}"
+        f" at T={result.horizons[over[0]]}"
         f" (G²={constants.second_moment_G2:.3g}); reproduce: {REPRODUCE}"
     )
     assert np.all(mean > 0)  # a gap, not noise around f*
 
 
 def test_a_bound_without_the_compression_term_is_violated(theorem_runs):
-    """Rescaled random-k (d = 40, k = 2: ω = d/k − 1 = 19) with the ω term dropped (plain SGD's 2G²/(μ(T + 1))): the empirical gap's
-    lower CI exceeds it, so the bound check is not vacuous."""
+    """Rescaled random-k (d = 40, k = 2: ω = d/k − 1 = 19) with the ω term dropped (plain SGD's 2G²/(μ(T + 1))):
+    the empirical gap's lower CI exceeds it, so the bound check is not vacuous."""
     result, _constants, bound, wrong, _ = theorem_runs["random_k_unbiased:0.05"]
     _mean, low, high = mean_and_ci(result.gap_average)
     assert np.all(high <= bound)

@@ -132,13 +132,11 @@ def _round_to_bfloat16(array: np.ndarray) -> np.ndarray:
     pass through as NaN/inf.
     """
     single = np.ascontiguousarray(array, dtype=np.float32)
-    bits = single.view(np.uint32).astype(np.uint64)
-    rounding = 0x7FFF + ((bits >> 16) & 1)
-    rounded = ((bits + rounding) & 0xFFFF0000).astype(np.uint32)
-    special = ~np.isfinite(single)
-    result = rounded.view(np.float32)
-    result = np.where(special, single, result)
-    return result.astype(array.dtype)
+    bits = single.view(np.uint32)
+    # finite patterns are at most 0xFF7FFFFF, so adding at most 0x8000 cannot wrap around in uint32
+    rounded = (bits + (np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))) & np.uint32(0xFFFF0000)
+    result = np.where(np.isfinite(single), rounded.view(np.float32), single)
+    return result.astype(array.dtype, copy=False)
 
 
 def cast(g: Any, dtype: str) -> Any:

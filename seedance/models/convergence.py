@@ -210,7 +210,7 @@ def unbiased_compressed_sgd_bound(T, *, constants: ProblemConstants, omega: floa
     )
 
 
-# --- 4. Stich 2019, local SGD, Theorem 2.2 -----------------------------------------------------------------------------
+# --- 4. Stich 2019, local SGD, Theorem 2.2 ----------------------------------------------------------------------
 
 
 def local_sgd_schedule(mu: float, L: float, period_H: int) -> StepSchedule:

@@ -100,7 +100,8 @@ def _constants(problem: LogisticProblem, result: RunResult) -> bounds.ProblemCon
 def theorem_run(problem: LogisticProblem, compressor: Compressor | None, config: ExperimentConfig, progress):
     """Run one compressor with its theorem's schedule; return (result, bound, wrong bound or None, citation)."""
     mu, L, d = problem.strong_convexity_mu, problem.smoothness_L, problem.dim
-    common = dict(iterations=config.iterations, batch=config.theorem_batch, seeds=config.seeds, root_seed=config.root_seed,
+    common = dict(iterations=config.iterations, batch=config.theorem_batch, seeds=config.seeds,
+                  root_seed=config.root_seed,
                   dense_until=config.dense_until, points=config.points)
     if compressor is None:
         schedule = bounds.local_sgd_schedule(mu, L, config.local_period_H)

@@ -163,7 +163,8 @@ def run(problem: Problem, spec: RunSpec, progress: Callable[[int], None] | None 
     if progress is not None and T % 100:
         progress(T % 100)
     return RunResult(
-        spec=spec, problem=problem.name, horizons=grid + 1, gap_last=gap_last, gap_average=gap_average, grad_norm2=grad_norm2,
+        spec=spec, problem=problem.name, horizons=grid + 1, gap_last=gap_last, gap_average=gap_average,
+        grad_norm2=grad_norm2,
         second_moment=second, sample_variance=variance,
     )
 
