@@ -130,3 +130,18 @@ def test_delay_spike_delays_messages():
     spec, _ = run(_echo_pairs(), actions=[(0.0, lambda rt: (rt.network.set_fault("spike_s", 0.05),
                                                              rt.network.set_fault("spike_p", 1.0)))])
     assert min(e[0] for e in inputs(spec, "message", node=1)) >= 0.05
+
+
+def test_nodes_per_host_places_nodes_across_servers():
+    """One node per DGX server: consensus messages cross the inter-host fabric, not NVLink."""
+    from seedance.sim.network import placement
+
+    topo = resolve_topology("dgx-a100", 5, nodes_per_host=1)
+    assert topo.num_hosts == 5 and placement(topo, 5, 1) == [0, 8, 16, 24, 32]
+    spread = Network(topo, 5, np.random.default_rng(0), devices=placement(topo, 5, 1))
+    packed = Network(load("dgx-a100"), 5, np.random.default_rng(0))
+    assert spread.uncontended_s(0, 1, SMALL) > packed.uncontended_s(0, 1, SMALL)
+    with pytest.raises(SpecError, match="per host"):
+        placement(load("dgx-a100"), 5, 1)
+    with pytest.raises(SpecError, match="nodes_per_host"):
+        resolve_topology(None, 3, nodes_per_host=2)

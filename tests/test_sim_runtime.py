@@ -211,3 +211,57 @@ def test_storage_fsync_latency_is_configurable():
     spec, _ = run(react, nodes=1, storage=StorageConfig(fsync_s=0.004))
     (fired, *_), = inputs(spec, "timer")
     assert fired == pytest.approx(0.004)
+
+
+def test_invariant_hooks_run_after_each_input_and_stop_the_run():
+    """Campaign hooks: a returned string is a violation, recorded with its time; the run stops there."""
+    def react(node, kind, arg, now):
+        if kind == "start":
+            return [SetTimer(name="t", delay_s=0.01)]
+        if kind == "timer":
+            node.state["fired"] = node.state.get("fired", 0) + 1
+            return [SetTimer(name="t", delay_s=0.01)]
+    calls = []
+
+    def hook(view):
+        calls.append(view.now)
+        fired = [n.state.get("fired", 0) for n in view.nodes if n is not None]
+        return "fired three times" if max(fired) >= 3 else None
+    spec = probe_spec(react)
+    result = simulate(SimConfig(protocol=spec, nodes=1, duration_s=1.0, workload=NO_CLIENTS), invariants=[hook])
+    assert result.violations == [(pytest.approx(0.03, abs=1e-4), "fired three times")]
+    assert len(calls) == 3 and len(inputs(spec, "timer")) == 3
+
+    periodic = []
+    simulate(SimConfig(protocol=probe_spec(react), nodes=1, duration_s=0.1, workload=NO_CLIENTS),
+             invariants=[lambda view: periodic.append(view.now)], invariant_every_s=0.025)
+    assert periodic == pytest.approx([0.025, 0.05, 0.075])
+
+
+def test_an_injected_mutant_is_caught_by_the_checker():
+    """Echo with the reply sent BEFORE the write is durable: a crash loses an acknowledged write (Raft §5.1's
+    rule broken) and the linearizability checker sees the stale read."""
+    from seedance.models.protocols import echo
+    from seedance.models.protocols.contract import Reply
+    from seedance.sim import NemesisConfig
+
+    class ReplyBeforePersist(echo.EchoNode):
+        def on_client_request(self, request, now):
+            effects = super().on_client_request(request, now)
+            return sorted(effects, key=lambda e: not isinstance(e, Reply))  # replies first
+
+    mutant = echo.ProtocolSpec(name="echo-reply-before-persist", factory=ReplyBeforePersist,
+                               message_types=echo.SPEC.message_types, default_config=echo.SPEC.default_config)
+    verdicts = []
+    for seed in range(10):
+        config = SimConfig(protocol=mutant, nodes=1, duration_s=0.3, seed=seed, check=True,
+                           workload=WorkloadConfig(clients=4, keys=2, op_timeout_s=0.02),
+                           nemesis=NemesisConfig(faults=("crash",)))
+        verdicts.append(simulate(config).linearizable)
+        if verdicts[-1] is False:
+            break
+    assert False in verdicts
+    healthy = SimConfig(protocol="echo", nodes=1, duration_s=0.3, seed=len(verdicts) - 1, check=True,
+                        workload=WorkloadConfig(clients=4, keys=2, op_timeout_s=0.02),
+                        nemesis=NemesisConfig(faults=("crash",)))
+    assert simulate(healthy).linearizable is True

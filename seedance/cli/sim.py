@@ -70,6 +70,8 @@ def command() -> None:
 @click.option("--nodes", type=int, default=5, show_default=True, help="Protocol nodes (node i on device i).")
 @click.option("--topology", default=None, help="Preset name or YAML/JSON file; default: uniform switch fabric.")
 @click.option("--hosts", type=int, default=None, help="Servers of a preset topology (default: fewest that fit).")
+@click.option("--nodes-per-host", type=int, default=None,
+              help="Place this many nodes on each server (default: node i on device i).")
 @click.option("--clients", type=int, default=16, show_default=True, help="Closed-loop clients.")
 @click.option("--duration", type=float, default=5.0, show_default=True, help="Simulated seconds.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Root seed of every random choice.")
@@ -88,7 +90,8 @@ def command() -> None:
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="out/sim", show_default=True,
               help="Directory for history.jsonl, trace.json, summary.json.")
 @json_option
-def run_command(protocol: str, nodes: int, topology: str | None, hosts: int | None, clients: int, duration: float,
+def run_command(protocol: str, nodes: int, topology: str | None, hosts: int | None, nodes_per_host: int | None,
+                clients: int, duration: float,
                 seed: int, nemesis: str, faulty_fraction: float, workload: str, rate: float, mix: str, keys: int,
                 key_dist: str, op_timeout: float, settings: tuple[str, ...], check: bool, check_timeout: float,
                 out_dir: str, as_json: bool) -> int:
@@ -101,6 +104,7 @@ def run_command(protocol: str, nodes: int, topology: str | None, hosts: int | No
     faults = tuple(f.strip() for f in nemesis.split(",") if f.strip() and f.strip() != "none")
     config = SimConfig(
         protocol=protocol, nodes=nodes, duration_s=duration, seed=seed, topology=topology, topology_hosts=hosts,
+        nodes_per_host=nodes_per_host,
         protocol_config=_settings(settings),
         workload=WorkloadConfig(mode=workload, clients=clients, rate_ops_s=rate, mix=_mix(mix), keys=keys,
                                 op_timeout_s=op_timeout, **_key_dist(key_dist)),

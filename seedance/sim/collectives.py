@@ -132,7 +132,7 @@ class Collectives:
         if cached is not None:
             return cached
         topology = self.network.topology
-        index = np.asarray(coll.group)
+        index = np.asarray([self.network.devices[m] for m in coll.group])
         bandwidth = topology.bandwidth_GBps[np.ix_(index, index)]
         latency = topology.latency_us[np.ix_(index, index)]
         if self._collective_time is not None:

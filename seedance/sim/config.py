@@ -150,7 +150,8 @@ class SimConfig:
 
     ``topology`` is a preset name / file path for :func:`seedance.models.topology.load`, a ``Topology``, or None
     for the uniform default fabric (see :mod:`seedance.sim.network`); ``topology_hosts`` sets a preset's server
-    count (default: the fewest that hold ``nodes``). ``duration_s`` is simulated time.
+    count (default: the fewest that hold ``nodes``); ``nodes_per_host`` places that many nodes on each server
+    (default: node i on device i). ``duration_s`` is simulated time.
     ``check`` runs the linearizability checker (model "kv") on the history with a ``check_timeout_s`` budget.
     """
 
@@ -160,6 +161,7 @@ class SimConfig:
     seed: int = 0
     topology: Any = None
     topology_hosts: int | None = None
+    nodes_per_host: int | None = None
     protocol_config: Mapping[str, Any] = field(default_factory=dict)
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
     nemesis: NemesisConfig = field(default_factory=NemesisConfig)
@@ -190,7 +192,8 @@ class SimConfig:
             topology = getattr(topology, "name", repr(topology))
         return {
             "protocol": self.protocol_name, "nodes": self.nodes, "duration_s": self.duration_s, "seed": self.seed,
-            "topology": topology, "topology_hosts": self.topology_hosts, "protocol_config": dict(self.protocol_config),
+            "topology": topology, "topology_hosts": self.topology_hosts,
+            "nodes_per_host": self.nodes_per_host, "protocol_config": dict(self.protocol_config),
             "workload": asdict(self.workload), "nemesis": asdict(self.nemesis), "cpu": asdict(self.cpu),
             "storage": asdict(self.storage), "trace": self.trace,
         }

@@ -2,8 +2,11 @@
 
 Rules:
 
-* Node ``i`` runs on device ``i`` of the topology (error if there are more nodes than devices). A client is attached
-  to the device of node ``client_id % nodes`` (it shares that host's links, like a client co-located with a server).
+* Node ``i`` runs on device ``i`` of the topology (error if there are more nodes than devices). With
+  ``nodes_per_host = K``, node ``i`` runs instead on device ``i % K`` of host ``i // K`` (e.g. K = 1: one node per
+  server, so consensus traffic crosses the inter-host fabric). A client is attached to the device of node
+  ``client_id % nodes`` (it shares that host's links, like a client co-located with a server). Everything below is
+  in node ids; the placement maps them to devices.
 * A message from device ``s`` to ``d`` crosses the directed links of ``topology.routes[(s, d)]``. Each link is a
   FIFO serialising resource with a bandwidth (GB/s per direction) and a latency (µs): the message is transmitted
   cut-through — its head enters link ``k`` once it has left link ``k-1`` (after that link's latency) *and* the link
@@ -52,13 +55,20 @@ def uniform_topology(num_devices: int, *, bandwidth_GBps: float = UNIFORM_LINK_G
                     source="seedance.sim.network.uniform_topology")
 
 
-def resolve_topology(topology: Any, num_nodes: int, *, hosts: int | None = None) -> Topology:
+def resolve_topology(topology: Any, num_nodes: int, *, hosts: int | None = None,
+                     nodes_per_host: int | None = None) -> Topology:
     """A Topology from a preset name / file path (``seedance.models.topology.load``), an object, or None.
 
-    ``hosts`` is the number of servers of a preset; when None, a preset is grown to the fewest servers whose devices
-    hold ``num_nodes`` nodes (``dgx-a100`` with 12 nodes: two 8-GPU servers).
+    ``hosts`` is the number of servers of a preset; when None, a preset is grown to the fewest servers that hold
+    ``num_nodes`` nodes (``dgx-a100`` with 12 nodes: two 8-GPU servers; with 5 nodes at 1 per host: five servers).
     """
+    if nodes_per_host is not None and (isinstance(nodes_per_host, bool) or not isinstance(nodes_per_host, int)
+                                       or nodes_per_host < 1):
+        raise SpecError("nodes_per_host", f"must be an integer >= 1, got {nodes_per_host!r}")
     if topology is None:
+        if nodes_per_host not in (None, 1):
+            raise SpecError("nodes_per_host", "the default fabric has one device per host",
+                            "give a multi-GPU --topology (e.g. dgx-a100) to place several nodes per host")
         return uniform_topology(num_nodes)
     if isinstance(topology, Topology):
         found = topology
@@ -67,22 +77,44 @@ def resolve_topology(topology: Any, num_nodes: int, *, hosts: int | None = None)
 
         name = str(topology)
         found = load(name, nodes=hosts)
-        if hosts is None and name in PRESETS and 0 < found.num_devices < num_nodes:
-            per_host = found.num_devices / max(found.num_hosts, 1)
-            found = load(name, nodes=-(-num_nodes // int(per_host)))
-    if found.num_devices < num_nodes:
-        raise SpecError("nodes", f"{num_nodes} nodes do not fit topology {found.name!r} of {found.num_devices} "
-                        "devices", f"use at most {found.num_devices} nodes or a larger topology")
+        if hosts is None and name in PRESETS:
+            per_host = int(found.num_devices / max(found.num_hosts, 1))
+            wanted = -(-num_nodes // min(nodes_per_host or per_host, per_host))
+            if wanted != found.num_hosts:
+                found = load(name, nodes=wanted)
+    placement(found, num_nodes, nodes_per_host)  # validates the fit
     return found
+
+
+def placement(topology: Topology, num_nodes: int, nodes_per_host: int | None = None) -> list[int]:
+    """The device of each node (see the module rules)."""
+    if nodes_per_host is None:
+        if topology.num_devices < num_nodes:
+            raise SpecError("nodes", f"{num_nodes} nodes do not fit topology {topology.name!r} of "
+                            f"{topology.num_devices} devices",
+                            f"use at most {topology.num_devices} nodes or a larger topology")
+        return list(range(num_nodes))
+    host_of = [int(h) for h in np.asarray(topology.host_of)]
+    by_host: dict[int, list[int]] = {}
+    for device, host in enumerate(host_of):
+        by_host.setdefault(host, []).append(device)
+    hosts = [by_host[h] for h in sorted(by_host)]
+    needed = -(-num_nodes // nodes_per_host)
+    if needed > len(hosts) or any(len(devices) < nodes_per_host for devices in hosts[:needed]):
+        raise SpecError("nodes", f"{num_nodes} nodes at {nodes_per_host} per host do not fit topology "
+                        f"{topology.name!r} ({len(hosts)} hosts of {min(map(len, hosts))}+ devices)",
+                        "fewer nodes per host, fewer nodes, or a larger topology (--hosts)")
+    return [hosts[i // nodes_per_host][i % nodes_per_host] for i in range(num_nodes)]
 
 
 class Network:
     """Link reservations and network faults for ``num_nodes`` nodes placed on ``topology``."""
 
     def __init__(self, topology: Topology, num_nodes: int, rng: np.random.Generator, *,
-                 loopback_s: float = 1e-6) -> None:
+                 devices: list[int] | None = None, loopback_s: float = 1e-6) -> None:
         self.topology = topology
         self.num_nodes = num_nodes
+        self.devices = list(devices) if devices is not None else list(range(num_nodes))
         self.rng = rng
         self.loopback_s = loopback_s
         self._link_index: dict[Any, int] = {}
@@ -110,17 +142,18 @@ class Network:
     def _route(self, src: int, dst: int) -> tuple[int, ...]:
         route = self._routes.get((src, dst))
         if route is None:
+            a, b = self.devices[src], self.devices[dst]
             try:
-                links = self.topology.routes[(src, dst)]
+                links = self.topology.routes[(a, b)]
             except KeyError:
-                raise SpecError("topology", f"{self.topology.name!r} has no route from device {src} to {dst}",
+                raise SpecError("topology", f"{self.topology.name!r} has no route from device {a} to {b}",
                                 "every ordered device pair needs a route") from None
             route = tuple(self._link_index[link] for link in links)
             self._routes[(src, dst)] = route
         return route
 
     def transit(self, src: int, dst: int, size_bytes: int, depart_s: float) -> float:
-        """Book the path from device ``src`` to ``dst`` for a message leaving at ``depart_s``; its arrival time."""
+        """Book the path from node ``src``'s device to ``dst``'s for a message leaving at ``depart_s``; its arrival."""
         self.bytes_sent += size_bytes
         if src == dst:
             return depart_s + self.loopback_s

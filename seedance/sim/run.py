@@ -38,7 +38,7 @@ from seedance.sim.collectives import Collectives
 from seedance.sim.config import SimConfig
 from seedance.sim.kernel import call_at
 from seedance.sim.nemesis import FaultWindow, Nemesis, draw_schedule
-from seedance.sim.network import Network, resolve_topology
+from seedance.sim.network import Network, placement, resolve_topology
 from seedance.sim.runtime import Runtime
 from seedance.sim.trace import Trace
 from seedance.sim.workload import Clients
@@ -126,6 +126,8 @@ def reproduce_command(config: SimConfig) -> str:
         args += ["--topology", config.topology]
         if config.topology_hosts is not None:
             args += ["--hosts", str(config.topology_hosts)]
+        if config.nodes_per_host is not None:
+            args += ["--nodes-per-host", str(config.nodes_per_host)]
     if config.nemesis.faults:
         args += ["--nemesis", ",".join(config.nemesis.faults)]
         if config.nemesis.faulty_fraction != 0.6:
@@ -165,12 +167,14 @@ def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invaria
     """
     wall_start = time.perf_counter()
     spec = _spec(config.protocol)
-    topology = resolve_topology(config.topology, config.nodes, hosts=config.topology_hosts)
+    topology = resolve_topology(config.topology, config.nodes, hosts=config.topology_hosts,
+                                nodes_per_host=config.nodes_per_host)
     root = np.random.SeedSequence(config.seed)
     node_seq, network_seq, workload_seq, nemesis_seq = root.spawn(4)
     env = simpy.Environment()
     trace = Trace(enabled=config.trace, num_nodes=config.nodes)
-    network = Network(topology, config.nodes, np.random.default_rng(network_seq))
+    network = Network(topology, config.nodes, np.random.default_rng(network_seq),
+                      devices=placement(topology, config.nodes, config.nodes_per_host))
     protocol_config = {**spec.default_config, **config.protocol_config}
     runtime = Runtime(env=env, spec=spec, protocol_config=protocol_config, num_nodes=config.nodes, network=network,
                       cpu=config.cpu, storage=config.storage, trace=trace, seed_sequence=node_seq)
