@@ -112,3 +112,64 @@ def run_command(protocol: str, nodes: int, clients: int, duration: float, seed: 
         click.echo(f"seedance: safety violation; reproduce with: {summary['reproduce']}", err=True)
         return 1
     return 0
+
+
+@command.command(name="calibrate")
+@click.option("--world-size", type=int, required=True, help="Ranks (local processes) to measure.")
+@click.option("--sizes", default="4KiB:64MiB:4", show_default=True,
+              help="Message sizes START:END[:FACTOR] (nccl-tests' -b/-e/-f).")
+@click.option("--reps", type=int, default=20, show_default=True, help="Timed repetitions for small messages.")
+@click.option("--warmups", type=int, default=2, show_default=True, help="Untimed runs before each measurement.")
+@click.option("--out", "out_file", type=click.Path(dir_okay=False), required=True,
+              help="Topology file to write (.yaml/.yml or .json); a FILE.calibration.json sidecar goes beside it.")
+@json_option
+def calibrate_command(world_size: int, sizes: str, reps: int, warmups: int, out_file: str, as_json: bool) -> None:
+    """Measure p2p and collective times with torch.distributed; fit a topology file for --topology."""
+    from seedance.models.units import parse_size_range
+    from seedance.real.calibrate import calibrate
+
+    if reps < 1 or warmups < 0:
+        raise SpecError("--reps" if reps < 1 else "--warmups", "out of range", "--reps >= 1, --warmups >= 0")
+    result = calibrate(world_size, parse_size_range(sizes, field="--sizes"), Path(out_file), reps=reps,
+                       warmups=warmups)
+    summary = {"topology": out_file, "world_size": world_size, "backend": result["backend"], "fits": result["fits"],
+               "pairs": [{k: p[k] for k in ("src", "dst", "bandwidth_GBps", "latency_us", "bandwidth_GBps_ci")}
+                         for p in result["pairs"]]}
+    if as_json:
+        emit_json(summary)
+    else:
+        for p in summary["pairs"]:
+            click.echo(f"{p['src']}->{p['dst']}: {p['bandwidth_GBps']:.3f} GB/s, {p['latency_us']:.1f} us")
+        for name, fit in result["fits"].items():
+            click.echo(f"{name}: {fit['algorithm']}, efficiency eta={fit['eta']:.3f}, per-message latency "
+                       f"kappa={fit['kappa_us']:.1f} us")
+        click.echo(f"wrote {out_file}")
+
+
+@command.command(name="validate")
+@click.option("--world-size", type=int, required=True, help="Ranks (local processes).")
+@click.option("--topology", "topology_file", type=click.Path(exists=True, dir_okay=False), required=True,
+              help="A calibrated topology file (from `seedance real calibrate`).")
+@click.option("--sizes", default="4KiB:64MiB:4", show_default=True, help="Message sizes START:END[:FACTOR].")
+@click.option("--reps", type=int, default=20, show_default=True, help="Timed repetitions for small messages.")
+@click.option("--warmups", type=int, default=2, show_default=True, help="Untimed runs before each measurement.")
+@click.option("--figure", "figure_stem", type=click.Path(dir_okay=False), default="out/real/validate",
+              show_default=True, help="Figure path without suffix (writes .pdf and .png).")
+@json_option
+def validate_command(world_size: int, topology_file: str, sizes: str, reps: int, warmups: int, figure_stem: str,
+                     as_json: bool) -> None:
+    """Run collectives for real and predict them with the cost model; print errors, save a figure."""
+    from seedance.models.units import parse_size_range
+    from seedance.real.validate import save_figure, validate
+
+    result = validate(world_size, Path(topology_file), parse_size_range(sizes, field="--sizes"), reps=reps,
+                      warmups=warmups)
+    result["figure"] = [str(p) for p in save_figure(result, Path(figure_stem))]
+    if as_json:
+        emit_json(result)
+    else:
+        for r in result["rows"]:
+            click.echo(f"{r['collective']:>10} {r['size_bytes']:>10} B  measured {r['measured_s'] * 1e3:9.3f} ms  "
+                       f"predicted {r['predicted_s'] * 1e3:9.3f} ms  error {r['rel_error'] * 100:+6.1f} %")
+        click.echo(f"median |error| >= 1 MiB: {result['median_abs_rel_error_ge_1MiB']}; "
+                   f"< 1 MiB: {result['median_abs_rel_error_lt_1MiB']}; figure {result['figure'][0]}")

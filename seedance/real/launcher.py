@@ -334,3 +334,56 @@ def _killpg(pid: int, sig: int) -> None:
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def run_workers(module: str, args: list[str], world_size: int, run_dir: Path, *, timeout_s: float = 1800.0,
+                bind_host: str = "127.0.0.1", extra_env: Mapping[str, str] | None = None) -> None:
+    """Run ``python -m module *args`` as ``world_size`` ranks with torchrun's environment; raise if any fails.
+
+    The rendezvous TCPStore is hosted here on ``bind_host``; every worker gets its own session and
+    ``PR_SET_PDEATHSIG``; on any failure, timeout or interrupt all workers' process groups are killed and reaped.
+    """
+    import torch.distributed as dist
+
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    listen = socket.socket(socket.AF_INET6 if ":" in bind_host else socket.AF_INET, socket.SOCK_STREAM)
+    listen.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listen.bind((bind_host, 0))
+    listen.listen(512)
+    port = listen.getsockname()[1]
+    store = dist.TCPStore(bind_host, port, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=300),
+                          master_listen_fd=listen.fileno())
+    listen.detach()
+    procs: list[subprocess.Popen] = []
+    try:
+        for rank in range(world_size):
+            env = dict(os.environ)
+            env.update(extra_env or {})
+            env.update({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world_size),
+                        "LOCAL_WORLD_SIZE": str(world_size), "GROUP_RANK": "0", "MASTER_ADDR": bind_host,
+                        "MASTER_PORT": str(port), "SEEDANCE_STORE_HOSTED": "1",
+                        "SEEDANCE_PARENT_PID": str(os.getpid()), "SEEDANCE_RUN_DIR": str(run_dir)})
+            with open(run_dir / f"worker-{rank}.log", "ab") as log_fh:
+                procs.append(subprocess.Popen([sys.executable, "-m", module, *args], env=env,
+                                              stdin=subprocess.DEVNULL, stdout=log_fh, stderr=subprocess.STDOUT,
+                                              start_new_session=True))
+        deadline = time.monotonic() + timeout_s
+        while any(p.poll() is None for p in procs):
+            failed = [r for r, p in enumerate(procs) if p.poll() not in (None, 0)]
+            if failed:
+                tail = (run_dir / f"worker-{failed[0]}.log").read_text(errors="replace")[-2000:]
+                raise NodeFailure(failed[0], procs[failed[0]].returncode, tail)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"workers still running after {timeout_s:.0f} s; see {run_dir}/worker-*.log")
+            time.sleep(0.05)
+        failed = [r for r, p in enumerate(procs) if p.returncode != 0]
+        if failed:
+            tail = (run_dir / f"worker-{failed[0]}.log").read_text(errors="replace")[-2000:]
+            raise NodeFailure(failed[0], procs[failed[0]].returncode, tail)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                _killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        del store

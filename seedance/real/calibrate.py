@@ -1,0 +1,208 @@
+"""Calibrate the fabric model from measurements: a matrix-form topology file fitted to torch.distributed timings.
+
+Rules (seed §2.4 "B must be calibrated from measurements"; Hockney's alpha-beta model; Sen 1968 / Theil 1950
+robust slopes; Hoefler & Belli SC'15 on medians and confidence intervals):
+
+1. :mod:`.microbench` measures half ping-pong times for every ordered pair and every size, and collective times
+   (allreduce, allgather, broadcast), after warm-ups, with repetitions. Each (pair, size) is summarised by its median
+   with a 95 % bootstrap confidence interval.
+2. Per ordered pair, ``t(S) = alpha + S / beta`` is fitted to the medians by Theil–Sen (``scipy.stats.theilslopes``,
+   robust to the outliers a shared machine produces): ``latency_us = alpha`` (clipped at 0) and
+   ``bandwidth_GBps = beta``, with the slope's 95 % interval recorded.
+3. Collectives are not sums of isolated transfers: gloo reduces on the CPU, concurrent transfers share memory
+   bandwidth and cores. Two global factors are therefore fitted to the *collective* medians by
+   ``scipy.optimize.least_squares(loss="soft_l1")`` on log-ratios, *per collective*: an efficiency ``eta``
+   scaling every pair's bandwidth and a per-message latency ``kappa`` (µs) replacing the ping-pong latency (a
+   ping-pong on a shared CPU pays two scheduler wake-ups per message that a collective's pipelined steps do not),
+   for the cost-model algorithm
+   (:data:`seedance.models.cost.ALGORITHMS`) that fits best (gloo's own choice, seen from outside). On this kind of
+   machine they differ a lot between collectives (gloo's allgather copies through extra buffers, its broadcast
+   does not reduce), which is why one pair of factors cannot serve all.
+   The file holds allreduce's *effective* matrices ``eta * B`` and ``kappa`` (the collective training
+   and commit protocols use most), so ``--topology FILE`` needs nothing else; the sidecar ``FILE.calibration.json``
+   keeps the raw medians and intervals, the pair fits and every collective's ``eta``, ``kappa_us`` and algorithm,
+   which ``validate`` uses. Nothing is tuned per test: the same procedure runs for every world size and machine.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from seedance.errors import SpecError
+
+DEFAULT_SIZES = "4KiB:64MiB:4"
+
+
+# ------------------------------------------------------------------------------------------------ statistics
+def median_ci(samples: Sequence[float], confidence: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
+    """Median and a bootstrap (percentile) confidence interval; a single sample gives a zero-width interval."""
+    data = np.asarray(samples, dtype=float)
+    median = float(np.median(data))
+    if data.size < 3:
+        return median, float(data.min()), float(data.max())
+    from scipy.stats import bootstrap
+
+    res = bootstrap((data,), np.median, confidence_level=confidence, n_resamples=999, method="percentile",
+                    random_state=np.random.default_rng(seed))
+    low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    return median, min(low, median), max(high, median)
+
+
+def fit_pair(sizes: Sequence[int], times_s: Sequence[float]) -> dict[str, float]:
+    """Theil–Sen fit of ``t = alpha + S / beta``; bandwidth in GB/s, latency in µs, with the slope's 95 % CI."""
+    from scipy.stats import theilslopes
+
+    x = np.asarray(sizes, dtype=float)
+    y = np.asarray(times_s, dtype=float)
+    slope, intercept, low, high = theilslopes(y, x, alpha=0.95, method="joint")
+    if not slope > 0:  # flat or inverted (noise dominated): fall back to the largest message's rate
+        k = int(np.argmax(x))
+        slope, low, high = y[k] / x[k], y[k] / x[k], y[k] / x[k]
+        intercept = 0.0
+    return {"bandwidth_GBps": 1.0 / slope / 1e9, "latency_us": max(0.0, float(intercept)) * 1e6,
+            "bandwidth_GBps_ci": [1.0 / max(high, 1e-30) / 1e9, 1.0 / max(low, 1e-30) / 1e9]}
+
+
+# ---------------------------------------------------------------------------------------------- measurement
+def measure(world_size: int, sizes: Sequence[int], *, p2p: bool, collectives: Sequence[str], reps: int = 20,
+            warmups: int = 2, work_dir: Path | None = None, timeout_s: float = 3600.0) -> dict[str, Any]:
+    """Run :mod:`.microbench` on ``world_size`` local ranks and return its raw results."""
+    from seedance.real.launcher import run_workers
+
+    if world_size < 2:
+        raise SpecError("--world-size", f"{world_size}", "at least 2 ranks")
+    with tempfile.TemporaryDirectory(prefix="seedance-bench-") as tmp:
+        run_dir = Path(work_dir) if work_dir else Path(tmp)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        out = run_dir / "bench.json"
+        plan = {"p2p": p2p, "collectives": list(collectives), "sizes": [int(s) for s in sizes], "reps": reps,
+                "warmups": warmups, "out": str(out)}
+        (run_dir / "plan.json").write_text(json.dumps(plan))
+        run_workers("seedance.real.microbench", [str(run_dir / "plan.json")], world_size, run_dir,
+                    timeout_s=timeout_s)
+        return json.loads(out.read_text())
+
+
+def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for row in rows:
+        median, low, high = median_ci(row["samples_s"])
+        out.append({**{k: v for k, v in row.items() if k != "samples_s"}, "median_s": median, "ci_low_s": low,
+                    "ci_high_s": high, "samples": len(row["samples_s"])})
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------- fitting
+def _predict(collective: str, size: int, bandwidth: np.ndarray, latency: np.ndarray, algorithm: str) -> float:
+    from seedance.models.cost import collective_time
+    from seedance.models.topology import from_matrix
+
+    topology = from_matrix(bandwidth, latency)
+    return collective_time(collective, int(size), topology, algorithm=algorithm).time_s
+
+
+def fit_efficiency(rows: list[dict[str, Any]], bandwidth: np.ndarray, latency: np.ndarray) -> dict[str, Any]:
+    """Per collective: efficiency ``eta`` (bandwidth factor), software latency ``kappa_us`` and the best algorithm.
+
+    For each algorithm the cost model offers, ``(log eta, log kappa)`` is fitted by ``least_squares`` with a
+    ``soft_l1`` loss on ``log(predicted / measured)`` over that collective's sizes; the algorithm with the smallest
+    median absolute log error wins.
+    """
+    from scipy.optimize import least_squares
+
+    from seedance.models.cost import ALGORITHMS
+
+    fits: dict[str, dict[str, Any]] = {}
+    for c in sorted({r["collective"] for r in rows}):
+        mine = [r for r in rows if r["collective"] == c]
+        meas = np.array([r["median_s"] for r in mine])
+        best: dict[str, Any] | None = None
+        for algorithm in (a for a in ALGORITHMS[c] if a != "hierarchical"):
+            def residuals(params: np.ndarray, algorithm: str = algorithm) -> np.ndarray:
+                eta, kappa = np.exp(params)
+                pred = np.array([_predict(c, r["size_bytes"], bandwidth * eta, np.full_like(latency, kappa),
+                                          algorithm) for r in mine])
+                return np.log(pred / meas)
+
+            x = least_squares(residuals, np.array([0.0, np.log(20.0)]), loss="soft_l1", f_scale=0.1).x
+            error = float(np.median(np.abs(residuals(x))))
+            if best is None or error < best["median_abs_log_error"]:
+                best = {"algorithm": algorithm, "eta": float(np.exp(x[0])), "kappa_us": float(np.exp(x[1])),
+                        "median_abs_log_error": error}
+        assert best is not None
+        fits[c] = best
+    return fits
+
+
+def topology_for(collective: str, calibration: dict[str, Any]):
+    """The topology a collective is predicted on: the pair fits with that collective's (eta, kappa)."""
+    from seedance.models.topology import from_matrix
+
+    n = int(calibration["world_size"])
+    bandwidth, latency = np.ones((n, n)), np.zeros((n, n))
+    for p in calibration["pairs"]:
+        bandwidth[p["src"], p["dst"]], latency[p["src"], p["dst"]] = p["bandwidth_GBps"], p["latency_us"]
+    fit = calibration["fits"][collective]
+    return from_matrix(bandwidth * fit["eta"], np.full((n, n), fit["kappa_us"]), name=f"calibrated-{collective}",
+                       hosts=[0] * n)
+
+
+def calibrate(world_size: int, sizes: Sequence[int], out: Path, *, reps: int = 20, warmups: int = 2,
+              name: str | None = None, work_dir: Path | None = None) -> dict[str, Any]:
+    """Measure, fit and write the topology file ``out`` (YAML or JSON by suffix) and ``out.calibration.json``."""
+    from seedance.models.topology import from_matrix, load, to_dict
+
+    if len(sizes) < 2:
+        raise SpecError("--sizes", f"{len(sizes)} size(s)", "at least two sizes to fit latency and bandwidth")
+    raw = measure(world_size, sizes, p2p=True, collectives=("allreduce", "allgather", "broadcast"), reps=reps,
+                  warmups=warmups, work_dir=work_dir)
+    p2p = summarise(raw["p2p"])
+    collectives = summarise(raw["collectives"])
+    n = world_size
+    bandwidth = np.zeros((n, n))
+    latency = np.zeros((n, n))
+    pairs = []
+    for i in range(n):
+        for j in range(n):
+            if i == j:
+                continue
+            mine = sorted((r for r in p2p if r["src"] == i and r["dst"] == j), key=lambda r: r["size_bytes"])
+            fit = fit_pair([r["size_bytes"] for r in mine], [r["median_s"] for r in mine])
+            bandwidth[i, j], latency[i, j] = fit["bandwidth_GBps"], fit["latency_us"]
+            pairs.append({"src": i, "dst": j, **fit})
+    fits = fit_efficiency(collectives, bandwidth, latency)  # pair latencies stay in the sidecar
+    main = fits.get("allreduce") or next(iter(fits.values()))
+    effective_bw = bandwidth * main["eta"]
+    effective_lat = np.full_like(latency, main["kappa_us"])
+    np.fill_diagonal(effective_bw, 1.0)  # ignored by the matrix form
+    backend = raw.get("backend", "gloo")
+    topo_name = name or f"calibrated-{backend}-{n}"
+    topology = from_matrix(effective_bw, effective_lat, name=topo_name, hosts=[0] * n,
+                           device_kinds=f"cpu-{backend}" if backend == "gloo" else "gpu")
+    document = to_dict(topology)
+    document["description"] = (
+        f"seedance real calibrate: {backend}, world size {n}; per-pair Theil-Sen alpha-beta fits of half ping-pong "
+        f"medians; bandwidth scaled by allreduce's fitted efficiency eta={main['eta']:.4g}, latency its "
+        f"fitted per-message latency kappa={main['kappa_us']:.4g} us; per-collective eta, kappa and "
+        f"algorithm in {Path(out).name}.calibration.json")
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.suffix in (".yaml", ".yml"):
+        import yaml
+
+        out.write_text(yaml.safe_dump(document, sort_keys=False))
+    else:
+        out.write_text(json.dumps(document, indent=2) + "\n")
+    load(str(out))  # what we wrote must load everywhere --topology is accepted
+    sidecar = {"world_size": n, "backend": backend, "sizes_bytes": [int(s) for s in sizes], "reps": reps,
+               "warmups": warmups, "pairs": pairs, "p2p": p2p, "collectives": collectives, "fits": fits,
+               "topology": str(out)}
+    Path(str(out) + ".calibration.json").write_text(json.dumps(sidecar, indent=2) + "\n")
+    return sidecar
