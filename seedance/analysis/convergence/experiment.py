@@ -33,7 +33,7 @@ import torch
 from seedance.models import convergence as bounds
 from seedance.models.compression import Compressor, Kind, parse_compressor
 
-from .problems import LogisticProblem, MLPProblem, make_logistic, make_mlp
+from .problems import LogisticProblem, make_logistic, make_mlp
 from .time_to_accuracy import FABRICS, ComputeModel, load_fabric, time_to_accuracy
 from .training import RunResult, RunSpec, iterations_to_target, mean_and_ci, run
 
