@@ -18,8 +18,8 @@ Two families of runs on the generated problems (:mod:`.problems`), many seeds ea
 Time to accuracy multiplies the iterations a run needs to reach the target gap by the per-iteration time of
 :mod:`.time_to_accuracy` on each fabric. Caveat for reading the local SGD rows: the default logistic problem is
 well conditioned (κ ≈ 1.3) and nearly quadratic, and for a quadratic with identically distributed data local SGD's
-averaged model follows mini-batch SGD exactly, so H barely costs iterations here (nor, at these short horizons,
-on the MLP: 65 vs 65 iterations to its target in the 16-seed run).
+averaged model follows mini-batch SGD exactly, so H barely costs iterations here (check the MLP rows for a
+non-quadratic case).
 """
 
 from __future__ import annotations
