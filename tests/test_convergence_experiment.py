@@ -66,3 +66,18 @@ def test_cli_input_errors_are_one_line_and_exit_2(args, field, tmp_path, capsys)
     assert code == 2
     assert captured.err.count("\n") == 1 and field in captured.err
     assert main(["experiment", "convergence"]) == 2  # --out is required
+
+
+def test_compute_model_waits_for_the_slowest_generation():
+    """6·N·tokens FLOPs at mfu × peak; the mixed A100 + V100 cluster runs at the V100's pace."""
+    from seedance.analysis.convergence.time_to_accuracy import ComputeModel, load_fabric
+    from seedance.errors import SpecError
+
+    model = ComputeModel(parameters=1.3e9, tokens_per_device=4096, mfu=0.4)
+    flops = 6 * 1.3e9 * 4096
+    assert model.seconds(load_fabric("mixed-generations (mixed)")) == pytest.approx(flops / (0.4 * 125e12))
+    assert model.seconds(load_fabric("infiniband-4-nodes (hgx-h100 x4)")) == pytest.approx(flops / (0.4 * 989e12))
+    with pytest.raises(SpecError, match="device_kinds"):
+        model.peak_flops("TPUv4")
+    with pytest.raises(SpecError, match="topology"):
+        load_fabric("token-ring")
