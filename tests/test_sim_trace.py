@@ -71,3 +71,18 @@ def test_fast_forward_is_only_an_optimisation(monkeypatch):
     slow = simulate(busy)
     assert fast.ops_ok > 100 and fast.trace_sha256 == slow.trace_sha256
     assert next(fast.runtime.env._eid) < next(slow.runtime.env._eid)  # it did skip wake-up events
+
+
+def test_chrome_duration_events_never_overlap_on_a_thread():
+    """Viewers drop X events that overlap on one thread; flights in flight together get separate lanes."""
+    result = simulate(SimConfig(protocol="echo", nodes=3, duration_s=0.05, seed=1,
+                                protocol_config={"pings": 4}, workload=WorkloadConfig(clients=3)))
+    events = [e for e in result.trace.to_chrome()["traceEvents"] if e["ph"] == "X"]
+    by_thread: dict = {}
+    for event in events:
+        by_thread.setdefault((event["pid"], event["tid"]), []).append(event)
+    assert len({e["tid"] for e in events if e["cat"] == "net"}) > 1
+    for spans in by_thread.values():
+        spans.sort(key=lambda e: e["ts"])
+        for a, b in zip(spans, spans[1:]):
+            assert a["ts"] + a["dur"] <= b["ts"] + 1e-6

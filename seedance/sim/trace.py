@@ -57,6 +57,32 @@ def _fallback(value: Any) -> Any:
     return _plain(value)
 
 
+_INSTANT_TIDS = {"lifecycle": 1, "timer": 2, "storage": 3, "protocol": 4, "collective": 5, "net": 6}
+_INSTANT_CATEGORY = {"deliver": "net", "drop": "net", "duplicate": "net", "durable": "storage", "annotate": "protocol",
+                     "collective-start": "collective", "collective-done": "collective"}
+_LANE_TID_BASE = {"net": 100, "storage": 3, "nemesis": 1}
+
+
+def _on_lanes(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Give each X event a tid so that events on one (pid, tid) never overlap (greedy interval colouring)."""
+    placed: list[dict[str, Any]] = []
+    lanes: dict[tuple[int, str], list[float]] = {}  # (pid, category) -> end time of each lane
+    for span in sorted(spans, key=lambda e: (e["pid"], e["cat"], e["ts"])):
+        ends = lanes.setdefault((span["pid"], span["cat"]), [])
+        for lane, end in enumerate(ends):
+            if end <= span["ts"]:
+                break
+        else:
+            lane = len(ends)
+            ends.append(0.0)
+            base = _LANE_TID_BASE[span["cat"]]
+            placed.append({"name": "thread_name", "ph": "M", "pid": span["pid"], "tid": base + 1000 * lane,
+                           "args": {"name": span["cat"] + (f" {lane}" if lane else "")}})
+        ends[lane] = span["ts"] + span["dur"]
+        placed.append({**span, "tid": _LANE_TID_BASE[span["cat"]] + 1000 * lane})
+    return placed
+
+
 class Trace:
     """An append-only list of records. ``enabled=False`` records nothing (hash of the empty trace)."""
 
@@ -101,7 +127,11 @@ class Trace:
 
     # ------------------------------------------------------------------------------------------ chrome export
     def to_chrome(self) -> dict[str, Any]:
-        """The run as a Trace Event Format object (``{"traceEvents": [...], "displayTimeUnit": "ms"}``)."""
+        """The run as a Trace Event Format object (``{"traceEvents": [...], "displayTimeUnit": "ms"}``).
+
+        Duration (``X``) events never overlap on one thread: message flights and faults are spread over as many
+        "lanes" (threads) as were in flight at once, so viewers draw every one of them.
+        """
         clients_pid = self.num_nodes
         nemesis_pid = self.num_nodes + 1
         events: list[dict[str, Any]] = []
@@ -109,6 +139,10 @@ class Trace:
             events.append({"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": f"node {pid}"}})
         events.append({"name": "process_name", "ph": "M", "pid": clients_pid, "tid": 0, "args": {"name": "clients"}})
         events.append({"name": "process_name", "ph": "M", "pid": nemesis_pid, "tid": 0, "args": {"name": "nemesis"}})
+        for pid in range(self.num_nodes):
+            for category, tid in _INSTANT_TIDS.items():
+                events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": category}})
+        spans: list[dict[str, Any]] = []  # X events still to be placed on lanes
         invokes: dict[int, tuple[float, str]] = {}
         faults: dict[int, tuple[float, str, Any]] = {}
         for record in self.records:
@@ -117,12 +151,12 @@ class Trace:
             pid = node if node >= 0 else nemesis_pid
             if kind == "send":
                 _, _, _, name, dst, size, deliver_s = record
-                events.append({"name": name, "ph": "X", "cat": "net", "pid": pid, "tid": "net", "ts": ts,
-                               "dur": max(0.0, (deliver_s - time_s) * 1e6), "args": {"dst": dst, "size_bytes": size}})
+                spans.append({"name": name, "ph": "X", "cat": "net", "pid": pid, "ts": ts,
+                              "dur": max(0.0, (deliver_s - time_s) * 1e6), "args": {"dst": dst, "size_bytes": size}})
             elif kind == "persist":
                 _, _, _, count, size, durable_s = record
-                events.append({"name": "fsync", "ph": "X", "cat": "storage", "pid": pid, "tid": "storage", "ts": ts,
-                               "dur": (durable_s - time_s) * 1e6, "args": {"writes": count, "size_bytes": size}})
+                spans.append({"name": "fsync", "ph": "X", "cat": "storage", "pid": pid, "ts": ts,
+                              "dur": (durable_s - time_s) * 1e6, "args": {"writes": count, "size_bytes": size}})
             elif kind == "invoke":
                 _, _, _, process, f, key, value = record
                 invokes[process] = (ts, f"{f} {key}")
@@ -137,15 +171,14 @@ class Trace:
             elif kind == "fault-end":
                 fault_id = record[3]
                 start, name, params = faults.pop(fault_id, (ts, record[4], None))
-                events.append({"name": name, "ph": "X", "cat": "nemesis", "pid": nemesis_pid, "tid": name,
-                               "ts": start, "dur": ts - start, "args": {"params": _plain(params)}})
+                spans.append({"name": name, "ph": "X", "cat": "nemesis", "pid": nemesis_pid, "ts": start,
+                              "dur": ts - start, "args": {"params": _plain(params)}})
             else:
-                tid = {"deliver": "net", "drop": "net", "duplicate": "net", "durable": "storage",
-                       "annotate": "protocol", "collective-start": "collective",
-                       "collective-done": "collective"}.get(kind, kind if kind.startswith("timer") else "lifecycle")
+                category = _INSTANT_CATEGORY.get(kind, "timer" if kind.startswith("timer") else "lifecycle")
                 events.append({"name": kind if kind != "annotate" else str(record[3]), "ph": "i", "s": "t",
-                               "cat": tid, "pid": pid, "tid": tid, "ts": ts,
+                               "cat": category, "pid": pid, "tid": _INSTANT_TIDS[category], "ts": ts,
                                "args": {"details": _plain(list(record[3:]))}})
+        events.extend(_on_lanes(spans))
         return {"traceEvents": events, "displayTimeUnit": "ms"}
 
     def write_chrome(self, path: str | Path) -> Path:
