@@ -47,3 +47,23 @@ def test_bad_input_exits_2_with_one_line(args, message, capsys, tmp_path):
 def test_faults_are_listed(capsys):
     assert main(["sim", "faults", "--json"]) == 0
     assert "cpu-hog" in json.loads(capsys.readouterr().out)["faults"]
+
+
+def test_settings_without_a_flag_reproduce_through_extra(tmp_path, capsys):
+    """Every config reproduces from its one-line command, cost-model settings included."""
+    from seedance.sim import CpuConfig, NemesisConfig, SimConfig, StorageConfig, WorkloadConfig, simulate
+
+    config = SimConfig(protocol="echo", nodes=3, duration_s=0.1, seed=2,
+                       workload=WorkloadConfig(clients=2, think_s=0.002, key_distribution="zipf", zipf_s=1.5),
+                       nemesis=NemesisConfig(faults=("pause",), window_s=(0.01, 0.02)),
+                       cpu=CpuConfig(message_s=5e-6), storage=StorageConfig(fsync_s=0.002))
+    result = simulate(config)
+    assert "--extra" in result.reproduce
+    argv = __import__("shlex").split(result.reproduce)[1:] + ["--out", str(tmp_path), "--json", "--no-check"]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["trace_sha256"] == result.trace_sha256
+
+
+def test_bad_extra_exits_2(capsys, tmp_path):
+    assert main(["sim", "run", "--protocol", "echo", "--out", str(tmp_path), "--extra", '{"cpu": {"clients": 3}}']) == 2
+    assert "--extra.cpu" in capsys.readouterr().err

@@ -85,6 +85,8 @@ def command() -> None:
 @click.option("--key-dist", default="uniform", show_default=True, help="uniform | zipf[:S] | conflict[:P].")
 @click.option("--op-timeout", type=float, default=0.5, show_default=True, help="Client timeout (s) -> info.")
 @click.option("--set", "settings", multiple=True, help="Protocol option KEY=VALUE (JSON value), repeatable.")
+@click.option("--extra", default=None,
+              help='Settings without a flag, as JSON by section, e.g. \'{"cpu": {"message_s": 5e-6}}\'.')
 @click.option("--check/--no-check", default=True, show_default=True, help="Run the linearizability checker.")
 @click.option("--check-timeout", type=float, default=30.0, show_default=True, help="Checker budget (s).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="out/sim", show_default=True,
@@ -93,22 +95,26 @@ def command() -> None:
 def run_command(protocol: str, nodes: int, topology: str | None, hosts: int | None, nodes_per_host: int | None,
                 clients: int, duration: float,
                 seed: int, nemesis: str, faulty_fraction: float, workload: str, rate: float, mix: str, keys: int,
-                key_dist: str, op_timeout: float, settings: tuple[str, ...], check: bool, check_timeout: float,
+                key_dist: str, op_timeout: float, settings: tuple[str, ...], extra: str | None, check: bool,
+                check_timeout: float,
                 out_dir: str, as_json: bool) -> int:
     """Run one seeded simulation; write its history, Chrome trace and summary to --out."""
     from seedance.models.protocols import registry
     from seedance.provenance import run_metadata
-    from seedance.sim import NemesisConfig, SimConfig, WorkloadConfig, simulate, write_outputs
+    from seedance.sim import CpuConfig, NemesisConfig, SimConfig, StorageConfig, WorkloadConfig, simulate, write_outputs
+    from seedance.sim.config import parse_extra
 
     registry.get(protocol)  # unknown protocol -> SpecError listing the valid names (exit 2)
     faults = tuple(f.strip() for f in nemesis.split(",") if f.strip() and f.strip() != "none")
+    more = parse_extra(extra)
     config = SimConfig(
         protocol=protocol, nodes=nodes, duration_s=duration, seed=seed, topology=topology, topology_hosts=hosts,
         nodes_per_host=nodes_per_host,
         protocol_config=_settings(settings),
         workload=WorkloadConfig(mode=workload, clients=clients, rate_ops_s=rate, mix=_mix(mix), keys=keys,
-                                op_timeout_s=op_timeout, **_key_dist(key_dist)),
-        nemesis=NemesisConfig(faults=faults, faulty_fraction=faulty_fraction),
+                                op_timeout_s=op_timeout, **_key_dist(key_dist), **more.get("workload", {})),
+        nemesis=NemesisConfig(faults=faults, faulty_fraction=faulty_fraction, **more.get("nemesis", {})),
+        cpu=CpuConfig(**more.get("cpu", {})), storage=StorageConfig(**more.get("storage", {})),
         check=check, check_timeout_s=check_timeout,
     )
     bar = _progress_bar(duration, sys.stderr.isatty())

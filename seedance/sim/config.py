@@ -138,6 +138,7 @@ class NemesisConfig:
             raise SpecError("nemesis.faulty_fraction", f"must be in (0, 1], got {self.faulty_fraction!r}")
         if self.window_s is not None:
             lo, hi = self.window_s
+            object.__setattr__(self, "window_s", (float(lo), float(hi)))
             if not 0 < lo <= hi:
                 raise SpecError("nemesis.window_s", f"must be 0 < lo <= hi, got {self.window_s!r}")
         if self.gap_s is not None:
@@ -197,3 +198,53 @@ class SimConfig:
             "workload": asdict(self.workload), "nemesis": asdict(self.nemesis), "cpu": asdict(self.cpu),
             "storage": asdict(self.storage), "trace": self.trace,
         }
+
+
+# Fields the ``seedance sim run`` flags cannot express travel in ``--extra JSON`` (so every config reproduces).
+_FLAGGED = {
+    "workload": {"mode", "clients", "rate_ops_s", "mix", "keys", "key_distribution", "zipf_s", "conflict_rate",
+                 "op_timeout_s"},
+    "nemesis": {"faults", "faulty_fraction"},
+    "cpu": set(),
+    "storage": set(),
+}
+_SECTIONS = {"workload": WorkloadConfig, "nemesis": NemesisConfig, "cpu": CpuConfig, "storage": StorageConfig}
+
+
+def extra_settings(config: SimConfig) -> dict[str, dict[str, Any]]:
+    """The non-default settings of ``config`` that no CLI flag carries, by section (for ``--extra``)."""
+    from dataclasses import fields
+
+    extra: dict[str, dict[str, Any]] = {}
+    for section, flagged in _FLAGGED.items():
+        value = getattr(config, section)
+        default = type(value)()
+        diffs = {f.name: getattr(value, f.name) for f in fields(value)
+                 if f.name not in flagged and getattr(value, f.name) != getattr(default, f.name)}
+        if diffs:
+            extra[section] = {k: list(v) if isinstance(v, tuple) else v for k, v in diffs.items()}
+    return extra
+
+
+def parse_extra(text: str | None) -> dict[str, dict[str, Any]]:
+    """Validate an ``--extra`` JSON object: sections workload / nemesis / cpu / storage of unflagged fields."""
+    import json
+    from dataclasses import fields
+
+    if not text:
+        return {}
+    try:
+        extra = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise SpecError("--extra", f"not valid JSON ({err.msg})", 'e.g. {"cpu": {"message_s": 5e-6}}') from None
+    if not isinstance(extra, dict):
+        raise SpecError("--extra", "must be a JSON object", f"sections: {', '.join(_SECTIONS)}")
+    for section, settings in extra.items():
+        if section not in _SECTIONS:
+            raise SpecError("--extra", f"unknown section {section!r}", f"valid: {', '.join(_SECTIONS)}")
+        names = {f.name for f in fields(_SECTIONS[section])} - _FLAGGED[section]
+        if not isinstance(settings, dict) or not set(settings) <= names:
+            bad = sorted(set(settings) - names) if isinstance(settings, dict) else settings
+            raise SpecError(f"--extra.{section}", f"unknown or flag-only field(s) {bad}",
+                            f"valid: {', '.join(sorted(names))} (the others have their own flags)")
+    return extra

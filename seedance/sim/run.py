@@ -35,7 +35,7 @@ from seedance.analysis.history import Event, write_jsonl
 from seedance.models.protocols import registry
 from seedance.models.protocols.contract import ProtocolSpec
 from seedance.sim.collectives import Collectives
-from seedance.sim.config import SimConfig
+from seedance.sim.config import SimConfig, extra_settings
 from seedance.sim.kernel import call_at
 from seedance.sim.nemesis import FaultWindow, Nemesis, draw_schedule
 from seedance.sim.network import Network, placement, resolve_topology
@@ -118,7 +118,11 @@ class SimResult:
 
 
 def reproduce_command(config: SimConfig) -> str:
-    """The one-line ``seedance sim run`` command that reruns ``config`` (default costs assumed)."""
+    """The one-line ``seedance sim run`` command that reruns ``config`` (settings without a flag go in --extra).
+
+    A run given a Topology object rather than a preset name or file, or a ProtocolSpec that is not registered, is
+    reproduced from Python (its command names what it can).
+    """
     w = config.workload
     args = ["sim", "run", "--protocol", config.protocol_name, "--nodes", str(config.nodes),
             "--duration", repr(config.duration_s), "--seed", str(config.seed)]
@@ -126,8 +130,8 @@ def reproduce_command(config: SimConfig) -> str:
         args += ["--topology", config.topology]
         if config.topology_hosts is not None:
             args += ["--hosts", str(config.topology_hosts)]
-        if config.nodes_per_host is not None:
-            args += ["--nodes-per-host", str(config.nodes_per_host)]
+    if config.nodes_per_host is not None:
+        args += ["--nodes-per-host", str(config.nodes_per_host)]
     if config.nemesis.faults:
         args += ["--nemesis", ",".join(config.nemesis.faults)]
         if config.nemesis.faulty_fraction != 0.6:
@@ -139,6 +143,9 @@ def reproduce_command(config: SimConfig) -> str:
     args += ["--key-dist", dist[w.key_distribution], "--op-timeout", repr(w.op_timeout_s)]
     for key, value in sorted(config.protocol_config.items()):
         args += ["--set", f"{key}={json.dumps(value)}"]
+    extra = extra_settings(config)
+    if extra:
+        args += ["--extra", json.dumps(extra, sort_keys=True, separators=(",", ":"))]
     return "seedance " + shlex.join(args)
 
 
