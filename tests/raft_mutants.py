@@ -35,9 +35,8 @@ class NoLogCheckVoteRaft(RaftNode):
 
 class VoteBeforePersistRaft(RaftNode):
     def _on_request_vote(self, src, m, now):
-        voted_before = self.voted_for
         effects = super()._on_request_vote(src, m, now)
-        if voted_before is not None or self.voted_for is None:
+        if not any(isinstance(e, Send) and e.message.vote_granted for e in effects):
             return effects
         # BUG: the vote is sent first; the durable write carries the term but not the vote (lost with the cache).
         persists = [e for e in effects if isinstance(e, Persist) and e.key == HARD_STATE_KEY]

@@ -89,3 +89,82 @@ def test_campaign(seed, request):
 @pytest.mark.parametrize("seed", SLOW_SEEDS)
 def test_campaign_slow(seed, request):
     _check_seed(seed, request)
+
+
+# ------------------------------------------------------------------------------------------- planted-bug detection
+def vote_crasher(seed: int, *, p: float = 0.5):
+    """A targeted nemesis, as an after-input hook: a node that has just granted a vote crashes 20 µs later (its
+    reply is on the wire; a persist that followed it is still in its 100 µs fsync) and restarts 200 µs after that.
+    Seeded by ``seed``; reports nothing itself. Random crash windows almost never fall between a vote and the next
+    candidate's request, which is exactly where a vote that was not persisted first is lost (§5.2, Figure 2)."""
+    from seedance.sim.kernel import call_at
+
+    rng = np.random.default_rng([seed, 0xC0DE])
+    seen: dict[tuple[int, int], tuple[int, object]] = {}
+
+    def hook(view):
+        runtime = view.runtime
+        for host in runtime.hosts:
+            node = host.node
+            if node is None or not host.up:
+                continue
+            key = (host.node_id, host.incarnation)
+            state = (node.current_term, node.voted_for)
+            before = seen.get(key)
+            seen[key] = state
+            if before is not None and before != state and node.voted_for not in (None, host.node_id) \
+                    and rng.random() < p:
+                now, victim = runtime.env.now, host.node_id
+                call_at(runtime.env, now + 2e-5, lambda _e, i=victim: runtime.crash(i))
+                call_at(runtime.env, now + 2.2e-4, lambda _e, i=victim: runtime.restart(i))
+        return None
+
+    return hook
+
+
+def vote_crash_config(seed: int, protocol: object) -> SimConfig:
+    """Five nodes under majorities-ring partitions (every node sees a majority, no two the same one), where
+    concurrent candidates of one term share voters."""
+    return SimConfig(protocol=protocol, nodes=5, duration_s=0.25, seed=seed, protocol_config=FAST_RAFT,
+                     workload=WorkloadConfig(clients=2, keys=3, op_timeout_s=0.1),
+                     nemesis=NemesisConfig(faults=("partition-ring",), faulty_fraction=0.6),
+                     trace=False, check=True, check_timeout_s=20.0)
+
+
+def _first_detection(make_config, extra_hooks=lambda seed: []) -> tuple[int | None, list[str]]:
+    for seed in range(100):
+        config = make_config(seed)
+        result = simulate(config, invariants=[*extra_hooks(seed), monitor_hook()])
+        problems = [v for _, v in result.violations]
+        if result.linearizable is False:
+            problems.append(f"non-linearizable: {(result.check or {}).get('first_violation')}")
+        if problems:
+            return seed, problems
+    return None, []
+
+
+def test_mutant_vote_without_log_check_is_caught():
+    """§5.4.1 removed: a stale candidate wins and lacks committed entries (Leader Completeness, §5.4)."""
+    seed, problems = _first_detection(lambda s: campaign_config(s, MUTANTS["vote-without-log-check"]))
+    assert seed is not None, "vote-without-log-check survived 100 seeds"
+    assert any("Leader Completeness" in p or "State Machine Safety" in p or "linearizable" in p for p in problems)
+
+
+def test_mutant_vote_before_persist_is_caught():
+    """A vote sent before it is durable is forgotten by a crash: two leaders in one term (Election Safety, §5.2)."""
+    seed, problems = _first_detection(lambda s: vote_crash_config(s, MUTANTS["vote-before-persist"]),
+                                      lambda s: [vote_crasher(s)])
+    assert seed is not None, "vote-before-persist survived 100 seeds"
+    assert any("Election Safety" in p or "linearizable" in p for p in problems), problems
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_correct_raft_survives_the_vote_crasher(seed, request):
+    """The same targeted nemesis finds nothing in correct Raft: its vote is durable before the reply leaves."""
+    config = vote_crash_config(seed, "raft")
+    result = simulate(config, invariants=[vote_crasher(seed), monitor_hook()])
+    problems = [v for _, v in result.violations]
+    if result.linearizable is not True:
+        problems.append(f"linearizable={result.linearizable!r}")
+    assert not problems, _explain(result, problems, request.node.nodeid) + " (with the vote crasher hook)"
+    assert result.progress_after_heal

@@ -200,3 +200,18 @@ def test_same_seed_same_effects_other_seed_other_effects(reads):
 
     assert trace(11) == trace(11)
     assert trace(11) != trace(12)
+
+
+def test_a_candidate_retries_request_vote_to_silent_peers():
+    """§5.1: RPCs are retried when no response comes in time, so one lost RequestVote does not cost the election."""
+    c = Cluster(3, seed=9).start()
+    c.fire(0, "election")
+    c.drop()  # both RequestVotes are lost
+    assert c.nodes[0].role is Role.CANDIDATE
+    c.fire(0, "vote-retry")
+    assert sorted(d for _, d, m in c.queue if isinstance(m, RequestVote)) == [1, 2]
+    c.deliver(lambda s, d, m: d == 1)
+    c.deliver(lambda s, d, m: d == 0)  # node 1's vote: a majority
+    assert c.nodes[0].role is Role.LEADER
+    c.fire(0, "vote-retry")  # a leader does not re-ask
+    assert not any(isinstance(m, RequestVote) for _, _, m in c.queue[-2:])

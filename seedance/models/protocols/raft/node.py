@@ -3,8 +3,9 @@
 Rules this module keeps, with the section that states them:
 
 * Leader election (§5.2): a follower that hears from no leader for a randomized election timeout (drawn from the
-  injected generator) becomes a candidate of the next term and asks for votes; one vote per term, first come first
-  served; a majority makes a leader, which then sends AppendEntries as heartbeats.
+  injected generator) becomes a candidate of the next term and asks for votes, re-asking peers that have not
+  answered every heartbeat interval (§5.1: RPCs are retried); one vote per term, first come first served; a
+  majority makes a leader, which then sends AppendEntries as heartbeats.
 * Election restriction (§5.4.1): a vote goes only to a candidate whose log is at least as up to date (last term, then
   last index) as the voter's.
 * Log replication (§5.3): AppendEntries carries ``prev_log_index/term``; a follower whose log does not match rejects
@@ -74,6 +75,7 @@ from seedance.models.protocols.raft.quorum import committed_index, majority
 
 ELECTION = "election"
 HEARTBEAT = "heartbeat"
+VOTE_RETRY = "vote-retry"
 HARD_STATE_KEY = "hard_state"
 LOG_KEY = "log"
 
@@ -107,6 +109,7 @@ class RaftNode:
         self.leader_id: NodeId | None = None
         self.violations: list[str] = []  # local invariant breaches (only mutants produce any)
         self._votes: set[NodeId] = set()
+        self._vote_answered: set[NodeId] = set()  # peers that answered this candidacy's RequestVote
         self._last_heard = 0.0
         self._election_timeout_s = 0.0
         self._hard_dirty = False
@@ -117,7 +120,6 @@ class RaftNode:
         self._acked_next = [1] * num_nodes
         self._inflight = [0] * num_nodes
         self._replied = [False] * num_nodes
-        self._term_start_index = 0
         self._pending: dict[int, tuple[int, int, int]] = {}  # log index -> (term, client_id, request_id)
         # ReadIndex state (§6.4)
         self._read_seq = 0  # last heartbeat round started
@@ -155,6 +157,8 @@ class RaftNode:
             return self._on_heartbeat(now)
         if name == ELECTION:
             return self._on_election_timer(now)
+        if name == VOTE_RETRY:
+            return self._on_vote_retry(now)
         return []
 
     def on_client_request(self, request: ClientRequest, now: float) -> Effects:
@@ -212,14 +216,28 @@ class RaftNode:
         self.leader_id = None
         self._hard_dirty = True
         self._votes = {self.node_id}
+        self._vote_answered = set()
         out: Effects = [Annotate(name="election", attrs={"term": self.current_term}), self._arm_election(now)]
         if len(self._votes) >= self.quorum:
             self._become_leader(out)
             return self._flush(out)
+        self._request_votes(self.peers, out)
+        out.append(SetTimer(name=VOTE_RETRY, delay_s=self.config.heartbeat_s))
+        return self._flush(out)
+
+    def _request_votes(self, peers: tuple[NodeId, ...] | list[NodeId], out: Effects) -> None:
         request = RequestVote(term=self.current_term, candidate_id=self.node_id,
                               last_log_index=self.log.last_index, last_log_term=self.log.last_term)
-        out.extend(Send(dst=p, message=request, size_bytes=REQUEST_VOTE_BYTES) for p in self.peers)
-        return self._flush(out)
+        out.extend(Send(dst=p, message=request, size_bytes=REQUEST_VOTE_BYTES) for p in peers)
+
+    def _on_vote_retry(self, now: float) -> Effects:
+        """§5.1: RPCs are retried when no response comes in time — a lost RequestVote must not cost an election."""
+        if self.role is not Role.CANDIDATE:
+            return []
+        out: Effects = []
+        self._request_votes([p for p in self.peers if p not in self._vote_answered], out)
+        out.append(SetTimer(name=VOTE_RETRY, delay_s=self.config.heartbeat_s))
+        return out
 
     def _log_up_to_date(self, last_log_term: int, last_log_index: int) -> bool:
         """§5.4.1: the candidate's log is at least as up to date as ours (compare last terms, then lengths)."""
@@ -247,7 +265,10 @@ class RaftNode:
         if m.term > self.current_term:
             self._become_follower(m.term, out, now)
             return self._flush(out)
-        if self.role is not Role.CANDIDATE or m.term != self.current_term or not m.vote_granted:
+        if self.role is not Role.CANDIDATE or m.term != self.current_term:
+            return []
+        self._vote_answered.add(src)
+        if not m.vote_granted:
             return []
         self._votes.add(src)
         if len(self._votes) >= self.quorum:
@@ -281,7 +302,7 @@ class RaftNode:
         self._replied = [False] * n
         self._acked_seq = [0] * n
         self._read_seq = self._confirmed_seq = 0
-        self._term_start_index = self._append_own(Entry(term=self.current_term))  # §8 no-op
+        self._append_noop()
         out.append(Annotate(name="became-leader", attrs={"term": self.current_term}))
         out.extend(self._replicate(p) for p in self.peers)
         out.append(SetTimer(name=HEARTBEAT, delay_s=self.config.heartbeat_s))
@@ -289,6 +310,10 @@ class RaftNode:
             self._advance_commit(out)
 
     # ============================================================================================ replication
+    def _append_noop(self) -> None:
+        """§8: a new leader appends a blank entry of its term, so that it commits one promptly."""
+        self._append_own(Entry(term=self.current_term))
+
     def _append_own(self, entry: Entry) -> int:
         start = self.log.last_index
         index = self.log.append(entry)
