@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,9 +41,16 @@ def _plain(value: Any) -> Any:
         return {str(k): _plain(v) for k, v in sorted(value.items(), key=lambda item: str(item[0]))}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)  # strict JSON has no NaN / infinity
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
-    if hasattr(value, "item") and callable(value.item):  # numpy scalar
+    if hasattr(value, "tolist") and callable(value.tolist):  # numpy array or scalar
+        try:
+            return _plain(value.tolist())
+        except (TypeError, ValueError):
+            pass
+    if hasattr(value, "item") and callable(value.item):
         try:
             return value.item()
         except (TypeError, ValueError):
