@@ -105,7 +105,8 @@ def test_collectives_run_on_torch_distributed_and_time_out_as_inputs(tmp_path):
         states = {}
         while time.monotonic() < deadline:
             launch.raise_if_failed()
-            states = {r: DiskStorage(tmp_path / f"node-{r}" / "state", Codec(())).load().values for r in range(3)}
+            states = {r: DiskStorage(tmp_path / f"node-{r}" / "state", Codec(())).load(read_only=True).values
+                      for r in range(3)}
             if all("sum" in states[r] for r in range(3)) and all("lonely" in states[r] for r in range(2)):
                 break
             time.sleep(0.2)

@@ -69,6 +69,7 @@ def command() -> None:
 @click.option("--set", "settings", multiple=True, help="Protocol option KEY=VALUE (JSON value), repeatable.")
 @click.option("--bind", default="127.0.0.1", show_default=True,
               help="Address the nodes listen on; widen (e.g. 0.0.0.0) only on a trusted network.")
+@click.option("--warmup", is_flag=True, help="Start the load only after a first write commits (excludes election).")
 @click.option("--check/--no-check", default=True, show_default=True, help="Run the linearizability checker.")
 @click.option("--check-timeout", type=float, default=30.0, show_default=True, help="Checker budget (s).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="out/real", show_default=True,
@@ -76,7 +77,7 @@ def command() -> None:
 @json_option
 def run_command(protocol: str, nodes: int, clients: int, duration: float, seed: int, kill_rate: float,
                 restart_delay: float, mix: str, keys: int, value_size: int, op_timeout: float,
-                settings: tuple[str, ...], bind: str, check: bool, check_timeout: float, out_dir: str,
+                settings: tuple[str, ...], bind: str, warmup: bool, check: bool, check_timeout: float, out_dir: str,
                 as_json: bool) -> int:
     """Run a protocol on --nodes real processes under client load; judge the history."""
     from seedance.real.clients import Workload
@@ -98,7 +99,7 @@ def run_command(protocol: str, nodes: int, clients: int, duration: float, seed: 
     summary = run_real(protocol=protocol, nodes=nodes, clients=clients, duration_s=duration, seed=seed,
                        out=Path(out_dir), kill_rate=kill_rate, restart_delay_s=restart_delay,
                        config=_settings(settings), workload=workload, bind_host=bind, check=check,
-                       check_timeout_s=check_timeout, argv=["real", *sys.argv[sys.argv.index("real") + 1:]]
+                       check_timeout_s=check_timeout, warmup=warmup, argv=["real", *sys.argv[sys.argv.index("real") + 1:]]
                        if "real" in sys.argv else None)
     if as_json:
         emit_json(summary)

@@ -192,6 +192,21 @@ class ClientPool:
         until = time.monotonic() + duration_s
         await asyncio.gather(*(self._client(c, until) for c in range(self.workload.num_clients)))
 
+    async def warm_up(self, within_s: float = 60.0) -> bool:
+        """Write once (process 2,000,000, value -1) until it succeeds: the cluster has a leader and commits."""
+        client, process, request_ids = self.workload.num_clients + 1, 2_000_000, [0]
+        deadline = time.monotonic() + within_s
+        while time.monotonic() < deadline:
+            self._record(process, "invoke", Operation.WRITE, "k0", -1)
+            outcome, _ = await self.execute(client, request_ids, Operation.WRITE, "k0", -1)
+            self._record(process, outcome, Operation.WRITE, "k0", -1)
+            if outcome == "ok":
+                return True
+            if outcome == "info":
+                process += 1
+            await asyncio.sleep(0.05)
+        return False
+
     async def final_reads(self, within_s: float = 5.0) -> None:
         """Read every key once (retrying on not-leader) so lost acknowledged writes show in the history."""
         client = self.workload.num_clients

@@ -126,7 +126,7 @@ async def _amain() -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, runtime.stop)
     await runtime.run()
-    return 0
+    return 1 if runtime.failed else 0
 
 
 def main() -> int:

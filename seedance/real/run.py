@@ -8,6 +8,8 @@ Rules (issue D item 2; the simulator's summary format):
   process group and restarts it (a new incarnation, rebuilt from the protocol factory and its durable state) after
   ``restart_delay_s``. Faults stop at the end of the load phase; the final reads run with every node up.
 * The same checker as the simulator's judges the history (key-value model). Nothing here knows the protocol.
+* ``warmup`` (``--warmup``): one write must commit before the load phase starts (so throughput excludes the first
+  election); it is in the history (process 2,000,000) but not in the summary's counts.
 * Timing (``duration``) is wall-clock, so real runs do not reproduce bit for bit; the seed fixes the workload and
   the kill schedule's draws, and the summary records the command that reruns it.
 """
@@ -119,11 +121,14 @@ async def _watchdog(launcher: LocalLauncher) -> None:
 
 
 async def _drive(launcher: LocalLauncher, workload: Workload, duration_s: float, seed: int, kill_rate: float,
-                 restart_delay_s: float, counts: dict[str, int], trace: TraceRecorder) -> list[Event]:
+                 restart_delay_s: float, counts: dict[str, int], trace: TraceRecorder,
+                 warmup: bool = False) -> list[Event]:
     pool = ClientPool(num_nodes=launcher.num_nodes, lookup=launcher.addresses.lookup, key=launcher.key, workload=workload, seed=seed,
                       t0_monotonic=launcher.t0_monotonic, trace=trace)
     watchdog = asyncio.ensure_future(_watchdog(launcher))
     try:
+        if warmup:
+            await pool.warm_up()
         load = asyncio.ensure_future(pool.run(duration_s))
         tasks = [load]
         if kill_rate > 0:
@@ -149,7 +154,7 @@ def run_real(*, protocol: str, nodes: int, clients: int, duration_s: float, seed
              kill_rate: float = 0.0, restart_delay_s: float = 0.3, config: Mapping[str, Any] | None = None,
              workload: Workload | None = None, bind_host: str = "127.0.0.1", check: bool = True,
              argv: list[str] | None = None, extra_env: Mapping[str, str] | None = None,
-             check_timeout_s: float = 30.0) -> dict[str, Any]:
+             check_timeout_s: float = 30.0, warmup: bool = False) -> dict[str, Any]:
     """Run ``protocol`` on ``nodes`` real processes and return the summary (also written to ``out``)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -171,7 +176,7 @@ def run_real(*, protocol: str, nodes: int, clients: int, duration_s: float, seed
         trace = TraceRecorder(out / "launcher.trace.jsonl", launcher.t0_monotonic)
         try:
             events = asyncio.run(_drive(launcher, workload, duration_s, seed, kill_rate, restart_delay_s, counts,
-                                        trace))
+                                        trace, warmup))
         finally:
             trace.close()
     history_path = write_jsonl(events, out / "history.jsonl")

@@ -4,9 +4,12 @@ Rules (contract.py; etcd/raft ``Ready`` ordering; Raft §5.1 stable storage):
 
 * The node sees only its ``on_*`` inputs and ``now = time.monotonic()``; it is built by ``ProtocolSpec.factory`` with
   ``rng = default_rng(SeedSequence(seed, spawn_key=(node_id, incarnation)))`` and never learns it runs for real.
-* Inputs are handled one at a time on the loop thread; the returned effects are executed **in order** before the next
-  input: ``Persist``/``PersistLog`` return only once durable (fsync), so anything after them (a ``Send``, a ``Reply``)
-  leaves the process only after the write is on disk. ``Send`` queues a frame to the peer's connection (lossy: a full
+* Inputs are handled one at a time on the loop thread. Effects are executed with *group commit* (etcd/raft's
+  ``Ready`` batching): the effects of every input handled in one turn of the event loop are queued in order; at the
+  end of the turn all their writes are made durable in order (:meth:`DiskStorage.sync`: one fsync per run of log
+  appends), and only then are the other effects executed, in their order. So a ``Send`` or ``Reply`` that follows a
+  ``Persist`` leaves the process only after that write is on disk, as the contract demands, while one fsync serves
+  many client requests. ``Send`` queues a frame to the peer's connection (lossy: a full
   queue or a broken connection drops it, as the contract allows); ``SetTimer`` replaces a pending timer of that name;
   ``Reply`` goes back on the requesting client's connection; ``StartCollective`` goes to :mod:`.collectives`.
 * On start the node's durable directory is loaded: empty -> ``on_start``; otherwise a fresh node gets
@@ -126,6 +129,9 @@ class NodeRuntime:
         self.node: Any = None
         self.frames_rejected = 0
         self._timers: dict[Any, asyncio.TimerHandle] = {}
+        self._batch: list = []
+        self._flush_scheduled = False
+        self.failed = False
         self._peer_queues: dict[int, asyncio.Queue] = {}
         self._clients: dict[Any, Connection] = {}
         self._tasks: set[asyncio.Task] = set()
@@ -159,6 +165,10 @@ class NodeRuntime:
             self._dispatch("on_start", lambda now: self.node.on_start(now))
         else:
             self._dispatch("on_recover", lambda now: self.node.on_recover(durable, now))
+        self.flush()  # the first effects are durable and done before the node says it is ready
+        if self.failed:
+            await self._shutdown()
+            return
         if self.cfg.incarnation > 0:
             self.trace.record("restart", self.cfg.node_id, self.cfg.incarnation)
         self.addresses.publish(self.cfg.node_id, self.cfg.advertise_host or host, port)
@@ -174,6 +184,8 @@ class NodeRuntime:
             self._stopping.set()
 
     async def _shutdown(self) -> None:
+        if not self.failed:
+            self.flush()
         for handle in self._timers.values():
             handle.cancel()
         self._timers.clear()
@@ -196,8 +208,45 @@ class NodeRuntime:
 
     # ------------------------------------------------------------------------------------------- dispatching
     def _dispatch(self, name: str, call: Callable[[float], list]) -> None:
-        effects = call(time.monotonic())
-        self._execute(effects or [])
+        try:
+            effects = call(time.monotonic())
+        except Exception:
+            self._fail(f"node {self.cfg.node_id} raised in {name}")
+            return
+        if effects:
+            self._batch.extend(effects)
+            if not self._flush_scheduled:
+                self._flush_scheduled = True
+                assert self._loop is not None
+                self._loop.call_soon(self.flush)
+
+    def _fail(self, what: str) -> None:
+        """A protocol bug or a storage failure: stop loudly (the process exits non-zero), never limp on."""
+        log.exception("%s; stopping", what)
+        self.failed = True
+        self._batch.clear()
+        self.stop()
+
+    def flush(self) -> None:
+        """Make this turn's writes durable (in order), then run the other effects in order."""
+        try:
+            self._flush()
+        except Exception:
+            self._fail(f"node {self.cfg.node_id} failed executing its effects")
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        batch, self._batch = self._batch, []
+        writes = [e for e in batch if isinstance(e, (Persist, PersistLog))]
+        if writes:
+            start = time.monotonic()
+            for effect in writes:
+                self.storage.stage(effect)
+            self.storage.sync()
+            if self.trace.enabled:
+                self.trace.record("persist", self.cfg.node_id, len(writes), sum(e.size_bytes for e in writes),
+                                  self.trace.time_s(), at=start)
+        self._execute([e for e in batch if not isinstance(e, (Persist, PersistLog))])
 
     def _execute(self, effects: list) -> None:
         me, trace = self.cfg.node_id, self.trace
@@ -207,14 +256,6 @@ class NodeRuntime:
                 if trace.enabled:
                     t = trace.time_s()
                     trace.record("send", me, type(effect.message).__name__, effect.dst, effect.size_bytes, t)
-            elif isinstance(effect, (Persist, PersistLog)):
-                start = time.monotonic()
-                if isinstance(effect, Persist):
-                    self.storage.persist(effect.key, effect.value)
-                else:
-                    self.storage.persist_log(effect.key, effect.start, effect.entries)
-                if trace.enabled:
-                    trace.record("persist", me, 1, effect.size_bytes, trace.time_s(), at=start)
             elif isinstance(effect, SetTimer):
                 self._set_timer(effect.name, effect.delay_s)
                 if trace.enabled:

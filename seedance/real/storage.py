@@ -13,6 +13,10 @@ Rules (contract.py; Raft §5.1 "stable storage"; ARCHITECTURE.md "Durable state"
   is corruption: :class:`StorageError`.
 * Values and entries are encoded with the protocol's wire codec (plain data; never pickle).
 * :meth:`DiskStorage.persist` returns only after the data is durable, so the runtime may then run the next effect.
+* Group commit: :meth:`stage` queues writes and :meth:`sync` performs them *in order*, coalescing consecutive
+  appends to one log into one ``fsync``; before any write to another file, the pending log is fsynced first. So
+  whatever a crash leaves is a *prefix* of the staged writes (never a later write without an earlier one), which
+  is exactly what the effects' order promised.
 """
 
 from __future__ import annotations
@@ -97,6 +101,7 @@ class DiskStorage:
             d.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._log_offsets: dict[str, list[int]] = {}  # key -> byte offset of each record, plus end offset
         self._log_fds: dict[str, int] = {}
+        self._staged: list[Any] = []
 
     # ------------------------------------------------------------------------------------------------ values
     def _value_path(self, key: str) -> Path:
@@ -123,6 +128,33 @@ class DiskStorage:
         return fd
 
     def persist_log(self, key: str, start: int, entries: tuple[Any, ...] | list[Any]) -> None:
+        self._write_log(key, start, entries)
+        os.fsync(self._log_fds[key])
+
+    def stage(self, effect: Any) -> None:
+        """Queue a ``Persist`` or ``PersistLog`` for the next :meth:`sync`."""
+        self._staged.append(effect)
+
+    def sync(self) -> int:
+        """Perform the staged writes in order, durably; returns how many there were."""
+        staged, self._staged = self._staged, []
+        dirty: str | None = None
+        for effect in staged:
+            if hasattr(effect, "entries"):
+                if dirty is not None and dirty != effect.key:
+                    os.fsync(self._log_fds[dirty])
+                self._write_log(effect.key, effect.start, effect.entries)
+                dirty = effect.key
+            else:
+                if dirty is not None:
+                    os.fsync(self._log_fds[dirty])
+                    dirty = None
+                self.persist(effect.key, effect.value)
+        if dirty is not None:
+            os.fsync(self._log_fds[dirty])
+        return len(staged)
+
+    def _write_log(self, key: str, start: int, entries: tuple[Any, ...] | list[Any]) -> None:
         fd = self._log_fd(key)
         offsets = self._log_offsets[key]
         count = len(offsets) - 1
@@ -142,7 +174,6 @@ class DiskStorage:
         while data:
             written = os.pwrite(fd, data, write_at)
             data, write_at = data[written:], write_at + written
-        os.fsync(fd)
 
     def _read_log(self, key: str, path: Path) -> list[Any]:
         raw = path.read_bytes()
@@ -165,6 +196,8 @@ class DiskStorage:
                 if bad == "crc mismatch" and body_end < len(raw):
                     raise StorageError(str(path), f"corrupt log record {len(entries)} at byte {pos} ({bad})",
                                        "restore it from a replica or delete the node's state directory")
+                if getattr(self, "_read_only", False):
+                    break
                 log.warning("%s: cutting torn tail at byte %d (%s, %d bytes)", path, pos, bad, len(raw) - pos)
                 with open(path, "r+b") as fh:
                     fh.truncate(pos)
@@ -178,13 +211,18 @@ class DiskStorage:
         return entries
 
     # ------------------------------------------------------------------------------------------------- load
-    def load(self) -> DurableState:
-        """Everything durably persisted so far (raises :class:`StorageError` on a torn/corrupt file)."""
+    def load(self, *, read_only: bool = False) -> DurableState:
+        """Everything durably persisted so far (raises :class:`StorageError` on a torn/corrupt file).
+
+        The owner calls it once at start-up: it deletes temporary files of an interrupted write and cuts a torn
+        log tail. ``read_only=True`` (an observer, e.g. a test, reading a live node's state) changes nothing.
+        """
+        self._read_only = read_only
         values: dict[str, Any] = {}
         for path in sorted(self._values_dir.glob("*.val")):
             key = bytes.fromhex(path.stem).decode()
             values[key] = self.codec.unpack(decode_value_file(path, path.read_bytes()))
-        for stale in self._values_dir.glob("*.tmp"):  # a crash between write and replace: the old file stands
+        for stale in ([] if read_only else self._values_dir.glob("*.tmp")):  # crash before replace: old file stands
             stale.unlink()
         logs: dict[str, list[Any]] = {}
         for path in sorted(self._logs_dir.glob("*.log")):
