@@ -172,7 +172,7 @@ class Trace:
                 _, _, _, process, outcome, value = record
                 start, name = invokes.pop(process, (ts, "op"))
                 events.append({"name": name, "ph": "X", "cat": "client", "pid": clients_pid, "tid": process,
-                               "ts": start, "dur": ts - start, "args": {"outcome": outcome, "value": _plain(value)}})
+                               "ts": start, "dur": ts - start, "args": {"outcome": outcome, "value": value}})
             elif kind == "fault-start":
                 _, _, _, fault_id, name, params = record
                 faults[fault_id] = (ts, name, params)
@@ -180,18 +180,23 @@ class Trace:
                 fault_id = record[3]
                 start, name, params = faults.pop(fault_id, (ts, record[4], None))
                 spans.append({"name": name, "ph": "X", "cat": "nemesis", "pid": nemesis_pid, "ts": start,
-                              "dur": ts - start, "args": {"params": _plain(params)}})
+                              "dur": ts - start, "args": {"params": params}})
             else:
                 category = _INSTANT_CATEGORY.get(kind, "timer" if kind.startswith("timer") else "lifecycle")
                 events.append({"name": kind if kind != "annotate" else str(record[3]), "ph": "i", "s": "t",
                                "cat": category, "pid": pid, "tid": _INSTANT_TIDS[category], "ts": ts,
-                               "args": {"details": _plain(list(record[3:]))}})
+                               "args": {"details": record[3:]}})
         events.extend(_on_lanes(spans))
         return {"traceEvents": events, "displayTimeUnit": "ms"}
 
     def write_chrome(self, path: str | Path) -> Path:
+        """Write :meth:`to_chrome` as strict JSON (non-finite floats and odd objects as strings)."""
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        with open(target, "w", encoding="utf-8") as handle:
-            json.dump(self.to_chrome(), handle, separators=(",", ":"), allow_nan=False)
+        document = self.to_chrome()
+        try:  # the C encoder, one shot; details stay as recorded
+            text = json.dumps(document, separators=(",", ":"), allow_nan=False, default=_fallback)
+        except (ValueError, TypeError):  # NaN / infinity or mixed-type keys somewhere: normalise everything
+            text = json.dumps(_plain(document), separators=(",", ":"), allow_nan=False)
+        target.write_text(text, encoding="utf-8")
         return target
