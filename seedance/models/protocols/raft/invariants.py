@@ -28,7 +28,8 @@ def check(nodes: Iterable[Any]) -> list[str]:
     nodes = list(nodes)
     found: list[str] = []
     for node in nodes:
-        found.extend(getattr(node, "violations", ()))
+        local = getattr(node, "check_invariants", None)
+        found.extend(local() if local is not None else getattr(node, "violations", ()))
     leaders: dict[int, Any] = {}
     for node in nodes:
         if node.role is Role.LEADER:

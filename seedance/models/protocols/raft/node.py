@@ -534,6 +534,18 @@ class RaftNode:
         head.extend(out)
         return head
 
+    def check_invariants(self) -> list[str]:
+        """This node's local invariants (Figure 2's state relations); cross-node ones are in :mod:`.invariants`."""
+        found = list(self.violations)
+        if not self.last_applied <= self.commit_index <= self.log.last_index:
+            found.append(f"node {self.node_id}: lastApplied {self.last_applied} <= commitIndex {self.commit_index} "
+                         f"<= last log index {self.log.last_index} does not hold")
+        if self.role is Role.LEADER and self.voted_for != self.node_id:
+            found.append(f"node {self.node_id}: leader of term {self.current_term} did not vote for itself")
+        if self.log.last_term > self.current_term:
+            found.append(f"node {self.node_id}: log holds term {self.log.last_term} > currentTerm {self.current_term}")
+        return found
+
     def __repr__(self) -> str:
         return (f"RaftNode({self.node_id}, {self.role.value}, term={self.current_term}, "
                 f"log={self.log.last_index}, commit={self.commit_index})")
