@@ -41,7 +41,7 @@ def _campaign_run(seed: int, out, duration_s: float, kill_rate: float) -> dict:
 
 @pytest.mark.parametrize("seed", DEFAULT_SEEDS)
 def test_raft_survives_sigkills(seed, tmp_path):
-    summary = _campaign_run(seed, tmp_path / "run", duration_s=2.0, kill_rate=1.5)
+    summary = _campaign_run(seed, tmp_path / "run", duration_s=1.5, kill_rate=2.0)
     assert summary["ops_ok"] > 0
 
 
