@@ -8,8 +8,14 @@ election timeout 8–16 ms — still 15–30 round trips of the simulated datace
 electionTimeout). The configurations are all expressible on the command line, so a failure's message carries the
 exact ``seedance sim run`` command that reproduces it.
 
-The planted-bug tests run each mutant of :mod:`raft_mutants` over at most 100 seeds of a nemesis chosen to stress
-what that mutant breaks, and require a non-linearizable history or a violated invariant.
+The planted-bug tests run a mutant of :mod:`raft_mutants` over at most 100 seeds and require a non-linearizable
+history or a violated invariant: "vote-without-log-check" under the campaign's own nemesis, "vote-before-persist"
+under a targeted nemesis that crashes a node right after it grants a vote (random crash windows essentially never
+land between a vote and a rival candidate's request). "old-term-commit" is caught by the Figure 8 scenario in
+``test_raft_mutants.py``, not here: because each new leader's first AppendEntries ends with its §8 no-op, the
+mutant only differs from Raft while a follower is back-filled entry by entry, and an overwrite then also needs that
+follower to lose the next message and a rival with a stray higher-term entry to win — no random schedule tried (30
+seeds each of several nemesis mixes, batches of one entry included) produced it.
 """
 
 from __future__ import annotations

@@ -25,8 +25,10 @@ Rules this module keeps, with the section that states them:
   pairs. A request whose entry is overwritten by another leader's gets INFO "superseded" (indeterminate: the client
   may have retried it elsewhere under the same id); a crashed node forgets, and the client times out (INFO).
 * Linearizable reads (§6.4, §8): with ``reads="readindex"`` the leader records its commit index as the read index once
-  it has committed an entry of its term, confirms leadership with a round of heartbeats acknowledged by a majority,
-  then answers from its state machine; with ``reads="log"`` reads are log entries like writes.
+  it has committed an entry of its term, confirms leadership with a round of heartbeats acknowledged by a majority
+  (reads arriving during a round share the next one; a round rides on the replication stream where an
+  AppendEntries is already in flight), then answers from its state machine; with ``reads="log"`` reads are log
+  entries like writes.
 
 Per-message work is O(entries carried): the log is sliced, never copied, and commit counting sorts one value per node.
 """
@@ -426,8 +428,9 @@ class RaftNode:
         else:
             self._next[src] = max(self._match[src] + 1, min(m.conflict_index, self._next[src]))
         self._acked_next[src] = self._match[src] + 1 if m.success else self._next[src]
-        if self._next[src] <= self.log.last_index and self._inflight[src] < self.config.max_inflight:
-            out.append(self._replicate(src))
+        if (self._next[src] <= self.log.last_index or self._acked_seq[src] < self._read_seq) \
+                and self._inflight[src] < self.config.max_inflight:
+            out.append(self._replicate(src))  # more entries, or a read round this peer has not seen yet
         return self._flush(out)
 
     # ================================================================================================ commit
@@ -478,9 +481,12 @@ class RaftNode:
         self._reads.append((self._start_read_round(out), request))
 
     def _start_read_round(self, out: Effects) -> int:
+        """Start heartbeat round ``read_seq + 1``: idle peers get an AppendEntries now; a peer with one in flight
+        gets the round in the AppendEntries its acknowledgement triggers (piggybacked on replication)."""
         self._read_seq += 1
         self._acked_seq[self.node_id] = self._read_seq
-        out.extend(self._replicate(p) for p in self.peers)
+        max_inflight = self.config.max_inflight
+        out.extend(self._replicate(p) for p in self.peers if self._inflight[p] < max_inflight)
         return self._read_seq
 
     def _confirm_reads(self, out: Effects) -> None:
