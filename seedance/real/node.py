@@ -84,6 +84,7 @@ def config_from_env():
         trace_path=run_dir / f"node-{rank}.trace.jsonl", ready_path=run_dir / f"node-{rank}.ready",
         t0_monotonic=float(os.environ.get(ENV["t0"], "0") or 0.0),
         max_frame_bytes=int(os.environ.get(ENV["max_frame"], str(DEFAULT_MAX_FRAME_BYTES))),
+        fsync=os.environ.get("SEEDANCE_FSYNC", "1") != "0",
     )
 
 

@@ -112,6 +112,7 @@ class NodeConfig:
     t0_monotonic: float = 0.0
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     ready_path: Path | None = None  # written (with the incarnation) once the node has recovered and serves
+    fsync: bool = True  # False only to measure fsync's cost (see storage.py)
 
 
 class NodeRuntime:
@@ -124,7 +125,7 @@ class NodeRuntime:
         self.addresses = addresses
         self._listen_socket = listen_socket
         self.codec = Codec(spec.message_types)
-        self.storage = DiskStorage(cfg.state_dir, self.codec)
+        self.storage = DiskStorage(cfg.state_dir, self.codec, fsync=cfg.fsync)
         self.trace = TraceRecorder(cfg.trace_path, cfg.t0_monotonic)
         self.node: Any = None
         self.frames_rejected = 0

@@ -12,6 +12,9 @@ Rules (contract.py; Raft §5.1 "stable storage"; ARCHITECTURE.md "Durable state"
   acknowledged (its ``fsync`` never returned): it is cut off, as etcd's WAL does. A bad record followed by more data
   is corruption: :class:`StorageError`.
 * Values and entries are encoded with the protocol's wire codec (plain data; never pickle).
+* ``fsync=False`` (``SEEDANCE_FSYNC=0``) skips every fsync: the writes survive a process crash (the page cache
+  keeps them) but not a power loss. It exists only to measure what fsync costs (benchmarks/raft_vs_pysyncobj.py);
+  runs record it, and the default is always on.
 * :meth:`DiskStorage.persist` returns only after the data is durable, so the runtime may then run the next effect.
 * Group commit: :meth:`stage` queues writes and :meth:`sync` performs them *in order*, coalescing consecutive
   appends to one log into one ``fsync``; before any write to another file, the pending log is fsynced first. So
@@ -45,7 +48,9 @@ class StorageError(SeedanceError, OSError):
     """A durable file is torn or corrupt (``field`` names the file); the node refuses to start on it."""
 
 
-def fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path, enabled: bool = True) -> None:
+    if not enabled:
+        return
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
         os.fsync(fd)
@@ -53,7 +58,7 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes, fsync: bool = True) -> None:
     """write temp -> fsync -> os.replace -> fsync directory."""
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -61,11 +66,12 @@ def atomic_write(path: Path, data: bytes) -> None:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-        os.fsync(fd)
+        if fsync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    fsync_dir(path.parent, fsync)
 
 
 def encode_value_file(body: bytes) -> bytes:
@@ -92,7 +98,8 @@ def decode_value_file(path: Path, raw: bytes) -> bytes:
 class DiskStorage:
     """One node's durable state in ``root`` (created 0700)."""
 
-    def __init__(self, root: Path, codec: Codec) -> None:
+    def __init__(self, root: Path, codec: Codec, *, fsync: bool = True) -> None:
+        self.fsync = fsync
         self.root = Path(root)
         self.codec = codec
         self._values_dir = self.root / "values"
@@ -108,7 +115,7 @@ class DiskStorage:
         return self._values_dir / (key.encode().hex() + ".val")
 
     def persist(self, key: str, value: Any) -> None:
-        atomic_write(self._value_path(key), encode_value_file(self.codec.pack(value)))
+        atomic_write(self._value_path(key), encode_value_file(self.codec.pack(value)), self.fsync)
 
     # -------------------------------------------------------------------------------------------------- logs
     def _log_path(self, key: str) -> Path:
@@ -121,7 +128,7 @@ class DiskStorage:
             existed = path.exists()
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
             if not existed:
-                fsync_dir(self._logs_dir)
+                fsync_dir(self._logs_dir, self.fsync)
             self._log_fds[key] = fd
             if key not in self._log_offsets:
                 self._log_offsets[key] = [0]
@@ -129,7 +136,7 @@ class DiskStorage:
 
     def persist_log(self, key: str, start: int, entries: tuple[Any, ...] | list[Any]) -> None:
         self._write_log(key, start, entries)
-        os.fsync(self._log_fds[key])
+        self._fsync_log(key)
 
     def stage(self, effect: Any) -> None:
         """Queue a ``Persist`` or ``PersistLog`` for the next :meth:`sync`."""
@@ -142,17 +149,21 @@ class DiskStorage:
         for effect in staged:
             if hasattr(effect, "entries"):
                 if dirty is not None and dirty != effect.key:
-                    os.fsync(self._log_fds[dirty])
+                    self._fsync_log(dirty)
                 self._write_log(effect.key, effect.start, effect.entries)
                 dirty = effect.key
             else:
                 if dirty is not None:
-                    os.fsync(self._log_fds[dirty])
+                    self._fsync_log(dirty)
                     dirty = None
                 self.persist(effect.key, effect.value)
         if dirty is not None:
-            os.fsync(self._log_fds[dirty])
+            self._fsync_log(dirty)
         return len(staged)
+
+    def _fsync_log(self, key: str) -> None:
+        if self.fsync:
+            os.fsync(self._log_fds[key])
 
     def _write_log(self, key: str, start: int, entries: tuple[Any, ...] | list[Any]) -> None:
         fd = self._log_fd(key)
