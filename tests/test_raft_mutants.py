@@ -17,10 +17,11 @@ def _to(*dsts):
 def figure8(node_class) -> Cluster:
     """The scenario of Figure 8 (§5.4.2), with each leader's §8 no-op as its entry and batches of one entry.
 
-    S1..S5 are nodes 0..4; a term-1 leader first commits index 1 everywhere. (a) S1 leads term 2 and replicates index 2 to S2 only. (b) S1 crashes; S5 leads term 3
-    with votes of S3, S4, itself and appends its own index 2. (c) S1 restarts, leads term 4, and replicates its
-    term-2 entry at index 2 to S3: index 2 is now on a majority (S1, S2, S3) — and S1 crashes before its term-4 entry
-    reaches S3.
+    S1..S5 are nodes 0..4; a term-1 leader first commits index 1 everywhere.
+    (a) S1 leads term 2 and replicates index 2 to S2 only.
+    (b) S1 crashes; S5 leads term 3 with votes of S3, S4 and itself, and appends its own index 2.
+    (c) S1 restarts, leads term 4 and replicates its term-2 entry at index 2 to S3: index 2 is now on a majority
+        (S1, S2, S3) — and S1 crashes before its term-4 entry reaches S3.
     (d) S5 stands again and wins (its last term 3 beats term 2) and overwrites index 2 everywhere.
     """
     c = Cluster(5, seed=0, node_class=node_class, config={"max_batch_entries": 1}).start()

@@ -35,7 +35,6 @@ Per-message work is O(entries carried): the log is sliced, never copied, and com
 
 from __future__ import annotations
 
-import enum
 from collections import deque
 from collections.abc import Mapping
 from typing import Any
@@ -45,7 +44,6 @@ import numpy as np
 from seedance.models.kv import KVStore, Result, validate
 from seedance.models.protocols.contract import (
     Annotate,
-    CancelTimer,
     ClientRequest,
     CollectiveDone,
     DurableState,
@@ -64,8 +62,6 @@ from seedance.models.protocols.raft.log import RaftLog
 from seedance.models.protocols.raft.messages import (
     APPEND_REPLY_BYTES,
     HEADER_BYTES,
-    REQUEST_VOTE_BYTES,
-    REQUEST_VOTE_REPLY_BYTES,
     AppendEntries,
     AppendEntriesReply,
     Entry,
@@ -73,22 +69,12 @@ from seedance.models.protocols.raft.messages import (
     RequestVoteReply,
     command_entry,
 )
+from seedance.models.protocols.raft.election import Elections
 from seedance.models.protocols.raft.quorum import committed_index, majority
+from seedance.models.protocols.raft.reads import ReadIndex
+from seedance.models.protocols.raft.roles import ELECTION, HARD_STATE_KEY, HEARTBEAT, LOG_KEY, VOTE_RETRY, Role
 
-ELECTION = "election"
-HEARTBEAT = "heartbeat"
-VOTE_RETRY = "vote-retry"
-HARD_STATE_KEY = "hard_state"
-LOG_KEY = "log"
-
-
-class Role(str, enum.Enum):
-    FOLLOWER = "follower"
-    CANDIDATE = "candidate"
-    LEADER = "leader"
-
-
-class RaftNode:
+class RaftNode(Elections, ReadIndex):
     """One Raft server driving a :class:`~seedance.models.kv.KVStore`."""
 
     def __init__(self, node_id: NodeId, num_nodes: int, rng: np.random.Generator,
@@ -192,124 +178,6 @@ class RaftNode:
 
     def on_collective_done(self, done: CollectiveDone, now: float) -> Effects:
         return []
-
-    # ============================================================================================== elections
-    def _draw_timeout(self) -> float:
-        cfg = self.config
-        return float(self.rng.uniform(cfg.election_timeout_s_min, cfg.election_timeout_s_max))
-
-    def _arm_election(self, now: float) -> SetTimer:
-        self._last_heard = now
-        self._election_timeout_s = self._draw_timeout()
-        return SetTimer(name=ELECTION, delay_s=self._election_timeout_s)
-
-    def _on_election_timer(self, now: float) -> Effects:
-        if self.role is Role.LEADER:
-            return []
-        deadline = self._last_heard + self._election_timeout_s
-        if now < deadline:
-            return [SetTimer(name=ELECTION, delay_s=deadline - now)]
-        return self._start_election(now)
-
-    def _start_election(self, now: float) -> Effects:
-        self.current_term += 1
-        self.role = Role.CANDIDATE
-        self.voted_for = self.node_id
-        self.leader_id = None
-        self._hard_dirty = True
-        self._votes = {self.node_id}
-        self._vote_answered = set()
-        out: Effects = [Annotate(name="election", attrs={"term": self.current_term}), self._arm_election(now)]
-        if len(self._votes) >= self.quorum:
-            self._become_leader(out)
-            return self._flush(out)
-        self._request_votes(self.peers, out)
-        out.append(SetTimer(name=VOTE_RETRY, delay_s=self.config.heartbeat_s))
-        return self._flush(out)
-
-    def _request_votes(self, peers: tuple[NodeId, ...] | list[NodeId], out: Effects) -> None:
-        request = RequestVote(term=self.current_term, candidate_id=self.node_id,
-                              last_log_index=self.log.last_index, last_log_term=self.log.last_term)
-        out.extend(Send(dst=p, message=request, size_bytes=REQUEST_VOTE_BYTES) for p in peers)
-
-    def _on_vote_retry(self, now: float) -> Effects:
-        """§5.1: RPCs are retried when no response comes in time — a lost RequestVote must not cost an election."""
-        if self.role is not Role.CANDIDATE:
-            return []
-        out: Effects = []
-        self._request_votes([p for p in self.peers if p not in self._vote_answered], out)
-        out.append(SetTimer(name=VOTE_RETRY, delay_s=self.config.heartbeat_s))
-        return out
-
-    def _log_up_to_date(self, last_log_term: int, last_log_index: int) -> bool:
-        """§5.4.1: the candidate's log is at least as up to date as ours (compare last terms, then lengths)."""
-        my_term = self.log.last_term
-        return last_log_term > my_term or (last_log_term == my_term and last_log_index >= self.log.last_index)
-
-    def _on_request_vote(self, src: NodeId, m: RequestVote, now: float) -> Effects:
-        out: Effects = []
-        if m.term > self.current_term:
-            self._become_follower(m.term, out, now)
-        granted = False
-        if (m.term == self.current_term and self.voted_for in (None, m.candidate_id)
-                and self._log_up_to_date(m.last_log_term, m.last_log_index)):
-            granted = True
-            if self.voted_for is None:
-                self.voted_for = m.candidate_id
-                self._hard_dirty = True
-            self._last_heard = now  # granting a vote restarts the election timer (Figure 2, Followers)
-        out.append(Send(dst=src, message=RequestVoteReply(term=self.current_term, vote_granted=granted),
-                        size_bytes=REQUEST_VOTE_REPLY_BYTES))
-        return self._flush(out)
-
-    def _on_vote_reply(self, src: NodeId, m: RequestVoteReply, now: float) -> Effects:
-        out: Effects = []
-        if m.term > self.current_term:
-            self._become_follower(m.term, out, now)
-            return self._flush(out)
-        if self.role is not Role.CANDIDATE or m.term != self.current_term:
-            return []
-        self._vote_answered.add(src)
-        if not m.vote_granted:
-            return []
-        self._votes.add(src)
-        if len(self._votes) >= self.quorum:
-            self._become_leader(out)
-        return self._flush(out)
-
-    def _become_follower(self, term: int, out: Effects, now: float, leader: NodeId | None = None) -> None:
-        """Adopt ``term`` (newer than ours, or ours with a known ``leader``) and step down."""
-        if term > self.current_term:
-            self.current_term = term
-            self.voted_for = None
-            self._hard_dirty = True
-        was_leader = self.role is Role.LEADER
-        self.role = Role.FOLLOWER
-        if was_leader:
-            self.leader_id = leader
-            out.append(CancelTimer(name=HEARTBEAT))
-            out.append(self._arm_election(now))
-            out.append(Annotate(name="stepped-down", attrs={"term": self.current_term}))
-            self._fail_reads(out)
-
-    def _become_leader(self, out: Effects) -> None:
-        self.role = Role.LEADER
-        self.leader_id = self.node_id
-        last = self.log.last_index
-        n = self.num_nodes
-        self._next = [last + 1] * n
-        self._acked_next = [last + 1] * n
-        self._match = [0] * n
-        self._inflight = [0] * n
-        self._replied = [False] * n
-        self._acked_seq = [0] * n
-        self._read_seq = self._confirmed_seq = 0
-        self._append_noop()
-        out.append(Annotate(name="became-leader", attrs={"term": self.current_term}))
-        out.extend(self._replicate(p) for p in self.peers)
-        out.append(SetTimer(name=HEARTBEAT, delay_s=self.config.heartbeat_s))
-        if self.quorum == 1:
-            self._advance_commit(out)
 
     # ============================================================================================ replication
     def _append_noop(self) -> None:
@@ -466,52 +334,6 @@ class RaftNode:
                     else:
                         out.append(Reply(client_id=client_id, request_id=request_id, outcome=Outcome.INFO,
                                          error="superseded"))
-
-    # ========================================================================================== ReadIndex §6.4
-    def _read_index(self, request: ClientRequest, out: Effects) -> None:
-        if self.log.term_at(self.commit_index) != self.current_term:
-            self._reads_blocked.append(request)  # no entry of this term committed yet: commit index may be stale
-            return
-        if self.quorum == 1:
-            out.append(self._read_reply(request))
-            return
-        if self._confirmed_seq < self._read_seq:  # a round is in flight: join the next one
-            self._reads.append((self._read_seq + 1, request))
-            return
-        self._reads.append((self._start_read_round(out), request))
-
-    def _start_read_round(self, out: Effects) -> int:
-        """Start heartbeat round ``read_seq + 1``: idle peers get an AppendEntries now; a peer with one in flight
-        gets the round in the AppendEntries its acknowledgement triggers (piggybacked on replication)."""
-        self._read_seq += 1
-        self._acked_seq[self.node_id] = self._read_seq
-        max_inflight = self.config.max_inflight
-        out.extend(self._replicate(p) for p in self.peers if self._inflight[p] < max_inflight)
-        return self._read_seq
-
-    def _confirm_reads(self, out: Effects) -> None:
-        confirmed = committed_index(self._acked_seq)
-        if confirmed <= self._confirmed_seq:
-            return
-        self._confirmed_seq = confirmed
-        reads = self._reads
-        while reads and reads[0][0] <= confirmed:
-            out.append(self._read_reply(reads.popleft()[1]))
-        if reads:  # reads that arrived during the confirmed round
-            self._start_read_round(out)
-
-    def _read_reply(self, request: ClientRequest) -> Reply:
-        return Reply(client_id=request.client_id, request_id=request.request_id, outcome=Outcome.OK,
-                     value=self.kv.read(request.key))
-
-    def _fail_reads(self, out: Effects) -> None:
-        """Pending reads of a deposed leader had no effect: a definite FAIL."""
-        for _, request in self._reads:
-            out.append(self._not_leader(request))
-        for request in self._reads_blocked:
-            out.append(self._not_leader(request))
-        self._reads.clear()
-        self._reads_blocked = []
 
     # ================================================================================================ helpers
     def _not_leader(self, request: ClientRequest) -> Reply:

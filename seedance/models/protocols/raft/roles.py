@@ -1,0 +1,17 @@
+"""Raft's server roles (§5.1) and the names a node uses with its runtime: timers and durable keys."""
+
+from __future__ import annotations
+
+import enum
+
+ELECTION = "election"
+HEARTBEAT = "heartbeat"
+VOTE_RETRY = "vote-retry"
+HARD_STATE_KEY = "hard_state"
+LOG_KEY = "log"
+
+
+class Role(str, enum.Enum):
+    FOLLOWER = "follower"
+    CANDIDATE = "candidate"
+    LEADER = "leader"
