@@ -117,6 +117,7 @@ class Elections:
             out.append(self._arm_election(now))
             out.append(Annotate(name="stepped-down", attrs={"term": self.current_term}))
             self._fail_reads(out)
+            self._abandon_pending(out)
 
     def _become_leader(self, out: Effects) -> None:
         self.role = Role.LEADER

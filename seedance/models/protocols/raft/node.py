@@ -22,8 +22,10 @@ Rules this module keeps, with the section that states them:
 * A leader appends a no-op entry at the start of its term (§8), so it commits an entry of its term promptly.
 * Client interaction (§8): non-leaders answer FAIL "not-leader" with a leader hint (nothing was appended); a leader
   appends the command, and replies when the entry is applied; the state machine deduplicates (client, request)
-  pairs. A request whose entry is overwritten by another leader's gets INFO "superseded" (indeterminate: the client
-  may have retried it elsewhere under the same id); a crashed node forgets, and the client times out (INFO).
+  pairs. A leader that steps down answers its pending requests INFO "leadership-lost" at once (indeterminate: the
+  entries may still commit under the next leader, or be overwritten — Figure 8 shows both can happen), so clients
+  move on instead of waiting for entries no one may ever commit; a crashed node forgets, and the client times out
+  (INFO too).
 * Linearizable reads (§6.4, §8): with ``reads="readindex"`` the leader records its commit index as the read index once
   it has committed an entry of its term, confirms leadership with a round of heartbeats acknowledged by a majority
   (reads arriving during a round share the next one; a round rides on the replication stream where an
@@ -331,9 +333,18 @@ class RaftNode(Elections, ReadIndex):
                     if result is not None and entry.term == term and entry.client_id == client_id \
                             and entry.request_id == request_id:
                         out.append(self._reply(client_id, request_id, result))
-                    else:
+                    else:  # a leader never loses its own entries while it leads: only a broken node gets here
+                        self.violations.append(f"node {self.node_id}: index {self.last_applied} applied another "
+                                               f"entry than the one it appended for ({client_id}, {request_id})")
                         out.append(Reply(client_id=client_id, request_id=request_id, outcome=Outcome.INFO,
                                          error="superseded"))
+
+    def _abandon_pending(self, out: Effects) -> None:
+        """A deposed leader's pending requests: their entries may or may not commit later — INFO, now."""
+        for _, client_id, request_id in self._pending.values():
+            out.append(Reply(client_id=client_id, request_id=request_id, outcome=Outcome.INFO,
+                             error="leadership-lost"))
+        self._pending.clear()
 
     # ================================================================================================ helpers
     def _not_leader(self, request: ClientRequest) -> Reply:
