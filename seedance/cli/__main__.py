@@ -1,0 +1,5 @@
+import sys
+
+from seedance.cli import main
+
+sys.exit(main())
