@@ -117,11 +117,11 @@ def test_collectives_run_on_torch_distributed_and_time_out_as_inputs(tmp_path):
     assert "lonely" not in states[2]
 
 
-def test_cli_run_prints_the_simulator_summary_keys_plus_backend(tmp_path, capsys):
+def test_cli_run_prints_the_simulator_summary_keys_plus_backend(tmp_path, capsys, monkeypatch):
     from seedance.cli import main
 
     out = tmp_path / "run"
-    os.environ["PYTHONPATH"] = child_env()["PYTHONPATH"]
+    monkeypatch.setenv("PYTHONPATH", child_env()["PYTHONPATH"])
     code = main(["real", "run", "--protocol", KV, "--nodes", "3", "--clients", "4", "--duration", "1.5",
                  "--seed", "3", "--out", str(out), "--json"])
     summary = json.loads(capsys.readouterr().out)
