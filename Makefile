@@ -30,6 +30,7 @@ test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
 
 bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	for b in benchmarks/*.py; do $(BIN)/python $$b --out out/benchmarks || exit 1; done
 
 paper: $(STAMP)
