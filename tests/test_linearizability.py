@@ -149,3 +149,20 @@ def test_time_budget_gives_unknown():
     result = check(events, "cas-register", timeout_s=0)
     assert result.valid == "unknown" and result.first_violation is None
     assert result.per_key["None"]["valid"] == "unknown"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(40))
+def test_campaign_generated_and_planted(seed):
+    """Seeded campaign: correct-store histories of every shape are linearizable; a planted stale read is not."""
+    rng = np.random.default_rng(seed)
+    config = GeneratorConfig(ops=int(rng.integers(500, 5000)), clients=int(rng.integers(2, 21)),
+                             keys=int(rng.choice([1, 3, 10])), cas_fraction=float(rng.choice([0.0, 0.2])),
+                             info_fraction=float(rng.choice([0.0, 0.02, 0.1])), fail_fraction=0.01,
+                             value_range=None if seed % 2 else int(rng.integers(2, 8)))
+    events = atomic_history(config, rng)
+    assert check(events, "kv", timeout_s=300).valid is True, f"seed {seed}: {config}"
+    if config.value_range is None:
+        planted = plant_stale_read(events, rng)
+        if planted is not None:
+            assert check(planted[0], "kv", timeout_s=300).valid is False, f"seed {seed}: {config}"
