@@ -190,6 +190,10 @@ class Cluster:
                 assert isinstance(effect, Annotate), effect
         self.trace.append((node_id, kind, tuple(effects)))
         self.violations.extend(self.monitor.observe(self.nodes.values()))
+        for effect in effects:  # a zero-delay timer fires before anything else happens (a runtime: next in line)
+            if isinstance(effect, SetTimer) and effect.delay_s == 0 and node_id in self.nodes \
+                    and self.timers[node_id].get(effect.name) == self.now:
+                self.fire(node_id, effect.name)
         return effects
 
     def _check_durable(self, node_id: int, effect: Any) -> None:

@@ -179,9 +179,11 @@ def test_message_sizes_grow_with_values():
     """size_bytes = header + each entry's estimated size, so the fabric model charges big values more."""
     c = Cluster(3, seed=8).start()
     c.elect(0)
-    small = [e for e in c.request(0, "write", "k", 1) if isinstance(e, Send)]
+    c.request(0, "write", "k", 1)
+    small = [e for e in c.trace[-1][2] if isinstance(e, Send)]  # the group-commit flush that followed
     c.deliver_all()
-    big = [e for e in c.request(0, "write", "k", "x" * 10_000, request_id=2) if isinstance(e, Send)]
+    c.request(0, "write", "k", "x" * 10_000, request_id=2)
+    big = [e for e in c.trace[-1][2] if isinstance(e, Send)]
     assert len(small) == len(big) == 2
     assert all(64 < e.size_bytes < 200 for e in small)
     assert all(10_000 < e.size_bytes < 10_200 for e in big)
@@ -230,3 +232,25 @@ def test_messages_round_trip_through_the_wire_codec():
                     RequestVote(term=3, candidate_id=1, last_log_index=4, last_log_term=2),
                     RequestVoteReply(term=3, vote_granted=True)):
         assert codec.unpack(codec.pack(message)) == message
+
+
+def test_group_commit_persists_queued_requests_in_one_write_before_sending_them():
+    """Requests handled before the leader's zero-delay flush timer share one PersistLog; nothing unpersisted is sent,
+    and the leader counts its own copy only once durable (§10.2.1 lets it write in parallel; we write first)."""
+    from seedance.models.protocols.contract import ClientRequest, Operation, PersistLog, SetTimer
+
+    c = Cluster(3, seed=10).start()
+    c.elect(0)
+    leader = c.nodes[0]
+    first = leader.on_client_request(ClientRequest(client_id=1, request_id=1, op=Operation.WRITE, key="a", value=1),
+                                     c.now)
+    second = leader.on_client_request(ClientRequest(client_id=2, request_id=1, op=Operation.WRITE, key="b", value=2),
+                                      c.now)
+    assert first == [SetTimer(name="flush", delay_s=0.0)] and second == []
+    assert leader._match[0] == 1  # only the no-op is durable yet
+    beat = leader.on_timer("heartbeat", c.now)
+    assert all(len(e.message.entries) == 0 for e in beat if isinstance(e, Send))  # buffered entries stay home
+    flush = leader.on_timer("flush", c.now)
+    writes = [e for e in flush if isinstance(e, PersistLog)]
+    assert len(writes) == 1 and writes[0].start == 1 and len(writes[0].entries) == 2
+    assert isinstance(flush[0], PersistLog) and leader._match[0] == 3

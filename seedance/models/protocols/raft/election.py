@@ -14,7 +14,7 @@ from seedance.models.protocols.contract import Annotate, CancelTimer, Effects, N
 from seedance.models.protocols.raft.messages import (
     REQUEST_VOTE_BYTES, REQUEST_VOTE_REPLY_BYTES, RequestVote, RequestVoteReply,
 )
-from seedance.models.protocols.raft.roles import ELECTION, HEARTBEAT, VOTE_RETRY, Role
+from seedance.models.protocols.raft.roles import ELECTION, FLUSH, HEARTBEAT, VOTE_RETRY, Role
 
 
 class Elections:
@@ -118,6 +118,9 @@ class Elections:
             out.append(Annotate(name="stepped-down", attrs={"term": self.current_term}))
             self._fail_reads(out)
             self._abandon_pending(out)
+            if self._buffered_from:  # entries in our log must be durable before we act as a follower
+                self._persist_buffer()
+                out.append(CancelTimer(name=FLUSH))
 
     def _become_leader(self, out: Effects) -> None:
         self.role = Role.LEADER

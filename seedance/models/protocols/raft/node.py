@@ -74,7 +74,7 @@ from seedance.models.protocols.raft.messages import (
 from seedance.models.protocols.raft.election import Elections
 from seedance.models.protocols.raft.quorum import committed_index, majority
 from seedance.models.protocols.raft.reads import ReadIndex
-from seedance.models.protocols.raft.roles import ELECTION, HARD_STATE_KEY, HEARTBEAT, LOG_KEY, VOTE_RETRY, Role
+from seedance.models.protocols.raft.roles import ELECTION, FLUSH, HARD_STATE_KEY, HEARTBEAT, LOG_KEY, VOTE_RETRY, Role
 
 class RaftNode(Elections, ReadIndex):
     """One Raft server driving a :class:`~seedance.models.kv.KVStore`."""
@@ -111,6 +111,7 @@ class RaftNode(Elections, ReadIndex):
         self._inflight = [0] * num_nodes
         self._replied = [False] * num_nodes
         self._pending: dict[int, tuple[int, int, int]] = {}  # log index -> (term, client_id, request_id)
+        self._buffered_from = 0  # first client entry appended but not yet persisted (0: none) — group commit
         # ReadIndex state (§6.4)
         self._read_seq = 0  # last heartbeat round started
         self._confirmed_seq = 0  # last round acknowledged by a majority
@@ -149,6 +150,8 @@ class RaftNode(Elections, ReadIndex):
             return self._on_election_timer(now)
         if name == VOTE_RETRY:
             return self._on_vote_retry(now)
+        if name == FLUSH:
+            return self._on_flush(now)
         return []
 
     def on_client_request(self, request: ClientRequest, now: float) -> Effects:
@@ -169,14 +172,12 @@ class RaftNode(Elections, ReadIndex):
         op_name = op.value if isinstance(op, Operation) else str(op)
         entry = command_entry(self.current_term, request.client_id, request.request_id, op_name, request.key,
                               request.value)
-        index = self._append_own(entry)
+        index = self.log.append(entry)
         self._pending[index] = (self.current_term, request.client_id, request.request_id)
-        for peer in self.peers:
-            if self._inflight[peer] < self.config.max_inflight:
-                out.append(self._replicate(peer))
-        if self.quorum == 1:
-            self._advance_commit(out)
-        return self._flush(out)
+        if not self._buffered_from:  # group commit: requests queued behind this one join the same write
+            self._buffered_from = index
+            out.append(SetTimer(name=FLUSH, delay_s=0.0))
+        return out
 
     def on_collective_done(self, done: CollectiveDone, now: float) -> Effects:
         return []
@@ -185,6 +186,32 @@ class RaftNode(Elections, ReadIndex):
     def _append_noop(self) -> None:
         """§8: a new leader appends a blank entry of its term, so that it commits one promptly."""
         self._append_own(Entry(term=self.current_term))
+
+    def _on_flush(self, now: float) -> Effects:
+        """Persist the buffered client entries in one write, then replicate them (and count our own copy)."""
+        if not self._buffered_from:
+            return []
+        out: Effects = []
+        self._persist_buffer()
+        if self.role is Role.LEADER:
+            for peer in self.peers:
+                if self._inflight[peer] < self.config.max_inflight:
+                    out.append(self._replicate(peer))
+            if self.quorum == 1:
+                self._advance_commit(out)
+        return self._flush(out)
+
+    def _persist_buffer(self) -> None:
+        first, last = self._buffered_from, self.log.last_index
+        entries = self.log.entries(first, last)
+        self._log_writes.append(PersistLog(key=LOG_KEY, start=first - 1, entries=tuple(e.to_plain() for e in entries),
+                                           size_bytes=sum(e.size_bytes for e in entries)))
+        self._match[self.node_id] = last  # the leader counts its own copy only once it is durable
+        self._buffered_from = 0
+
+    def _sendable_last(self) -> int:
+        """The last index the leader may send: everything it has persisted."""
+        return self._buffered_from - 1 if self._buffered_from else self.log.last_index
 
     def _append_own(self, entry: Entry) -> int:
         start = self.log.last_index
@@ -198,7 +225,7 @@ class RaftNode(Elections, ReadIndex):
         """AppendEntries to ``peer`` from its next index, at most one batch; advances next index (pipelining)."""
         log = self.log
         first = self._next[peer]
-        last = min(log.last_index, first + self.config.max_batch_entries - 1)
+        last = min(self._sendable_last(), first + self.config.max_batch_entries - 1)
         entries = log.entries(first, last)
         size = HEADER_BYTES
         for e in entries:
@@ -298,7 +325,7 @@ class RaftNode(Elections, ReadIndex):
         else:
             self._next[src] = max(self._match[src] + 1, min(m.conflict_index, self._next[src]))
         self._acked_next[src] = self._match[src] + 1 if m.success else self._next[src]
-        if (self._next[src] <= self.log.last_index or self._acked_seq[src] < self._read_seq) \
+        if (self._next[src] <= self._sendable_last() or self._acked_seq[src] < self._read_seq) \
                 and self._inflight[src] < self.config.max_inflight:
             out.append(self._replicate(src))  # more entries, or a read round this peer has not seen yet
         return self._flush(out)

@@ -7,6 +7,7 @@ import enum
 ELECTION = "election"
 HEARTBEAT = "heartbeat"
 VOTE_RETRY = "vote-retry"
+FLUSH = "flush"  # zero-delay timer: the leader's group commit of client entries
 HARD_STATE_KEY = "hard_state"
 LOG_KEY = "log"
 
