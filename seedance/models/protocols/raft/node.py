@@ -20,6 +20,10 @@ Rules this module keeps, with the section that states them:
 * Recovery: ``on_recover`` restores term, vote and log; commitIndex and lastApplied are volatile and start at 0; the
   state machine is rebuilt by re-applying entries as the leader's commit index is learned.
 * A leader appends a no-op entry at the start of its term (§8), so it commits an entry of its term promptly.
+* Group commit: a leader appends a client's entry in memory and arms a zero-delay ``flush`` timer; requests the
+  runtime hands it before that timer fires join the same PersistLog. Only persisted entries are sent, and the leader
+  counts its own copy toward a majority only once it is durable (§10.2.1 allows writing in parallel with
+  replication; writing first keeps "durable before sent" without a completion input in the contract).
 * Client interaction (§8): non-leaders answer FAIL "not-leader" with a leader hint (nothing was appended); a leader
   appends the command, and replies when the entry is applied; the state machine deduplicates (client, request)
   pairs. A leader that steps down answers its pending requests INFO "leadership-lost" at once (indeterminate: the
