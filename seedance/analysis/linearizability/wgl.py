@@ -10,7 +10,9 @@ Rules, following Lowe, "Testing for linearizability", Concurrency Comput. Pract.
   the last choice, relinks it, moves past it). The calls before the first return entry are exactly the operations
   that may come next in a linearization (all operations that precede them in real time are placed).
 * Lowe's memoisation: a configuration (set of linearized operations as a bitset, model state) already explored is
-  never explored again. Without it the search is exponential on many ordinary histories.
+  never explored again. Without it the search is exponential on many ordinary histories. The memo stores the set
+  of determinate operations as (first unlinearized one, bits above it), and the indeterminate ones apart: a few
+  words instead of one bit per operation of the history.
 * Indeterminate operations have their return at +infinity (after every other entry). Reaching one of those
   returns means every determinate operation is linearized: the history is linearizable; the indeterminate
   operations still in the list never took effect.
@@ -113,9 +115,19 @@ def search(ops: list[HistoryOp], initial: Any = None, deadline: float | None = N
     nxt, prv = _entry_list(ops)
     head, tail = 2 * n, 2 * n + 1
 
-    cache: set[tuple[int, Any]] = set()
+    # The linearized set is two bitsets, over determinate and over indeterminate operations (numbered apart); the
+    # memo keeps the first unlinearized determinate operation and the determinate bits above it.
+    bit = [0] * n
+    determinate_count = indeterminate_count = 0
+    for j in range(n):
+        if indeterminate[j]:
+            bit[j], indeterminate_count = 1 << indeterminate_count, indeterminate_count + 1
+        else:
+            bit[j], determinate_count = 1 << determinate_count, determinate_count + 1
+    cache: set[tuple[int, int, int, Any]] = set()  # (low, determinate bits above low, indeterminate bits, state)
+    placed = 0  # determinate operations linearized, as a bitset
+    placed_indeterminate = 0
     stack: list[tuple[int, Any, Any, int]] = []  # (call entry, state before, concrete value before, phase)
-    linearized = 0
     state = abstract(initial)
     concrete = initial  # the register's actual value in this configuration (``state`` may be abstract)
     entry = nxt[head]
@@ -170,11 +182,16 @@ def search(ops: list[HistoryOp], initial: Any = None, deadline: float | None = N
             elif phase == _REST and (indeterminate[i] or after in wanted):
                 entry = nxt[entry]
                 continue
-            config = (linearized | (1 << i), after)
+            if indeterminate[i]:
+                grown, grown_indeterminate = placed, placed_indeterminate | bit[i]
+            else:
+                grown, grown_indeterminate = placed | bit[i], placed_indeterminate
+            low = ((grown + 1) & ~grown).bit_length() - 1  # every determinate op numbered below ``low`` is placed
+            config = (low, grown >> low, grown_indeterminate, after)
             if config not in cache:
                 cache.add(config)
                 stack.append((entry, state, concrete, phase))
-                linearized, state = config
+                placed, placed_indeterminate, state = grown, grown_indeterminate, after
                 if k != _READ:
                     concrete = written[i]
                 _lift(nxt, prv, entry)
@@ -190,7 +207,10 @@ def search(ops: list[HistoryOp], initial: Any = None, deadline: float | None = N
         # backtrack: undo forced steps and the last branching choice, then try the candidate after it
         while stack:
             entry, state, concrete, phase = stack.pop()
-            linearized ^= 1 << (entry >> 1)
+            if indeterminate[entry >> 1]:
+                placed_indeterminate ^= bit[entry >> 1]
+            else:
+                placed ^= bit[entry >> 1]
             _unlift(nxt, prv, entry)
             if phase != _FORCED:
                 break
