@@ -9,6 +9,8 @@ from typing import Any
 import click
 import numpy as np
 
+from seedance.errors import SpecError
+
 
 def _default(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
@@ -41,6 +43,31 @@ def to_json(obj: Any) -> str:
 def emit_json(obj: Any) -> None:
     """Print exactly one JSON object on stdout."""
     click.echo(to_json(obj))
+
+
+def parse_settings(pairs: tuple[str, ...]) -> dict[str, Any]:
+    """``--set KEY=VALUE`` pairs as a dict; VALUE is JSON when it parses, else the plain string."""
+    config: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise SpecError("--set", f"expected KEY=VALUE, got {pair!r}", "e.g. --set heartbeat_s=0.05")
+        try:
+            config[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            config[key] = raw
+    return config
+
+
+def parse_mix(text: str) -> tuple[float, float, float]:
+    """``--mix read,write,cas``: three non-negative fractions summing to 1."""
+    try:
+        parts = tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise SpecError("--mix", f"not numbers: {text!r}", "three fractions read,write,cas, e.g. 0.5,0.4,0.1") from None
+    if len(parts) != 3 or any(not math.isfinite(p) or p < 0 for p in parts) or abs(sum(parts) - 1.0) > 1e-6:
+        raise SpecError("--mix", f"bad fractions {text!r}", "three non-negative fractions read,write,cas summing to 1")
+    return parts  # type: ignore[return-value]
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout.")

@@ -7,37 +7,16 @@ predicted collective times). Heavy imports happen inside the commands so ``seeda
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import click
 
-from seedance.cli._common import emit_json, json_option
+from seedance.cli._common import emit_json, json_option, parse_mix, parse_settings
 from seedance.errors import SpecError
 
 
-def _settings(pairs: tuple[str, ...]) -> dict:
-    config: dict = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            raise SpecError("--set", f"expected KEY=VALUE, got {pair!r}", "e.g. --set heartbeat_s=0.05")
-        try:
-            config[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            config[key] = raw
-    return config
 
-
-def _mix(text: str) -> tuple[float, float, float]:
-    try:
-        parts = tuple(float(x) for x in text.split(","))
-    except ValueError:
-        raise SpecError("--mix", f"not numbers: {text!r}", "three fractions read,write,cas, e.g. 0.5,0.4,0.1") from None
-    if len(parts) != 3 or any(p < 0 for p in parts) or abs(sum(parts) - 1.0) > 1e-6:
-        raise SpecError("--mix", f"bad fractions {text!r}", "three non-negative fractions summing to 1")
-    return parts  # type: ignore[return-value]
 
 
 def _positive(name: str, value: float, allow_zero: bool = False) -> None:
@@ -93,12 +72,12 @@ def run_command(protocol: str, nodes: int, clients: int, duration: float, seed: 
     _positive("--kill-rate", kill_rate, allow_zero=True)
     _positive("--op-timeout", op_timeout)
     _positive("--value-size", value_size, allow_zero=True)
-    read, _, cas = _mix(mix)
+    read, _, cas = parse_mix(mix)
     workload = Workload(num_clients=clients, keys=keys, read_fraction=read, cas_fraction=cas,
                         value_size_bytes=value_size, op_timeout_s=op_timeout)
     summary = run_real(protocol=protocol, nodes=nodes, clients=clients, duration_s=duration, seed=seed,
                        out=Path(out_dir), kill_rate=kill_rate, restart_delay_s=restart_delay,
-                       config=_settings(settings), workload=workload, bind_host=bind, check=check,
+                       config=parse_settings(settings), workload=workload, bind_host=bind, check=check,
                        check_timeout_s=check_timeout, warmup=warmup, argv=["real", *sys.argv[sys.argv.index("real") + 1:]]
                        if "real" in sys.argv else None)
     if as_json:

@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
-from seedance.cli._common import emit_json, json_option
+from seedance.cli._common import emit_json, json_option, parse_mix, parse_settings
 from seedance.errors import SpecError
 
-
-def _mix(text: str) -> tuple[float, float, float]:
-    try:
-        parts = tuple(float(x) for x in text.split(","))
-    except ValueError:
-        raise SpecError("--mix", f"not numbers: {text!r}", "three fractions read,write,cas, e.g. 0.5,0.4,0.1") from None
-    if len(parts) != 3:
-        raise SpecError("--mix", f"expected 3 fractions, got {len(parts)}", "read,write,cas, e.g. 0.5,0.4,0.1")
-    return parts  # type: ignore[return-value]
 
 
 def _key_dist(text: str) -> dict[str, Any]:
@@ -38,17 +28,6 @@ def _key_dist(text: str) -> dict[str, Any]:
     raise SpecError("--key-dist", f"unknown key distribution {text!r}", valid)
 
 
-def _settings(pairs: tuple[str, ...]) -> dict[str, Any]:
-    config: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            raise SpecError("--set", f"expected KEY=VALUE, got {pair!r}", "e.g. --set heartbeat_s=0.05")
-        try:
-            config[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            config[key] = raw
-    return config
 
 
 def _progress_bar(total_s: float, enabled: bool) -> Any:
@@ -110,8 +89,8 @@ def run_command(protocol: str, nodes: int, topology: str | None, hosts: int | No
     config = SimConfig(
         protocol=protocol, nodes=nodes, duration_s=duration, seed=seed, topology=topology, topology_hosts=hosts,
         nodes_per_host=nodes_per_host,
-        protocol_config=_settings(settings),
-        workload=WorkloadConfig(mode=workload, clients=clients, rate_ops_s=rate, mix=_mix(mix), keys=keys,
+        protocol_config=parse_settings(settings),
+        workload=WorkloadConfig(mode=workload, clients=clients, rate_ops_s=rate, mix=parse_mix(mix), keys=keys,
                                 op_timeout_s=op_timeout, **_key_dist(key_dist), **more.get("workload", {})),
         nemesis=NemesisConfig(faults=faults, faulty_fraction=faulty_fraction, **more.get("nemesis", {})),
         cpu=CpuConfig(**more.get("cpu", {})), storage=StorageConfig(**more.get("storage", {})),
