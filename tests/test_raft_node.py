@@ -6,9 +6,9 @@ import pytest
 
 from raft_harness import Cluster
 from seedance.errors import SpecError
-from seedance.models.protocols.contract import Outcome, Send
+from seedance.models.protocols.contract import Outcome, Reply, Send
 from seedance.models.protocols.raft import SPEC, RaftConfig, Role
-from seedance.models.protocols.raft.messages import AppendEntries, RequestVote
+from seedance.models.protocols.raft.messages import AppendEntries, AppendEntriesReply, RequestVote
 from seedance.models.protocols.registry import get
 
 
@@ -179,11 +179,14 @@ def test_message_sizes_grow_with_values():
     """size_bytes = header + each entry's estimated size, so the fabric model charges big values more."""
     c = Cluster(3, seed=8).start()
     c.elect(0)
+    def flushed():  # the sends of the group-commit flush that followed the last request
+        return [e for _, kind, effs in c.trace if kind == "timer:flush" for e in effs if isinstance(e, Send)][-2:]
+
     c.request(0, "write", "k", 1)
-    small = [e for e in c.trace[-1][2] if isinstance(e, Send)]  # the group-commit flush that followed
+    small = flushed()
     c.deliver_all()
     c.request(0, "write", "k", "x" * 10_000, request_id=2)
-    big = [e for e in c.trace[-1][2] if isinstance(e, Send)]
+    big = flushed()
     assert len(small) == len(big) == 2
     assert all(64 < e.size_bytes < 200 for e in small)
     assert all(10_000 < e.size_bytes < 10_200 for e in big)
@@ -234,9 +237,11 @@ def test_messages_round_trip_through_the_wire_codec():
         assert codec.unpack(codec.pack(message)) == message
 
 
-def test_group_commit_persists_queued_requests_in_one_write_before_sending_them():
-    """Requests handled before the leader's zero-delay flush timer share one PersistLog; nothing unpersisted is sent,
-    and the leader counts its own copy only once durable (§10.2.1 lets it write in parallel; we write first)."""
+def test_group_commit_sends_before_the_leaders_own_write_and_counts_itself_once_durable():
+    """Requests handled before the leader's zero-delay flush timer share one flush; the flush sends them before the
+    leader's own write (Ongaro's thesis §10.2.1: the leader writes in parallel with replication), the write is one
+    PersistLog followed by a timer the runtime arms only once it is durable, and only that timer lets the leader
+    count its own copy toward the commit majority."""
     from seedance.models.protocols.contract import ClientRequest, Operation, PersistLog, SetTimer
 
     c = Cluster(3, seed=10).start()
@@ -248,9 +253,41 @@ def test_group_commit_persists_queued_requests_in_one_write_before_sending_them(
                                       c.now)
     assert first == [SetTimer(name="flush", delay_s=0.0)] and second == []
     assert leader._match[0] == 1  # only the no-op is durable yet
-    beat = leader.on_timer("heartbeat", c.now)
-    assert all(len(e.message.entries) == 0 for e in beat if isinstance(e, Send))  # buffered entries stay home
+    assert leader._sendable_last() == 1  # buffered entries stay home until the flush
     flush = leader.on_timer("flush", c.now)
-    writes = [e for e in flush if isinstance(e, PersistLog)]
-    assert len(writes) == 1 and writes[0].start == 1 and len(writes[0].entries) == 2
-    assert isinstance(flush[0], PersistLog) and leader._match[0] == 3
+    assert [len(e.message.entries) for e in flush if isinstance(e, Send)] == [2, 2]  # sent before any write
+    assert flush[-1] == SetTimer(name="write", delay_s=0.0) and not any(isinstance(e, PersistLog) for e in flush)
+    # a follower's acknowledgement alone commits nothing: the leader's own copy is not durable yet
+    ack = AppendEntriesReply(term=leader.current_term, success=True, match_index=3, read_seq=flush[0].message.read_seq)
+    assert not any(isinstance(e, Reply) for e in leader.on_message(1, ack, c.now))
+    assert leader.commit_index == 1 and leader._match[0] == 1
+    write = leader.on_timer("write", c.now)
+    assert isinstance(write[0], PersistLog) and write[0].start == 1 and len(write[0].entries) == 2
+    assert write[1:] == [SetTimer(name=f"durable:{leader.current_term}:3", delay_s=0.0)]  # armed once durable
+    assert leader._match[0] == 1
+    durable = leader.on_timer(f"durable:{leader.current_term}:3", c.now)
+    assert leader._match[0] == 3 and leader.commit_index == 3
+    assert sorted(r.client_id for r in durable if isinstance(r, Reply)) == [1, 2]
+
+
+def test_a_leader_crashing_before_its_write_loses_nothing_committed():
+    """§10.2.1: entries a majority of followers stored survive the leader losing its unwritten copy."""
+    c = Cluster(3, seed=12).start()
+    c.eager_timers = lambda name: name != "write"  # the leader's write never happens before the crash
+    c.elect(0)
+    c.fire(0, "write")  # the no-op is written; now the client entry stays unwritten on the leader
+    c.deliver_all()
+    c.request(0, "write", "k", "v")
+    c.deliver_all()
+    assert c.reply_to(1, 1) is None and c.nodes[1].log.last_index == 2  # followers hold it, leader did not commit
+    c.crash(0)
+    assert len(c.durable[0]["logs"]["log"]) == 1
+    c.eager_timers = lambda name: True
+    c.elect(1)
+    c.fire(1, "heartbeat")
+    c.deliver_all()
+    assert c.nodes[1].log.entry(2).value == "v" and c.nodes[1].kv.read("k") == "v"
+    c.recover(0)
+    c.fire(1, "heartbeat")
+    c.deliver_all()
+    assert c.nodes[0].log.entry(2).value == "v" and c.check() == [] and c.durability_errors == []

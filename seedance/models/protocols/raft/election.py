@@ -14,7 +14,7 @@ from seedance.models.protocols.contract import Annotate, CancelTimer, Effects, N
 from seedance.models.protocols.raft.messages import (
     REQUEST_VOTE_BYTES, REQUEST_VOTE_REPLY_BYTES, RequestVote, RequestVoteReply,
 )
-from seedance.models.protocols.raft.roles import ELECTION, FLUSH, HEARTBEAT, VOTE_RETRY, Role
+from seedance.models.protocols.raft.roles import ELECTION, FLUSH, HEARTBEAT, VOTE_RETRY, WRITE, Role
 
 
 class Elections:
@@ -118,9 +118,12 @@ class Elections:
             out.append(Annotate(name="stepped-down", attrs={"term": self.current_term}))
             self._fail_reads(out)
             self._abandon_pending(out)
-            if self._buffered_from:  # entries in our log must be durable before we act as a follower
-                self._persist_buffer()
+            if self._buffered_from:
+                self._buffered_from = 0
                 out.append(CancelTimer(name=FLUSH))
+            if self._unwritten_from:  # entries in our log must be durable before we act as a follower (§10.2.1)
+                self._write_unwritten()
+                out.append(CancelTimer(name=WRITE))
 
     def _become_leader(self, out: Effects) -> None:
         self.role = Role.LEADER
@@ -136,8 +139,7 @@ class Elections:
         self._read_seq = self._confirmed_seq = 0
         self._append_noop()
         out.append(Annotate(name="became-leader", attrs={"term": self.current_term}))
-        out.extend(self._replicate(p) for p in self.peers)
+        out.extend(self._replicate(p) for p in self.peers)  # the no-op goes out before it is durable (§10.2.1)
         out.append(SetTimer(name=HEARTBEAT, delay_s=self.config.heartbeat_s))
-        if self.quorum == 1:
-            self._advance_commit(out)
+        out.append(SetTimer(name=WRITE, delay_s=0.0))
 

@@ -20,10 +20,17 @@ Rules this module keeps, with the section that states them:
 * Recovery: ``on_recover`` restores term, vote and log; commitIndex and lastApplied are volatile and start at 0; the
   state machine is rebuilt by re-applying entries as the leader's commit index is learned.
 * A leader appends a no-op entry at the start of its term (§8), so it commits an entry of its term promptly.
-* Group commit: a leader appends a client's entry in memory and arms a zero-delay ``flush`` timer; requests the
-  runtime hands it before that timer fires join the same PersistLog. Only persisted entries are sent, and the leader
-  counts its own copy toward a majority only once it is durable (§10.2.1 allows writing in parallel with
-  replication; writing first keeps "durable before sent" without a completion input in the contract).
+* Group commit, and the leader's write in parallel with replication (Ongaro's thesis, §10.2.1: the leader may
+  write to its disk in parallel with replicating to the followers, and counts itself toward a majority only once
+  its own write is durable): a leader appends a client's entry in memory and arms a zero-delay ``flush`` timer;
+  requests the runtime hands it before that timer fires share the flush. The flush sends the entries to the
+  followers and arms a zero-delay ``write`` timer; the write (a later input, so a runtime that makes a turn's
+  writes durable before that turn's sends has already sent them) is one PersistLog of everything unwritten,
+  followed by a zero-delay ``durable:<term>:<index>`` timer. The contract arms a timer that follows a PersistLog
+  only once that write is durable (both runtimes and the test harness do), so when it fires the leader knows its
+  log is durable up to ``index`` and only then counts its own copy. Conservatively, the leader also never commits
+  past its own durable index, so a client Reply always follows the local write. Followers still persist before
+  acknowledging; everything but a leader's AppendEntries waits for the whole log to be durable.
 * Client interaction (§8): non-leaders answer FAIL "not-leader" with a leader hint (nothing was appended); a leader
   appends the command, and replies when the entry is applied; the state machine deduplicates (client, request)
   pairs. A leader that steps down answers its pending requests INFO "leadership-lost" at once (indeterminate: the
@@ -78,7 +85,9 @@ from seedance.models.protocols.raft.messages import (
 from seedance.models.protocols.raft.election import Elections
 from seedance.models.protocols.raft.quorum import committed_index, majority
 from seedance.models.protocols.raft.reads import ReadIndex
-from seedance.models.protocols.raft.roles import ELECTION, FLUSH, HARD_STATE_KEY, HEARTBEAT, LOG_KEY, VOTE_RETRY, Role
+from seedance.models.protocols.raft.roles import (
+    DURABLE, ELECTION, FLUSH, HARD_STATE_KEY, HEARTBEAT, LOG_KEY, VOTE_RETRY, WRITE, Role,
+)
 
 class RaftNode(Elections, ReadIndex):
     """One Raft server driving a :class:`~seedance.models.kv.KVStore`."""
@@ -115,7 +124,8 @@ class RaftNode(Elections, ReadIndex):
         self._inflight = [0] * num_nodes
         self._replied = [False] * num_nodes
         self._pending: dict[int, tuple[int, int, int]] = {}  # log index -> (term, client_id, request_id)
-        self._buffered_from = 0  # first client entry appended but not yet persisted (0: none) — group commit
+        self._buffered_from = 0  # first client entry appended but not yet sent (0: none) — group commit
+        self._unwritten_from = 0  # first leader entry appended but not yet in a PersistLog (0: none) — §10.2.1
         # ReadIndex state (§6.4)
         self._read_seq = 0  # last heartbeat round started
         self._confirmed_seq = 0  # last round acknowledged by a majority
@@ -156,6 +166,11 @@ class RaftNode(Elections, ReadIndex):
             return self._on_vote_retry(now)
         if name == FLUSH:
             return self._on_flush(now)
+        if name == WRITE:
+            return self._on_write(now)
+        if isinstance(name, str) and name.startswith(DURABLE):
+            _, term, index = name.split(":")
+            return self._on_durable(int(term), int(index))
         return []
 
     def on_client_request(self, request: ClientRequest, now: float) -> Effects:
@@ -178,6 +193,8 @@ class RaftNode(Elections, ReadIndex):
                               request.value)
         index = self.log.append(entry)
         self._pending[index] = (self.current_term, request.client_id, request.request_id)
+        if not self._unwritten_from:
+            self._unwritten_from = index
         if not self._buffered_from:  # group commit: requests queued behind this one join the same write
             self._buffered_from = index
             out.append(SetTimer(name=FLUSH, delay_s=0.0))
@@ -192,37 +209,52 @@ class RaftNode(Elections, ReadIndex):
         self._append_own(Entry(term=self.current_term))
 
     def _on_flush(self, now: float) -> Effects:
-        """Persist the buffered client entries in one write, then replicate them (and count our own copy)."""
+        """Send the buffered client entries (before they are durable, §10.2.1), then write them in a later input."""
         if not self._buffered_from:
             return []
+        self._buffered_from = 0
         out: Effects = []
-        self._persist_buffer()
         if self.role is Role.LEADER:
             for peer in self.peers:
                 if self._inflight[peer] < self.config.max_inflight:
                     out.append(self._replicate(peer))
-            if self.quorum == 1:
-                self._advance_commit(out)
+        if self._unwritten_from:
+            out.append(SetTimer(name=WRITE, delay_s=0.0))
         return self._flush(out)
 
-    def _persist_buffer(self) -> None:
-        first, last = self._buffered_from, self.log.last_index
+    def _on_write(self, now: float) -> Effects:
+        """One PersistLog of every unwritten entry, then a timer that the runtime arms once the write is durable."""
+        if not self._unwritten_from or self.role is not Role.LEADER:
+            return []
+        last = self._write_unwritten()
+        return self._flush([SetTimer(name=f"{DURABLE}{self.current_term}:{last}", delay_s=0.0)])
+
+    def _write_unwritten(self) -> int:
+        first, last = self._unwritten_from, self.log.last_index
         entries = self.log.entries(first, last)
         self._log_writes.append(PersistLog(key=LOG_KEY, start=first - 1, entries=tuple(e.to_plain() for e in entries),
                                            size_bytes=sum(e.size_bytes for e in entries)))
-        self._match[self.node_id] = last  # the leader counts its own copy only once it is durable
-        self._buffered_from = 0
+        self._unwritten_from = 0
+        return last
+
+    def _on_durable(self, term: int, index: int) -> Effects:
+        """Our log is durable up to ``index`` (written in ``term``): count our own copy toward a majority."""
+        if self.role is not Role.LEADER or term != self.current_term or index <= self._match[self.node_id]:
+            return []
+        self._match[self.node_id] = index
+        out: Effects = []
+        if index > self.commit_index:
+            self._advance_commit(out)
+        return self._flush(out)
 
     def _sendable_last(self) -> int:
-        """The last index the leader may send: everything it has persisted."""
+        """The last index the leader may send: everything flushed, durable or not (§10.2.1)."""
         return self._buffered_from - 1 if self._buffered_from else self.log.last_index
 
     def _append_own(self, entry: Entry) -> int:
-        start = self.log.last_index
         index = self.log.append(entry)
-        self._match[self.node_id] = index
-        self._log_writes.append(PersistLog(key=LOG_KEY, start=start, entries=(entry.to_plain(),),
-                                           size_bytes=entry.size_bytes))
+        if not self._unwritten_from:
+            self._unwritten_from = index
         return index
 
     def _replicate(self, peer: NodeId) -> Send:
@@ -340,7 +372,9 @@ class RaftNode(Elections, ReadIndex):
         return self.log.term_at(index) == self.current_term
 
     def _advance_commit(self, out: Effects) -> None:
-        candidate = committed_index(self._match)
+        """Commit what a majority stores durably (§5.3, §5.4.2), never past our own durable copy (so every Reply
+        follows the local write; §10.2.1 would allow committing on a majority of followers alone)."""
+        candidate = min(committed_index(self._match), self._match[self.node_id])
         if candidate > self.commit_index and self._may_commit(candidate):
             self.commit_index = candidate
             self._apply(out)

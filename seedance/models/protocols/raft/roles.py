@@ -7,7 +7,9 @@ import enum
 ELECTION = "election"
 HEARTBEAT = "heartbeat"
 VOTE_RETRY = "vote-retry"
-FLUSH = "flush"  # zero-delay timer: the leader's group commit of client entries
+FLUSH = "flush"  # zero-delay timer: the leader sends the client entries queued in this turn (group commit)
+WRITE = "write"  # zero-delay timer armed by the flush: the leader writes its unwritten entries (next turn)
+DURABLE = "durable:"  # prefix of "durable:<term>:<index>", armed after a leader's PersistLog: fires once durable
 HARD_STATE_KEY = "hard_state"
 LOG_KEY = "log"
 
