@@ -47,7 +47,7 @@ import numpy as np
 from seedance.errors import SpecError
 from seedance.models.cost._curves import Pipeline, Steps, Term
 from seedance.models.cost._fabric import Fabric
-from seedance.models.cost.ring import RingOrder, best_ring
+from seedance.models.cost.ring import RingOrder, best_ring, per_host
 
 ALGORITHMS: dict[str, tuple[str, ...]] = {
     "allreduce": ("ring", "tree", "rhd", "direct", "hierarchical"),
@@ -221,16 +221,11 @@ def _host_groups(fabric: Fabric) -> list[np.ndarray]:
             "algorithm", f"hierarchical needs the same number of devices on every host, got {sorted(sizes)}",
             "another algorithm (ring, tree, rhd, direct) or auto",
         )
-    if "host_rings" not in fabric.cache:
-        rings, seen = [], {}  # identical hosts (same sub-matrices) share one search
-        for devices in hosts:
-            sub_b = fabric.bandwidth_Bps[np.ix_(devices, devices)] / 1e9
-            sub_l = fabric.latency_s[np.ix_(devices, devices)] * 1e6
-            key = sub_b.tobytes() + sub_l.tobytes()
-            if key not in seen:
-                seen[key] = list(best_ring(sub_b, sub_l, np.zeros(len(devices), dtype=np.int64)).order)
-            rings.append(devices[seen[key]])
-        fabric.cache["host_rings"] = rings
+    if "host_rings" not in fabric.cache:  # identical hosts (same sub-matrices) share one search
+        fabric.cache["host_rings"] = per_host(
+            fabric.bandwidth_Bps, fabric.latency_s, hosts,
+            lambda sub_b, sub_l: best_ring(sub_b / 1e9, sub_l * 1e6, np.zeros(len(sub_b), dtype=np.int64)).order,
+        )
     return fabric.cache["host_rings"]
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from seedance.errors import SpecError
+from seedance.models.cost.ring import host_members
 
 _TOPOLOGY_CACHE: weakref.WeakKeyDictionary[Any, Fabric] = weakref.WeakKeyDictionary()
 _MATRIX_CACHE: OrderedDict[str, Fabric] = OrderedDict()
@@ -58,10 +59,18 @@ class Fabric:
     def route_links(self, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For flat pair codes ``i·n + j``: (link ids of each route, concatenated; the index of the pair each id
         belongs to; the effective bandwidth in bytes/s of every link id seen so far). Routes are looked up once."""
+        n = self.num_devices
+        link_ids = getattr(self.routes, "link_ids", None)
+        if link_ids is not None:  # a link-graph Topology: every route at once, ids are the graph's link ids
+            if "link_Bps_all" not in self.cache:
+                self.cache["link_Bps_all"] = np.asarray(self.routes.link_bandwidth_GBps, dtype=float) * 1e9
+            i, j = np.divmod(np.asarray(pairs, dtype=np.int64), n)
+            moving = np.flatnonzero(i != j)  # a device "sending to itself" crosses no link
+            ids, owners = link_ids(i[moving], j[moving])
+            return ids, moving[owners], self.cache["link_Bps_all"]
         routes = self.cache.setdefault("route_ids", {})
         index = self.cache.setdefault("link_index", {})
         bandwidth = self.cache.setdefault("link_Bps", [])
-        n = self.num_devices
         ids, owners = [], []
         for k, code in enumerate(pairs.tolist()):
             found = routes.get(code)
@@ -80,31 +89,37 @@ class Fabric:
     def hosts(self) -> list[np.ndarray]:
         """Device indices of each host, hosts in index order, devices sorted (cached)."""
         if "hosts" not in self.cache:
-            self.cache["hosts"] = [np.flatnonzero(self.host_of == h) for h in np.unique(self.host_of)]
+            self.cache["hosts"] = host_members(self.host_of)
         return self.cache["hosts"]
 
 
 def _validated(bandwidth_GBps: Any, latency_us: Any, host_of: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(bandwidth in bytes/s, latency in s, host_of), new arrays; each matrix is scaled and checked in one pass or two
+    (a minimum and a maximum catch every negative, zero, NaN or infinite entry)."""
     try:
-        bandwidth = np.array(bandwidth_GBps, dtype=float)
+        bandwidth = np.asarray(bandwidth_GBps, dtype=float)
     except (TypeError, ValueError):
         raise SpecError("bandwidth_GBps", "is not a numeric matrix", "an n×n matrix of GB/s") from None
     if bandwidth.ndim != 2 or bandwidth.shape[0] != bandwidth.shape[1] or bandwidth.shape[0] < 1:
         raise SpecError("bandwidth_GBps", f"has shape {bandwidth.shape}", "a square n×n matrix, n >= 1")
     n = bandwidth.shape[0]
-    off = ~np.eye(n, dtype=bool)
-    if not np.all(np.isfinite(bandwidth[off]) & (bandwidth[off] > 0)):
+    bandwidth = bandwidth * 1e9
+    np.fill_diagonal(bandwidth, 1.0)  # the diagonal is not checked
+    if not (bandwidth.min() > 0 and bandwidth.max() < np.inf):
         raise SpecError("bandwidth_GBps", "has a non-positive, NaN or infinite off-diagonal entry", "finite GB/s > 0")
     np.fill_diagonal(bandwidth, np.inf)
     if latency_us is None:
         latency_us = 0.0
     try:
-        latency = np.array(np.broadcast_to(np.asarray(latency_us, dtype=float), (n, n)))
+        latency = np.asarray(latency_us, dtype=float)
+        if latency.shape != (n, n):
+            latency = np.broadcast_to(latency, (n, n))
     except (TypeError, ValueError):
         raise SpecError(
             "latency_us", "is neither a scalar nor an n×n matrix", f"a scalar or a {n}×{n} matrix"
         ) from None
-    if not np.all(np.isfinite(latency) & (latency >= 0)):
+    latency = latency * 1e-6
+    if not (latency.min() >= 0 and latency.max() < np.inf):
         raise SpecError("latency_us", "has a negative, NaN or infinite entry", "finite microseconds >= 0")
     np.fill_diagonal(latency, 0.0)
     hosts = np.zeros(n, dtype=np.int64) if host_of is None else np.asarray(host_of)
@@ -121,11 +136,10 @@ def _make(bandwidth_GBps: Any, latency_us: Any, host_of: Any, routes=None, links
         base = float("nan")
     if not (base >= 0 and base < float("inf")):
         raise SpecError("base_latency_us", f"is {base_latency_us!r}", "finite microseconds >= 0")
-    arrays = (bandwidth * 1e9, latency * 1e-6, hosts)
-    for array in arrays:
+    for array in (bandwidth, latency, hosts):
         array.setflags(write=False)
     return Fabric(
-        bandwidth_Bps=arrays[0], latency_s=arrays[1], host_of=arrays[2], routes=routes or {}, links=links or {},
+        bandwidth_Bps=bandwidth, latency_s=latency, host_of=hosts, routes=routes or {}, links=links or {},
         base_latency_s=base * 1e-6,
     )
 
@@ -180,6 +194,6 @@ def _content_key(parts: list[Any]) -> str:
             digest.update(repr(part).encode())
             continue
         digest.update(str(array.shape).encode())
-        digest.update(array.tobytes())
+        digest.update(memoryview(array).cast("B"))
         digest.update(b"|")
     return digest.hexdigest()

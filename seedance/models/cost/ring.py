@@ -81,6 +81,8 @@ def _enumerate(bandwidth: np.ndarray, latency: np.ndarray, start: int, rest: lis
     """Best order starting at ``start`` over all permutations of ``rest`` (a cycle if ``closed``, else a path)."""
     if not rest:
         return np.array([start])
+    if rest == list(range(start + 1, start + 1 + len(rest))) and _identity_is_optimal(bandwidth, latency, closed):
+        return np.arange(start, start + 1 + len(rest))  # what the enumeration returns: the first of equals
     perms = _permutations(tuple(rest))
     orders = np.concatenate([np.full((len(perms), 1), start), perms], axis=1)
     src, dst = (orders, np.roll(orders, -1, axis=1)) if closed else (orders[:, :-1], orders[:, 1:])
@@ -97,6 +99,8 @@ def _best_path(bandwidth: np.ndarray, latency: np.ndarray, devices: np.ndarray) 
     sub_b = bandwidth[np.ix_(devices, devices)]
     sub_l = latency[np.ix_(devices, devices)]
     if len(devices) <= PATH_EXACT_MAX_DEVICES:
+        if _identity_is_optimal(sub_b, sub_l, closed=False):
+            return devices  # the enumeration's first candidate, and no path beats it
         paths = _permutations(tuple(range(len(devices))))
         src, dst = paths[:, :-1], paths[:, 1:]
         hop_bw = sub_b[src, dst]
@@ -104,6 +108,72 @@ def _best_path(bandwidth: np.ndarray, latency: np.ndarray, devices: np.ndarray) 
         keys = np.lexsort((sub_l[src, dst].max(axis=1), -low))
         return devices[paths[keys[0]]]
     return devices[_greedy(sub_b, sub_l, 0)]
+
+
+def _identity_is_optimal(bandwidth: np.ndarray, latency: np.ndarray, closed: bool) -> bool:
+    """Whether index order (a cycle if ``closed``, else a path) already has the widest possible slowest hop and the
+    least possible largest hop latency: then every order is at best tied with it, and the enumerations (whose first
+    candidate is index order, kept on ties) return it. True on uniform hosts such as NVSwitch servers."""
+    m = bandwidth.shape[0]
+    if m < 2:
+        return True
+    off = ~np.eye(m, dtype=bool)
+    src = np.arange(m if closed else m - 1)
+    dst = (src + 1) % m
+    return bool(bandwidth[src, dst].min() >= bandwidth[off].max() and latency[src, dst].max() <= latency[off].min())
+
+
+def host_members(host_of: np.ndarray) -> list[np.ndarray]:
+    """Device indices of each host, hosts in increasing label order, devices ascending (one sort, no per-host scan)."""
+    _, inverse, counts = np.unique(np.asarray(host_of), return_inverse=True, return_counts=True)
+    order = np.argsort(inverse.ravel(), kind="stable")
+    return np.split(order, np.cumsum(counts)[:-1])
+
+
+def per_host(bandwidth: np.ndarray, latency: np.ndarray, members: list[np.ndarray], solve) -> list[np.ndarray]:
+    """``solve(sub_bandwidth, sub_latency)`` → a local order, for each host's sub-matrices; hosts with identical
+    sub-matrices share one call. Sub-matrices of hosts of equal size are gathered in one indexing operation."""
+    result: list[np.ndarray | None] = [None] * len(members)
+    by_size: dict[int, list[int]] = {}
+    for h, devices in enumerate(members):
+        by_size.setdefault(len(devices), []).append(h)
+    for indices in by_size.values():
+        dev = np.stack([members[h] for h in indices])  # (hosts, g)
+        sub_b = bandwidth[dev[:, :, None], dev[:, None, :]]
+        sub_l = latency[dev[:, :, None], dev[:, None, :]]
+        keys = np.concatenate([sub_b.reshape(len(indices), -1), sub_l.reshape(len(indices), -1)], axis=1)
+        solved: dict[bytes, np.ndarray] = {}
+        for k, h in enumerate(indices):
+            key = keys[k].tobytes()
+            if key not in solved:
+                solved[key] = np.asarray(solve(sub_b[k], sub_l[k]), dtype=np.int64)
+            result[h] = members[h][solved[key]]
+    return result  # type: ignore[return-value]
+
+
+def _cut_by_hosts(bandwidth: np.ndarray, host_of: np.ndarray, low: float) -> bool:
+    """A cheap proof that no ring beats ``low``: the hops faster than ``low``, merged host by host, do not connect
+    the hosts strongly (any ring would have to cross between hosts on them). False when it proves nothing."""
+    labels, host = np.unique(np.asarray(host_of), return_inverse=True)
+    if len(labels) < 2:
+        return False
+    rows, cols = np.nonzero(bandwidth > low)
+    across = host[rows] != host[cols]
+    if not across.any():
+        return True
+    h = len(labels)
+    faster = csr_matrix((np.ones(int(across.sum()), dtype=bool), (host[rows[across]], host[cols[across]])),
+                        shape=(h, h))
+    count, _ = connected_components(faster, directed=True, connection="strong")
+    return bool(count > 1)
+
+
+def _degree_bound(bandwidth: np.ndarray) -> float:
+    n = bandwidth.shape[0]
+    if n < 2:
+        return float("inf")
+    off_diagonal = np.where(np.eye(n, dtype=bool), -np.inf, bandwidth)
+    return float(min(off_diagonal.max(axis=1).min(), off_diagonal.max(axis=0).min()))
 
 
 def _greedy(bandwidth: np.ndarray, latency: np.ndarray, start: int) -> np.ndarray:
@@ -285,25 +355,33 @@ def _strongly_connected(adjacency: np.ndarray) -> bool:
 
 def _heuristic(bandwidth: np.ndarray, latency: np.ndarray, host_of: np.ndarray, bound: float) -> np.ndarray:
     """Host-grouped and index orders, then (if neither reaches ``bound``) a greedy walk, then 2-opt."""
-    hosts = [np.flatnonzero(host_of == h) for h in np.unique(host_of)]
-    paths: dict[bytes, np.ndarray] = {}  # identical hosts (same sub-matrices) share one search
-    grouped = []
-    for devices in hosts:
-        key = bandwidth[np.ix_(devices, devices)].tobytes() + latency[np.ix_(devices, devices)].tobytes()
-        if key not in paths:
-            paths[key] = np.searchsorted(devices, _best_path(bandwidth, latency, devices))
-        grouped.append(devices[paths[key]])
+    return _heuristic_proven(bandwidth, latency, host_of, bound)[0]
+
+
+def _heuristic_proven(
+    bandwidth: np.ndarray, latency: np.ndarray, host_of: np.ndarray, bound: float | None
+) -> tuple[np.ndarray, bool]:
+    """:func:`_heuristic`, and whether its order is proven optimal on the way (``bound`` None: the degree bound,
+    computed only when needed)."""
+    members = host_members(host_of)
+    grouped = per_host(
+        bandwidth, latency, members,
+        lambda sub_b, sub_l: _best_path(sub_b, sub_l, np.arange(sub_b.shape[0])),
+    )
     n = bandwidth.shape[0]
     candidates = [np.concatenate(grouped), np.arange(n)]
     order = max(candidates, key=lambda o: _score(bandwidth, latency, o))
-    if _score(bandwidth, latency, order)[0] >= bound or not _strongly_connected(
-        bandwidth > _score(bandwidth, latency, order)[0]
-    ):
-        return order
+    low = _score(bandwidth, latency, order)[0]
+    if _cut_by_hosts(bandwidth, host_of, low):  # implies the strong-connectivity test below fails
+        return order, True
+    if bound is None:
+        bound = _degree_bound(bandwidth)
+    if low >= bound or not _strongly_connected(bandwidth > low):
+        return order, True
     order = max([order, _greedy(bandwidth, latency, 0)], key=lambda o: _score(bandwidth, latency, o))
     if n <= LOCAL_SEARCH_MAX_DEVICES:
         order = _threshold_search(bandwidth, order, bound, budget=4 * n)
-    return order
+    return order, False
 
 
 def best_ring(bandwidth_GBps: np.ndarray, latency_us: np.ndarray, host_of: np.ndarray) -> RingOrder:
@@ -311,9 +389,7 @@ def best_ring(bandwidth_GBps: np.ndarray, latency_us: np.ndarray, host_of: np.nd
     bandwidth = np.asarray(bandwidth_GBps, dtype=float)
     latency = np.asarray(latency_us, dtype=float)
     n = bandwidth.shape[0]
-    off_diagonal = np.where(np.eye(n, dtype=bool), -np.inf, bandwidth)
-    # the degree bound (refined below when the heuristic falls short of it)
-    bound = float(min(off_diagonal.max(axis=1).min(), off_diagonal.max(axis=0).min())) if n > 1 else float("inf")
+    proven = False
     if n <= 2:
         order = np.arange(n)
         method, exact = "enumeration", True
@@ -324,12 +400,13 @@ def best_ring(bandwidth_GBps: np.ndarray, latency_us: np.ndarray, host_of: np.nd
         order = _dynamic_programme(bandwidth)
         method, exact = "dynamic-programme", True
     else:
-        order = _heuristic(bandwidth, latency, host_of, bound)
+        order, proven = _heuristic_proven(bandwidth, latency, host_of, None)
         method, exact = "heuristic", False
     low, neg_lat, _ = _score(bandwidth, latency, order) if n > 1 else (float("inf"), 0.0, 0)
-    if exact:
-        bound = low  # enumeration or the DP found the optimum
+    if exact or proven:  # enumeration or the DP found the optimum, or the heuristic proved its ring optimal
+        bound, exact = low, True
     elif n > 1:
+        bound = _degree_bound(bandwidth)
         if low >= bound:
             exact = True
         elif not _strongly_connected(bandwidth > low):  # nothing faster than `low` can close a ring

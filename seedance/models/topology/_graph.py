@@ -160,12 +160,70 @@ def from_graph(
 class GraphRoutes(Mapping):
     """Routes of a link graph, rebuilt on access from the shortest-path predecessor arrays (O(n·V) memory)."""
 
-    def __init__(self, names, out_idx, in_idx, predecessors, group) -> None:  # noqa: ANN001 - private
+    def __init__(self, names, out_idx, in_idx, predecessors, group, edges=None) -> None:  # noqa: ANN001 - private
         self._names = names
         self._out = out_idx
         self._in = in_idx
         self._predecessors = predecessors
         self._group = group
+        self._edges = edges  # (head, tail, effective bandwidth GB/s) per link id, in node-index space, or None
+        self._edge_lookup: tuple[np.ndarray, np.ndarray] | None = None
+
+    @property
+    def link_keys(self) -> tuple[LinkKey, ...]:
+        """The directed link of each link id used by :meth:`link_ids` (the keys of ``Topology.links``)."""
+        head, tail, _ = self._require_edges()
+        return tuple((self._names[h], self._names[t]) for h, t in zip(head.tolist(), tail.tolist()))
+
+    @property
+    def link_bandwidth_GBps(self) -> np.ndarray:
+        """Effective bandwidth of each link id (``Topology.links[link_keys[k]][0]``), read-only."""
+        return self._require_edges()[2]
+
+    def _require_edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self._edges is None:
+            raise ValueError("these routes were built without their link table")  # a constructor bug
+        return self._edges
+
+    def link_ids(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The links the routes ``src[k] → dst[k]`` cross, vectorised over pairs (every pair must have i != j).
+
+        Returns ``(ids, owners)``: the link ids of every route concatenated (ids index :attr:`link_keys` and
+        :attr:`link_bandwidth_GBps`; within a route in no particular order) and, for each id, the index k of its
+        pair. The same links as ``self[(src[k], dst[k])]``, without building a tuple per pair.
+        """
+        head, tail, _ = self._require_edges()
+        size = len(self._names)
+        if self._edge_lookup is None:
+            codes = head * size + tail
+            order = np.argsort(codes, kind="stable")
+            self._edge_lookup = (codes[order], order)
+        sorted_codes, order = self._edge_lookup
+        src = np.asarray(src, dtype=np.int64).ravel()
+        dst = np.asarray(dst, dtype=np.int64).ravel()
+        n = len(self._out)
+        if src.shape != dst.shape or src.size and (
+            src.min() < 0 or dst.min() < 0 or src.max() >= n or dst.max() >= n or np.any(src == dst)
+        ):
+            raise KeyError("link_ids needs pairs of distinct device indices in [0, n)")
+        groups = self._group[src, dst]
+        ids_parts, owner_parts = [], []
+        for g in np.unique(groups).tolist():
+            members = np.flatnonzero(groups == g)
+            pred = self._predecessors[g]
+            rows = src[members]
+            sources = self._out[rows]
+            current = self._in[dst[members]]
+            owner = members
+            while owner.size:
+                previous = pred[rows, current].astype(np.int64)
+                ids_parts.append(order[np.searchsorted(sorted_codes, previous * size + current)])
+                owner_parts.append(owner)
+                active = previous != sources
+                rows, sources, current, owner = rows[active], sources[active], previous[active], owner[active]
+        if not ids_parts:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        return np.concatenate(ids_parts), np.concatenate(owner_parts)
 
     def __getitem__(self, key: tuple[int, int]) -> tuple[LinkKey, ...]:
         n = len(self._out)
@@ -249,7 +307,10 @@ def _route(graph: nx.DiGraph, devices: list[Hashable]) -> tuple[np.ndarray, np.n
             "links", f"device {devices[i]!r} cannot reach device {devices[j]!r} ({len(missing)} pair(s) unreachable)",
             "links that connect every device to every other device",
         )
-    return bandwidth_matrix, latency_matrix, GraphRoutes(names, out_idx, in_idx, predecessors, group)
+    for array in (head, tail, bandwidth):
+        array.setflags(write=False)
+    routes = GraphRoutes(names, out_idx, in_idx, predecessors, group, edges=(head, tail, bandwidth))
+    return bandwidth_matrix, latency_matrix, routes
 
 
 def _path_latency(pred, edge_id, latency, rows, targets, sources) -> np.ndarray:  # noqa: ANN001 - private

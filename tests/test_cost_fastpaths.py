@@ -1,0 +1,108 @@
+"""The cost model's fast paths equal the slow ones they replace (issue A: speed without changing any result).
+
+- vectorised route link ids (GraphRoutes.link_ids) against one route lookup per pair;
+- the ring heuristic's host-cut proof and identity shortcut against the full strong-connectivity test and the
+  plain enumeration;
+- host grouping and per-host searches against one scan per host.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from seedance.models.cost import COLLECTIVES, ALGORITHMS, collective_times, fabric_of
+from seedance.models.cost import ring as ring_module
+from seedance.models.cost._algorithms import _contention
+from seedance.models.cost._fabric import Fabric
+from seedance.models.topology import load
+
+
+class _PlainRoutes(dict):
+    """The routes as a plain mapping: no ``link_ids``, so the Fabric looks routes up one pair at a time."""
+
+
+def _slow_fabric(fabric: Fabric, topology) -> Fabric:
+    routes = _PlainRoutes({key: topology.routes[key] for key in topology.routes})
+    return dataclasses.replace(fabric, routes=routes, cache={})
+
+
+@pytest.mark.parametrize("name, nodes", [("dgx-a100", 2), ("mixed", 2), ("pcie-8gpu", 2)])
+def test_vectorised_route_links_equal_per_pair_lookups(name, nodes):
+    topology = load(name, nodes=nodes)
+    fast = dataclasses.replace(fabric_of(topology), cache={})
+    slow = _slow_fabric(fast, topology)
+    rng = np.random.default_rng(11)
+    n = topology.num_devices
+    for _ in range(5):
+        src = rng.integers(0, n, 40)
+        dst = rng.integers(0, n, 40)  # some pairs repeat, some are i == i (no link)
+        for fabric_a, fabric_b in ((fast, slow),):
+            a = _contention(fabric_a, src, dst)
+            b = _contention(fabric_b, src, dst)
+            np.testing.assert_array_equal(np.sort(a[1]), np.sort(b[1]))
+    sizes = np.array([0.0, 8, 4096, 2**20, 2**30])
+    for collective in COLLECTIVES:
+        for algorithm in ALGORITHMS[collective]:
+            np.testing.assert_array_equal(
+                collective_times(collective, sizes, fast, algorithm=algorithm),
+                collective_times(collective, sizes, slow, algorithm=algorithm),
+            )
+
+
+def test_graph_link_ids_are_the_routes_links():
+    topology = load("mixed", nodes=2)
+    routes = topology.routes
+    keys = routes.link_keys
+    n = topology.num_devices
+    src, dst = np.nonzero(~np.eye(n, dtype=bool))
+    ids, owners = routes.link_ids(src, dst)
+    for k in range(len(src)):
+        found = sorted(keys[i] for i in ids[owners == k])
+        assert found == sorted(routes[(int(src[k]), int(dst[k]))])
+    for i, key in enumerate(keys):
+        assert routes.link_bandwidth_GBps[i] == topology.links[key][0]
+    with pytest.raises(KeyError):
+        routes.link_ids(np.array([0]), np.array([0]))
+
+
+def _random_hosts(rng: np.random.Generator, hosts: int, g: int, uniform: bool):
+    n = hosts * g
+    host_of = np.repeat(np.arange(hosts), g)
+    same = host_of[:, None] == host_of[None, :]
+    inside = np.full((n, n), 230.0) if uniform else rng.choice([50.0, 100.0, 230.0], size=(n, n))
+    inside = np.minimum(inside, inside.T)
+    b = np.where(same, inside, rng.choice([12.5, 23.5], size=(n, n)))
+    np.fill_diagonal(b, np.inf)
+    latency = np.where(same, 0.6, 2.7)
+    np.fill_diagonal(latency, 0.0)
+    return b, latency, host_of
+
+
+@pytest.mark.parametrize("uniform", [True, False])
+def test_heuristic_shortcuts_equal_the_full_search(uniform, monkeypatch):
+    rng = np.random.default_rng(3 + uniform)
+    for hosts, g in ((3, 8), (5, 4), (2, 9)):
+        b, latency, host_of = _random_hosts(rng, hosts, g, uniform)
+        fast = ring_module.best_ring(b, latency, host_of)
+        with monkeypatch.context() as patch:
+            patch.setattr(ring_module, "_cut_by_hosts", lambda *args: False)
+            patch.setattr(ring_module, "_identity_is_optimal", lambda *args, **kw: False)
+            slow = ring_module.best_ring(b, latency, host_of)
+        assert fast == slow
+        # the host grouping equals one scan per host
+        members = ring_module.host_members(host_of)
+        assert [m.tolist() for m in members] == [np.flatnonzero(host_of == h).tolist() for h in np.unique(host_of)]
+
+
+def test_host_cut_is_sound():
+    # whenever the host-level test proves a cut, the device-level graph is not strongly connected either
+    rng = np.random.default_rng(9)
+    for _ in range(20):
+        b, latency, host_of = _random_hosts(rng, int(rng.integers(2, 5)), int(rng.integers(1, 5)), False)
+        host_of = rng.permutation(host_of)  # hosts need not be contiguous
+        for low in np.unique(b[np.isfinite(b)]):
+            if ring_module._cut_by_hosts(b, host_of, low):
+                assert not ring_module._strongly_connected(b > low)
