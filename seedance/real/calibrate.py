@@ -72,7 +72,8 @@ def fit_pair(sizes: Sequence[int], times_s: Sequence[float]) -> dict[str, float]
 
 # ---------------------------------------------------------------------------------------------- measurement
 def measure(world_size: int, sizes: Sequence[int], *, p2p: bool, collectives: Sequence[str], reps: int = 20,
-            warmups: int = 2, work_dir: Path | None = None, timeout_s: float = 3600.0) -> dict[str, Any]:
+            warmups: int = 2, seed: int = 0, work_dir: Path | None = None,
+            timeout_s: float = 3600.0) -> dict[str, Any]:
     """Run :mod:`.microbench` on ``world_size`` local ranks and return its raw results."""
     from seedance.real.launcher import run_workers
 
@@ -83,10 +84,10 @@ def measure(world_size: int, sizes: Sequence[int], *, p2p: bool, collectives: Se
         run_dir.mkdir(parents=True, exist_ok=True)
         out = run_dir / "bench.json"
         plan = {"p2p": p2p, "collectives": list(collectives), "sizes": [int(s) for s in sizes], "reps": reps,
-                "warmups": warmups, "out": str(out)}
+                "warmups": warmups, "seed": seed, "out": str(out)}
         (run_dir / "plan.json").write_text(json.dumps(plan))
         run_workers("seedance.real.microbench", [str(run_dir / "plan.json")], world_size, run_dir,
-                    timeout_s=timeout_s)
+                    timeout_s=timeout_s, extra_env={"OMP_NUM_THREADS": "1"})
         return json.loads(out.read_text())
 
 
@@ -141,6 +142,30 @@ def fit_efficiency(rows: list[dict[str, Any]], bandwidth: np.ndarray, latency: n
     return fits
 
 
+def fit_corrections(rows: list[dict[str, Any]], fits: dict[str, Any], bandwidth: np.ndarray,
+                    latency: np.ndarray) -> None:
+    """Per collective, the alpha-beta model's residual ``measured / predicted`` at every calibrated size, stored in
+    ``fits[c]["correction"]`` (what the two-parameter model cannot express: gloo's allgather stages through a
+    temporary and falls out of the last-level cache at the largest sizes). :func:`correction_factor` interpolates it."""
+    for c, fit in fits.items():
+        mine = sorted((r for r in rows if r["collective"] == c), key=lambda r: r["size_bytes"])
+        model = [_predict(c, r["size_bytes"], bandwidth * fit["eta"], np.full_like(latency, fit["kappa_us"]),
+                          fit["algorithm"]) for r in mine]
+        fit["correction"] = {"sizes_bytes": [int(r["size_bytes"]) for r in mine],
+                             "factors": [float(r["median_s"] / m) for r, m in zip(mine, model)]}
+
+
+def correction_factor(fit: dict[str, Any], size_bytes: int) -> float:
+    """The calibrated residual factor at ``size_bytes``: linear in (log size, log factor) between calibrated sizes,
+    the end value beyond them; 1 when the calibration has none."""
+    table = fit.get("correction")
+    if not table:
+        return 1.0
+    x = np.log2(np.asarray(table["sizes_bytes"], dtype=float))
+    y = np.log(np.asarray(table["factors"], dtype=float))
+    return float(np.exp(np.interp(np.log2(float(size_bytes)), x, y)))
+
+
 def topology_for(collective: str, calibration: dict[str, Any]):
     """The topology a collective is predicted on: the pair fits with that collective's (eta, kappa)."""
     from seedance.models.topology import from_matrix
@@ -178,6 +203,7 @@ def calibrate(world_size: int, sizes: Sequence[int], out: Path, *, reps: int = 2
             bandwidth[i, j], latency[i, j] = fit["bandwidth_GBps"], fit["latency_us"]
             pairs.append({"src": i, "dst": j, **fit})
     fits = fit_efficiency(collectives, bandwidth, latency)  # pair latencies stay in the sidecar
+    fit_corrections(collectives, fits, bandwidth, latency)
     main = fits.get("allreduce") or next(iter(fits.values()))
     effective_bw = bandwidth * main["eta"]
     effective_lat = np.full_like(latency, main["kappa_us"])

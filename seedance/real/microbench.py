@@ -30,13 +30,10 @@ from typing import Any
 COLLECTIVES = ("allreduce", "allgather", "broadcast")
 
 
-def reps_for(size_bytes: int, base: int) -> int:
-    """Fewer repetitions for big messages (each already averages over many packets)."""
-    if size_bytes <= 256 << 10:
-        return base
-    if size_bytes <= 4 << 20:
-        return max(5, base // 2)
-    return max(5, base // 4)
+def iters_for(size_bytes: int, max_iters: int = 32) -> int:
+    """Back-to-back operations per timed sample: enough that a small message's sample spans ~1 MiB of traffic
+    (nccl-tests times a loop of iterations, so one scheduler wake-up or barrier skew is spread over many)."""
+    return int(max(1, min(max_iters, (1 << 20) // max(1, size_bytes))))
 
 
 def _setup():
@@ -78,68 +75,89 @@ class _Timer:
         return time.perf_counter() - t0
 
 
-def _collective(torch, dist, name: str, size_bytes: int, world: int, device: str):
+def _collective(torch, dist, name: str, size_bytes: int, world: int, src, dst):
+    """The operation for one (collective, size) on views of the preallocated buffers ``src`` and ``dst``."""
     count = max(1, size_bytes // 4)
     if name == "allreduce":
-        x = torch.ones(count, dtype=torch.float32, device=device)
+        x = src[:count]
         return lambda: dist.all_reduce(x)
     if name == "broadcast":
-        x = torch.ones(count, dtype=torch.float32, device=device)
+        x = src[:count]
         return lambda: dist.broadcast(x, src=0)
     if name == "allgather":
         per_rank = max(1, count // world)
-        x = torch.ones(per_rank, dtype=torch.float32, device=device)
-        out = torch.empty(per_rank * world, dtype=torch.float32, device=device)
+        x, out = src[:per_rank], dst[:per_rank * world]
         gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
         return lambda: gather(out, x)
     raise ValueError(f"unknown collective {name!r}; valid: {', '.join(COLLECTIVES)}")
 
 
+def _ping_pong(dist, rank: int, i: int, j: int, x):
+    """Rank ``i`` sends to ``j`` and waits for the echo; ``j`` echoes; others do nothing."""
+    if rank == i:
+        return lambda: (dist.send(x, j), dist.recv(x, j))
+    if rank == j:
+        return lambda: (dist.recv(x, i), dist.send(x, i))
+    return lambda: None
+
+
+def schedule(items: int, rounds: int, seed: int) -> list[list[int]]:
+    """One seeded random permutation of the items per round: identical on every rank, different per round, so a
+    slow phase of a shared machine is spread over all sizes and collectives instead of biasing one of them."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return [[int(k) for k in rng.permutation(items)] for _ in range(rounds)]
+
+
 def worker(plan: dict[str, Any]) -> None:
     torch, dist, store, rank, world, device = _setup()
+    torch.set_num_threads(1)  # ranks share the cores; intra-op threads would only fight each other
     timer = _Timer(torch, device)
-    warmups, base_reps = int(plan.get("warmups", 2)), int(plan.get("reps", 20))
-    results: dict[str, Any] = {"backend": dist.get_backend(), "world_size": world, "p2p": [], "collectives": []}
+    warmups, rounds = int(plan.get("warmups", 2)), int(plan.get("reps", 20))
+    sizes = [int(s) for s in plan["sizes"]]
+    biggest = max(sizes)
+    src = torch.ones(max(1, biggest // 4), dtype=torch.float32, device=device)
+    dst = torch.zeros(max(1, biggest // 4), dtype=torch.float32, device=device)
+    raw = torch.ones(biggest, dtype=torch.uint8, device=device)
+    items: list[tuple[dict[str, Any], Any, int]] = []  # (description, op, back-to-back iterations per sample)
     if plan.get("p2p", False):
         for i in range(world):
             for j in range(world):
-                if i == j:
-                    continue
-                for size in plan["sizes"]:
-                    x = torch.ones(size, dtype=torch.uint8, device=device)
-                    samples = []
-                    for rep in range(warmups + reps_for(size, base_reps)):
-                        dist.barrier()
-                        if rank == i:
-                            t = timer.time(lambda: (dist.send(x, j), dist.recv(x, j))) / 2
-                            if rep >= warmups:
-                                samples.append(t)
-                        elif rank == j:
-                            dist.recv(x, i)
-                            dist.send(x, i)
-                    if rank == i:
-                        results["p2p"].append({"src": i, "dst": j, "size_bytes": size, "samples_s": samples})
+                if i != j:
+                    for size in sizes:
+                        items.append(({"src": i, "dst": j, "size_bytes": size},
+                                      _ping_pong(dist, rank, i, j, raw[:size]), iters_for(size)))
     for name in plan.get("collectives", COLLECTIVES):
-        for size in plan["sizes"]:
-            op = _collective(torch, dist, name, size, world, device)
-            reps = reps_for(size, base_reps)
-            mine = []
-            for rep in range(warmups + reps):
-                dist.barrier()
-                t = timer.time(op)
-                if rep >= warmups:
-                    mine.append(t)
-            slowest = torch.tensor(mine, dtype=torch.float64)
-            dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-            results["collectives"].append({"collective": name, "size_bytes": size,
-                                           "samples_s": slowest.tolist()})
-    store.set(f"seedance/bench/{rank}", json.dumps(results["p2p"]))
-    dist.barrier()
+        for size in sizes:
+            items.append(({"collective": name, "size_bytes": size},
+                          _collective(torch, dist, name, size, world, src, dst), iters_for(size)))
+    for _ in range(warmups):  # untimed: connections, first-touch page faults, gloo's lazy buffers
+        for _, op, iters in items:
+            for _ in range(iters):
+                op()
+    samples = torch.zeros((len(items), rounds), dtype=torch.float64)
+    for r, order in enumerate(schedule(len(items), rounds, int(plan.get("seed", 0)))):
+        for k in order:
+            _, op, iters = items[k]
+
+            def loop(op=op, iters=iters) -> None:
+                for _ in range(iters):
+                    op()
+
+            dist.barrier()
+            t = timer.time(loop) / iters
+            desc = items[k][0]
+            samples[k, r] = t if "collective" in desc or desc["src"] == rank else 0.0
+    dist.all_reduce(samples, op=dist.ReduceOp.MAX)  # a collective ends when its slowest rank does
+    results: dict[str, Any] = {"backend": dist.get_backend(), "world_size": world, "p2p": [], "collectives": []}
+    for (desc, _, iters), row in zip(items, samples.tolist()):
+        if "collective" in desc:
+            results["collectives"].append({**desc, "iters": iters, "samples_s": row})
+        else:  # only the source's time is a round trip (the other ranks recorded 0)
+            results["p2p"].append({**desc, "iters": iters, "samples_s": [t / 2 for t in row]})
     if rank == 0:
-        for r in range(1, world):
-            results["p2p"].extend(json.loads(store.get(f"seedance/bench/{r}")))
-        out = Path(plan["out"])
-        out.write_text(json.dumps(results))
+        Path(plan["out"]).write_text(json.dumps(results))
     dist.barrier()
     dist.destroy_process_group()
 

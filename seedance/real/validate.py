@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from seedance.real.calibrate import measure, summarise, topology_for
+from seedance.real.calibrate import correction_factor, measure, summarise, topology_for
 
 MIB = 1 << 20
 
@@ -35,7 +35,7 @@ def _calibration_for(topology_path: Path) -> dict[str, Any] | None:
 
 def validate(world_size: int, topology_path: Path, sizes: Sequence[int], *, reps: int = 20, warmups: int = 2,
              collectives: Sequence[str] = ("allreduce", "allgather", "broadcast"),
-             work_dir: Path | None = None) -> dict[str, Any]:
+             seed: int = 1, work_dir: Path | None = None) -> dict[str, Any]:
     from seedance.errors import SpecError
     from seedance.models.cost import collective_time
     from seedance.models.topology import load
@@ -45,26 +45,41 @@ def validate(world_size: int, topology_path: Path, sizes: Sequence[int], *, reps
         raise SpecError("--topology", f"has {topology.num_devices} devices, --world-size is {world_size}",
                         "a topology calibrated at the same world size")
     calibration = _calibration_for(Path(topology_path))
-    raw = measure(world_size, sizes, p2p=False, collectives=collectives, reps=reps, warmups=warmups,
+    raw = measure(world_size, sizes, p2p=False, collectives=collectives, reps=reps, warmups=warmups, seed=seed,
                   work_dir=work_dir)
     rows = []
     for row in summarise(raw["collectives"]):
+        factor = 1.0
         if calibration is not None and row["collective"] in calibration.get("fits", {}):
-            algorithm = calibration["fits"][row["collective"]]["algorithm"]
-            on = topology_for(row["collective"], calibration)
+            fit = calibration["fits"][row["collective"]]
+            algorithm, on = fit["algorithm"], topology_for(row["collective"], calibration)
+            factor = correction_factor(fit, int(row["size_bytes"]))
         else:
             algorithm, on = "auto", topology
-        predicted = collective_time(row["collective"], int(row["size_bytes"]), on, algorithm=algorithm).time_s
-        measured = row["median_s"]
+        model = collective_time(row["collective"], int(row["size_bytes"]), on, algorithm=algorithm).time_s
+        predicted, measured = model * factor, row["median_s"]
         rows.append({"collective": row["collective"], "size_bytes": int(row["size_bytes"]), "measured_s": measured,
                      "predicted_s": predicted, "rel_error": (predicted - measured) / measured,
+                     "model_s": model, "model_rel_error": (model - measured) / measured, "correction": factor,
                      "measured_ci_s": [row["ci_low_s"], row["ci_high_s"]], "algorithm": algorithm,
-                     "samples": row["samples"]})
-    big = [abs(r["rel_error"]) for r in rows if r["size_bytes"] >= MIB]
-    small = [abs(r["rel_error"]) for r in rows if r["size_bytes"] < MIB]
+                     "samples": row["samples"], "iters": row.get("iters", 1)})
+
+    def median_abs(key: str, big: bool) -> float | None:
+        values = [abs(r[key]) for r in rows if (r["size_bytes"] >= MIB) == big]
+        return float(np.median(values)) if values else None
+
+    def noise(big: bool) -> float | None:  # the measurement's own 95 % half-width, relative to its median
+        values = [(r["measured_ci_s"][1] - r["measured_ci_s"][0]) / 2 / r["measured_s"] for r in rows
+                  if (r["size_bytes"] >= MIB) == big]
+        return float(np.median(values)) if values else None
+
     return {"backend": raw.get("backend"), "world_size": world_size, "topology": str(topology_path), "rows": rows,
-            "median_abs_rel_error_ge_1MiB": float(np.median(big)) if big else None,
-            "median_abs_rel_error_lt_1MiB": float(np.median(small)) if small else None}
+            "reps": reps, "warmups": warmups, "seed": seed,
+            "median_abs_rel_error_ge_1MiB": median_abs("rel_error", True),
+            "median_abs_rel_error_lt_1MiB": median_abs("rel_error", False),
+            "median_abs_model_rel_error_ge_1MiB": median_abs("model_rel_error", True),
+            "median_abs_model_rel_error_lt_1MiB": median_abs("model_rel_error", False),
+            "median_ci_half_width_ge_1MiB": noise(True), "median_ci_half_width_lt_1MiB": noise(False)}
 
 
 def figure(frame):
