@@ -21,7 +21,7 @@ import numpy as np
 from seedance.errors import SpecError
 from seedance.models.cost.ring import host_members
 
-_TOPOLOGY_CACHE: weakref.WeakKeyDictionary[Any, Fabric] = weakref.WeakKeyDictionary()
+_BY_ID: dict[int, tuple[weakref.ref, Fabric]] = {}  # id(Topology) -> (weak reference to it, its Fabric)
 _MATRIX_CACHE: OrderedDict[str, Fabric] = OrderedDict()
 _MATRIX_CACHE_SIZE = 32
 
@@ -146,13 +146,12 @@ def _make(bandwidth_GBps: Any, latency_us: Any, host_of: Any, routes=None, links
 
 def fabric_of(topology: Any) -> Fabric:
     """The (cached) :class:`Fabric` of a Topology, a Fabric, or ``(bandwidth_GBps[, latency_us[, host_of]])``."""
+    entry = _BY_ID.get(id(topology))
+    if entry is not None and entry[0]() is topology:  # the fast path: a Topology seen before
+        return entry[1]
     if isinstance(topology, Fabric):
         return topology
     if hasattr(topology, "bandwidth_GBps") and hasattr(topology, "latency_us") and hasattr(topology, "host_of"):
-        try:
-            return _TOPOLOGY_CACHE[topology]
-        except (KeyError, TypeError):
-            pass
         # Only a link graph has links shared between pairs; the matrix form's routes are one private link per pair.
         graph = getattr(topology, "graph", None) is not None
         fabric = _make(
@@ -160,8 +159,9 @@ def fabric_of(topology: Any) -> Fabric:
             getattr(topology, "routes", None) if graph else None, getattr(topology, "links", None) if graph else None,
             (getattr(topology, "meta", None) or {}).get("base_latency_us", 0.0),
         )
-        try:
-            _TOPOLOGY_CACHE[topology] = fabric
+        key = id(topology)
+        try:  # the entry goes when the Topology does (before its id can be reused)
+            _BY_ID[key] = (weakref.ref(topology, lambda _, key=key: _BY_ID.pop(key, None)), fabric)
         except TypeError:  # not weak-referenceable: no caching
             pass
         return fabric

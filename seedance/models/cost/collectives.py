@@ -30,7 +30,7 @@ import numpy as np
 
 from seedance.errors import SpecError
 from seedance.models.cost._algorithms import ALGORITHMS, COLLECTIVES, Plan, build_plan, ring_of
-from seedance.models.cost._curves import evaluate
+from seedance.models.cost._curves import Steps, evaluate
 from seedance.models.cost._fabric import Fabric, fabric_of
 from seedance.models.cost.ring import RingOrder
 
@@ -168,19 +168,54 @@ def _times(collective: str, sizes: np.ndarray, fabric: Fabric, algorithm: str, t
     return best, winner
 
 
-def _scalar_time(collective: str, size: float, fabric: Fabric, algorithm: str) -> tuple[float, str]:
-    names = ALGORITHMS[collective] if algorithm == "auto" else (algorithm,)
-    best, chosen = math.inf, names[0]
-    for name in names:
+def _compiled(fabric: Fabric, collective: str, algorithm: str) -> tuple:
+    """The plans ``algorithm`` (or every candidate of auto) needs, flattened for plain-Python evaluation at one size:
+    ``((name, terms, base), ...)`` with each term ``(0, count, a, s)`` (one line), ``(1, count, lines, None)`` or
+    ``(2, pipeline.at, None, None)``. The arithmetic is exactly that of ``Steps.at``/``Pipeline.at`` (cached)."""
+    key = ("scalar", collective, algorithm)
+    found = fabric.cache.get(key)
+    if found is not None:
+        return found
+    entries = []
+    for name in ALGORITHMS[collective] if algorithm == "auto" else (algorithm,):
         try:
             plan = build_plan(fabric, collective, name)
         except SpecError:
             if algorithm != "auto":
                 raise
             continue
-        time_s = sum(term.at(size) for term in plan.curve) + (fabric.base_latency_s if plan.curve else 0.0)
-        if time_s < best:
-            best, chosen = time_s, name
+        terms = []
+        for term in plan.curve:
+            if isinstance(term, Steps):
+                if not term.count:
+                    terms.append((3, None, None, None))  # Steps.at gives 0.0
+                    continue
+                lines = tuple(zip(term.intercept_s.tolist(), term.slope_s_per_byte.tolist()))
+                terms.append((0, term.count, *lines[0]) if len(lines) == 1 else (1, term.count, lines, None))
+            else:
+                terms.append((2, term.at, None, None))
+        entries.append((name, tuple(terms), fabric.base_latency_s if plan.curve else 0.0))
+    found = tuple(entries)
+    fabric.cache[key] = found
+    return found
+
+
+def _scalar_time(collective: str, size: float, fabric: Fabric, algorithm: str) -> tuple[float, str]:
+    best, chosen = math.inf, ALGORITHMS[collective][0] if algorithm == "auto" else algorithm
+    for name, terms, base in _compiled(fabric, collective, algorithm):
+        total = 0  # as sum(): the same additions in the same order as the vectorised evaluate()
+        for kind, x, y, z in terms:
+            if kind == 0:
+                total += x * (y + z * size)
+            elif kind == 1:
+                total += x * max([a + s * size for a, s in y])
+            elif kind == 2:
+                total += x(size)
+            else:
+                total += 0.0
+        total += base
+        if total < best:
+            best, chosen = total, name
     return float(best), chosen
 
 
@@ -204,14 +239,38 @@ def best_algorithms(collective: str, sizes_bytes: Any, topology: Any, *, tau_s: 
     return [names[i] for i in winner]
 
 
+_RESOLVED: dict[tuple[str, str], tuple[str, str]] = {}  # (collective, algorithm) as given -> checked names
+_BUSBW = {"allreduce": 2.0, "reducescatter": 1.0, "allgather": 1.0, "alltoall": 1.0}  # × (n−1)/n; others 1
+
+
+def _resolve(collective: Any, algorithm: Any) -> tuple[str, str]:
+    try:
+        return _RESOLVED[(collective, algorithm)]
+    except (KeyError, TypeError):
+        pass
+    name = check_collective(collective)
+    resolved = (name, check_algorithm(name, algorithm))
+    if isinstance(collective, str) and isinstance(algorithm, str) and len(_RESOLVED) < 1024:
+        _RESOLVED[(collective, algorithm)] = resolved
+    return resolved
+
+
+def _new_cost(fields: dict[str, Any]) -> CollectiveCost:
+    """A CollectiveCost without the frozen dataclass's per-field ``object.__setattr__`` (same object otherwise)."""
+    cost = object.__new__(CollectiveCost)
+    cost.__dict__.update(fields)
+    return cost
+
+
 def collective_time(
     collective: str, size_bytes: int, topology: Any, *, algorithm: str = "auto", tau_s: Any = None
 ) -> CollectiveCost:
     """Predicted time, algbw and busbw of one collective call (see the module docstring for conventions)."""
-    collective = check_collective(collective)
-    algorithm = check_algorithm(collective, algorithm)
-    if isinstance(size_bytes, bool) or not isinstance(size_bytes, (int, np.integer)) or size_bytes < 0:
-        raise SpecError("size", f"{size_bytes!r} is not a whole number of bytes >= 0", "an int, e.g. 1073741824")
+    collective, algorithm = _resolve(collective, algorithm)
+    if type(size_bytes) is not int or size_bytes < 0:  # noqa: E721 - the fast path; subclasses checked below
+        if isinstance(size_bytes, bool) or not isinstance(size_bytes, (int, np.integer)) or size_bytes < 0:
+            raise SpecError("size", f"{size_bytes!r} is not a whole number of bytes >= 0", "an int, e.g. 1073741824")
+        size_bytes = int(size_bytes)
     fabric = fabric_of(topology)
     if tau_s is None:  # the common case, in plain Python: no array overhead for one size
         time_s, chosen = _scalar_time(collective, float(size_bytes), fabric, algorithm)
@@ -223,7 +282,8 @@ def collective_time(
         chosen = algorithm if winner is None else ALGORITHMS[collective][int(winner[0])]
     n = fabric.num_devices
     algbw = size_bytes / time_s / 1e9 if time_s > 0 else (0.0 if size_bytes == 0 else float("inf"))
-    return CollectiveCost(
-        collective=collective, algorithm=chosen, size_bytes=int(size_bytes), num_devices=n, time_s=time_s,
-        algbw_GBps=algbw, busbw_GBps=algbw * bus_bandwidth_factor(collective, n),
-    )
+    factor = _BUSBW[collective] * (n - 1) / n if collective in _BUSBW else 1.0
+    return _new_cost({
+        "collective": collective, "algorithm": chosen, "size_bytes": size_bytes, "num_devices": n, "time_s": time_s,
+        "algbw_GBps": algbw, "busbw_GBps": algbw * factor,
+    })
