@@ -88,7 +88,7 @@ def _contention(fabric: Fabric, src: np.ndarray, dst: np.ndarray) -> tuple[np.nd
     if not fabric.routes or not fabric.links:
         shared = count >= 2
         i, j = np.divmod(pair[shared], n)
-        return np.zeros(int(shared.sum())), count[shared] * fabric.seconds_per_byte[i, j]
+        return np.zeros(int(shared.sum())), count[shared] * fabric.seconds_per_byte_at(i, j)
     ids, owners, link_bps = fabric.route_links(pair)
     if ids.size == 0:
         return np.zeros(0), np.zeros(0)
@@ -107,8 +107,12 @@ def _contention(fabric: Fabric, src: np.ndarray, dst: np.ndarray) -> tuple[np.nd
 def _hop_lines(fabric: Fabric, src: np.ndarray, dst: np.ndarray, fraction: float) -> tuple[np.ndarray, np.ndarray]:
     """Lines of concurrent transfers src[k]→dst[k], each of ``fraction``·S bytes, including link contention."""
     a = fabric.latency_s[src, dst]
-    s = fabric.seconds_per_byte[src, dst] * fraction
-    ca, cs = _contention(fabric, src, dst)
+    s = fabric.seconds_per_byte_at(src, dst) * fraction
+    src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+    key = ("contention", src.tobytes(), dst.tobytes())  # reused across terms and plans
+    if key not in fabric.cache:
+        fabric.cache[key] = _contention(fabric, src, dst)
+    ca, cs = fabric.cache[key]
     return np.concatenate([a, ca]), np.concatenate([s, cs * fraction])
 
 
@@ -200,7 +204,7 @@ def _tree_pipeline(fabric: Fabric, order: np.ndarray, up_and_down: bool) -> Pipe
     both_src = np.concatenate([src, dst])
     both_dst = np.concatenate([dst, src])
     alpha = float(fabric.latency_s[both_src, both_dst].max())
-    slope = float(fabric.seconds_per_byte[both_src, both_dst].max())
+    slope = float(fabric.seconds_per_byte_at(both_src, both_dst).max())
     return Pipeline(hops=2 * depth if up_and_down else depth, alpha_s=alpha, slope_s_per_byte=2 * slope)
 
 
@@ -263,8 +267,9 @@ def build_plan(fabric: Fabric, collective: str, algorithm: str) -> Plan:
     if key in fabric.cache:
         return fabric.cache[key]
     n = fabric.num_devices
-    order = np.array(ring_of(fabric).order, dtype=np.int64)
-    channels = ring_channels(fabric) if n > 1 else [order]
+    # only what the algorithm needs: the bottleneck-aware ring for ring, tree and rhd; channels for ring
+    order = np.array(ring_of(fabric).order, dtype=np.int64) if algorithm in ("ring", "tree", "rhd") else None
+    channels = ring_channels(fabric) if n > 1 and algorithm == "ring" else [order]
     if n == 1:
         plan = Plan(curve=())
     elif algorithm == "hierarchical":
@@ -285,7 +290,7 @@ def build_plan(fabric: Fabric, collective: str, algorithm: str) -> Plan:
     elif collective == "alltoall":
         plan = Plan(curve=(_direct_steps(fabric, 1.0 / n),))
     elif collective == "broadcast":
-        root_first = np.roll(order, -int(np.flatnonzero(order == 0)[0]))
+        root_first = None if order is None else np.roll(order, -int(np.flatnonzero(order == 0)[0]))
         if algorithm == "ring":
             pipe = _chain(fabric, root_first)
             plan = Plan(curve=(pipe,), tau="depth", depth=_positions(root_first), beat=pipe)
@@ -303,7 +308,7 @@ def build_plan(fabric: Fabric, collective: str, algorithm: str) -> Plan:
         a, s = _hop_lines(fabric, src, dst, 1.0)
         plan = Plan(
             curve=(Steps.of(1, a, s),), tau="pairs",
-            pairs=(src, dst, fabric.latency_s[src, dst], fabric.seconds_per_byte[src, dst]),
+            pairs=(src, dst, fabric.latency_s[src, dst], fabric.seconds_per_byte_at(src, dst)),
         )
     fabric.cache[key] = plan
     return plan

@@ -56,6 +56,12 @@ class Fabric:
             self.cache["inv"] = inv
         return self.cache["inv"]
 
+    def seconds_per_byte_at(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """``seconds_per_byte[src, dst]`` without building the whole matrix (the same values: 1/inf is 0)."""
+        if "inv" in self.cache:
+            return self.cache["inv"][src, dst]
+        return 1.0 / self.bandwidth_Bps[src, dst]
+
     def route_links(self, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For flat pair codes ``i·n + j``: (link ids of each route, concatenated; the index of the pair each id
         belongs to; the effective bandwidth in bytes/s of every link id seen so far). Routes are looked up once."""

@@ -157,7 +157,7 @@ def _cut_by_hosts(bandwidth: np.ndarray, host_of: np.ndarray, low: float) -> boo
     labels, host = np.unique(np.asarray(host_of), return_inverse=True)
     if len(labels) < 2:
         return False
-    rows, cols = np.nonzero(bandwidth > low)
+    rows, cols = np.divmod(np.flatnonzero(bandwidth > low), bandwidth.shape[1])  # (much faster than np.nonzero)
     across = host[rows] != host[cols]
     if not across.any():
         return True
@@ -415,6 +415,6 @@ def best_ring(bandwidth_GBps: np.ndarray, latency_us: np.ndarray, host_of: np.nd
             bound = upper_bound(bandwidth)
             exact = low >= bound
     return RingOrder(
-        order=tuple(int(i) for i in order), bottleneck_GBps=low, max_hop_latency_us=-neg_lat,
+        order=tuple(np.asarray(order, dtype=np.int64).tolist()), bottleneck_GBps=low, max_hop_latency_us=-neg_lat,
         upper_bound_GBps=bound, exact=bool(exact), method=method,
     )
