@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from seedance.real.calibrate import _predict, fit_efficiency, fit_pair, median_ci
+from seedance.real.calibrate import _predict, correction_factor, fit_corrections, fit_efficiency, fit_pair, median_ci
+from seedance.real.microbench import iters_for, schedule
 
 
 def test_theil_sen_recovers_alpha_beta_despite_an_outlier():
@@ -46,6 +47,37 @@ def test_collective_efficiency_and_algorithm_are_recovered_from_their_own_predic
     assert fit["kappa_us"] * steps == pytest.approx(300.0 * 6, rel=1e-3)
 
 
+def test_schedule_is_a_fresh_permutation_per_round_and_the_same_on_every_rank():
+    rounds = schedule(24, 10, seed=7)
+    assert all(sorted(order) == list(range(24)) for order in rounds)
+    assert len({tuple(order) for order in rounds}) == 10  # a different order each round
+    assert schedule(24, 10, seed=7) == rounds  # every rank computes the same schedule from the plan's seed
+    assert schedule(24, 10, seed=8) != rounds  # validate (another seed) samples in another order
+
+
+def test_small_messages_are_timed_in_loops_big_ones_alone():
+    assert iters_for(4096) == 32 and iters_for(256 << 10) == 4
+    assert iters_for(1 << 20) == 1 and iters_for(64 << 20) == 1
+
+
+def test_residual_correction_is_one_for_the_model_itself_and_interpolates_log_log():
+    n = 2
+    bandwidth, latency = np.full((n, n), 2.0), np.full((n, n), 50.0)
+    sizes = [1 << 20, 1 << 22, 1 << 24]
+    fit = {"algorithm": "ring", "eta": 0.5, "kappa_us": 200.0}
+    model = {s: _predict("allreduce", s, bandwidth * 0.5, np.full((n, n), 200.0), "ring") for s in sizes}
+    slow = {1 << 20: 1.0, 1 << 22: 1.0, 1 << 24: 4.0}  # out of cache at the largest size
+    rows = [{"collective": "allreduce", "size_bytes": s, "median_s": model[s] * slow[s]} for s in sizes]
+    fits = {"allreduce": dict(fit)}
+    fit_corrections(rows, fits, bandwidth, latency)
+    assert fits["allreduce"]["correction"]["factors"] == pytest.approx([1.0, 1.0, 4.0])
+    assert correction_factor(fits["allreduce"], 1 << 22) == pytest.approx(1.0)
+    assert correction_factor(fits["allreduce"], 1 << 23) == pytest.approx(2.0)  # halfway in log size and log factor
+    assert correction_factor(fits["allreduce"], 1 << 26) == pytest.approx(4.0)  # the end value beyond the range
+    assert correction_factor(fits["allreduce"], 1 << 10) == pytest.approx(1.0)
+    assert correction_factor(fit, 1 << 23) == 1.0  # a calibration without a table
+
+
 @pytest.mark.multiprocess
 @pytest.mark.slow
 def test_calibrate_then_validate_end_to_end(tmp_path, capsys):
@@ -66,4 +98,6 @@ def test_calibrate_then_validate_end_to_end(tmp_path, capsys):
         assert row["measured_s"] > 0 and row["predicted_s"] > 0
         assert row["rel_error"] == pytest.approx((row["predicted_s"] - row["measured_s"]) / row["measured_s"])
     assert (tmp_path / "fig.pdf").exists() and (tmp_path / "fig.png").exists()
-    assert "median_abs_rel_error_ge_1MiB" in result
+    assert "median_abs_rel_error_ge_1MiB" in result and "median_abs_model_rel_error_ge_1MiB" in result
+    for row in result["rows"]:
+        assert row["predicted_s"] == pytest.approx(row["model_s"] * row["correction"])

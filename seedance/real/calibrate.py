@@ -4,8 +4,9 @@ Rules (seed §2.4 "B must be calibrated from measurements"; Hockney's alpha-beta
 robust slopes; Hoefler & Belli SC'15 on medians and confidence intervals):
 
 1. :mod:`.microbench` measures half ping-pong times for every ordered pair and every size, and collective times
-   (allreduce, allgather, broadcast), after warm-ups, with repetitions. Each (pair, size) is summarised by its median
-   with a 95 % bootstrap confidence interval.
+   (allreduce, allgather, broadcast), after a warm-up pass, in ``reps`` randomly ordered rounds with one thread
+   per rank. Each (pair or collective, size) is summarised by its median with a 95 % bootstrap confidence
+   interval; the same statistic of the same kind of sample that ``validate`` measures (in a separate run).
 2. Per ordered pair, ``t(S) = alpha + S / beta`` is fitted to the medians by Theil–Sen (``scipy.stats.theilslopes``,
    robust to the outliers a shared machine produces): ``latency_us = alpha`` (clipped at 0) and
    ``bandwidth_GBps = beta``, with the slope's 95 % interval recorded.
@@ -22,6 +23,12 @@ robust slopes; Hoefler & Belli SC'15 on medians and confidence intervals):
    and commit protocols use most), so ``--topology FILE`` needs nothing else; the sidecar ``FILE.calibration.json``
    keeps the raw medians and intervals, the pair fits and every collective's ``eta``, ``kappa_us`` and algorithm,
    which ``validate`` uses. Nothing is tuned per test: the same procedure runs for every world size and machine.
+4. What two parameters cannot express is kept, not hidden: per collective, the residual ``measured / model`` at
+   every calibrated size (:func:`fit_corrections`; on a 2-core EPYC with a 32 MiB L3, gloo's 64 MiB allgather
+   takes ~2x what the alpha-beta fit of smaller sizes predicts). :func:`correction_factor` interpolates it in
+   log-log between calibrated sizes; ``validate`` reports the error with and without it, because at a calibrated
+   size the corrected prediction is the calibration's own median, so its error there measures reproducibility
+   (run-to-run noise), while the model-only error measures the cost model.
 """
 
 from __future__ import annotations

@@ -8,13 +8,22 @@ benchmarking of parallel computing systems" rules 5-6):
 
 * Backend NCCL when CUDA is available (tensors on ``cuda:LOCAL_RANK``, timed with CUDA events), gloo otherwise
   (host timers, ``time.perf_counter``); gloo is pinned to the loopback interface when the store is on loopback.
-* Every measurement is preceded by ``warmups`` untimed runs. Each timed repetition starts after a barrier; a
-  collective's time is the slowest rank's (max over ranks, as a collective ends when its last rank does).
-  Point-to-point time is half a ping-pong round trip between ranks ``i`` and ``j`` (others idle), so no clock needs
-  to be shared.
+* Every (pair or collective, size) is an *item*; all items are built first, on views of one preallocated buffer
+  per rank (no allocation or first-touch page fault inside a timed region), and ``warmups`` untimed passes over
+  all of them come first (gloo's connections and lazy buffers). Each rank runs one torch thread
+  (``torch.set_num_threads(1)``): on a small shared machine the ranks would otherwise fight over the cores.
+* ``reps`` timed *rounds* follow; each round visits every item once in its own seeded random order, the same on
+  every rank (:func:`schedule`), so a slow phase of a shared machine (other users' jobs) spreads over all sizes
+  and collectives instead of biasing whichever was measured then (Hoefler & Belli rule 9: randomise the order).
+* A sample starts after a barrier and runs :func:`iters_for` back-to-back operations (one for >= 1 MiB; several
+  for small messages, as nccl-tests times loops, so one scheduler wake-up or barrier skew is spread over them),
+  divided by their number. A collective's sample is the slowest rank's (max over ranks, as a collective ends when
+  its last rank does). Point-to-point time is half a ping-pong round trip between ranks ``i`` and ``j``, timed
+  on ``i`` (others idle), so no clock needs to be shared.
 * Sizes follow nccl-tests: allreduce and broadcast move ``S`` bytes per rank, allgather gathers ``S`` bytes in
   total (``S / n`` from each rank). Tensors are float32 (uint8 for point-to-point).
-* Results go through the store as JSON (never pickle); rank 0 writes them to ``plan["out"]``.
+* Samples are combined with one ``all_reduce(MAX)`` of a float64 tensor (never pickle); rank 0 writes JSON to
+  ``plan["out"]``.
 """
 
 from __future__ import annotations
