@@ -165,3 +165,25 @@ def test_fabric_cache_follows_the_topology_object():
     del topology
     gc.collect()
     assert key not in _fabric._BY_ID
+
+
+def test_host_ring_fast_equals_best_ring_or_declines():
+    """The unscaled host-structured ring (ring_of's first try) is best_ring's result exactly, or None."""
+    rng = np.random.default_rng(17)
+    answered = 0
+    for trial in range(16):
+        hosts, g = int(rng.integers(2, 6)), int(rng.integers(2, 9))
+        if hosts * g <= ring_module.DP_MAX_DEVICES:
+            g = ring_module.DP_MAX_DEVICES // hosts + 1
+        b, latency, host_of = _random_hosts(rng, hosts, g, uniform=bool(trial % 2))
+        same = host_of[:, None] == host_of[None, :]
+        if trial % 4 < 2:  # one inter-host rate (as on a rail-optimised fat tree): the cut proves the ring
+            b = np.where(same, b, 23.5)
+        elif trial % 4 == 3:  # one fast inter-host pair in each direction: the cut no longer proves anything
+            b[0, g] = b[g, 0] = 230.0
+        b_Bps, latency_s = b * 1e9, latency * 1e-6
+        fast = ring_module.host_ring_fast(b_Bps, latency_s, host_of)
+        if fast is not None:
+            answered += 1
+            assert fast == ring_module.best_ring(b_Bps / 1e9, latency_s * 1e6, host_of)
+    assert answered >= 8

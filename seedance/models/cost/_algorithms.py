@@ -47,7 +47,7 @@ import numpy as np
 from seedance.errors import SpecError
 from seedance.models.cost._curves import Pipeline, Steps, Term
 from seedance.models.cost._fabric import Fabric
-from seedance.models.cost.ring import RingOrder, best_ring, per_host
+from seedance.models.cost.ring import RingOrder, best_ring, host_ring_fast, per_host
 
 ALGORITHMS: dict[str, tuple[str, ...]] = {
     "allreduce": ("ring", "tree", "rhd", "direct", "hierarchical"),
@@ -74,7 +74,8 @@ class Plan:
 
 def ring_of(fabric: Fabric) -> RingOrder:
     if "ring" not in fabric.cache:
-        fabric.cache["ring"] = best_ring(fabric.bandwidth_Bps / 1e9, fabric.latency_s * 1e6, fabric.host_of)
+        fast = host_ring_fast(fabric.bandwidth_Bps, fabric.latency_s, fabric.host_of)
+        fabric.cache["ring"] = fast or best_ring(fabric.bandwidth_Bps / 1e9, fabric.latency_s * 1e6, fabric.host_of)
     return fabric.cache["ring"]
 
 

@@ -21,6 +21,7 @@ is reached.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -130,9 +131,13 @@ def host_members(host_of: np.ndarray) -> list[np.ndarray]:
     return np.split(order, np.cumsum(counts)[:-1])
 
 
-def per_host(bandwidth: np.ndarray, latency: np.ndarray, members: list[np.ndarray], solve) -> list[np.ndarray]:
+def per_host(
+    bandwidth: np.ndarray, latency: np.ndarray, members: list[np.ndarray], solve, scales: tuple[float, float] | None = None
+) -> list[np.ndarray]:
     """``solve(sub_bandwidth, sub_latency)`` → a local order, for each host's sub-matrices; hosts with identical
-    sub-matrices share one call. Sub-matrices of hosts of equal size are gathered in one indexing operation."""
+    sub-matrices share one call. Sub-matrices of hosts of equal size are gathered in one indexing operation.
+    ``scales`` (b, l): the sub-matrices are ``bandwidth[...] / b`` and ``latency[...] * l`` (elementwise the same as
+    scaling the whole matrices first)."""
     result: list[np.ndarray | None] = [None] * len(members)
     by_size: dict[int, list[int]] = {}
     for h, devices in enumerate(members):
@@ -141,6 +146,8 @@ def per_host(bandwidth: np.ndarray, latency: np.ndarray, members: list[np.ndarra
         dev = np.stack([members[h] for h in indices])  # (hosts, g)
         sub_b = bandwidth[dev[:, :, None], dev[:, None, :]]
         sub_l = latency[dev[:, :, None], dev[:, None, :]]
+        if scales is not None:
+            sub_b, sub_l = sub_b / scales[0], sub_l * scales[1]
         keys = np.concatenate([sub_b.reshape(len(indices), -1), sub_l.reshape(len(indices), -1)], axis=1)
         solved: dict[bytes, np.ndarray] = {}
         for k, h in enumerate(indices):
@@ -382,6 +389,52 @@ def _heuristic_proven(
     if n <= LOCAL_SEARCH_MAX_DEVICES:
         order = _threshold_search(bandwidth, order, bound, budget=4 * n)
     return order, False
+
+
+def host_ring_fast(bandwidth_Bps: np.ndarray, latency_s: np.ndarray, host_of: np.ndarray) -> RingOrder | None:
+    """``best_ring(bandwidth_Bps / 1e9, latency_s * 1e6, host_of)`` for n > 14 when the heuristic's first two
+    candidates (host-grouped, index order) are proven optimal by the host cut (:func:`_cut_by_hosts`) — the usual
+    case on multi-server clusters, whose inter-server hops are the bottleneck — else None. Identical result, without
+    scaling the whole matrices: only gathered entries are scaled, and the cut's threshold test ``B/1e9 > low`` is
+    decided exactly on the few entries near ``low·1e9``."""
+    n = bandwidth_Bps.shape[0]
+    if n <= DP_MAX_DEVICES:
+        return None
+    members = host_members(host_of)
+    grouped = per_host(
+        bandwidth_Bps, latency_s, members,
+        lambda sub_b, sub_l: _best_path(sub_b, sub_l, np.arange(sub_b.shape[0])), scales=(1e9, 1e6),
+    )
+    best = None
+    for order in (np.concatenate(grouped), np.arange(n)):
+        nxt = np.roll(order, -1)
+        hops = bandwidth_Bps[order, nxt] / 1e9
+        low = hops.min()
+        key = (float(low), -float((latency_s[order, nxt] * 1e6).max()), -int(np.count_nonzero(hops <= low)))
+        if best is None or key > best[0]:  # max() keeps the first of equals
+            best = (key, order)
+    (low, neg_lat, _), order = best
+    labels, host = np.unique(np.asarray(host_of), return_inverse=True)
+    if len(labels) < 2:
+        return None
+    # x / 1e9 > low is monotone in x (division rounds monotonically): find the least float x passing it
+    threshold, limit = float(low) * 1e9, float(low)
+    while threshold / 1e9 > limit:
+        threshold = math.nextafter(threshold, -math.inf)
+    while not threshold / 1e9 > limit:
+        threshold = math.nextafter(threshold, math.inf)
+    rows, cols = np.divmod(np.flatnonzero(bandwidth_Bps >= threshold), n)
+    across = host[rows] != host[cols]
+    if across.any():
+        h = len(labels)
+        faster = csr_matrix((np.ones(int(across.sum()), dtype=bool), (host[rows[across]], host[cols[across]])),
+                            shape=(h, h))
+        if connected_components(faster, directed=True, connection="strong")[0] == 1:
+            return None
+    return RingOrder(
+        order=tuple(order.tolist()), bottleneck_GBps=low, max_hop_latency_us=-neg_lat, upper_bound_GBps=low,
+        exact=True, method="heuristic",
+    )
 
 
 def best_ring(bandwidth_GBps: np.ndarray, latency_us: np.ndarray, host_of: np.ndarray) -> RingOrder:
