@@ -119,7 +119,8 @@ def _reference_scalar(collective, size, fabric, algorithm):
             plan = build_plan(fabric, collective, name)
         except SpecError:
             continue
-        best = min(best, sum(term.at(float(size)) for term in plan.curve) + (fabric.base_latency_s if plan.curve else 0.0))
+        base = fabric.base_latency_s if plan.curve else 0.0
+        best = min(best, sum(term.at(float(size)) for term in plan.curve) + base)
     return best
 
 

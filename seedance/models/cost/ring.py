@@ -132,7 +132,8 @@ def host_members(host_of: np.ndarray) -> list[np.ndarray]:
 
 
 def per_host(
-    bandwidth: np.ndarray, latency: np.ndarray, members: list[np.ndarray], solve, scales: tuple[float, float] | None = None
+    bandwidth: np.ndarray, latency: np.ndarray, members: list[np.ndarray], solve,
+    scales: tuple[float, float] | None = None,
 ) -> list[np.ndarray]:
     """``solve(sub_bandwidth, sub_latency)`` → a local order, for each host's sub-matrices; hosts with identical
     sub-matrices share one call. Sub-matrices of hosts of equal size are gathered in one indexing operation.
