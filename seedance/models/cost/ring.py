@@ -16,6 +16,14 @@ travelling-salesman problem), ties broken by the smallest maximum hop latency. I
 Every result carries an upper bound on the optimum (each device needs one outgoing and one incoming hop, so no ring
 beats ``min_i max_j B[i,j]`` nor ``min_j max_i B[i,j]``); ``exact`` is true when enumeration was used or the bound
 is reached.
+
+Certificates, cheapest first: the **host cut** — if the hops faster than the ring's slowest, merged host by host,
+do not connect the hosts strongly, no ring beats it (a quotient of a strongly connected graph is strongly connected);
+on multi-server clusters whose inter-server hops are the bottleneck this proves the host-grouped ring optimal in
+O(n²) simple passes, and :func:`host_ring_fast` does it without scaling the matrices — then the degree bound, then
+strong connectivity of the device graph itself. Speed-ups that never change a result: index order is returned at
+once when no order can beat it (:func:`_identity_is_optimal`: uniform hosts such as NVSwitch servers), and hosts
+with identical sub-matrices share one search (:func:`per_host`).
 """
 
 from __future__ import annotations

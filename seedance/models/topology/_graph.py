@@ -158,7 +158,11 @@ def from_graph(
 
 
 class GraphRoutes(Mapping):
-    """Routes of a link graph, rebuilt on access from the shortest-path predecessor arrays (O(n·V) memory)."""
+    """Routes of a link graph, rebuilt on access from the shortest-path predecessor arrays (O(n·V) memory).
+
+    :meth:`link_ids` walks many routes at once (vectorised over pairs) and returns integer link ids, with
+    :attr:`link_keys` and :attr:`link_bandwidth_GBps` to interpret them: what the cost model's link-contention
+    accounting needs, without one tuple per route."""
 
     def __init__(self, names, out_idx, in_idx, predecessors, group, edges=None) -> None:  # noqa: ANN001 - private
         self._names = names
