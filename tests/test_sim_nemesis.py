@@ -7,7 +7,7 @@ import pytest
 
 from seedance.errors import SpecError
 from seedance.sim import FAULTS, NemesisConfig, SimConfig, WorkloadConfig, simulate
-from seedance.sim.nemesis import PARTITION_VARIANTS, _partition_pairs, draw_schedule
+from seedance.sim.nemesis import LEADER_FAULTS, PARTITION_VARIANTS, _partition_pairs, draw_schedule
 
 
 def echo_run(faults, *, seed=3, nodes=3, duration_s=0.6, **nemesis):
@@ -35,12 +35,43 @@ OBSERVABLE = {
     "delay": lambda r: max(_transit_times(r.trace)) >= 10e-3,
     "skew": lambda r: len({host.node.ticks for host in r.runtime.hosts}) > 1,
     "cpu-hog": lambda r: r.trace.count("cpu-hog") > 0,
+    # leader faults strike the leader: its links are cut (drops), or it crashes
+    "leader-isolate": lambda r: _drops_from_and_to_leader(r) == "both",
+    "leader-oneway": lambda r: _drops_from_and_to_leader(r) == "from",
+    "leader-crash": lambda r: r.trace.count("fault-strike") > 0 and r.trace.count("crash") > 0,
 }
+
+
+def _drops_from_and_to_leader(result):
+    """"both" / "from" / None: which directions of struck leaders' links dropped messages during their strikes
+    ("from": only messages the struck leaders sent)."""
+    strikes = [rec[5] for rec in result.trace.of_kind("fault-strike")]
+    sent = heard = False
+    for rec in result.trace.of_kind("drop"):
+        if rec[5] != "partition":
+            continue
+        active = {s["node"] for s in strikes if s["at_s"] <= rec[0] < s["until_s"]}
+        sent |= rec[2] in active
+        heard |= rec[4] in active and rec[2] not in active
+    return "both" if sent and heard else "from" if sent else None
+
+
+def raft_run(faults, *, seed=3, nodes=3, duration_s=0.3):
+    """Raft (a protocol with a leader) with fast timing, for the leader-targeted faults."""
+    config = SimConfig(protocol="raft", nodes=nodes, duration_s=duration_s, seed=seed,
+                       protocol_config={"heartbeat_s": 0.002, "election_timeout_s_min": 0.008,
+                                        "election_timeout_s_max": 0.016},
+                       workload=WorkloadConfig(clients=2, keys=3, op_timeout_s=0.1),
+                       nemesis=NemesisConfig(faults=tuple(faults)), check=True)
+    return simulate(config)
 
 
 @pytest.mark.parametrize("fault", FAULTS)
 def test_each_fault_has_its_observable_effect_and_heals(fault):
-    result = echo_run([fault], nodes=5 if fault == "partition-ring" else 3)  # on 3 nodes a ring cuts nothing
+    if fault in LEADER_FAULTS:
+        result = raft_run([fault])
+    else:
+        result = echo_run([fault], nodes=5 if fault == "partition-ring" else 3)  # on 3 nodes a ring cuts nothing
     assert result.faults and all(w.end_s <= result.healed_at_s for w in result.faults)
     assert OBSERVABLE[fault](result), fault
     assert result.trace.count("heal") == 1
@@ -101,3 +132,40 @@ def test_all_faults_together_stay_linearizable_for_the_single_copy_store():
                        workload=WorkloadConfig(clients=4, op_timeout_s=0.05, think_s=0.001), nemesis=NemesisConfig(faults=FAULTS))
     result = simulate(config)
     assert result.linearizable is True and result.progress_after_heal
+
+
+@pytest.mark.parametrize("fault", LEADER_FAULTS)
+def test_leader_faults_strike_each_new_leader_reproducibly(fault):
+    """Every strike hits a node that leads at that moment, lands within its fault's window plus 8 of the leader's
+    inputs, and the run is a function of its seed (same trace hash)."""
+    result = raft_run([fault], seed=5)
+    strikes = result.trace.of_kind("fault-strike")
+    assert strikes and all(rec[5]["until_s"] <= result.healed_at_s for rec in strikes)
+    led = {(rec[2], rec[4]["term"]) for rec in result.trace.of_kind("annotate") if rec[3] == "became-leader"}
+    assert all((rec[5]["node"], rec[5]["term"]) in led for rec in strikes)
+    assert result.linearizable is True and result.progress_after_heal
+    assert raft_run([fault], seed=5).trace_sha256 == result.trace_sha256
+
+
+def test_leader_faults_leave_leaderless_protocols_alone():
+    """The single-copy echo store has no ``role``: a leader-fault window opens and closes, nothing is struck."""
+    result = echo_run(["leader-isolate", "leader-crash"])
+    assert result.stats["faults_applied"] > 0 and result.trace.count("fault-strike") == 0
+    assert result.trace.count("crash") == 0 and not any(rec[5] == "partition" for rec in result.trace.of_kind("drop"))
+
+
+def test_a_trigger_fires_when_a_key_changes():
+    """seedance.sim.triggers: a watch on Raft's votedFor sees every vote granted to another node, once each."""
+    from seedance.sim import triggers
+
+    seen = []
+    config = SimConfig(protocol="raft", nodes=3, duration_s=0.2, seed=1,
+                       protocol_config={"heartbeat_s": 0.002, "election_timeout_s_min": 0.008,
+                                        "election_timeout_s_max": 0.016},
+                       workload=WorkloadConfig(clients=1), nemesis=NemesisConfig(faults=("leader-crash",)))
+    watch = triggers.Watch(key=triggers.vote, fire=lambda runtime, node, before, after: seen.append((node, after)))
+    result = simulate(config, actions=[(0.0, triggers.install(watch))])
+    votes = [(node, after) for node, after in seen if after is not None]
+    assert votes and len(set(votes)) == len(votes)
+    leaders = {(rec[2], rec[4]["term"]) for rec in result.trace.of_kind("annotate") if rec[3] == "became-leader"}
+    assert leaders and {(candidate, term) for _, (term, candidate) in votes} >= leaders  # each won with a vote (§5.2)

@@ -22,6 +22,18 @@ Rules (Jepsen's nemeses, Kingsbury 2013–; TigerBeetle VOPR's safety-then-liven
   - ``skew``: 1..n random nodes' timers run at a rate in [0.25, 4] (log-uniform).
   - ``cpu-hog``: a competing process holds one node's CPU in bursts of 5–50 ms with 1–5 ms gaps, so its inputs
     (heartbeats included) are handled late.
+
+* Leader-targeted faults (:mod:`seedance.sim.triggers`; for protocols whose nodes expose ``role == "leader"``):
+  while such a window is open, each node that *becomes* leader is struck with probability ``p`` (50–100 %, drawn
+  per window), ``delay_s`` after the input that made it leader — uniform in [0, 1 ms]: from before its first message
+  leaves (its fresh entries stay on a minority) to mid-way through its first replication rounds (a follower half
+  back-filled) — for ``hold_s`` drawn per strike like a window length (clipped to the faulty phase). Per-strike
+  draws come from a generator seeded in the window's parameters, so the schedule stays a function of the seed.
+
+  - ``leader-isolate``: the new leader is cut off from every peer, both ways.
+  - ``leader-oneway``: the new leader's messages to its peers are dropped; it still hears them (so it may still
+    count acknowledgements of what it sent before). Raft §5.4.2's Figure 8 is two such strikes in a row.
+  - ``leader-crash``: the new leader crashes and restarts from its durable state ``hold_s`` later.
 """
 
 from __future__ import annotations
@@ -32,11 +44,14 @@ from typing import Any
 
 import numpy as np
 
+from seedance.sim import triggers
 from seedance.sim.kernel import call_at
 
 PARTITION_VARIANTS = ("partition-one", "partition-halves", "partition-ring", "partition-oneway")
+LEADER_FAULTS = ("leader-isolate", "leader-oneway", "leader-crash")
 FAULTS = ("partition", *PARTITION_VARIANTS, "crash", "pause", "loss", "duplicate", "reorder", "delay", "skew",
-          "cpu-hog")
+          "cpu-hog", *LEADER_FAULTS)
+LEADER_STEPS = (0, 8)  # a strike lands after the new leader has handled this many more inputs (uniform, inclusive)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,7 +96,8 @@ def _nodes(n: int, rng: np.random.Generator) -> list[int]:
     return sorted(int(x) for x in rng.permutation(n)[:count])
 
 
-def _params(name: str, n: int, rng: np.random.Generator) -> tuple[str, dict[str, Any]]:
+def _params(name: str, n: int, rng: np.random.Generator, window_s: tuple[float, float] = (0.0, 0.0)
+            ) -> tuple[str, dict[str, Any]]:
     if name == "partition":
         name = PARTITION_VARIANTS[int(rng.integers(len(PARTITION_VARIANTS)))]
     if name in PARTITION_VARIANTS:
@@ -95,6 +111,9 @@ def _params(name: str, n: int, rng: np.random.Generator) -> tuple[str, dict[str,
         return name, {"max_s": float(rng.uniform(1e-3, 20e-3))}
     if name == "delay":
         return name, {"p": float(rng.uniform(0.05, 0.3)), "spike_s": float(rng.uniform(10e-3, 100e-3))}
+    if name in LEADER_FAULTS:
+        return name, {"p": float(rng.uniform(0.5, 1.0)), "after_inputs": LEADER_STEPS, "hold_s": window_s,
+                      "seed": int(rng.integers(2**63))}
     if name == "skew":
         nodes = _nodes(n, rng)
         return name, {"rates": {node: float(math.exp(rng.uniform(math.log(0.25), math.log(4.0)))) for node in nodes}}
@@ -113,7 +132,7 @@ def draw_schedule(faults: tuple[str, ...], *, num_nodes: int, faulty_end_s: floa
         t = float(rng.exponential(mean_gap))
         while t < faulty_end_s:
             end = min(t + float(rng.uniform(lo, hi)), faulty_end_s)
-            name, params = _params(fault, num_nodes, rng)
+            name, params = _params(fault, num_nodes, rng, (lo, hi))
             windows.append(FaultWindow(fault_id=len(windows), name=name, start_s=t, end_s=end, params=params))
             t = end + float(rng.exponential(mean_gap))
     windows.sort(key=lambda w: (w.start_s, w.fault_id))
@@ -130,8 +149,15 @@ class Nemesis:
         self.schedule = schedule
         self.faulty_end_s = faulty_end_s
         self.applied = 0
+        self.healed = False
+        self.strikes = 0  # leader-targeted faults applied
+        self._leader_windows: dict[int, tuple[FaultWindow, np.random.Generator]] = {}  # open windows, by fault id
+        self._aimed: list[tuple[FaultWindow, int, int, int, int, float]] = []  # strikes waiting for their step
 
     def install(self) -> None:
+        if any(w.name in LEADER_FAULTS for w in self.schedule):
+            triggers.Watcher(self.runtime, [triggers.Watch(key=triggers.leader_term, fire=self._new_leader)]).install()
+            self.runtime.after_input.append(self._count_steps)
         for window in self.schedule:
             call_at(self.env, window.start_s, self._start, window)
         for window in self.schedule:
@@ -170,6 +196,67 @@ class Nemesis:
                 runtime.set_timer_rate(node, rate)
         elif name == "cpu-hog":
             self._burst(window)
+        elif name in LEADER_FAULTS:
+            rng = np.random.default_rng(params["seed"])
+            self._leader_windows[window.fault_id] = (window, rng)
+            for host in runtime.hosts:  # the leader in place when the window opens is struck too
+                term = triggers.leader_term(host.node) if host.up else None
+                if term is not None:
+                    self._strike(window, rng, host.node_id, term)
+
+    def _new_leader(self, runtime: Any, node_id: int, before: Any, after: Any) -> None:
+        """A node became leader (its term changed to a led one): strike it per each open leader window."""
+        if after is None or self.healed:
+            return
+        for window, rng in list(self._leader_windows.values()):
+            self._strike(window, rng, node_id, after)
+
+    def _strike(self, window: FaultWindow, rng: np.random.Generator, node_id: int, term: int) -> None:
+        """Aim a strike at ``node_id``: it lands once the leader has handled ``n`` more inputs (0: now)."""
+        params = window.params
+        if rng.random() >= params["p"]:
+            return
+        lo, hi = params["after_inputs"]
+        steps = int(rng.integers(lo, hi + 1))
+        hold_s = float(rng.uniform(*params["hold_s"]))
+        host = self.runtime.hosts[node_id]
+        if steps == 0:
+            self._land(window, node_id, term, hold_s)
+        else:
+            self._aimed.append((window, node_id, host.incarnation, host.handled + steps, term, hold_s))
+
+    def _count_steps(self) -> None:
+        """After-input hook: land the strikes whose leader has handled its count of inputs (if still alive)."""
+        if not self._aimed:
+            return
+        hosts, waiting = self.runtime.hosts, []
+        for aimed in self._aimed:
+            window, node_id, incarnation, handled, term, hold_s = aimed
+            host = hosts[node_id]
+            if host.incarnation != incarnation or self.healed:
+                continue  # crashed (or healed) before the strike landed
+            if host.handled >= handled:
+                self._land(window, node_id, term, hold_s)
+            else:
+                waiting.append(aimed)
+        self._aimed = waiting
+
+    def _land(self, window: FaultWindow, node_id: int, term: int, hold_s: float) -> None:
+        runtime = self.runtime
+        at = self.env.now
+        until = min(at + hold_s, self.faulty_end_s)
+        if at >= until:
+            return
+        self.strikes += 1
+        self._record("fault-strike", -1, window.fault_id, window.name,
+                     {"node": node_id, "term": term, "at_s": at, "until_s": until})
+        alive = lambda: not self.healed  # noqa: E731 — heal restores everything itself
+        if window.name == "leader-crash":
+            triggers.crash_for(runtime, node_id, at_s=at, down_s=until - at, alive=alive)
+        else:
+            pairs = (triggers.isolation if window.name == "leader-isolate" else triggers.outbound)(
+                node_id, runtime.num_nodes)
+            triggers.cut(runtime, pairs, at_s=at, until_s=until, alive=alive)
 
     def _burst(self, window: FaultWindow) -> None:
         now = self.env.now
@@ -203,10 +290,15 @@ class Nemesis:
         elif name == "skew":
             for node in params["rates"]:
                 runtime.set_timer_rate(node, 1.0)
+        elif name in LEADER_FAULTS:
+            self._leader_windows.pop(window.fault_id, None)  # strikes already made run their course
 
     def _heal(self, event: Any) -> None:
         """Belt and braces: everything is back to normal when the healed phase begins."""
         runtime, network = self.runtime, self.network
+        self.healed = True
+        self._leader_windows.clear()
+        self._aimed.clear()
         for host in runtime.hosts:
             if not host.up:
                 runtime.restart(host.node_id)
