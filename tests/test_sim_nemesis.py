@@ -7,7 +7,7 @@ import pytest
 
 from seedance.errors import SpecError
 from seedance.sim import FAULTS, NemesisConfig, SimConfig, WorkloadConfig, simulate
-from seedance.sim.nemesis import LEADER_FAULTS, PARTITION_VARIANTS, _partition_pairs, draw_schedule
+from seedance.sim.nemesis import LEADER_FAULTS, PARTITION_VARIANTS, TARGETED_FAULTS, _partition_pairs, draw_schedule
 
 
 def echo_run(faults, *, seed=3, nodes=3, duration_s=0.6, **nemesis):
@@ -39,6 +39,7 @@ OBSERVABLE = {
     "leader-isolate": lambda r: _drops_from_and_to_leader(r) == "both",
     "leader-oneway": lambda r: _drops_from_and_to_leader(r) == "from",
     "leader-crash": lambda r: r.trace.count("fault-strike") > 0 and r.trace.count("crash") > 0,
+    "vote-crash": lambda r: any(rec[4] == "vote-crash" for rec in r.trace.of_kind("fault-strike")),
 }
 
 
@@ -68,8 +69,8 @@ def raft_run(faults, *, seed=3, nodes=3, duration_s=0.3):
 
 @pytest.mark.parametrize("fault", FAULTS)
 def test_each_fault_has_its_observable_effect_and_heals(fault):
-    if fault in LEADER_FAULTS:
-        result = raft_run([fault])
+    if fault in TARGETED_FAULTS:  # vote-crash needs elections: leader crashes make them
+        result = raft_run([fault] if fault in LEADER_FAULTS else [fault, "leader-crash"])
     else:
         result = echo_run([fault], nodes=5 if fault == "partition-ring" else 3)  # on 3 nodes a ring cuts nothing
     assert result.faults and all(w.end_s <= result.healed_at_s for w in result.faults)
@@ -169,3 +170,14 @@ def test_a_trigger_fires_when_a_key_changes():
     assert votes and len(set(votes)) == len(votes)
     leaders = {(rec[2], rec[4]["term"]) for rec in result.trace.of_kind("annotate") if rec[3] == "became-leader"}
     assert leaders and {(candidate, term) for _, (term, candidate) in votes} >= leaders  # each won with a vote (§5.2)
+
+
+def test_vote_crash_crashes_a_voter_right_after_its_vote():
+    """Each vote-crash strike crashes a node that granted a vote at that very instant, for 0.1–1 ms (§5.2)."""
+    result = raft_run(["vote-crash", "leader-crash"], seed=4)
+    strikes = [rec for rec in result.trace.of_kind("fault-strike") if rec[4] == "vote-crash"]
+    crashes = {(rec[0], rec[2]) for rec in result.trace.of_kind("crash")}
+    assert strikes and all((rec[5]["at_s"], rec[5]["node"]) in crashes for rec in strikes)
+    assert all(1e-4 <= rec[5]["until_s"] - rec[5]["at_s"] <= 1e-3 for rec in strikes
+               if rec[5]["until_s"] < result.healed_at_s)
+    assert result.linearizable is True and result.progress_after_heal

@@ -24,16 +24,23 @@ Rules (Jepsen's nemeses, Kingsbury 2013–; TigerBeetle VOPR's safety-then-liven
     (heartbeats included) are handled late.
 
 * Leader-targeted faults (:mod:`seedance.sim.triggers`; for protocols whose nodes expose ``role == "leader"``):
-  while such a window is open, each node that *becomes* leader is struck with probability ``p`` (50–100 %, drawn
-  per window), ``delay_s`` after the input that made it leader — uniform in [0, 1 ms]: from before its first message
-  leaves (its fresh entries stay on a minority) to mid-way through its first replication rounds (a follower half
-  back-filled) — for ``hold_s`` drawn per strike like a window length (clipped to the faulty phase). Per-strike
-  draws come from a generator seeded in the window's parameters, so the schedule stays a function of the seed.
+  while such a window is open, the leader in place when it opens and each node that *becomes* leader is struck with
+  probability ``p`` (50–100 %, drawn per window). A strike lands once that leader has handled ``n`` more inputs of
+  its own, ``n`` uniform in 0..8 — a delay counted in the leader's steps, so it falls on the same protocol moments
+  at any time scale: before its first message leaves (its fresh entries stay on itself), or mid-way through its
+  first replication rounds (a follower half back-filled). It lasts ``hold_s``, drawn per strike like a window length
+  (clipped to the faulty phase); a strike lands even if its leader stepped down meanwhile, and is dropped if it
+  crashed first. Per-strike draws come from a generator seeded in the window's parameters, so the schedule stays a
+  function of the seed; a ``fault-strike`` trace record names the node, its term and the strike's interval.
 
   - ``leader-isolate``: the new leader is cut off from every peer, both ways.
   - ``leader-oneway``: the new leader's messages to its peers are dropped; it still hears them (so it may still
-    count acknowledgements of what it sent before). Raft §5.4.2's Figure 8 is two such strikes in a row.
+    count acknowledgements of what it sent before). Raft §5.4.2's Figure 8 takes a few strikes of both kinds in a
+    row (``tests/test_raft_campaign.py``).
   - ``leader-crash``: the new leader crashes and restarts from its durable state ``hold_s`` later.
+  - ``vote-crash``: a node that has just granted its vote to another node (duck-typed ``voted_for``, Raft §5.2)
+    crashes right after that input — its effects up to its first persist are out, the persist is lost — and
+    restarts 0.1–1 ms later, in time to be asked again in the same term (no ``n``: it lands at once).
 """
 
 from __future__ import annotations
@@ -49,8 +56,10 @@ from seedance.sim.kernel import call_at
 
 PARTITION_VARIANTS = ("partition-one", "partition-halves", "partition-ring", "partition-oneway")
 LEADER_FAULTS = ("leader-isolate", "leader-oneway", "leader-crash")
+TARGETED_FAULTS = (*LEADER_FAULTS, "vote-crash")
 FAULTS = ("partition", *PARTITION_VARIANTS, "crash", "pause", "loss", "duplicate", "reorder", "delay", "skew",
-          "cpu-hog", *LEADER_FAULTS)
+          "cpu-hog", *TARGETED_FAULTS)
+VOTE_DOWN_S = (1e-4, 1e-3)  # a fast restart: back before a candidate's next retry
 LEADER_STEPS = (0, 8)  # a strike lands after the new leader has handled this many more inputs (uniform, inclusive)
 
 
@@ -114,6 +123,9 @@ def _params(name: str, n: int, rng: np.random.Generator, window_s: tuple[float, 
     if name in LEADER_FAULTS:
         return name, {"p": float(rng.uniform(0.5, 1.0)), "after_inputs": LEADER_STEPS, "hold_s": window_s,
                       "seed": int(rng.integers(2**63))}
+    if name == "vote-crash":
+        return name, {"p": float(rng.uniform(0.5, 1.0)), "after_inputs": (0, 0), "hold_s": VOTE_DOWN_S,
+                      "seed": int(rng.integers(2**63))}
     if name == "skew":
         nodes = _nodes(n, rng)
         return name, {"rates": {node: float(math.exp(rng.uniform(math.log(0.25), math.log(4.0)))) for node in nodes}}
@@ -152,12 +164,15 @@ class Nemesis:
         self.healed = False
         self.strikes = 0  # leader-targeted faults applied
         self._leader_windows: dict[int, tuple[FaultWindow, np.random.Generator]] = {}  # open windows, by fault id
+        self._vote_windows: dict[int, tuple[FaultWindow, np.random.Generator]] = {}
         self._aimed: list[tuple[FaultWindow, int, int, int, int, float]] = []  # strikes waiting for their step
 
     def install(self) -> None:
         if any(w.name in LEADER_FAULTS for w in self.schedule):
             triggers.Watcher(self.runtime, [triggers.Watch(key=triggers.leader_term, fire=self._new_leader)]).install()
             self.runtime.after_input.append(self._count_steps)
+        if any(w.name == "vote-crash" for w in self.schedule):
+            triggers.Watcher(self.runtime, [triggers.Watch(key=triggers.vote, fire=self._new_vote)]).install()
         for window in self.schedule:
             call_at(self.env, window.start_s, self._start, window)
         for window in self.schedule:
@@ -196,6 +211,8 @@ class Nemesis:
                 runtime.set_timer_rate(node, rate)
         elif name == "cpu-hog":
             self._burst(window)
+        elif name == "vote-crash":
+            self._vote_windows[window.fault_id] = (window, np.random.default_rng(params["seed"]))
         elif name in LEADER_FAULTS:
             rng = np.random.default_rng(params["seed"])
             self._leader_windows[window.fault_id] = (window, rng)
@@ -210,6 +227,15 @@ class Nemesis:
             return
         for window, rng in list(self._leader_windows.values()):
             self._strike(window, rng, node_id, after)
+
+    def _new_vote(self, runtime: Any, node_id: int, before: Any, after: Any) -> None:
+        """A node granted a vote to another node: crash it now (per each open vote-crash window)."""
+        if after is None or self.healed:
+            return
+        for window, rng in list(self._vote_windows.values()):
+            if not runtime.hosts[node_id].up:
+                return
+            self._strike(window, rng, node_id, after[0])
 
     def _strike(self, window: FaultWindow, rng: np.random.Generator, node_id: int, term: int) -> None:
         """Aim a strike at ``node_id``: it lands once the leader has handled ``n`` more inputs (0: now)."""
@@ -251,7 +277,7 @@ class Nemesis:
         self._record("fault-strike", -1, window.fault_id, window.name,
                      {"node": node_id, "term": term, "at_s": at, "until_s": until})
         alive = lambda: not self.healed  # noqa: E731 — heal restores everything itself
-        if window.name == "leader-crash":
+        if window.name in ("leader-crash", "vote-crash"):
             triggers.crash_for(runtime, node_id, at_s=at, down_s=until - at, alive=alive)
         else:
             pairs = (triggers.isolation if window.name == "leader-isolate" else triggers.outbound)(
@@ -292,12 +318,15 @@ class Nemesis:
                 runtime.set_timer_rate(node, 1.0)
         elif name in LEADER_FAULTS:
             self._leader_windows.pop(window.fault_id, None)  # strikes already made run their course
+        elif name == "vote-crash":
+            self._vote_windows.pop(window.fault_id, None)
 
     def _heal(self, event: Any) -> None:
         """Belt and braces: everything is back to normal when the healed phase begins."""
         runtime, network = self.runtime, self.network
         self.healed = True
         self._leader_windows.clear()
+        self._vote_windows.clear()
         self._aimed.clear()
         for host in runtime.hosts:
             if not host.up:
