@@ -162,7 +162,7 @@ class Nemesis:
         self.faulty_end_s = faulty_end_s
         self.applied = 0
         self.healed = False
-        self.strikes = 0  # leader-targeted faults applied
+        self.strikes = 0  # targeted strikes landed (leader-* and vote-crash)
         self._leader_windows: dict[int, tuple[FaultWindow, np.random.Generator]] = {}  # open windows, by fault id
         self._vote_windows: dict[int, tuple[FaultWindow, np.random.Generator]] = {}
         self._aimed: list[tuple[FaultWindow, int, int, int, int, float]] = []  # strikes waiting for their step
