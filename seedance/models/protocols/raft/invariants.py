@@ -2,7 +2,12 @@
 
 * Election Safety (§5.2): at most one leader per term.
 * Log Matching (§5.3): two logs with an entry of the same index and term are identical up to that index.
-* Leader Completeness (§5.4): a leader's log holds every entry committed in an earlier (or its own) term.
+* Leader Completeness (§5.4): a leader's log holds every entry committed in an earlier (or its own) term. What
+  counts is the term in which the entry was *committed*, not the entry's own term: a deposed leader of term 7 that
+  has not yet heard of its successor may lack an entry of term 6 that the leader of term 9 committed. The commit
+  term is taken as the current term of the node seen holding the entry committed (the smallest such term in
+  :func:`check`; the observing node's term at first sight in :class:`Monitor`). That is never below the true commit
+  term, so the check has no false alarms; observed after every step, it is exact.
 * State Machine Safety (§5.4.3): no two nodes apply different entries at the same index.
 
 :func:`check` looks at one instant. A crash wipes a node's volatile state, so some breaches are visible only over
@@ -49,26 +54,28 @@ def check(nodes: Iterable[Any]) -> list[str]:
                                  f"{top} but differ at index {index}")
                     break
     # State Machine Safety (§5.4.3) over committed prefixes, Leader Completeness (§5.4) for current leaders.
-    reference: dict[int, tuple[Any, Any]] = {}
+    reference: dict[int, tuple[Any, Any, int]] = {}
     for node in nodes:
         for index in range(1, min(node.commit_index, node.log.last_index) + 1):
             entry = node.log.entry(index)
-            seen = reference.setdefault(index, (entry, node.node_id))
+            seen = reference.setdefault(index, (entry, node.node_id, node.current_term))
             if seen[0] != entry:
                 found.append(f"State Machine Safety (§5.4.3): index {index} committed as {seen[0]} on node "
                              f"{seen[1]} and as {entry} on node {node.node_id}")
+            elif node.current_term < seen[2]:
+                reference[index] = (entry, node.node_id, node.current_term)
     for leader in leaders.values():
         found.extend(_leader_completeness(leader, reference))
     return found
 
 
-def _leader_completeness(leader: Any, committed: dict[int, tuple[Any, Any]]) -> list[str]:
-    for index, (entry, where) in sorted(committed.items()):
-        if entry.term > leader.current_term:
-            continue
+def _leader_completeness(leader: Any, committed: dict[int, tuple[Any, Any, int]]) -> list[str]:
+    for index, (entry, where, commit_term) in sorted(committed.items()):
+        if commit_term > leader.current_term:
+            continue  # committed after this leader's term began: §5.4 says nothing about it
         if index > leader.log.last_index or leader.log.entry(index) != entry:
             return [f"Leader Completeness (§5.4): leader {leader.node_id} of term {leader.current_term} lacks "
-                    f"entry {index} (term {entry.term}) committed on node {where}"]
+                    f"entry {index} (term {entry.term}) committed by term {commit_term} on node {where}"]
     return []
 
 
@@ -81,7 +88,8 @@ class Monitor:
 
     def __init__(self) -> None:
         self.leaders: dict[int, int] = {}  # term -> node id
-        self.committed: dict[int, tuple[Any, Any]] = {}  # index -> (entry, node id that first committed it)
+        # index -> (entry, node id that first showed it committed, that node's term then)
+        self.committed: dict[int, tuple[Any, Any, int]] = {}
         self.violations: list[str] = []
         # per node object (kept referenced so an id is never reused): progress already recorded
         self._scanned: dict[int, tuple[Any, int]] = {}  # id(node) -> (node, commit index recorded)
@@ -111,7 +119,7 @@ class Monitor:
                 entry = node.log.entry(index)
                 seen = self.committed.get(index)
                 if seen is None:
-                    self.committed[index] = (entry, node.node_id)
+                    self.committed[index] = (entry, node.node_id, node.current_term)
                     self._max_committed = max(self._max_committed, index)
                 elif seen[0] != entry:
                     found.append(f"State Machine Safety (§5.4.3): index {index} committed as {seen[0]} on node "
