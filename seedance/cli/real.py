@@ -151,5 +151,12 @@ def validate_command(world_size: int, topology_file: str, sizes: str, reps: int,
         for r in result["rows"]:
             click.echo(f"{r['collective']:>10} {r['size_bytes']:>10} B  measured {r['measured_s'] * 1e3:9.3f} ms  "
                        f"predicted {r['predicted_s'] * 1e3:9.3f} ms  error {r['rel_error'] * 100:+6.1f} %")
-        click.echo(f"median |error| >= 1 MiB: {result['median_abs_rel_error_ge_1MiB']}; "
-                   f"< 1 MiB: {result['median_abs_rel_error_lt_1MiB']}; figure {result['figure'][0]}")
+        def pct(key: str) -> str:
+            value = result.get(key)
+            return "n/a" if value is None else f"{100 * value:.1f} %"
+
+        click.echo(f"median |error| >= 1 MiB: {pct('median_abs_rel_error_ge_1MiB')} "
+                   f"(cost model alone {pct('median_abs_model_rel_error_ge_1MiB')}, "
+                   f"measurement CI half-width {pct('median_ci_half_width_ge_1MiB')}); "
+                   f"< 1 MiB: {pct('median_abs_rel_error_lt_1MiB')} "
+                   f"(model alone {pct('median_abs_model_rel_error_lt_1MiB')}); figure {result['figure'][0]}")
