@@ -6,7 +6,10 @@ simulator, monotonic in the real backend) and performs the list of effects retur
 
 * :class:`Persist` / :class:`PersistLog` — the write is durable (fsynced, or survives a simulated crash) before the
   runtime performs any effect that follows it in the list. A node therefore returns ``[Persist(...), Send(...)]``
-  to obey "save to stable storage before sending" (Raft §5.1/§5.2, etcd/raft's ``Ready``).
+  to obey "save to stable storage before sending" (Raft §5.1/§5.2, etcd/raft's ``Ready``). This holds for every
+  later effect, timers included: a ``SetTimer(name, 0)`` placed after a Persist is armed only once the write is
+  durable, which is how a node learns that its own write has landed (Raft's leader does so to write its log in
+  parallel with replication, Ongaro's thesis §10.2.1).
 * :class:`Send` — best-effort, unordered, may be lost or duplicated by the network; ``size_bytes`` is what the
   fabric model charges for it.
 * :class:`SetTimer` — (re)arms the named timer; a timer of the same name still pending is replaced.
