@@ -98,7 +98,8 @@ def _contention(fabric: Fabric, src: np.ndarray, dst: np.ndarray) -> tuple[np.nd
     slowest = np.full(len(pair), np.inf)
     np.minimum.at(slowest, owners, link_bps[ids])
     i, j = np.divmod(pair, n)
-    pair_efficiency = np.minimum(1.0, fabric.bandwidth_Bps[i, j] / slowest)
+    with np.errstate(invalid="ignore"):  # a device paired with itself: inf / inf; such pairs own no link
+        pair_efficiency = np.minimum(1.0, fabric.bandwidth_Bps[i, j] / slowest)
     link_efficiency = np.ones(len(link_bps))
     np.minimum.at(link_efficiency, ids, pair_efficiency[owners])
     shared = np.flatnonzero(uses >= 2)
