@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -21,17 +20,12 @@ import numpy as np
 from seedance.models.compression import measured_delta, parse_compressor
 from seedance.provenance import run_metadata
 
+from _timing import best_of
+
 COMPRESSORS = ["identity", "fp16", "bf16", "top_k:0.01", "top_k:0.1", "random_k:0.1", "random_k_unbiased:0.1",
                "qsgd:4", "qsgd:16", "scaled_sign"]
 
 
-def best_of(repeats: int, fn) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def main(argv: list[str] | None = None) -> int:

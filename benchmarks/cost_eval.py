@@ -44,16 +44,11 @@ from seedance.models.cost import ring as ring_module
 from seedance.models.topology import from_matrix, load
 from seedance.provenance import run_metadata
 
+from _timing import best_of
+
 PRESETS_64 = [("dgx-a100", 8), ("hgx-h100", 8), ("pcie-8gpu", 8), ("mixed", 8)]
 
 
-def best_of(repeats: int, fn) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def throughput(quick: bool) -> dict:
