@@ -31,7 +31,7 @@ test-slow: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
-	for b in benchmarks/*.py; do $(BIN)/python $$b --out out/benchmarks || exit 1; done
+	for b in benchmarks/[!_]*.py; do $(BIN)/python $$b --out out/benchmarks || exit 1; done
 
 paper: $(STAMP)
 	$(MAKE) -C paper PYTHON=$(abspath $(BIN)/python)
