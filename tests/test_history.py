@@ -104,3 +104,24 @@ def test_unreadable_file(tmp_path):
     (tmp_path / "bin.jsonl").write_bytes(b"\xff\xfe\x00")
     with pytest.raises(HistoryError, match="not UTF-8"):
         read_jsonl(tmp_path / "bin.jsonl")
+
+
+def test_summary_counts_completions_and_ok_latencies():
+    """One summary for both runtimes: open operations are not counted; latencies are invoke-to-ok."""
+    from seedance.analysis.history import Event, summarize
+
+    events = [
+        Event(process=1, type="invoke", f="write", key="k", value=1, time=0.0),
+        Event(process=2, type="invoke", f="read", key="k", value=None, time=0.001),
+        Event(process=1, type="ok", f="write", key="k", value=1, time=0.002),
+        Event(process=2, type="fail", f="read", key="k", value=None, time=0.004),
+        Event(process=3, type="invoke", f="write", key="k", value=2, time=0.005),
+        Event(process=3, type="info", f="write", key="k", value=2, time=0.5),
+        Event(process=9, type="invoke", f="read", key="k", value=None, time=0.6),
+        Event(process=9, type="ok", f="read", key="k", value=1, time=0.7),
+        Event(process=4, type="invoke", f="write", key="k", value=3, time=0.8),
+    ]
+    summary = summarize(events, 2.0, exclude=lambda process: process == 9)
+    assert summary == {"ops_ok": 1, "ops_failed": 1, "ops_info": 1, "throughput_ops_s": 0.5,
+                       "latency_ms_p50": pytest.approx(2.0), "latency_ms_p99": pytest.approx(2.0)}
+    assert summarize([], 1.0)["latency_ms_p99"] is None

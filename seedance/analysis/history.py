@@ -33,10 +33,12 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+
+import numpy as np
 
 from seedance.errors import HistoryError
 from seedance.models.protocols.contract import Operation
@@ -285,3 +287,31 @@ class HistoryWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def summarize(events: Iterable[Event], duration_s: float, *,
+              exclude: Callable[[int], bool] | None = None) -> dict[str, Any]:
+    """The summary keys every runtime prints: ops_ok, ops_failed, ops_info, throughput_ops_s and the p50/p99 latency
+    (ms, invoke to ok; None without any ok). Operations still open at the end are not counted; ``exclude(process)``
+    leaves out bookkeeping processes (e.g. the real backend's final reads)."""
+    counts = {EventType.OK: 0, EventType.FAIL: 0, EventType.INFO: 0}
+    latencies_s: list[float] = []
+    pending: dict[int, float] = {}
+    for event in events:
+        if event.type is EventType.INVOKE:
+            pending[event.process] = event.time
+            continue
+        start = pending.pop(event.process, None)
+        if exclude is not None and exclude(event.process):
+            continue
+        counts[event.type] += 1
+        if event.type is EventType.OK and start is not None:
+            latencies_s.append(event.time - start)
+
+    def percentile_ms(q: float) -> float | None:
+        return float(np.percentile(np.asarray(latencies_s), q) * 1e3) if latencies_s else None
+
+    ok = counts[EventType.OK]
+    return {"ops_ok": ok, "ops_failed": counts[EventType.FAIL], "ops_info": counts[EventType.INFO],
+            "throughput_ops_s": ok / duration_s if duration_s > 0 else 0.0,
+            "latency_ms_p50": percentile_ms(50), "latency_ms_p99": percentile_ms(99)}

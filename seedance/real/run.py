@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from seedance.analysis.history import Event, write_jsonl
+from seedance.analysis.history import Event, summarize, write_jsonl
 from seedance.provenance import reproduce_command, run_metadata
 from seedance.real import trace as trace_mod
 from seedance.real.clients import ClientPool, Workload
@@ -58,32 +58,6 @@ def _accepts_timeout(fn: Any) -> bool:
         return "timeout_s" in inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return False
-
-
-def summarize(events: list[Event], duration_s: float) -> dict[str, Any]:
-    ok = fail = info = 0
-    latencies_ms: list[float] = []
-    pending: dict[int, float] = {}
-    for e in events:
-        t = e.type.value if hasattr(e.type, "value") else str(e.type)
-        if t == "invoke":
-            pending[e.process] = e.time
-            continue
-        start = pending.pop(e.process, None)
-        if e.process >= FINAL_READ_PROCESS:
-            continue
-        if t == "ok":
-            ok += 1
-            if start is not None:
-                latencies_ms.append((e.time - start) * 1e3)
-        elif t == "fail":
-            fail += 1
-        else:
-            info += 1
-    lat = np.asarray(latencies_ms) if latencies_ms else np.asarray([np.nan])
-    return {"ops_ok": ok, "ops_failed": fail, "ops_info": info,
-            "throughput_ops_s": ok / duration_s if duration_s > 0 else 0.0,
-            "latency_ms_p50": float(np.percentile(lat, 50)), "latency_ms_p99": float(np.percentile(lat, 99))}
 
 
 async def _killer(launcher: LocalLauncher, rate: float, restart_delay_s: float, rng: np.random.Generator,
@@ -183,7 +157,7 @@ def run_real(*, protocol: str, nodes: int, clients: int, duration_s: float, seed
     trace_sha = trace_mod.merge([*out.glob("node-*.trace.jsonl"), out / "launcher.trace.jsonl"], out / "trace.json",
                                 nodes, {"backend": "real", "protocol": protocol, "seed": seed})
     summary: dict[str, Any] = {"protocol": protocol, "seed": seed, "backend": "real"}
-    summary.update(summarize(events, duration_s))
+    summary.update(summarize(events, duration_s, exclude=lambda process: process >= FINAL_READ_PROCESS))
     summary["linearizable"] = judge(events, check_timeout_s) if check else "unknown"
     summary.update({"trace_sha256": trace_sha, "history": str(history_path), "trace": str(out / "trace.json"),
                     "nodes": nodes, "clients": clients, "duration_s": duration_s, "kill_rate": kill_rate,

@@ -31,7 +31,7 @@ import numpy as np
 import simpy
 from simpy.core import StopSimulation
 
-from seedance.analysis.history import Event, write_jsonl
+from seedance.analysis.history import Event, summarize, write_jsonl
 from seedance.models.protocols import registry
 from seedance.models.protocols.contract import ProtocolSpec
 from seedance.sim.collectives import Collectives
@@ -160,9 +160,6 @@ def _spec(protocol: Any) -> ProtocolSpec:
                     f"valid names: {', '.join(registry.names())}")
 
 
-def _percentile_ms(values: list[float], q: float) -> float | None:
-    return float(np.percentile(np.asarray(values), q) * 1e3) if values else None
-
 
 def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invariant_every_s: float | None = None,
              stop_on_violation: bool = True, progress: Callable[[float], None] | None = None,
@@ -239,8 +236,7 @@ def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invaria
 
 def _result(config: SimConfig, runtime: Runtime, clients: Clients, trace: Trace, schedule: list[FaultWindow],
             healed_at: float, violations: list[tuple[float, str]], wall_s: float, faults_applied: int) -> SimResult:
-    outcomes = [outcome for _, outcome in clients.completions]
-    ops_ok = outcomes.count("ok")
+    summary = summarize(clients.history, config.duration_s)
     check = None
     linearizable: bool | str | None = None
     if config.check:
@@ -256,10 +252,7 @@ def _result(config: SimConfig, runtime: Runtime, clients: Clients, trace: Trace,
         "faults_applied": faults_applied, "trace_records": len(trace), "processes": clients._next_process,
     }
     return SimResult(
-        config=config, clients=clients, trace=trace, trace_sha256=trace.sha256(), ops_ok=ops_ok,
-        ops_failed=outcomes.count("fail"), ops_info=outcomes.count("info"),
-        throughput_ops_s=ops_ok / config.duration_s,
-        latency_ms_p50=_percentile_ms(clients.latencies_s, 50), latency_ms_p99=_percentile_ms(clients.latencies_s, 99),
+        config=config, clients=clients, trace=trace, trace_sha256=trace.sha256(), **summary,
         healed_at_s=healed_at,
         ops_ok_healed=sum(1 for t, outcome in clients.completions if outcome == "ok" and t >= healed_at),
         linearizable=linearizable, check=check, violations=violations, faults=schedule, stats=stats,

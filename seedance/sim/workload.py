@@ -136,7 +136,6 @@ class Clients:
         self._next_value = 1
         self._next_request = 0
         self._last_value: dict[str, Any] = {}
-        self.latencies_s: list[float] = []
         self.completions: list[tuple[float, str]] = []  # (time, outcome) of every completion
         runtime.reply_sink = self._reply_sent
         cumulative = np.cumsum(config.mix)
@@ -281,7 +280,6 @@ class Clients:
             self.trace.records.append((now, "return", -1, client.process, outcome.value, value))
         self.completions.append((now, outcome.value))
         if outcome is EventType.OK:
-            self.latencies_s.append(now - client.invoked_s)
             if op is Operation.READ:
                 self._last_value[request.key] = read_value
             else:
