@@ -40,6 +40,7 @@ OBSERVABLE = {
     "leader-oneway": lambda r: _drops_from_and_to_leader(r) == "from",
     "leader-crash": lambda r: r.trace.count("fault-strike") > 0 and r.trace.count("crash") > 0,
     "vote-crash": lambda r: any(rec[4] == "vote-crash" for rec in r.trace.of_kind("fault-strike")),
+    "slow-disk": lambda r: max(rec[5] - rec[0] for rec in r.trace.of_kind("persist")) >= 5e-3,
 }
 
 
@@ -79,6 +80,7 @@ def test_each_fault_has_its_observable_effect_and_heals(fault):
     network = result.runtime.network
     assert not network.faulty and all(not any(row) for row in network.blocked)
     assert all(h.up and not h.paused and h.timer_rate == 1.0 for h in result.runtime.hosts)
+    assert all(h.storage.fsync_s == result.config.storage.fsync_s for h in result.runtime.hosts)
     assert result.progress_after_heal
 
 

@@ -84,7 +84,9 @@ def run_command(protocol: str, nodes: int, topology: str | None, hosts: int | No
     from seedance.sim.config import parse_extra
 
     registry.get(protocol)  # unknown protocol -> SpecError listing the valid names (exit 2)
-    faults = tuple(f.strip() for f in nemesis.split(",") if f.strip() and f.strip() != "none")
+    from seedance import faults as fault_table
+
+    faults = fault_table.parse(nemesis, fault_table.SIM)  # same parsing as `real run --nemesis`
     more = parse_extra(extra)
     config = SimConfig(
         protocol=protocol, nodes=nodes, duration_s=duration, seed=seed, topology=topology, topology_hosts=hosts,
@@ -126,10 +128,10 @@ def run_command(protocol: str, nodes: int, topology: str | None, hosts: int | No
 @command.command(name="faults")
 @json_option
 def faults_command(as_json: bool) -> None:
-    """List the nemesis faults."""
-    from seedance.sim.nemesis import FAULTS
+    """List every fault kind: name, runtimes that apply it, what it does, parameters and their draws."""
+    from seedance import faults
 
     if as_json:
-        emit_json({"faults": list(FAULTS)})
+        emit_json({"faults": list(faults.names(faults.SIM)), "table": [f.to_dict() for f in faults.TABLE]})
     else:
-        click.echo("\n".join(FAULTS))
+        click.echo(faults.table_text())

@@ -7,21 +7,12 @@ Rules (Jepsen's nemeses, Kingsbury 2013–; TigerBeetle VOPR's safety-then-liven
   clipped to the faulty phase. Different faults may overlap; windows of one fault never do.
 * At the end of the faulty phase every fault has ended (crashed nodes restarted, paused nodes resumed, partitions
   healed, clocks and network restored); a ``heal`` record marks the start of the healed phase.
-* Faults and their parameters (each drawn per window):
-
-  - ``partition``: one of the four variants below, at random.
-  - ``partition-one``: one node isolated both ways.  ``partition-halves``: a random minority of ⌊n/2⌋ nodes cut off
-    from the majority.  ``partition-ring``: majorities ring — on a random ring, each node reaches only the
-    ⌈(m−1)/2⌉ nearest nodes on each side (m = majority), so every node sees a majority but no two see the same one.
-    ``partition-oneway``: a random group A cannot send to the rest (the rest can still send to A).
-  - ``crash``: 1..n random nodes crash at the start and restart from durable state at the end.
-  - ``pause``: 1..n random nodes stop handling inputs (SIGSTOP) and resume at the end.
-  - ``loss`` / ``duplicate``: each node-to-node message is dropped / delivered twice with probability 5–30 %.
-  - ``reorder``: each message gets an extra uniform delay in [0, 1–20 ms], so messages overtake each other.
-  - ``delay``: with probability 5–30 % a message is delayed by a spike of 10–100 ms.
-  - ``skew``: 1..n random nodes' timers run at a rate in [0.25, 4] (log-uniform).
-  - ``cpu-hog``: a competing process holds one node's CPU in bursts of 5–50 ms with 1–5 ms gaps, so its inputs
-    (heartbeats included) are handled late.
+* Faults, their parameters and their draws live in one table, :mod:`seedance.faults` (``seedance sim faults``
+  prints it); this module keeps only how the simulator applies and removes each one (:data:`APPLIERS`, one
+  ``(start, end)`` pair per fault name). In brief: partitions block directed node pairs in the network; ``crash``
+  and ``pause`` act on hosts; ``loss`` / ``duplicate`` / ``reorder`` / ``delay`` set the network's per-message
+  fault knobs; ``skew`` sets timer rates; ``cpu-hog`` books bursts on one node's CPU; ``slow-disk`` adds
+  ``delay_s`` to the chosen nodes' modelled fsync time.
 
 * Leader-targeted faults (:mod:`seedance.sim.triggers`; for protocols whose nodes expose ``role == "leader"``):
   while such a window is open, the leader in place when it opens and each node that *becomes* leader is struck with
@@ -45,110 +36,24 @@ Rules (Jepsen's nemeses, Kingsbury 2013–; TigerBeetle VOPR's safety-then-liven
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from seedance import faults as table
+from seedance.faults import (  # noqa: F401 — re-exported: the simulator's names for the shared table
+    LEADER_STEPS, PARTITION_VARIANTS, VOTE_DOWN_S, FaultWindow, draw_schedule,
+)
 from seedance.sim import triggers
 from seedance.sim.kernel import call_at
 
-PARTITION_VARIANTS = ("partition-one", "partition-halves", "partition-ring", "partition-oneway")
-LEADER_FAULTS = ("leader-isolate", "leader-oneway", "leader-crash")
-TARGETED_FAULTS = (*LEADER_FAULTS, "vote-crash")
-FAULTS = ("partition", *PARTITION_VARIANTS, "crash", "pause", "loss", "duplicate", "reorder", "delay", "skew",
-          "cpu-hog", *TARGETED_FAULTS)
-VOTE_DOWN_S = (1e-4, 1e-3)  # a fast restart: back before a candidate's next retry
-LEADER_STEPS = (0, 8)  # a strike lands after the new leader has handled this many more inputs (uniform, inclusive)
-
-
-@dataclass(frozen=True, kw_only=True)
-class FaultWindow:
-    fault_id: int
-    name: str  # the concrete fault (a partition variant, never plain "partition")
-    start_s: float
-    end_s: float
-    params: dict[str, Any]
-
-
-def _partition_pairs(variant: str, n: int, rng: np.random.Generator) -> tuple[list[tuple[int, int]], dict[str, Any]]:
-    perm = [int(x) for x in rng.permutation(n)]
-    if variant == "partition-one":
-        node = perm[0]
-        pairs = [(node, j) for j in range(n) if j != node] + [(j, node) for j in range(n) if j != node]
-        return pairs, {"isolated": node}
-    if variant == "partition-halves":
-        minority = sorted(perm[: n // 2])
-        majority = sorted(perm[n // 2:])
-        pairs = [(a, b) for a in minority for b in majority] + [(b, a) for a in minority for b in majority]
-        return pairs, {"minority": minority, "majority": majority}
-    if variant == "partition-ring":
-        majority = n // 2 + 1
-        reach = math.ceil((majority - 1) / 2)
-        position = {node: k for k, node in enumerate(perm)}
-        pairs = []
-        for a in range(n):
-            for b in range(n):
-                distance = abs(position[a] - position[b])
-                if a != b and min(distance, n - distance) > reach:
-                    pairs.append((a, b))
-        return pairs, {"ring": perm, "reach": reach}
-    size = int(rng.integers(1, n)) if n > 1 else 0
-    senders = sorted(perm[:size])
-    receivers = sorted(perm[size:])
-    return [(a, b) for a in senders for b in receivers], {"cannot_send": senders, "to": receivers}
-
-
-def _nodes(n: int, rng: np.random.Generator) -> list[int]:
-    count = int(rng.integers(1, n + 1))
-    return sorted(int(x) for x in rng.permutation(n)[:count])
-
-
-def _params(name: str, n: int, rng: np.random.Generator, window_s: tuple[float, float] = (0.0, 0.0)
-            ) -> tuple[str, dict[str, Any]]:
-    if name == "partition":
-        name = PARTITION_VARIANTS[int(rng.integers(len(PARTITION_VARIANTS)))]
-    if name in PARTITION_VARIANTS:
-        pairs, shape = _partition_pairs(name, n, rng)
-        return name, {**shape, "pairs": pairs}
-    if name in ("crash", "pause"):
-        return name, {"nodes": _nodes(n, rng)}
-    if name in ("loss", "duplicate"):
-        return name, {"p": float(rng.uniform(0.05, 0.3))}
-    if name == "reorder":
-        return name, {"max_s": float(rng.uniform(1e-3, 20e-3))}
-    if name == "delay":
-        return name, {"p": float(rng.uniform(0.05, 0.3)), "spike_s": float(rng.uniform(10e-3, 100e-3))}
-    if name in LEADER_FAULTS:
-        return name, {"p": float(rng.uniform(0.5, 1.0)), "after_inputs": LEADER_STEPS, "hold_s": window_s,
-                      "seed": int(rng.integers(2**63))}
-    if name == "vote-crash":
-        return name, {"p": float(rng.uniform(0.5, 1.0)), "after_inputs": (0, 0), "hold_s": VOTE_DOWN_S,
-                      "seed": int(rng.integers(2**63))}
-    if name == "skew":
-        nodes = _nodes(n, rng)
-        return name, {"rates": {node: float(math.exp(rng.uniform(math.log(0.25), math.log(4.0)))) for node in nodes}}
-    return name, {"node": int(rng.integers(n)), "burst_s": float(rng.uniform(5e-3, 50e-3)),
-                  "gap_s": float(rng.uniform(1e-3, 5e-3))}
-
-
-def draw_schedule(faults: tuple[str, ...], *, num_nodes: int, faulty_end_s: float, rng: np.random.Generator,
-                  window_s: tuple[float, float] | None = None, gap_s: float | None = None) -> list[FaultWindow]:
-    """The fault windows of a run, sorted by start time (ties: in drawing order)."""
-    length = faulty_end_s
-    lo, hi = window_s if window_s is not None else (0.05 * length, 0.25 * length)
-    mean_gap = gap_s if gap_s is not None else 0.1 * length
-    windows: list[FaultWindow] = []
-    for fault in faults:
-        t = float(rng.exponential(mean_gap))
-        while t < faulty_end_s:
-            end = min(t + float(rng.uniform(lo, hi)), faulty_end_s)
-            name, params = _params(fault, num_nodes, rng, (lo, hi))
-            windows.append(FaultWindow(fault_id=len(windows), name=name, start_s=t, end_s=end, params=params))
-            t = end + float(rng.exponential(mean_gap))
-    windows.sort(key=lambda w: (w.start_s, w.fault_id))
-    return windows
+FAULTS = table.names(table.SIM)  # every fault the simulator applies, in table order
+LEADER_FAULTS = table.LEADER_FAULTS
+TARGETED_FAULTS = table.TARGETED
+_partition_pairs = table.partition_pairs
+_nodes = table.random_nodes
+_params = table.draw_params
 
 
 class Nemesis:
@@ -168,6 +73,7 @@ class Nemesis:
         self._aimed: list[tuple[FaultWindow, int, int, int, int, float]] = []  # strikes waiting for their step
 
     def install(self) -> None:
+        self._fsync_s = [host.storage.fsync_s for host in self.runtime.hosts]
         if any(w.name in LEADER_FAULTS for w in self.schedule):
             triggers.Watcher(self.runtime, [triggers.Watch(key=triggers.leader_term, fire=self._new_leader)]).install()
             self.runtime.after_input.append(self._count_steps)
@@ -188,38 +94,36 @@ class Nemesis:
         window: FaultWindow = event.args
         self.applied += 1
         self._record("fault-start", -1, window.fault_id, window.name, {k: window.params[k] for k in sorted(window.params)})
-        name, params, runtime, network = window.name, window.params, self.runtime, self.network
-        if name in PARTITION_VARIANTS:
-            network.block(params["pairs"], +1)
-        elif name == "crash":
-            for node in params["nodes"]:
-                runtime.crash(node)
-        elif name == "pause":
-            for node in params["nodes"]:
-                runtime.pause(node)
-        elif name == "loss":
-            network.set_fault("loss_p", params["p"])
-        elif name == "duplicate":
-            network.set_fault("duplicate_p", params["p"])
-        elif name == "reorder":
-            network.set_fault("reorder_s", params["max_s"])
-        elif name == "delay":
-            network.set_fault("spike_s", params["spike_s"])
-            network.set_fault("spike_p", params["p"])
-        elif name == "skew":
-            for node, rate in params["rates"].items():
-                runtime.set_timer_rate(node, rate)
-        elif name == "cpu-hog":
-            self._burst(window)
-        elif name == "vote-crash":
-            self._vote_windows[window.fault_id] = (window, np.random.default_rng(params["seed"]))
-        elif name in LEADER_FAULTS:
-            rng = np.random.default_rng(params["seed"])
-            self._leader_windows[window.fault_id] = (window, rng)
-            for host in runtime.hosts:  # the leader in place when the window opens is struck too
-                term = triggers.leader_term(host.node) if host.up else None
-                if term is not None:
-                    self._strike(window, rng, host.node_id, term)
+        APPLIERS[window.name][0](self, window)
+
+    # ---------------------------------------------------------------------------- appliers: (start, end) per fault
+    def _cut(self, window: FaultWindow) -> None:
+        self.network.block(window.params["pairs"], +1)
+
+    def _uncut(self, window: FaultWindow) -> None:
+        self.network.block(window.params["pairs"], -1)
+
+    def _leader_open(self, window: FaultWindow) -> None:
+        rng = np.random.default_rng(window.params["seed"])
+        self._leader_windows[window.fault_id] = (window, rng)
+        runtime = self.runtime
+        for host in runtime.hosts:  # the leader in place when the window opens is struck too
+            term = triggers.leader_term(host.node) if host.up else None
+            if term is not None:
+                self._strike(window, rng, host.node_id, term)
+
+    def _leader_close(self, window: FaultWindow) -> None:
+        self._leader_windows.pop(window.fault_id, None)  # strikes already made run their course
+
+    def _vote_open(self, window: FaultWindow) -> None:
+        self._vote_windows[window.fault_id] = (window, np.random.default_rng(window.params["seed"]))
+
+    def _vote_close(self, window: FaultWindow) -> None:
+        self._vote_windows.pop(window.fault_id, None)
+
+    def _slow_disk(self, window: FaultWindow, sign: int) -> None:
+        for node in window.params["nodes"]:
+            self.runtime.hosts[node].storage.fsync_s += sign * window.params["delay_s"]
 
     def _new_leader(self, runtime: Any, node_id: int, before: Any, after: Any) -> None:
         """A node became leader (its term changed to a led one): strike it per each open leader window."""
@@ -295,31 +199,7 @@ class Nemesis:
     def _end(self, event: Any) -> None:
         window: FaultWindow = event.args
         self._record("fault-end", -1, window.fault_id, window.name)
-        name, params, runtime, network = window.name, window.params, self.runtime, self.network
-        if name in PARTITION_VARIANTS:
-            network.block(params["pairs"], -1)
-        elif name == "crash":
-            for node in params["nodes"]:
-                runtime.restart(node)
-        elif name == "pause":
-            for node in params["nodes"]:
-                runtime.resume(node)
-        elif name == "loss":
-            network.set_fault("loss_p", 0.0)
-        elif name == "duplicate":
-            network.set_fault("duplicate_p", 0.0)
-        elif name == "reorder":
-            network.set_fault("reorder_s", 0.0)
-        elif name == "delay":
-            network.set_fault("spike_p", 0.0)
-            network.set_fault("spike_s", 0.0)
-        elif name == "skew":
-            for node in params["rates"]:
-                runtime.set_timer_rate(node, 1.0)
-        elif name in LEADER_FAULTS:
-            self._leader_windows.pop(window.fault_id, None)  # strikes already made run their course
-        elif name == "vote-crash":
-            self._vote_windows.pop(window.fault_id, None)
+        APPLIERS[window.name][1](self, window)
 
     def _heal(self, event: Any) -> None:
         """Belt and braces: everything is back to normal when the healed phase begins."""
@@ -334,9 +214,52 @@ class Nemesis:
             if host.paused:
                 runtime.resume(host.node_id)
             host.timer_rate = 1.0
+        for host, fsync_s in zip(runtime.hosts, self._fsync_s):
+            host.storage.fsync_s = fsync_s  # slow-disk windows end exactly; this only removes float residue
         for row in network.blocked:
             row[:] = [0] * len(row)
         for name in ("loss_p", "duplicate_p", "reorder_s", "spike_p", "spike_s"):
             setattr(network, name, 0.0)
         network.block([], 0)
         self._record("heal", -1)
+
+
+def _on_nodes(method: str, *args: Any) -> Callable[[Nemesis, FaultWindow], None]:
+    """An applier calling ``runtime.<method>(node, *args)`` for each node of the window."""
+    return lambda nemesis, window: [getattr(nemesis.runtime, method)(node, *args) for node in window.params["nodes"]]
+
+
+def _network(**settings: str | float) -> Callable[[Nemesis, FaultWindow], None]:
+    """An applier setting network fault knobs: a string value names the window parameter, a float is literal."""
+    def apply(nemesis: Nemesis, window: FaultWindow) -> None:
+        for knob, value in settings.items():
+            nemesis.network.set_fault(knob, window.params[value] if isinstance(value, str) else value)
+    return apply
+
+
+def _skew(nemesis: Nemesis, window: FaultWindow, restore: bool = False) -> None:
+    for node, rate in window.params["rates"].items():
+        nemesis.runtime.set_timer_rate(node, 1.0 if restore else rate)
+
+
+def _nothing(nemesis: Nemesis, window: FaultWindow) -> None:
+    pass
+
+
+#: How the simulator applies (start) and removes (end) each fault of the table that names ``sim``; everything
+#: is also reset at the heal (:meth:`Nemesis._heal`).
+APPLIERS: dict[str, tuple[Callable[[Nemesis, FaultWindow], None], Callable[[Nemesis, FaultWindow], None]]] = {
+    **{variant: (Nemesis._cut, Nemesis._uncut) for variant in PARTITION_VARIANTS},
+    "crash": (_on_nodes("crash"), _on_nodes("restart")),
+    "pause": (_on_nodes("pause"), _on_nodes("resume")),
+    "loss": (_network(loss_p="p"), _network(loss_p=0.0)),
+    "duplicate": (_network(duplicate_p="p"), _network(duplicate_p=0.0)),
+    "reorder": (_network(reorder_s="max_s"), _network(reorder_s=0.0)),
+    "delay": (_network(spike_s="spike_s", spike_p="p"), _network(spike_p=0.0, spike_s=0.0)),
+    "skew": (_skew, lambda nemesis, window: _skew(nemesis, window, restore=True)),
+    "cpu-hog": (Nemesis._burst, _nothing),  # bursts stop by themselves at the window's end
+    "slow-disk": (lambda nemesis, window: nemesis._slow_disk(window, +1),
+                  lambda nemesis, window: nemesis._slow_disk(window, -1)),
+    **{name: (Nemesis._leader_open, Nemesis._leader_close) for name in LEADER_FAULTS},
+    "vote-crash": (Nemesis._vote_open, Nemesis._vote_close),
+}
