@@ -39,6 +39,7 @@ from seedance.models.protocols.contract import (
 )
 from seedance.models.wire import Codec
 from seedance.real.collectives import CollectiveEngine
+from seedance.real.faults import NodeFaults
 from seedance.real.storage import DiskStorage, atomic_write
 from seedance.real.trace import TraceRecorder
 from seedance.real.transport import DEFAULT_MAX_FRAME_BYTES, Connection
@@ -126,6 +127,7 @@ class NodeRuntime:
         self._listen_socket = listen_socket
         self.codec = Codec(spec.message_types)
         self.storage = DiskStorage(cfg.state_dir, self.codec, fsync=cfg.fsync)
+        self.faults = NodeFaults.from_env(cfg.node_id, cfg.num_nodes, cfg.seed, cfg.incarnation, self.storage)
         self.trace = TraceRecorder(cfg.trace_path, cfg.t0_monotonic)
         self.node: Any = None
         self.frames_rejected = 0
@@ -306,6 +308,8 @@ class NodeRuntime:
             log.debug("dropping message to %d: queue full", effect.dst)
 
     def _deliver_message(self, src: int, message: Any) -> None:
+        if self.faults.active and self.faults.intercept(src, message, self._deliver_message):
+            return  # dropped or deferred by a launcher-set fault rule (seedance.real.faults)
         self.trace.record("deliver", self.cfg.node_id, type(message).__name__, src)
         self._dispatch("on_message", lambda now: self.node.on_message(src, message, now))
 
@@ -354,6 +358,8 @@ class NodeRuntime:
                         raise FrameError("frame", f"unexpected {frame.kind!r} from peer {src}", "msg frames")
                     message = self.codec.decode(frame.message)
                     self._deliver_message(src, message)
+            elif first.kind == "ctl":  # the launcher's fault rules (seedance.real.faults), control-key signed
+                await self.faults.serve(conn)
             elif first.kind == "client":
                 while True:
                     frame = await conn.recv()

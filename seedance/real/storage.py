@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import time
 import zlib
 from hashlib import sha256
 from pathlib import Path
@@ -109,6 +110,7 @@ class DiskStorage:
         self._log_offsets: dict[str, list[int]] = {}  # key -> byte offset of each record, plus end offset
         self._log_fds: dict[str, int] = {}
         self._staged: list[Any] = []
+        self.sync_delay_s = 0.0  # slow-disk fault: seconds slept before each sync's writes (set by the launcher)
 
     # ------------------------------------------------------------------------------------------------ values
     def _value_path(self, key: str) -> Path:
@@ -145,6 +147,8 @@ class DiskStorage:
     def sync(self) -> int:
         """Perform the staged writes in order, durably; returns how many there were."""
         staged, self._staged = self._staged, []
+        if staged and self.sync_delay_s > 0:  # the slow-disk fault (seedance.real.faults): this fsync takes longer
+            time.sleep(self.sync_delay_s)
         dirty: str | None = None
         for effect in staged:
             if hasattr(effect, "entries"):
