@@ -128,13 +128,8 @@ class Elections:
     def _become_leader(self, out: Effects) -> None:
         self.role = Role.LEADER
         self.leader_id = self.node_id
-        last = self.log.last_index
         n = self.num_nodes
-        self._next = [last + 1] * n
-        self._acked_next = [last + 1] * n
-        self._match = [0] * n
-        self._inflight = [0] * n
-        self._replied = [False] * n
+        self._reset_progress()
         self._acked_seq = [0] * n
         self._read_seq = self._confirmed_seq = 0
         self._append_noop()

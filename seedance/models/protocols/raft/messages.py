@@ -104,12 +104,14 @@ class AppendEntries:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class AppendEntriesReply:
-    """``match_index`` on success; on a failed consistency check ``conflict_index`` is where the leader retries."""
+    """``match_index`` on success; on a failed consistency check ``conflict_index`` is where the leader retries and
+    ``reject_index`` the ``prev_log_index`` rejected (so the leader can tell a stale or duplicated rejection)."""
 
     term: int
     success: bool
     match_index: int = 0
     conflict_index: int = 0
+    reject_index: int = 0
     read_seq: int = 0
 
 

@@ -25,10 +25,9 @@ Rules this module keeps, with the section that states them:
   its own write is durable): a leader appends a client's entry in memory and arms a zero-delay ``flush`` timer;
   requests the runtime hands it before that timer fires share the flush. The flush sends the entries to the
   followers and arms a zero-delay ``write`` timer; the write (a later input, so a runtime that makes a turn's
-  writes durable before that turn's sends has already sent them) is one PersistLog of everything unwritten,
-  followed by a zero-delay ``durable:<term>:<index>`` timer. The contract arms a timer that follows a PersistLog
-  only once that write is durable (both runtimes and the test harness do), so when it fires the leader knows its
-  log is durable up to ``index`` and only then counts its own copy. Conservatively, the leader also never commits
+  writes durable before that turn's sends has already sent them) is one PersistLog of everything unwritten that
+  asks for a durability notice: ``on_persisted(("log", term, index))`` comes once it is durable (both runtimes,
+  through the shared engine, and the test harness), and only then does the leader count its own copy. Conservatively, the leader also never commits
   past its own durable index, so a client Reply always follows the local write. Followers still persist before
   acknowledging; everything but a leader's AppendEntries waits for the whole log to be durable.
 * Client interaction (§8): non-leaders answer FAIL "not-leader" with a leader hint (nothing was appended); a leader
@@ -37,6 +36,10 @@ Rules this module keeps, with the section that states them:
   entries may still commit under the next leader, or be overwritten — Figure 8 shows both can happen), so clients
   move on instead of waiting for entries no one may ever commit; a crashed node forgets, and the client times out
   (INFO too).
+* Flow control (:mod:`.flow`): per follower at most ``max_inflight`` AppendEntries carrying entries are in flight;
+  heartbeats and read rounds never occupy that window, a slot is freed only by an acknowledgement covering it, and
+  a window unacknowledged for a whole heartbeat interval is presumed lost and resent — so neither loss nor
+  duplicated replies can leave it full or open it wider.
 * Linearizable reads (§6.4, §8): with ``reads="readindex"`` the leader records its commit index as the read index once
   it has committed an entry of its term, confirms leadership with a round of heartbeats acknowledged by a majority
   (reads arriving during a round share the next one; a round rides on the replication stream where an
@@ -74,7 +77,6 @@ from seedance.models.protocols.raft.config import RaftConfig
 from seedance.models.protocols.raft.log import RaftLog
 from seedance.models.protocols.raft.messages import (
     APPEND_REPLY_BYTES,
-    HEADER_BYTES,
     AppendEntries,
     AppendEntriesReply,
     Entry,
@@ -83,13 +85,14 @@ from seedance.models.protocols.raft.messages import (
     command_entry,
 )
 from seedance.models.protocols.raft.election import Elections
+from seedance.models.protocols.raft.flow import FlowControl
 from seedance.models.protocols.raft.quorum import committed_index, majority
 from seedance.models.protocols.raft.reads import ReadIndex
 from seedance.models.protocols.raft.roles import (
-    DURABLE, ELECTION, FLUSH, HARD_STATE_KEY, HEARTBEAT, LOG_KEY, VOTE_RETRY, WRITE, Role,
+    ELECTION, FLUSH, LOG_NOTICE, HARD_STATE_KEY, HEARTBEAT, LOG_KEY, VOTE_RETRY, WRITE, Role,
 )
 
-class RaftNode(Elections, ReadIndex):
+class RaftNode(Elections, FlowControl, ReadIndex):
     """One Raft server driving a :class:`~seedance.models.kv.KVStore`."""
 
     def __init__(self, node_id: NodeId, num_nodes: int, rng: np.random.Generator,
@@ -117,12 +120,8 @@ class RaftNode(Elections, ReadIndex):
         self._election_timeout_s = 0.0
         self._hard_dirty = False
         self._log_writes: list[PersistLog] = []
-        # leader state, one slot per node id (reinitialised on election)
-        self._next = [1] * num_nodes
-        self._match = [0] * num_nodes
-        self._acked_next = [1] * num_nodes
-        self._inflight = [0] * num_nodes
-        self._replied = [False] * num_nodes
+        # leader state, one slot per node id (reinitialised on election): see FlowControl
+        self._reset_progress()
         self._pending: dict[int, tuple[int, int, int]] = {}  # log index -> (term, client_id, request_id)
         self._buffered_from = 0  # first client entry appended but not yet sent (0: none) — group commit
         self._unwritten_from = 0  # first leader entry appended but not yet in a PersistLog (0: none) — §10.2.1
@@ -168,9 +167,12 @@ class RaftNode(Elections, ReadIndex):
             return self._on_flush(now)
         if name == WRITE:
             return self._on_write(now)
-        if isinstance(name, str) and name.startswith(DURABLE):
-            _, term, index = name.split(":")
-            return self._on_durable(int(term), int(index))
+        return []
+
+    def on_persisted(self, token: Any, now: float) -> Effects:
+        """The runtime's durability notice for a leader's own log write (``("log", term, index)``)."""
+        if isinstance(token, tuple) and len(token) == 3 and token[0] == LOG_NOTICE:
+            return self._on_durable(int(token[1]), int(token[2]))
         return []
 
     def on_client_request(self, request: ClientRequest, now: float) -> Effects:
@@ -216,24 +218,25 @@ class RaftNode(Elections, ReadIndex):
         out: Effects = []
         if self.role is Role.LEADER:
             for peer in self.peers:
-                if self._inflight[peer] < self.config.max_inflight:
+                if self._window_open(peer) and self._has_unsent(peer):
                     out.append(self._replicate(peer))
         if self._unwritten_from:
             out.append(SetTimer(name=WRITE, delay_s=0.0))
         return self._flush(out)
 
     def _on_write(self, now: float) -> Effects:
-        """One PersistLog of every unwritten entry, then a timer that the runtime arms once the write is durable."""
+        """One PersistLog of every unwritten entry, asking for a durability notice (``on_persisted``)."""
         if not self._unwritten_from or self.role is not Role.LEADER:
             return []
-        last = self._write_unwritten()
-        return self._flush([SetTimer(name=f"{DURABLE}{self.current_term}:{last}", delay_s=0.0)])
+        self._write_unwritten(notify=True)
+        return self._flush([])
 
-    def _write_unwritten(self) -> int:
+    def _write_unwritten(self, notify: bool = False) -> int:
         first, last = self._unwritten_from, self.log.last_index
         entries = self.log.entries(first, last)
         self._log_writes.append(PersistLog(key=LOG_KEY, start=first - 1, entries=tuple(e.to_plain() for e in entries),
-                                           size_bytes=sum(e.size_bytes for e in entries)))
+                                           size_bytes=sum(e.size_bytes for e in entries),
+                                           notify=(LOG_NOTICE, self.current_term, last) if notify else None))
         self._unwritten_from = 0
         return last
 
@@ -257,36 +260,6 @@ class RaftNode(Elections, ReadIndex):
             self._unwritten_from = index
         return index
 
-    def _replicate(self, peer: NodeId) -> Send:
-        """AppendEntries to ``peer`` from its next index, at most one batch; advances next index (pipelining)."""
-        log = self.log
-        first = self._next[peer]
-        last = min(self._sendable_last(), first + self.config.max_batch_entries - 1)
-        entries = log.entries(first, last)
-        size = HEADER_BYTES
-        for e in entries:
-            size += e.size_bytes
-        message = AppendEntries(term=self.current_term, leader_id=self.node_id, prev_log_index=first - 1,
-                                prev_log_term=log.term_at(first - 1), entries=entries,
-                                leader_commit=self.commit_index, read_seq=self._read_seq)
-        self._next[peer] = last + 1
-        self._inflight[peer] += 1
-        return Send(dst=peer, message=message, size_bytes=size)
-
-    def _on_heartbeat(self, now: float) -> Effects:
-        if self.role is not Role.LEADER:
-            return []
-        out: Effects = []
-        for peer in self.peers:
-            if not self._replied[peer] and self._inflight[peer]:
-                # nothing heard since the last beat: assume loss and resend from the last acknowledged point
-                self._next[peer] = self._acked_next[peer]
-                self._inflight[peer] = 0
-            self._replied[peer] = False
-            out.append(self._replicate(peer))
-        out.append(SetTimer(name=HEARTBEAT, delay_s=self.config.heartbeat_s))
-        return out
-
     def _on_append_entries(self, src: NodeId, m: AppendEntries, now: float) -> Effects:
         out: Effects = []
         if m.term < self.current_term:
@@ -302,10 +275,11 @@ class RaftNode(Elections, ReadIndex):
         prev = m.prev_log_index
         if prev > log.last_index:
             reply = AppendEntriesReply(term=self.current_term, success=False, conflict_index=log.last_index + 1,
-                                       read_seq=m.read_seq)
+                                       reject_index=prev, read_seq=m.read_seq)
         elif log.term_at(prev) != m.prev_log_term:
             reply = AppendEntriesReply(term=self.current_term, success=False,
-                                       conflict_index=log.first_index_of_term(prev), read_seq=m.read_seq)
+                                       conflict_index=log.first_index_of_term(prev), reject_index=prev,
+                                       read_seq=m.read_seq)
         else:
             entries = m.entries
             count = len(entries)
@@ -334,36 +308,6 @@ class RaftNode(Elections, ReadIndex):
             reply = AppendEntriesReply(term=self.current_term, success=True, match_index=match,
                                        read_seq=m.read_seq)
         out.append(Send(dst=src, message=reply, size_bytes=APPEND_REPLY_BYTES))
-        return self._flush(out)
-
-    def _on_append_reply(self, src: NodeId, m: AppendEntriesReply, now: float) -> Effects:
-        if m.term > self.current_term:
-            out: Effects = []
-            self._become_follower(m.term, out, now)
-            return self._flush(out)
-        if self.role is not Role.LEADER or m.term != self.current_term:
-            return []
-        out = []
-        self._replied[src] = True
-        if self._inflight[src]:
-            self._inflight[src] -= 1
-        if m.read_seq > self._acked_seq[src]:
-            self._acked_seq[src] = m.read_seq
-            if m.read_seq > self._confirmed_seq:
-                self._confirm_reads(out)
-        if m.success:
-            if m.match_index > self._match[src]:
-                self._match[src] = m.match_index
-                if m.match_index > self.commit_index:
-                    self._advance_commit(out)
-            if self._next[src] <= m.match_index:
-                self._next[src] = m.match_index + 1
-        else:
-            self._next[src] = max(self._match[src] + 1, min(m.conflict_index, self._next[src]))
-        self._acked_next[src] = self._match[src] + 1 if m.success else self._next[src]
-        if (self._next[src] <= self._sendable_last() or self._acked_seq[src] < self._read_seq) \
-                and self._inflight[src] < self.config.max_inflight:
-            out.append(self._replicate(src))  # more entries, or a read round this peer has not seen yet
         return self._flush(out)
 
     # ================================================================================================ commit

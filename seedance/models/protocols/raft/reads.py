@@ -33,8 +33,7 @@ class ReadIndex:
         gets the round in the AppendEntries its acknowledgement triggers (piggybacked on replication)."""
         self._read_seq += 1
         self._acked_seq[self.node_id] = self._read_seq
-        max_inflight = self.config.max_inflight
-        out.extend(self._replicate(p) for p in self.peers if self._inflight[p] < max_inflight)
+        out.extend(self._replicate(p) for p in self.peers if not self._window[p])
         return self._read_seq
 
     def _confirm_reads(self, out: Effects) -> None:
