@@ -35,7 +35,9 @@ from seedance.models.protocols.contract import (
     SetTimer,
 )
 from seedance.models.protocols.raft import RaftConfig, RaftNode, Role, invariants
-from seedance.models.protocols.raft.roles import DURABLE, ELECTION, HARD_STATE_KEY, LOG_KEY, WRITE
+from seedance.models.protocols.raft.roles import ELECTION, HARD_STATE_KEY, LOG_KEY, WRITE
+
+PERSISTED = "persisted"  # pseudo-timer ("persisted", token): a durability notice waiting to be handed over
 
 
 class Cluster:
@@ -118,9 +120,14 @@ class Cluster:
 
     # ------------------------------------------------------------------------------------------------- timers
     def fire(self, node_id: int, name: Any) -> None:
-        """Let time pass until ``node_id``'s timer ``name`` is due, and fire it."""
+        """Let time pass until ``node_id``'s timer ``name`` is due, and fire it (or hand over a durability notice:
+        the harness makes writes durable at once and keeps each notice as a pseudo-timer ``("persisted", token)``,
+        so a test or the fuzzer decides when the node hears of it)."""
         deadline = self.timers[node_id].pop(name)
         self.now = max(self.now, deadline)
+        if isinstance(name, tuple) and name and name[0] == PERSISTED:
+            self._execute(node_id, "persisted", self.nodes[node_id].on_persisted(name[1], self.now))
+            return
         self._execute(node_id, f"timer:{name}", self.nodes[node_id].on_timer(name, self.now))
 
     def stand(self, node_id: int) -> RaftNode:
@@ -181,6 +188,10 @@ class Cluster:
                 disk["values"][effect.key] = effect.value
             elif isinstance(effect, PersistLog):
                 disk["logs"][effect.key] = disk["logs"].get(effect.key, [])[: effect.start] + list(effect.entries)
+            if isinstance(effect, (Persist, PersistLog)) and effect.notify is not None:
+                self.timers[node_id][(PERSISTED, effect.notify)] = self.now
+            if isinstance(effect, (Persist, PersistLog)):
+                pass
             elif isinstance(effect, Send):
                 self._check_durable(node_id, effect)
                 if (node_id, effect.dst) not in self.cut:
@@ -201,6 +212,10 @@ class Cluster:
             if isinstance(effect, SetTimer) and effect.delay_s == 0 and node_id in self.nodes \
                     and self.timers[node_id].get(effect.name) == self.now and self.eager_timers(effect.name):
                 self.fire(node_id, effect.name)
+            elif isinstance(effect, (Persist, PersistLog)) and effect.notify is not None and node_id in self.nodes:
+                notice = (PERSISTED, effect.notify)
+                if self.timers[node_id].get(notice) == self.now and self.eager_timers(notice):
+                    self.fire(node_id, notice)
         return effects
 
     def _check_durable(self, node_id: int, effect: Any) -> None:
@@ -246,7 +261,7 @@ def fuzz(cluster: Cluster, seed: int, steps: int = 2000, *, crash_rate: float = 
     rng = np.random.default_rng(seed)
     # the leader's write and its durability notice wait for the fuzzer (sometimes long), so followers acknowledge
     # and leaders crash while the leader's own copy is not yet durable (§10.2.1)
-    cluster.eager_timers = lambda name: not (name == WRITE or str(name).startswith(DURABLE))
+    cluster.eager_timers = lambda name: not (name == WRITE or (isinstance(name, tuple) and name[0] == PERSISTED))
     down: set[int] = set()
     request_id = 0
     for _ in range(steps):

@@ -263,9 +263,9 @@ def test_group_commit_sends_before_the_leaders_own_write_and_counts_itself_once_
     assert leader.commit_index == 1 and leader._match[0] == 1
     write = leader.on_timer("write", c.now)
     assert isinstance(write[0], PersistLog) and write[0].start == 1 and len(write[0].entries) == 2
-    assert write[1:] == [SetTimer(name=f"durable:{leader.current_term}:3", delay_s=0.0)]  # armed once durable
+    assert write[0].notify == ("log", leader.current_term, 3) and write[1:] == []  # told once durable
     assert leader._match[0] == 1
-    durable = leader.on_timer(f"durable:{leader.current_term}:3", c.now)
+    durable = leader.on_persisted(("log", leader.current_term, 3), c.now)
     assert leader._match[0] == 3 and leader.commit_index == 3
     assert sorted(r.client_id for r in durable if isinstance(r, Reply)) == [1, 2]
 

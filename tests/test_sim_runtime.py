@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from seedance.engine.effects import ContractError
+
 from _sim_probe import inputs, probe_spec
 from seedance.models.protocols.contract import (
     CancelTimer, DurableState, Persist, PersistLog, Send, SetTimer, StartCollective,
@@ -140,7 +142,7 @@ def test_allreduce_sums_payloads_and_reaches_every_member():
 
 
 @pytest.mark.parametrize("op, expected", [
-    ("allgather", {0: [0, 1], 1: [0, 1]}), ("broadcast", {0: [0], 1: [0]}), ("reducescatter", {0: [1], 1: [1]}),
+    ("allgather", {0: [[0], [1]], 1: [[0], [1]]}), ("broadcast", {0: [0], 1: [0]}), ("reducescatter", {0: [1], 1: [1]}),
     ("reduce", {0: [1, 1], 1: None}), ("barrier", {0: None, 1: None}),
 ])
 def test_collective_ops_reduce_for_real(op, expected):
@@ -181,9 +183,9 @@ def test_collective_fails_with_peer_failed_when_a_member_crashes():
 def test_protocol_bugs_carry_the_reproduce_command():
     def react(node, kind, arg, now):
         return ["not an effect"]
-    with pytest.raises(TypeError) as info:
+    with pytest.raises(ContractError, match="node 0: returned something that is not an effect") as info:
         run(react, nodes=1)
-    assert any("reproduce: seedance sim run" in note for note in info.value.__notes__)
+    assert any("reproduce: seedance sim run" in note and "--seed 0" in note for note in info.value.__notes__)
 
 
 def test_storage_semantics_directly():

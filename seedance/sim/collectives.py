@@ -1,21 +1,22 @@
-"""Collectives in the simulator: NCCL semantics over the modelled fabric, with real payload arithmetic.
+"""Collectives in the simulator: the shared result rules over the modelled fabric's timing.
 
-Rules:
+What is the simulator's own (validation, agreement and every member's result come from
+:mod:`seedance.engine.collectives`, the same rules the real backend is held to):
 
 * As in NCCL, every member of ``group`` issues the same :class:`StartCollective` (same ``collective_id``) with its
   own payload. The collective starts when the last member joins; it then takes the cost model's time for ``op`` on
-  ``nominal_size_bytes`` over the group's sub-fabric (``seedance.models.cost.collective_time``, algorithm "auto";
-  the ring α–β bound below if the cost model is absent), and at least as long as its ring traffic takes on the shared links: each member sends its ring
-  share to its successor (allreduce 2(n−1)/n·S, allgather / reducescatter (n−1)/n·S, broadcast / reduce S,
-  barrier 0 bytes; Patarasuk & Yuan 2009; NCCL docs "Collective Operations"). Those bytes are booked on the links,
-  so consensus messages behind a bulk collective wait.
-* The payload is reduced for real with numpy, members in group order: allreduce = sum; reducescatter = sum split
-  into n near-equal chunks (member k gets chunk k); allgather = concatenation; broadcast = the root's payload
-  (root defaults to ``group[0]``); reduce = sum at the root, None elsewhere; barrier = None.
+  ``nominal_size_bytes`` over the group's sub-fabric (``seedance.models.cost.collective_time``, algorithm "auto"),
+  and at least as long as its ring traffic takes on the shared links: each member sends its ring share to its
+  successor (allreduce 2(n−1)/n·S, allgather / reducescatter (n−1)/n·S, broadcast / reduce S, barrier 0 bytes;
+  Patarasuk & Yuan 2009), booked on the links, so consensus messages behind a bulk collective wait.
 * ``on_collective_done`` reaches every member that joined (and is still the same incarnation) at completion. A
-  member's ``timeout_s`` counts from its own join: if the collective has not completed by then, it fails for all
-  with error ``"timeout"``. A member that crashes before completion fails it for all with ``"peer-failed"``; a
-  member joining an already-failed collective gets the same error at once.
+  member's timeout (``timeout_s``, default :data:`~seedance.engine.collectives.DEFAULT_TIMEOUT_S`) counts from its
+  own join: if the collective has not completed by then, it fails for all with error ``"timeout"``. A member that
+  crashes before completion fails it for all with ``"peer-failed"``; a member joining an already-failed collective
+  gets the same error at once. Members that disagree (op, group, root, dtype, shape) fail it for all with the
+  engine's ``"misuse: ..."`` text.
+* Background traffic (:meth:`Collectives.background`): collectives among devices that are not protocol nodes' inputs
+  (training's gradient allreduce), charged on the same links; their durations are recorded.
 """
 
 from __future__ import annotations
@@ -25,51 +26,28 @@ from typing import Any
 
 import numpy as np
 
-from seedance.errors import SpecError
+from seedance.engine import collectives as rules
 from seedance.models.protocols.contract import CollectiveDone, StartCollective
 from seedance.sim.kernel import call_at
 
-OPS = ("allreduce", "reducescatter", "allgather", "broadcast", "reduce", "barrier")
+OPS = rules.OPS
 _RING_SHARE = {"allreduce": lambda n: 2 * (n - 1) / n, "reducescatter": lambda n: (n - 1) / n,
                "allgather": lambda n: (n - 1) / n, "broadcast": lambda n: 1.0, "reduce": lambda n: 1.0,
-               "barrier": lambda n: 0.0}
+               "barrier": lambda n: 0.0, "alltoall": lambda n: (n - 1) / n}
 _ALPHA_STEPS = {"allreduce": lambda n: 2 * (n - 1), "reducescatter": lambda n: n - 1,
                 "allgather": lambda n: n - 1, "broadcast": lambda n: n - 1, "reduce": lambda n: n - 1,
-                "barrier": lambda n: 2 * (n - 1)}
+                "barrier": lambda n: 2 * (n - 1), "alltoall": lambda n: n - 1}
 
 
 @dataclass
 class _Collective:
     collective_id: Any
-    op: str
     group: tuple[int, ...]
     nominal_size_bytes: int
-    root: int | None
-    joined: dict[int, tuple[int, Any]] = field(default_factory=dict)  # member -> (incarnation, payload)
+    joined: dict[int, tuple[int, Any, rules.Meta]] = field(default_factory=dict)  # member -> (incarnation, payload, meta)
     state: str = "gathering"  # gathering | running | done | failed
     error: str | None = None
-
-
-def reduce_payloads(op: str, group: tuple[int, ...], payloads: dict[int, Any], root: int | None) -> dict[int, Any]:
-    """Each member's result of ``op`` over the members' payloads (real numpy arithmetic, group order)."""
-    ordered = [payloads[m] for m in group]
-    if op == "barrier":
-        return {m: None for m in group}
-    if op == "broadcast":
-        value = payloads[root if root is not None else group[0]]
-        return {m: np.array(value, copy=True) for m in group}
-    if op == "allgather":
-        gathered = np.concatenate([np.atleast_1d(np.asarray(p)) for p in ordered])
-        return {m: gathered.copy() for m in group}
-    total = ordered[0] if len(ordered) == 1 else np.sum(np.stack([np.asarray(p) for p in ordered]), axis=0)
-    total = np.asarray(total)
-    if op == "allreduce":
-        return {m: total.copy() for m in group}
-    if op == "reduce":
-        at = root if root is not None else group[0]
-        return {m: (total.copy() if m == at else None) for m in group}
-    chunks = np.array_split(total.reshape(-1), len(group))  # reducescatter
-    return {m: chunks[k].copy() for k, m in enumerate(group)}
+    op: str = ""
 
 
 def ring_time_s(op: str, n: int, size_bytes: int, bandwidth_GBps: float, latency_s: float) -> float:
@@ -95,17 +73,13 @@ class Collectives:
             collective_time = None
         self._collective_time = collective_time
         self._durations: dict[tuple[str, int, tuple[int, ...]], float] = {}
+        self.background_times: dict[str, list[float]] = {}
 
-    def join(self, host: Any, effect: StartCollective, at_s: float) -> None:
-        if effect.op not in OPS:
-            raise SpecError("StartCollective.op", f"unknown collective {effect.op!r}", f"valid: {', '.join(OPS)}")
-        group = tuple(effect.group)
-        if host.node_id not in group:
-            raise ValueError(f"node {host.node_id} starts collective {effect.collective_id!r} of group {group} "
-                             "without being a member")
+    def join(self, host: Any, effect: StartCollective, meta: rules.Meta, payload: Any, at_s: float) -> None:
+        group = meta.group
         coll = self._active.get(effect.collective_id)
         if coll is None:
-            coll = _Collective(effect.collective_id, effect.op, group, effect.nominal_size_bytes, effect.root)
+            coll = _Collective(effect.collective_id, group, effect.nominal_size_bytes, op=meta.op)
             self._active[effect.collective_id] = coll
         runtime = self.runtime
         if runtime._tracing:
@@ -114,63 +88,80 @@ class Collectives:
         if coll.state == "failed":
             self._deliver(host.node_id, host.incarnation, coll, at_s)
             return
-        coll.joined[host.node_id] = (host.incarnation, effect.payload)
+        coll.joined[host.node_id] = (host.incarnation, payload, meta)
+        if coll.state != "gathering":  # a second start of a running collective: a misuse of its id
+            self._fail(coll, f"misuse: node {host.node_id} started collective {effect.collective_id!r} twice", at_s)
+            return
+        if any(m < 0 or m >= len(runtime.hosts) for m in group):
+            self._fail(coll, f"misuse: group {group} names nodes outside 0..{len(runtime.hosts) - 1}", at_s)
+            return
         if any(not runtime.hosts[m].up for m in group if m not in coll.joined):
             self._fail(coll, "peer-failed", at_s)
             return
-        if effect.timeout_s is not None:
-            call_at(self.env, at_s + effect.timeout_s, self._timeout, coll)
-        if len(coll.joined) == len(group):
-            self._start(coll, at_s)
+        call_at(self.env, at_s + rules.resolve_timeout(effect.timeout_s), self._timeout, coll)
+        metas = {m: j[2] for m, j in coll.joined.items()}
+        if meta.group != coll.group:
+            self._fail(coll, rules.check_agreement(metas) or "misuse: members disagree on group", at_s)
+        elif len(coll.joined) == len(group):
+            problem = rules.check_agreement(metas)
+            if problem is not None:
+                self._fail(coll, problem, at_s)
+            else:
+                self._start(coll, meta, at_s)
 
-    def _duration_s(self, coll: _Collective) -> float:
-        n = len(coll.group)
+    def _duration_s(self, op: str, nominal_size_bytes: int, devices: tuple[int, ...]) -> float:
+        n = len(devices)
         if n <= 1:
             return 0.0
-        key = (coll.op, coll.nominal_size_bytes, coll.group)
+        key = (op, nominal_size_bytes, devices)
         cached = self._durations.get(key)
         if cached is not None:
             return cached
         topology = self.network.topology
-        index = np.asarray([self.network.devices[m] for m in coll.group])
+        index = np.asarray(devices)
         bandwidth = topology.bandwidth_GBps[np.ix_(index, index)]
         latency = topology.latency_us[np.ix_(index, index)]
         if self._collective_time is not None:
             # the cost model over the group's sub-fabric; reduce costs what broadcast does, barrier a 0-byte allreduce
-            op = {"reduce": "broadcast", "barrier": "allreduce"}.get(coll.op, coll.op)
-            size = 0 if coll.op == "barrier" else int(coll.nominal_size_bytes)
+            model_op = {"reduce": "broadcast", "barrier": "allreduce"}.get(op, op)
+            size = 0 if op == "barrier" else int(nominal_size_bytes)
             hosts = np.unique(np.asarray(topology.host_of)[index], return_inverse=True)[1]
-            duration = float(self._collective_time(op, size, (bandwidth, latency, hosts)).time_s)
+            duration = float(self._collective_time(model_op, size, (bandwidth, latency, hosts)).time_s)
         else:
             ring = [(k, (k + 1) % n) for k in range(n)]
-            duration = ring_time_s(coll.op, n, coll.nominal_size_bytes, float(min(bandwidth[a, b] for a, b in ring)),
+            duration = ring_time_s(op, n, nominal_size_bytes, float(min(bandwidth[a, b] for a, b in ring)),
                                    float(max(latency[a, b] for a, b in ring)) * 1e-6)
         self._durations[key] = duration
         return duration
 
-    def _start(self, coll: _Collective, at_s: float) -> None:
-        coll.state = "running"
-        n = len(coll.group)
-        done = at_s + self._duration_s(coll)
-        share = int(_RING_SHARE[coll.op](n) * coll.nominal_size_bytes)
+    def _ring_done(self, op: str, size: int, devices: tuple[int, ...], at_s: float, done: float) -> float:
+        n = len(devices)
+        share = int(_RING_SHARE[op](n) * size)
         if n > 1 and share > 0:
-            for k, member in enumerate(coll.group):
-                successor = coll.group[(k + 1) % n]
-                done = max(done, self.network.transit(member, successor, share, at_s))
-        call_at(self.env, done, self._complete, coll)
+            for k, device in enumerate(devices):
+                successor = devices[(k + 1) % n]
+                done = max(done, self.network.transit_devices(device, successor, share, at_s))
+        return done
+
+    def _start(self, coll: _Collective, meta: rules.Meta, at_s: float) -> None:
+        coll.state = "running"
+        devices = tuple(self.network.devices[m] for m in coll.group)
+        done = at_s + self._duration_s(coll.op, coll.nominal_size_bytes, devices)
+        done = self._ring_done(coll.op, coll.nominal_size_bytes, devices, at_s, done)
+        call_at(self.env, done, self._complete, (coll, meta))
 
     def _complete(self, event: Any) -> None:
-        coll = event.args
+        coll, meta = event.args
         if coll.state != "running":
             return
         coll.state = "done"
         self.completed += 1
         del self._active[coll.collective_id]
-        results = reduce_payloads(coll.op, coll.group, {m: p for m, (_, p) in coll.joined.items()}, coll.root)
+        results = rules.results(meta, {m: p for m, (_, p, _) in coll.joined.items()})
         now = self.env.now
         runtime = self.runtime
         for member in coll.group:
-            incarnation, _ = coll.joined[member]
+            incarnation = coll.joined[member][0]
             if runtime._tracing:
                 runtime._record((now, "collective-done", member, repr(coll.collective_id), True, None))
             runtime.collective_done(member, incarnation,
@@ -187,10 +178,12 @@ class Collectives:
                 self._fail(coll, "peer-failed", self.env.now)
 
     def _fail(self, coll: _Collective, error: str, at_s: float) -> None:
+        if coll.state == "failed":
+            return
         coll.state = "failed"
         coll.error = error
         self.failed += 1
-        for member, (incarnation, _) in list(coll.joined.items()):
+        for member, (incarnation, _, _) in list(coll.joined.items()):
             self._deliver(member, incarnation, coll, at_s)
 
     def _deliver(self, member: int, incarnation: int, coll: _Collective, at_s: float) -> None:
@@ -199,3 +192,15 @@ class Collectives:
             runtime._record((at_s, "collective-done", member, repr(coll.collective_id), False, coll.error))
         done = CollectiveDone(collective_id=coll.collective_id, ok=False, error=coll.error)
         call_at(self.env, at_s, lambda _event: runtime.collective_done(member, incarnation, done))
+
+    # --------------------------------------------------------------------------------------- background traffic
+    def background(self, op: str, size_bytes: int, devices: tuple[int, ...], at_s: float) -> float:
+        """Run one background collective among ``devices`` (topology indices) from ``at_s``; when it ends.
+
+        Its ring share is booked on the links like a protocol collective's, so messages sent meanwhile queue
+        behind it.
+        """
+        done = at_s + self._duration_s(op, size_bytes, devices)
+        done = self._ring_done(op, size_bytes, devices, at_s, done)
+        self.background_times.setdefault(f"{op}:{size_bytes}", []).append(done - at_s)
+        return done

@@ -152,12 +152,30 @@ class Network:
             self._routes[(src, dst)] = route
         return route
 
+    def transit_devices(self, a: int, b: int, size_bytes: int, depart_s: float) -> float:
+        """:meth:`transit` between topology devices ``a`` and ``b`` (background traffic: no node needed)."""
+        if a == b:
+            return depart_s + self.loopback_s
+        key = ("device", a, b)
+        route = self._routes.get(key)  # type: ignore[call-overload]
+        if route is None:
+            try:
+                links = self.topology.routes[(a, b)]
+            except KeyError:
+                raise SpecError("topology", f"{self.topology.name!r} has no route from device {a} to {b}",
+                                "every ordered device pair needs a route") from None
+            route = self._routes[key] = tuple(self._link_index[link] for link in links)  # type: ignore[index]
+        return self._book(route, size_bytes, depart_s)
+
     def transit(self, src: int, dst: int, size_bytes: int, depart_s: float) -> float:
         """Book the path from node ``src``'s device to ``dst``'s for a message leaving at ``depart_s``; its arrival."""
         self.bytes_sent += size_bytes
         if src == dst:
             return depart_s + self.loopback_s
         route = self._routes.get((src, dst)) or self._route(src, dst)
+        return self._book(route, size_bytes, depart_s)
+
+    def _book(self, route: tuple[int, ...], size_bytes: int, depart_s: float) -> float:
         busy = self.busy_until
         inv_bw = self._inv_bandwidth
         latency = self._latency_s

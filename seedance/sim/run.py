@@ -174,14 +174,14 @@ def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invaria
     topology = resolve_topology(config.topology, config.nodes, hosts=config.topology_hosts,
                                 nodes_per_host=config.nodes_per_host)
     root = np.random.SeedSequence(config.seed)
-    node_seq, network_seq, workload_seq, nemesis_seq = root.spawn(4)
+    _node_seq, network_seq, workload_seq, nemesis_seq = root.spawn(4)  # nodes: seedance.engine.rng
     env = simpy.Environment()
     trace = Trace(enabled=config.trace, num_nodes=config.nodes)
     network = Network(topology, config.nodes, np.random.default_rng(network_seq),
                       devices=placement(topology, config.nodes, config.nodes_per_host))
     protocol_config = {**spec.default_config, **config.protocol_config}
     runtime = Runtime(env=env, spec=spec, protocol_config=protocol_config, num_nodes=config.nodes, network=network,
-                      cpu=config.cpu, storage=config.storage, trace=trace, seed_sequence=node_seq)
+                      cpu=config.cpu, storage=config.storage, trace=trace, seed=config.seed)
     runtime.collectives = Collectives(runtime)
     clients = Clients(env=env, runtime=runtime, config=config.workload, rng=np.random.default_rng(workload_seq),
                       num_nodes=config.nodes, end_s=config.duration_s)

@@ -1,22 +1,26 @@
-"""The runtime adapter: hosts protocol nodes in virtual time and performs the effects they return.
+"""The simulator's runtime: hosts protocol nodes in virtual time; the shared effect engine interprets their effects.
 
-Rules (the node contract, :mod:`seedance.models.protocols.contract`, and etcd/raft's ``Ready`` ordering):
+What is the simulator's own (the rest — ordering, group commit, timers' tokens, notices, buffers, work and collective
+rules, node RNG — is :mod:`seedance.engine`, shared with the real backend):
 
 * Each node lives on a :class:`Host` with one CPU that handles one input at a time, FIFO. An input arriving while
-  the CPU is busy, the node is paused, or a persist is in flight waits in the host's inbox. Handling an input of
-  kind k costs ``cpu.<k>_s``: the handler is called with ``now`` = its start time, and its effects are performed at
+  the CPU is busy or the node is paused waits in the host's inbox. Handling an input of kind k costs
+  ``cpu.<k>_s``: the handler is called with ``now`` = its start time, and its effects are performed at
   start + cost (sends leave, timers are armed then).
-* Effects are performed in order. ``Persist``/``PersistLog`` (consecutive ones share one fsync) block the node until
-  the fsync completes; only then are the effects after them performed and the next input handled — so nothing that
-  follows a persist, in this handler or a later one, can overtake it.
-* ``SetTimer`` (re)arms a named timer; the firing is dropped if the timer was cancelled or replaced in between,
-  even while the firing waited in the inbox. A node's timers run at ``timer_rate`` (clock-skew fault): a delay d
-  fires after d / rate.
-* Crash: the node object is discarded with its timers, inbox and pending effects; un-fsynced writes are lost;
-  messages to it are dropped while it is down. Restart: a fresh node from the spec's factory (a fresh RNG spawned
-  for the incarnation) and ``on_recover(durable_state)``.
-* Pause (SIGSTOP): inputs queue up, nothing runs, then they are handled in order on resume. CPU hog: the CPU is
-  busy until a time, so inputs (heartbeats included) are handled late.
+* Durable writes: when the engine asks for a sync, the host's disk model books one fsync of the whole group
+  (``fsync_s + bytes / bandwidth`` after the disk is free); the engine holds every later effect until it
+  completes. The CPU stays free meanwhile (fsync is I/O wait, as in the real backend, whose fsync runs off the event
+  loop): inputs keep being handled and their effects queue behind the write.
+* A node's timers run at ``timer_rate`` (clock-skew fault): a delay d fires after d / rate.
+* Work (``StartWork``) runs on the node's device stream, in order: it takes the compute model's time
+  (:mod:`seedance.models.compute`, by the device kind of the node's topology device) plus ``params["duration_s"]``;
+  its arithmetic is applied to the node's numpy buffers when it completes.
+* Crash: the node object is discarded with its engine (timers, buffers, queued effects), inbox and device stream;
+  un-fsynced writes are lost; messages to it are dropped while it is down. Restart: a fresh node from the spec's
+  factory with :func:`seedance.engine.rng.node_rng` (seed, node, boot) and ``on_recover(durable_state)``.
+* Pause (SIGSTOP): inputs queue up, nothing runs (a write that becomes durable meanwhile releases its effects only
+  on resume), then they are handled in order on resume. CPU hog: the CPU is busy until a time, so inputs
+  (heartbeats included) are handled late.
 """
 
 from __future__ import annotations
@@ -26,21 +30,22 @@ from collections.abc import Callable, Mapping
 from heapq import heappush
 from typing import Any
 
-import numpy as np
 import simpy
 from simpy.events import NORMAL
 
-from seedance.models.protocols.contract import (
-    Annotate, CancelTimer, ClientRequest, CollectiveDone, Persist, PersistLog, ProtocolSpec, Reply, Send, SetTimer,
-    StartCollective,
+from seedance.engine.effects import (
+    CLIENT, COLLECTIVE, MESSAGE, PERSISTED, TIMER, WORK, EffectEngine, call_node, run_work,
 )
+from seedance.engine.rng import node_rng
+from seedance.models.compute import work_time_s
+from seedance.models.protocols.contract import ClientRequest, CollectiveDone, ProtocolSpec, Reply
 from seedance.sim.config import CpuConfig, StorageConfig
 from seedance.sim.kernel import Call
 from seedance.sim.network import Network
 from seedance.sim.storage import Storage
 from seedance.sim.trace import Trace
 
-MESSAGE, TIMER, CLIENT, COLLECTIVE = 0, 1, 2, 3
+__all__ = ["CLIENT", "COLLECTIVE", "MESSAGE", "PERSISTED", "TIMER", "WORK", "Host", "Runtime"]
 
 
 def _sorted_mapping(attrs: Mapping[Any, Any]) -> dict[Any, Any]:
@@ -49,35 +54,102 @@ def _sorted_mapping(attrs: Mapping[Any, Any]) -> dict[Any, Any]:
 
 
 class Host:
-    """One node's machine: its node object (None while crashed), CPU, timers, inbox, storage."""
+    """One node's machine: its node object (None while crashed), engine, CPU, inbox, storage, device stream.
 
-    __slots__ = ("node_id", "node", "up", "incarnation", "paused", "waiting", "busy_until", "inbox", "timers",
-                 "timer_rate", "storage", "wake_at", "deferred", "seed_sequence", "handled", "on_message",
-                 "on_timer", "on_client_request", "on_collective_done")
+    It is also the engine's :class:`~seedance.engine.effects.Driver` for its node.
+    """
 
-    def __init__(self, node_id: int, storage: Storage, seed_sequence: np.random.SeedSequence) -> None:
+    __slots__ = ("node_id", "runtime", "node", "engine", "up", "incarnation", "boots", "paused", "busy_until",
+                 "inbox", "timer_rate", "storage", "wake_at", "deferred", "handled", "stream_free", "device_kind",
+                 "syncs")
+
+    def __init__(self, node_id: int, runtime: Runtime, storage: Storage, device_kind: str | None) -> None:
         self.node_id = node_id
+        self.runtime = runtime
         self.node: Any = None
+        self.engine: EffectEngine | None = None
         self.up = False
-        self.incarnation = 0
+        self.incarnation = 0  # bumped on crash and restart: events of an older incarnation are void
+        self.boots = 0  # how many times the node started (its RNG stream)
         self.paused = False
-        self.waiting = False  # a persist is in flight
         self.busy_until = 0.0
-        self.inbox: deque[tuple[int, Any, Any]] = deque()
-        self.timers: dict[Any, int] = {}
+        self.inbox: deque[tuple[int, Any]] = deque()
         self.timer_rate = 1.0
         self.storage = storage
         self.wake_at: float | None = None
-        self.deferred: tuple[list[Any], int] | None = None  # effects left when a persist completed during a pause
-        self.seed_sequence = seed_sequence
+        self.deferred: list[Any] | None = None  # a group that became durable during a pause
         self.handled = 0
+        self.stream_free = 0.0
+        self.device_kind = device_kind
+        self.syncs = 0
 
-    def bind(self, node: Any) -> None:
-        self.node = node
-        self.on_message = node.on_message
-        self.on_timer = node.on_timer
-        self.on_client_request = node.on_client_request
-        self.on_collective_done = node.on_collective_done
+    @property
+    def waiting(self) -> bool:
+        """A durable write is in flight (effects wait behind it)."""
+        return self.engine is not None and self.engine.syncing
+
+    # ------------------------------------------------------------------------------------ the engine's driver
+    def send(self, effect: Any, cursor: float) -> None:
+        self.runtime._send(self.node_id, effect.dst, effect.message, effect.size_bytes, cursor)
+
+    def arm_timer(self, name: Any, token: int, delay_s: float, cursor: float) -> None:
+        runtime = self.runtime
+        fire = cursor + delay_s / self.timer_rate
+        if runtime._tracing:
+            runtime._record((cursor, "timer-set", self.node_id, name, fire))
+        runtime._at(fire, runtime._timer_fired, (self, self.incarnation, name, token))
+
+    def disarm_timer(self, name: Any, cursor: float) -> None:
+        if self.runtime._tracing:
+            self.runtime._record((cursor, "timer-cancel", self.node_id, name))
+
+    def reply(self, effect: Reply, cursor: float) -> None:
+        self.runtime.reply_sink(self.node_id, effect, cursor)
+
+    def annotate(self, effect: Any, cursor: float) -> None:
+        if self.runtime._tracing:
+            self.runtime._record((cursor, "annotate", self.node_id, effect.name, _sorted_mapping(effect.attrs)))
+
+    def observe(self, effect: Any, cursor: float) -> None:
+        runtime = self.runtime
+        if runtime._tracing:
+            runtime._record((cursor, "observe", self.node_id, effect.what, effect.key))
+        runtime.observe_sink(self.node_id, effect, cursor)
+
+    def start_collective(self, effect: Any, meta: Any, payload: Any, cursor: float) -> None:
+        self.runtime.collectives.join(self, effect, meta, payload, cursor)
+
+    def start_work(self, effect: Any, fn: Any, arrays: list[Any], cursor: float) -> None:
+        runtime = self.runtime
+        duration = work_time_s(self.device_kind, effect.flops, effect.bytes_moved)
+        extra = effect.params.get("duration_s", 0.0) if effect.params else 0.0
+        if isinstance(extra, (int, float)) and not isinstance(extra, bool) and extra > 0:
+            duration += float(extra)
+        start = cursor if cursor > self.stream_free else self.stream_free
+        done = start + duration
+        self.stream_free = done
+        if runtime._tracing:
+            runtime._record((cursor, "work-start", self.node_id, repr(effect.work_id), effect.op, start, done))
+        runtime._at(done, runtime._work_done, (self, self.incarnation, effect, fn, arrays))
+
+    def request_sync(self, cursor: float) -> None:
+        runtime = self.runtime
+        group = self.engine.take_group()  # type: ignore[union-attr]
+        storage = self.storage
+        for effect in group:
+            storage.stage(effect)
+        done = storage.sync_done_s(cursor)
+        self.syncs += 1
+        if runtime._tracing:
+            runtime._record((cursor, "persist", self.node_id, len(storage.staged), storage.staged_bytes, done))
+        runtime._at(done, runtime._persisted, (self, self.incarnation, group))
+
+    def deliver_later(self, kind: int, value: Any, cursor: float) -> None:
+        runtime = self.runtime
+        runtime._at(cursor, runtime._later, (self, self.incarnation, kind, value))
+
+    def restore(self, name: str) -> Any:
+        return self.storage.restore(name)
 
 
 class Runtime:
@@ -87,30 +159,33 @@ class Runtime:
 
     def __init__(self, *, env: simpy.Environment, spec: ProtocolSpec, protocol_config: Mapping[str, Any],
                  num_nodes: int, network: Network, cpu: CpuConfig, storage: StorageConfig, trace: Trace,
-                 seed_sequence: np.random.SeedSequence) -> None:
+                 seed: int) -> None:
         self.env = env
         self.spec = spec
         self.protocol_config = dict(protocol_config)
         self.num_nodes = num_nodes
         self.network = network
         self.trace = trace
+        self.seed = int(seed)
         self._tracing = trace.enabled
         self._record = trace.records.append
         self._queue = env._queue
         self._eid = env._eid
         self._cost = {MESSAGE: cpu.message_s, TIMER: cpu.timer_s, CLIENT: cpu.client_request_s,
-                      COLLECTIVE: cpu.collective_s}
+                      COLLECTIVE: cpu.collective_s, PERSISTED: cpu.timer_s, WORK: cpu.collective_s}
         self._recover_s = cpu.recover_s
+        kinds = network.topology.device_kinds
         self.hosts = [
-            Host(i, Storage(fsync_s=storage.fsync_s, write_bandwidth_GBps=storage.write_bandwidth_GBps), child)
-            for i, child in enumerate(seed_sequence.spawn(num_nodes))
+            Host(i, self, Storage(fsync_s=storage.fsync_s, write_bandwidth_GBps=storage.write_bandwidth_GBps),
+                 kinds[network.devices[i]] if kinds is not None else None)
+            for i in range(num_nodes)
         ]
-        self._timer_token = 0
         self.messages_sent = 0
         self.messages_delivered = 0
         self.messages_dropped = 0
-        # wired by the simulation: where replies go, who runs collectives, hooks after each handled input
+        # wired by the simulation: where replies and observations go, who runs collectives, hooks after each input
         self.reply_sink: Callable[[int, Reply, float], None] = lambda node_id, reply, at: None
+        self.observe_sink: Callable[[int, Any, float], None] = lambda node_id, effect, at: None
         self.collectives: Any = None
         self.after_input: list[Callable[[], None]] = []
 
@@ -120,9 +195,11 @@ class Runtime:
 
     # ------------------------------------------------------------------------------------------------ lifecycle
     def _new_node(self, host: Host) -> Any:
-        rng = np.random.default_rng(host.seed_sequence.spawn(1)[0])
+        rng = node_rng(self.seed, host.node_id, host.boots)
+        host.boots += 1
         node = self.spec.factory(host.node_id, self.num_nodes, rng, self.protocol_config)
-        host.bind(node)
+        host.node = node
+        host.engine = EffectEngine(host.node_id, host)
         return node
 
     def boot(self) -> None:
@@ -142,14 +219,14 @@ class Runtime:
         lost = host.storage.crash()
         host.up = False
         host.node = None
+        host.engine = None
         host.incarnation += 1
-        host.timers.clear()
         host.inbox.clear()
-        host.waiting = False
         host.paused = False
         host.deferred = None
         host.wake_at = None
         host.busy_until = now
+        host.stream_free = now
         if self._tracing:
             self._record((now, "crash", node_id, lost))
         if self.collectives is not None:
@@ -187,9 +264,8 @@ class Runtime:
         if host.busy_until < now:
             host.busy_until = now
         if host.deferred is not None:
-            effects, index = host.deferred
-            host.deferred = None
-            self._perform(host, effects, index, now)
+            group, host.deferred = host.deferred, None
+            host.engine.durable(group, now)  # type: ignore[union-attr]
         self._arm(host)
 
     def hog(self, node_id: int, until_s: float) -> None:
@@ -215,37 +291,52 @@ class Runtime:
         self.messages_delivered += 1
         if self._tracing:
             self._record((self.env._now, "deliver", dst, type(message).__name__, src))
-        self._arrive(host, MESSAGE, src, message)
+        self._arrive(host, MESSAGE, (src, message))
 
     def client_request(self, dst: int, request: ClientRequest) -> bool:
         """A client request arrives at node ``dst`` now; False when the node is down (the request is lost)."""
         host = self.hosts[dst]
         if not host.up:
             return False
-        self._arrive(host, CLIENT, request, None)
+        self._arrive(host, CLIENT, request)
         return True
 
     def collective_done(self, node_id: int, incarnation: int, done: CollectiveDone) -> None:
         host = self.hosts[node_id]
         if host.up and host.incarnation == incarnation:
-            self._arrive(host, COLLECTIVE, done, None)
+            self._arrive(host, COLLECTIVE, done)
+
+    def _later(self, event: Call) -> None:
+        host, incarnation, kind, value = event.args
+        if host.up and host.incarnation == incarnation:
+            self._arrive(host, kind, value)
 
     def _timer_fired(self, event: Call) -> None:
         host, incarnation, name, token = event.args
-        if host.incarnation == incarnation and host.timers.get(name) == token:
-            self._arrive(host, TIMER, name, token)
+        if host.incarnation == incarnation and host.engine.timer_current(name, token):
+            self._arrive(host, TIMER, (name, token))
 
-    def _arrive(self, host: Host, kind: int, a: Any, b: Any) -> None:
+    def _work_done(self, event: Call) -> None:
+        host, incarnation, effect, fn, arrays = event.args
+        if host.incarnation != incarnation or not host.up:
+            return
+        done = run_work(fn, effect, arrays, lambda a: a.copy())
+        host.engine.work_finished()
+        if self._tracing:
+            self._record((self.env._now, "work-done", host.node_id, repr(effect.work_id), done.ok))
+        self._arrive(host, WORK, done)
+
+    def _arrive(self, host: Host, kind: int, value: Any) -> None:
         now = self.env._now
-        if host.paused or host.waiting or host.busy_until > now or host.inbox:
-            host.inbox.append((kind, a, b))
+        if host.paused or host.busy_until > now or host.inbox:
+            host.inbox.append((kind, value))
             self._arm(host)
             return
-        self._handle(host, kind, a, b, now)
+        self._handle(host, kind, value, now)
 
     def _arm(self, host: Host) -> None:
         """Make sure a wake-up is scheduled for when the CPU frees, if inputs wait."""
-        if not host.inbox or host.paused or host.waiting or not host.up:
+        if not host.inbox or host.paused or not host.up:
             return
         at = host.busy_until
         if host.wake_at is not None and host.wake_at <= at:
@@ -261,7 +352,7 @@ class Runtime:
         env = self.env
         queue = self._queue
         inbox = host.inbox
-        while inbox and host.up and not host.paused and not host.waiting:
+        while inbox and host.up and not host.paused:
             now = env._now
             if host.busy_until > now:
                 # Fast-forward: when nothing else is scheduled up to the moment the CPU frees, handling the next
@@ -269,29 +360,27 @@ class Runtime:
                 if not self.fast_forward or (queue and queue[0][0] <= host.busy_until):
                     break
                 env._now = now = host.busy_until
-            kind, a, b = inbox.popleft()
-            self._handle(host, kind, a, b, now)
+            kind, value = inbox.popleft()
+            self._handle(host, kind, value, now)
         self._arm(host)
 
-    def _handle(self, host: Host, kind: int, a: Any, b: Any, now: float) -> None:
-        if kind == MESSAGE:
-            effects = host.on_message(a, b, now)
-        elif kind == TIMER:
-            if host.timers.get(a) != b:  # cancelled or replaced while waiting in the inbox
+    def _handle(self, host: Host, kind: int, value: Any, now: float) -> None:
+        engine = host.engine
+        if kind == TIMER:
+            name, token = value
+            if not engine.timer_due(name, token):  # cancelled or replaced while waiting in the inbox
                 return
-            del host.timers[a]
             if self._tracing:
-                self._record((now, "timer-fire", host.node_id, a))
-            effects = host.on_timer(a, now)
-        elif kind == CLIENT:
-            effects = host.on_client_request(a, now)
-        else:
-            effects = host.on_collective_done(a, now)
+                self._record((now, "timer-fire", host.node_id, name))
+            value = name
+        elif kind == PERSISTED and self._tracing:
+            self._record((now, "persisted", host.node_id, value))
+        effects = call_node(host.node, kind, value, now, engine)
         host.handled += 1
         cursor = now + self._cost[kind]
         host.busy_until = cursor
         if effects:
-            self._perform(host, effects, 0, cursor)
+            engine.perform(effects, cursor)
         if self.after_input:
             for hook in self.after_input:
                 hook()
@@ -301,67 +390,22 @@ class Runtime:
         if host.busy_until < cursor:
             host.busy_until = cursor
         if effects:
-            self._perform(host, effects, 0, cursor)
+            host.engine.perform(effects, cursor)
         self._arm(host)
 
     # -------------------------------------------------------------------------------------------------- effects
-    def _perform(self, host: Host, effects: list[Any], index: int, cursor: float) -> None:
-        node_id = host.node_id
-        tracing = self._tracing
-        count = len(effects)
-        while index < count:
-            effect = effects[index]
-            index += 1
-            kind = type(effect)
-            if kind is Send:
-                self._send(node_id, effect.dst, effect.message, effect.size_bytes, cursor)
-            elif kind is SetTimer:
-                self._timer_token += 1
-                token = self._timer_token
-                host.timers[effect.name] = token
-                fire = cursor + effect.delay_s / host.timer_rate
-                if tracing:
-                    self._record((cursor, "timer-set", node_id, effect.name, fire))
-                self._at(fire, self._timer_fired, (host, host.incarnation, effect.name, token))
-            elif kind is CancelTimer:
-                if host.timers.pop(effect.name, None) is not None and tracing:
-                    self._record((cursor, "timer-cancel", node_id, effect.name))
-            elif kind is Reply:
-                self.reply_sink(node_id, effect, cursor)
-            elif kind is Persist or kind is PersistLog:
-                storage = host.storage
-                storage.stage(effect)
-                while index < count and type(effects[index]) in (Persist, PersistLog):
-                    storage.stage(effects[index])
-                    index += 1
-                done = storage.sync_done_s(cursor)
-                if tracing:
-                    self._record((cursor, "persist", node_id, len(storage.staged), storage.staged_bytes, done))
-                host.waiting = True
-                host.busy_until = done
-                self._at(done, self._persisted, (host, host.incarnation, effects, index))
-                return
-            elif kind is StartCollective:
-                self.collectives.join(host, effect, cursor)
-            elif kind is Annotate:
-                if tracing:
-                    self._record((cursor, "annotate", node_id, effect.name, _sorted_mapping(effect.attrs)))
-            else:
-                raise TypeError(f"node {node_id} returned {effect!r}, which is not an effect of the node contract")
-
     def _persisted(self, event: Call) -> None:
-        host, incarnation, effects, index = event.args
+        host, incarnation, group = event.args
         if host.incarnation != incarnation:
             return  # crashed meanwhile: the writes were lost and the effects die with the node
         now = self.env._now
         count = host.storage.commit()
         if self._tracing:
             self._record((now, "durable", host.node_id, count))
-        host.waiting = False
         if host.paused:
-            host.deferred = (effects, index)
+            host.deferred = group
             return
-        self._perform(host, effects, index, now)
+        host.engine.durable(group, now)
         self._arm(host)
 
     def _send(self, src: int, dst: int, message: Any, size_bytes: int, depart: float) -> None:

@@ -9,6 +9,8 @@ Rules (the contract's Persist/PersistLog, and the "save to stable storage before
   image in order; :meth:`Storage.crash` drops whatever is still staged.
 * ``Persist(key, value)`` replaces ``values[key]``; ``PersistLog(key, start, entries)`` truncates ``logs[key]`` to
   its first ``start`` entries, then appends ``entries`` (``start`` beyond the end is a protocol bug and raises).
+* ``PersistRecords(table, put, delete)`` sets / removes keyed records of one table in one step; a staged checkpoint
+  (the engine's :class:`~seedance.engine.effects.StagedCheckpoint`) replaces the checkpoint of its name whole.
 * :meth:`Storage.durable_state` rebuilds the :class:`DurableState` handed to ``on_recover`` from the durable image
   only.
 """
@@ -17,7 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from seedance.models.protocols.contract import DurableState, Persist, PersistLog
+import numpy as np
+
+from seedance.models.protocols.contract import DurableState, Persist, PersistLog, PersistRecords
 
 
 def _copy_plain(value: Any) -> Any:
@@ -39,13 +43,15 @@ _MUTABLE = (list, dict, tuple, set, bytearray)
 class Storage:
     """The durable image and volatile buffer of one node."""
 
-    __slots__ = ("values", "logs", "staged", "staged_bytes", "disk_free_s", "fsync_s", "inv_bandwidth",
-                 "bytes_written", "fsyncs", "lost_writes")
+    __slots__ = ("values", "logs", "records", "checkpoints", "staged", "staged_bytes", "disk_free_s", "fsync_s",
+                 "inv_bandwidth", "bytes_written", "fsyncs", "lost_writes")
 
     def __init__(self, *, fsync_s: float, write_bandwidth_GBps: float) -> None:
         self.values: dict[str, Any] = {}
         self.logs: dict[str, list[Any]] = {}
-        self.staged: list[Persist | PersistLog] = []
+        self.records: dict[str, dict[str, Any]] = {}
+        self.checkpoints: dict[str, dict[str, np.ndarray]] = {}
+        self.staged: list[Any] = []
         self.staged_bytes = 0
         self.disk_free_s = 0.0
         self.fsync_s = fsync_s
@@ -54,9 +60,12 @@ class Storage:
         self.fsyncs = 0
         self.lost_writes = 0
 
-    def stage(self, effect: Persist | PersistLog) -> None:
+    def stage(self, effect: Any) -> None:
         if type(effect) is Persist and type(effect.value) in _MUTABLE:
             effect = Persist(key=effect.key, value=_copy_plain(effect.value), size_bytes=effect.size_bytes)
+        elif type(effect) is PersistRecords:
+            effect = PersistRecords(table=effect.table, put={k: _copy_plain(v) for k, v in effect.put.items()},
+                                    delete=tuple(effect.delete), size_bytes=effect.size_bytes)
         self.staged.append(effect)
         self.staged_bytes += effect.size_bytes
 
@@ -74,15 +83,23 @@ class Storage:
         """Apply the staged writes to the durable image; how many there were."""
         count = len(self.staged)
         for effect in self.staged:
-            if type(effect) is Persist:
+            kind = type(effect)
+            if kind is Persist:
                 self.values[effect.key] = effect.value
-            else:
+            elif kind is PersistRecords:
+                table = self.records.setdefault(effect.table, {})
+                table.update(effect.put)
+                for key in effect.delete:
+                    table.pop(key, None)
+            elif kind is PersistLog:
                 log = self.logs.setdefault(effect.key, [])
                 if effect.start > len(log) or effect.start < 0:
                     raise ValueError(f"PersistLog({effect.key!r}, start={effect.start}) beyond the durable log of "
                                      f"{len(log)} entries: a protocol bug")
                 del log[effect.start:]
                 log.extend(effect.entries)
+            else:  # a staged checkpoint: the engine already copied its buffers
+                self.checkpoints[effect.name] = effect.arrays
         self.staged = []
         self.staged_bytes = 0
         return count
@@ -97,4 +114,10 @@ class Storage:
 
     def durable_state(self) -> DurableState:
         return DurableState(values={k: _copy_plain(v) for k, v in self.values.items()},
-                            logs={k: tuple(v) for k, v in self.logs.items()})
+                            logs={k: tuple(v) for k, v in self.logs.items()},
+                            records={t: {k: _copy_plain(v) for k, v in r.items()} for t, r in self.records.items()},
+                            checkpoints=tuple(sorted(self.checkpoints)))
+
+    def restore(self, name: str) -> dict[str, np.ndarray] | None:
+        arrays = self.checkpoints.get(name)
+        return None if arrays is None else {h: a.copy() for h, a in arrays.items()}

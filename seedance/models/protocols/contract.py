@@ -19,6 +19,23 @@ simulator, monotonic in the real backend) and performs the list of effects retur
 * :class:`StartCollective` — starts a collective over a group of nodes; the runtime later calls
   ``on_collective_done`` on every member with the same ``collective_id``.
 * :class:`Annotate` — a trace annotation; no effect on behaviour.
+* :class:`PersistRecords` — puts and deletes many small keyed records of one table in one durable step (per-instance
+  Paxos / EPaxos state): the same ordering and crash rules as :class:`Persist`.
+* Durability notices: a ``Persist`` / ``PersistLog`` / ``PersistRecords`` / ``Checkpoint`` with ``notify`` set makes
+  the runtime call ``on_persisted(notify, now)`` once that write is durable (an input like any other, handled after
+  the handler that asked for it). This is how a node learns its own write landed.
+* :class:`CreateBuffer` / :class:`FreeBuffer` — device state: named arrays the runtime holds for the node (numpy in
+  the simulator, torch tensors on the node's device in the real backend), addressed by handle. Live handles are
+  counted; a handle used after :class:`FreeBuffer`, freed twice, or created twice is a protocol bug and stops the run
+  with an error naming the node, the effect and the seed.
+* :class:`StartWork` — compute the node starts and does not block on (a training step, a digest, a device-to-host
+  copy); the runtime calls ``on_work_done`` when it finished. The simulator charges the compute model's time on the
+  device's stream; the real backend runs it off the event loop, so the node keeps handling messages meanwhile. Work
+  on one node runs in the order started (one stream per node).
+* :class:`Checkpoint` — durably saves named buffers under a name (atomically: a checkpoint is whole or absent after a
+  crash); ``DurableState.checkpoints`` lists the names that survived; :class:`Restore` loads one into buffers.
+* :class:`Observe` — the node records that a write was applied (or a value observed) at its replica; both runtimes
+  write it to the history as a replica event, so checkers can tell when each write reached each replica.
 
 Randomness comes only from the ``numpy.random.Generator`` given to the node's constructor; time only from ``now``.
 The node never sleeps, blocks, or reads a clock. After a crash the runtime builds a *fresh* node object and calls
@@ -80,15 +97,28 @@ class CollectiveDone:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class WorkDone:
+    """Completion of a :class:`StartWork`. ``result`` is the work's small plain result (a digest, a norm...)."""
+
+    work_id: Hashable
+    ok: bool
+    result: Any = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class DurableState:
-    """What survived a crash: the last value of each :class:`Persist` key and each :class:`PersistLog` log."""
+    """What survived a crash: the last value of each :class:`Persist` key, each :class:`PersistLog` log, each
+    :class:`PersistRecords` table (key -> value) and the names of the complete :class:`Checkpoint` s."""
 
     values: Mapping[str, Any] = field(default_factory=dict)
     logs: Mapping[str, Sequence[Any]] = field(default_factory=dict)
+    records: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    checkpoints: Sequence[str] = ()
 
     @property
     def empty(self) -> bool:
-        return not self.values and not self.logs
+        return not self.values and not self.logs and not any(self.records.values()) and not self.checkpoints
 
 
 # -------------------------------------------------------------------------------------------------- effects
@@ -117,6 +147,7 @@ class Persist:
     key: str
     value: Any
     size_bytes: int = 64
+    notify: Hashable | None = None  # when set: on_persisted(notify) once durable
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -127,6 +158,81 @@ class PersistLog:
     start: int
     entries: tuple[Any, ...]
     size_bytes: int = 64
+    notify: Hashable | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PersistRecords:
+    """In one durable step, set ``put``'s records and remove ``delete``'s keys in table ``table``.
+
+    Keys are strings, values plain data. Cheap enough for per-instance consensus state: the real backend appends the
+    step to one record file per table (one fsync per event-loop turn for everything staged) and compacts it.
+    """
+
+    table: str
+    put: Mapping[str, Any] = field(default_factory=dict)
+    delete: tuple[str, ...] = ()
+    size_bytes: int = 64
+    notify: Hashable | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CreateBuffer:
+    """A device buffer ``handle`` of ``shape`` / ``dtype`` (numpy dtype name), filled with ``fill`` or ``data``."""
+
+    handle: str
+    shape: tuple[int, ...] = ()
+    dtype: str = "float32"
+    fill: float = 0.0
+    data: Any = None  # a numpy array (its shape and dtype win) or None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FreeBuffer:
+    handle: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StartWork:
+    """Start work ``op`` (a name in :mod:`seedance.engine.work`'s table) on buffers ``buffers`` with ``params``.
+
+    ``flops`` and ``bytes_moved`` are what the modelled workload costs (the simulator's compute model charges
+    them on the node's device); the arithmetic itself is real, on the node's (small) buffers.
+    """
+
+    work_id: Hashable
+    op: str
+    buffers: tuple[str, ...] = ()
+    params: Mapping[str, Any] = field(default_factory=dict)
+    flops: float = 0.0
+    bytes_moved: int = 0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Checkpoint:
+    """Durably save ``buffers`` under checkpoint ``name`` (whole or absent after a crash); replaces one of that
+    name. Ordered like a :class:`Persist`."""
+
+    name: str
+    buffers: tuple[str, ...]
+    notify: Hashable | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Restore:
+    """Load checkpoint ``name`` into buffers (created, or overwritten when they exist); ``on_persisted`` is not
+    called — the buffers hold the data for every effect that follows."""
+
+    name: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Observe:
+    """A replica event: write ``value`` of ``key`` was ``what`` ("apply" | "observe") at this node's replica."""
+
+    what: str
+    key: str | None
+    value: Any = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -150,10 +256,11 @@ class StartCollective:
     collective_id: Hashable
     op: str
     group: tuple[NodeId, ...]
-    payload: Any
+    payload: Any  # a numpy array, or the handle (str) of one of this node's buffers
     nominal_size_bytes: int
-    timeout_s: float | None = None
+    timeout_s: float | None = None  # None: seedance.engine.collectives.DEFAULT_TIMEOUT_S in both runtimes
     root: NodeId | None = None
+    result_into: str | None = None  # a buffer handle: the result is stored there (created if absent), not returned
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -164,7 +271,9 @@ class Annotate:
     attrs: Mapping[str, Any] = field(default_factory=dict)
 
 
-Effect = Union[Send, SetTimer, CancelTimer, Persist, PersistLog, Reply, StartCollective, Annotate]
+Effect = Union[Send, SetTimer, CancelTimer, Persist, PersistLog, PersistRecords, Reply, StartCollective, Annotate,
+               CreateBuffer, FreeBuffer, StartWork, Checkpoint, Restore, Observe]
+DURABLE_EFFECTS = (Persist, PersistLog, PersistRecords, Checkpoint)
 Effects = list[Effect]
 
 
@@ -193,6 +302,10 @@ class Node(Protocol):
     def on_collective_done(self, done: CollectiveDone, now: float) -> Effects:
         """A collective started by :class:`StartCollective` finished (or failed)."""
 
+    # Optional inputs, needed only by nodes that use the matching effects:
+    #   on_persisted(token, now)      -- a write with notify=token is durable
+    #   on_work_done(done: WorkDone, now)  -- a StartWork finished
+
 
 @dataclass(frozen=True, kw_only=True)
 class ProtocolSpec:
@@ -207,3 +320,12 @@ class ProtocolSpec:
     message_types: tuple[type, ...]
     description: str = ""
     default_config: Mapping[str, Any] = field(default_factory=dict)
+    # How the protocol is used and judged (the runtimes hold nothing protocol-specific):
+    operations: tuple[str, ...] = ("read", "write", "cas")  # client operations the workload may issue
+    checker: str | None = "kv"  # the model that judges its histories (seedance check ... --model), None: none
+    # a factory of an invariant monitor: monitor(nodes: Mapping[int, node], now) -> str | None (a breach), called by
+    # ``sim run`` after every handled input; None when the protocol has none
+    monitor: Callable[[], Callable[[Mapping[int, Any], float], str | None]] | None = None
+    # how clients find a server: "leader-hint" (retry where Reply.leader_hint points), "any" (every node serves),
+    # "fixed" (config key "leader", default 0)
+    routing: str = "leader-hint"

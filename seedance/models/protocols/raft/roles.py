@@ -9,7 +9,7 @@ HEARTBEAT = "heartbeat"
 VOTE_RETRY = "vote-retry"
 FLUSH = "flush"  # zero-delay timer: the leader sends the client entries queued in this turn (group commit)
 WRITE = "write"  # zero-delay timer armed by the flush: the leader writes its unwritten entries (next turn)
-DURABLE = "durable:"  # prefix of "durable:<term>:<index>", armed after a leader's PersistLog: fires once durable
+LOG_NOTICE = "log"  # durability notice ("log", term, index) of a leader's own PersistLog (on_persisted)
 HARD_STATE_KEY = "hard_state"
 LOG_KEY = "log"
 
