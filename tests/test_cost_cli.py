@@ -11,7 +11,8 @@ from seedance.cli import main
 from seedance.cli.cost import element_count, parse_tau
 from seedance.errors import SpecError
 
-KEYS = {"collective", "algorithm", "size_bytes", "num_devices", "time_s", "algbw_GBps", "busbw_GBps"}
+KEYS = {"collective", "algorithm", "protocol", "channels", "model", "size_bytes", "num_devices", "time_s",
+        "algbw_GBps", "busbw_GBps"}
 
 
 def run(capsys, *argv):
@@ -46,6 +47,19 @@ def test_range_json_and_table(capsys):
     assert len(lines) == 4 + len(doc["rows"])
 
 
+def test_model_flag_and_nccl_columns(capsys):
+    code, out, _ = run(capsys, "allreduce", "--topology", "hgx-h100", "--size", "8B:1GiB:1024", "--json")
+    rows = json.loads(out)["rows"]
+    assert code == 0 and [r["model"] for r in rows] == ["nccl"] * 3
+    assert rows[0]["protocol"] == "LL" and rows[-1]["algorithm"] == "nvls" and rows[-1]["protocol"] == "Simple"
+    code, out, _ = run(capsys, "allreduce", "--topology", "hgx-h100", "--size", "1GiB", "--json", "--model",
+                       "alpha-beta")
+    doc = json.loads(out)
+    assert code == 0 and doc["model"] == "alpha-beta" and doc["protocol"] is None and doc["channels"] is None
+    code, out, _ = run(capsys, "allreduce", "--topology", "dgx-a100", "--size", "64MiB", "--protocol", "LL")
+    assert code == 0 and " LL " in out.splitlines()[-1] and "nccl model" in out.splitlines()[0]
+
+
 def test_tau_changes_the_prediction(capsys):
     _, plain, _ = run(capsys, "allreduce", "--topology", "dgx-a100", "--size", "64MiB", "--json")
     _, late, _ = run(capsys, "allreduce", "--topology", "dgx-a100", "--size", "64MiB", "--json", "--tau", "3=2ms")
@@ -78,6 +92,11 @@ def test_element_count_follows_nccl_tests():
         ["allreduce", "--topology", "dgx-a100", "--size", "1GiB", "--algorithm", "magic"],
         ["allreduce", "--topology", "dgx-a100", "--size", "1GiB", "--tau", "1,2"],
         ["alltoall", "--topology", "dgx-a100", "--size", "1GiB", "--algorithm", "tree"],
+        ["allreduce", "--topology", "dgx-a100", "--size", "1GiB", "--model", "gamma"],
+        ["allreduce", "--topology", "dgx-a100", "--size", "1GiB", "--protocol", "LL256"],
+        ["allreduce", "--topology", "dgx-a100", "--size", "1GiB", "--algorithm", "nvls"],  # A100: no NVLink SHARP
+        ["allreduce", "--topology", "dgx-a100", "--size", "1GiB", "--algorithm", "rhd"],  # alpha-beta only
+        ["allreduce", "--topology", "dgx-a100", "--size", "1GiB", "--model", "alpha-beta", "--protocol", "LL"],
     ],
 )
 def test_bad_input_exits_2_with_one_line(capsys, argv):

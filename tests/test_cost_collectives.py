@@ -3,6 +3,7 @@ doc/PERFORMANCE.md), auto = fastest, vectorised = scalar, and the straggler vect
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -19,6 +20,11 @@ from seedance.models.cost import (
     collective_time,
     collective_times,
 )
+
+# These tests pin the alpha-beta model's formulas; the default model is NCCL's (tests/test_cost_nccl.py).
+collective_time = functools.partial(collective_time, model="alpha-beta")  # noqa: F811
+collective_times = functools.partial(collective_times, model="alpha-beta")  # noqa: F811
+best_algorithms = functools.partial(best_algorithms, model="alpha-beta")  # noqa: F811
 
 B_GBPS, ALPHA_US = 100.0, 2.0
 b, a = B_GBPS * 1e9, ALPHA_US * 1e-6

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 import pytest
@@ -18,6 +19,9 @@ from seedance.models.cost import ring as ring_module
 from seedance.models.cost._algorithms import _contention
 from seedance.models.cost._fabric import Fabric
 from seedance.models.topology import load
+
+# These tests pin the alpha-beta model's fast paths; the default model is NCCL's (tests/test_cost_nccl.py).
+collective_times = functools.partial(collective_times, model="alpha-beta")  # noqa: F811
 
 
 class _PlainRoutes(dict):
@@ -128,6 +132,8 @@ def test_scalar_path_equals_the_vectorised_path_on_random_fabrics():
     """collective_time (compiled plain-Python terms) equals the uncompiled scalar evaluation bit for bit, and the
     vectorised one to the last bit or so, for every algorithm."""
     from seedance.models.cost import bus_bandwidth_factor, collective_time
+
+    collective_time = functools.partial(collective_time, model="alpha-beta")
 
     rng = np.random.default_rng(2024)
     for trial in range(12):

@@ -76,7 +76,7 @@ def test_index_order_is_not_used_when_it_is_bad():
         b[i, j] = 100.0
     ring = ring_order((b, 1.0))
     assert ring.bottleneck_GBps == 100.0 and ring.order != (0, 1, 2, 3)
-    index_time = collective_time("allreduce", 2**30, (b, 1.0), algorithm="ring").time_s
+    index_time = collective_time("allreduce", 2**30, (b, 1.0), algorithm="ring", model="alpha-beta").time_s
     assert index_time < 2 * 3 / 4 * 2**30 / 5e9  # far faster than the index ring's 5 GB/s bottleneck
 
 
@@ -149,5 +149,5 @@ def test_channels_leave_each_host_through_different_devices():
         exits.update(crossing)
     assert exits == set(range(hosts * g))  # every device (NIC) carries one channel's inter-host hop
     # so the channelled ring's bus bandwidth is g NICs' worth, capped by the intra-host links
-    cost = collective_time("allreduce", 2**34, topo, algorithm="ring")
+    cost = collective_time("allreduce", 2**34, topo, algorithm="ring", model="alpha-beta")
     assert cost.busbw_GBps == pytest.approx(min(g * 25.0, 300.0 / (g - 1) * g), rel=0.02)

@@ -1,10 +1,13 @@
 """``seedance cost``: predicted time, algbw and busbw of one collective on a cluster (seed §2.4).
 
 Sizes use nccl-tests' conventions (see :mod:`seedance.models.cost.collectives`); ``--size`` takes one size
-(``1GiB``, ``4MiB``, ``512KB``, ``1e9``) or a range ``START:END[:FACTOR]`` as ``-b -e -f``. Without ``--json`` the
-output is a table shaped like nccl-tests' (size, count, type, time, algbw, busbw) plus the algorithm column; with
-``--json`` one object — exactly ``collective, algorithm, size_bytes, num_devices, time_s, algbw_GBps, busbw_GBps``
-for one size, or ``{"collective", "algorithm", "topology", "num_devices", "rows": [those objects]}`` for a range.
+(``1GiB``, ``4MiB``, ``512KB``, ``1e9``) or a range ``START:END[:FACTOR]`` as ``-b -e -f``. ``--model nccl``
+(default) is NCCL's own tuner (:mod:`seedance.models.cost.nccl`): every row names the algorithm, protocol and
+channels NCCL would use; ``--model alpha-beta`` is the alpha-beta model. Without ``--json`` the output is a table
+shaped like nccl-tests' (size, count, type, time, algbw, busbw) plus algorithm, protocol and channels; with ``--json``
+one object — exactly ``collective, algorithm, protocol, channels, model, size_bytes, num_devices, time_s,
+algbw_GBps, busbw_GBps`` for one size, or ``{"collective", "algorithm", "model", "topology", "num_devices",
+"rows": [those objects]}`` for a range.
 
 ``--tau`` gives the straggler vector (how late each device calls the collective): ``N1,N2,...`` (one value per
 device) or ``DEV=VALUE,...`` (the rest 0) or a single value for all; values in seconds, or with a unit ``s``,
@@ -21,7 +24,7 @@ import numpy as np
 from seedance.cli._common import emit_json, json_option
 from seedance.errors import SpecError
 from seedance.models.cost import collective_time
-from seedance.models.cost.collectives import check_algorithm, check_collective
+from seedance.models.cost.collectives import check_algorithm, check_collective, check_model, check_protocol
 from seedance.models.units import parse_size_range
 
 VALID_TAU = "seconds per device: 'N1,N2,...' (one per device), 'DEV=VALUE,...', or one value; units s, ms, us"
@@ -67,19 +70,21 @@ def element_count(collective: str, size_bytes: int, num_devices: int, dtype_byte
     return count // num_devices if collective in PER_RANK_COUNT else count
 
 
-def format_table(collective: str, topology_name: str, rows: list[dict], requested: str) -> str:
+def format_table(collective: str, topology_name: str, rows: list[dict], requested: str, model: str = "nccl") -> str:
     """An nccl-tests-shaped table of prediction rows (dicts of :class:`CollectiveCost` fields)."""
     n = rows[0]["num_devices"] if rows else 0
     lines = [
-        f"# seedance cost: {collective} on {topology_name} ({n} devices), algorithm {requested}, alpha-beta model",
+        f"# seedance cost: {collective} on {topology_name} ({n} devices), algorithm {requested}, {model} model",
         "#",
-        f"# {'size':>10} {'count':>13} {'type':>9} {'algorithm':>13} {'time':>12} {'algbw':>8} {'busbw':>8}",
-        f"# {'(B)':>10} {'(elements)':>13} {'':>9} {'':>13} {'(us)':>12} {'(GB/s)':>8} {'(GB/s)':>8}",
+        f"# {'size':>10} {'count':>13} {'type':>9} {'algorithm':>13} {'proto':>6} {'ch':>3} {'time':>12} "
+        f"{'algbw':>8} {'busbw':>8}",
+        f"# {'(B)':>10} {'(elements)':>13} {'':>9} {'':>13} {'':>6} {'':>3} {'(us)':>12} {'(GB/s)':>8} {'(GB/s)':>8}",
     ]
     for row in rows:
         lines.append(
             f"  {row['size_bytes']:>10} {element_count(collective, row['size_bytes'], n):>13} {'float':>9} "
-            f"{row['algorithm']:>13} {row['time_s'] * 1e6:>12.2f} {row['algbw_GBps']:>8.2f} {row['busbw_GBps']:>8.2f}"
+            f"{row['algorithm']:>13} {row.get('protocol') or '-':>6} {row.get('channels') or '-':>3} "
+            f"{row['time_s'] * 1e6:>12.2f} {row['algbw_GBps']:>8.2f} {row['busbw_GBps']:>8.2f}"
         )
     return "\n".join(lines)
 
@@ -90,30 +95,42 @@ def format_table(collective: str, topology_name: str, rows: list[dict], requeste
 @click.option("--nodes", type=click.IntRange(min=1), default=None, help="Servers in a preset cluster (>= 1).")
 @click.option("--size", "size_spec", required=True, metavar="SIZE|START:END[:FACTOR]",
               help="Bytes: 1GiB, 4MiB, 512KB (=512000), 1e9, 8G (=8GiB); or a range 8B:8GiB (doubling, as nccl-tests).")
+@click.option("--model", default="nccl", show_default=True,
+              help="nccl (NCCL's own tuner on this topology) or alpha-beta.")
 @click.option("--algorithm", default="auto", show_default=True,
-              help="ring, tree, rhd, direct, hierarchical (which apply depends on the collective), or auto.")
+              help="nccl: ring, tree, nvls, nvls_tree, pat, p2p; alpha-beta: ring, tree, rhd, direct, hierarchical "
+                   "(which apply depends on the collective); or auto.")
+@click.option("--protocol", default="auto", show_default=True, help="nccl model: LL, LL128, Simple, or auto.")
 @click.option("--tau", "tau_spec", default=None, metavar="SPEC",
               help="Straggler delays: 'N1,N2,...' seconds per device, 'DEV=VALUE,...', or one value (units s/ms/us).")
 @json_option
 def command(
-    collective: str, topology_spec: str, nodes: int | None, size_spec: str, algorithm: str, tau_spec: str | None,
-    as_json: bool,
+    collective: str, topology_spec: str, nodes: int | None, size_spec: str, model: str, algorithm: str,
+    protocol: str, tau_spec: str | None, as_json: bool,
 ) -> None:
     """Predict COLLECTIVE's time, algbw and busbw (nccl-tests' definitions) on a cluster.
 
-    COLLECTIVE and its algorithms: allreduce (ring, tree, rhd, direct, hierarchical); reducescatter and allgather
-    (ring, rhd, direct, hierarchical); broadcast (ring, tree, direct, hierarchical); alltoall (direct); sendrecv
-    (direct, ring). auto takes the fastest.
+    COLLECTIVE and its algorithms under --model nccl (default): allreduce (ring, tree, nvls, nvls_tree);
+    reducescatter and allgather (ring, nvls, pat); broadcast (ring); alltoall and sendrecv (p2p). Under --model
+    alpha-beta: allreduce (ring, tree, rhd, direct, hierarchical); reducescatter and allgather (ring, rhd, direct,
+    hierarchical); broadcast (ring, tree, direct, hierarchical); alltoall (direct); sendrecv (direct, ring).
+    auto takes the fastest, as NCCL's tuner does.
     """
     from seedance.models.topology import load
 
     collective = check_collective(collective)
-    algorithm = check_algorithm(collective, algorithm)
+    model = check_model(model)
+    algorithm = check_algorithm(collective, algorithm, model)
+    protocol = check_protocol(protocol)
+    if model != "nccl" and protocol != "auto":
+        raise SpecError("protocol", f"{protocol} applies to the nccl model only", "auto with --model alpha-beta")
     sizes = parse_size_range(size_spec)
     topology = load(topology_spec, nodes=nodes)
     tau = parse_tau(tau_spec, topology.num_devices) if tau_spec is not None else None
     rows = [
-        collective_time(collective, size, topology, algorithm=algorithm, tau_s=tau).as_dict() for size in sizes
+        collective_time(collective, size, topology, algorithm=algorithm, tau_s=tau, model=model,
+                        protocol=protocol).as_dict()
+        for size in sizes
     ]
     single = ":" not in size_spec
     if as_json:
@@ -121,9 +138,9 @@ def command(
             emit_json(rows[0])
         else:
             emit_json({
-                "collective": collective, "algorithm": algorithm, "topology": topology.name,
+                "collective": collective, "algorithm": algorithm, "model": model, "topology": topology.name,
                 "num_devices": topology.num_devices, "rows": rows,
             })
         return
-    click.echo(format_table(collective, topology.name, rows, algorithm))
+    click.echo(format_table(collective, topology.name, rows, algorithm, model))
 

@@ -57,10 +57,14 @@ class CollectiveCost:
     time_s: float
     algbw_GBps: float
     busbw_GBps: float
+    protocol: str | None = None  # NCCL protocol (LL, LL128, Simple); None under the alpha-beta model
+    channels: int | None = None  # channels NCCL launches at this size; None under the alpha-beta model
+    model: str = "nccl"
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "collective": self.collective, "algorithm": self.algorithm, "size_bytes": self.size_bytes,
+            "collective": self.collective, "algorithm": self.algorithm, "protocol": self.protocol,
+            "channels": self.channels, "model": self.model, "size_bytes": self.size_bytes,
             "num_devices": self.num_devices, "time_s": self.time_s, "algbw_GBps": self.algbw_GBps,
             "busbw_GBps": self.busbw_GBps,
         }
@@ -73,7 +77,33 @@ def check_collective(collective: str) -> str:
     return name
 
 
-def check_algorithm(collective: str, algorithm: str) -> str:
+MODELS = ("nccl", "alpha-beta")
+PROTOCOL_NAMES = ("auto", "LL", "LL128", "Simple")
+
+
+def check_model(model: str) -> str:
+    if model not in MODELS:
+        raise SpecError("model", f"unknown cost model {model!r}", "nccl (default) or alpha-beta")
+    return model
+
+
+def check_protocol(protocol: str) -> str:
+    for name in PROTOCOL_NAMES:
+        if str(protocol).lower() == name.lower():
+            return name
+    raise SpecError("protocol", f"unknown protocol {protocol!r}", "auto, LL, LL128 or Simple (NCCL model only)")
+
+
+def check_algorithm(collective: str, algorithm: str, model: str = "alpha-beta") -> str:
+    if model == "nccl":
+        from seedance.models.cost.nccl import ALGORITHMS_NCCL
+
+        if algorithm != "auto" and algorithm not in ALGORITHMS_NCCL[collective]:
+            raise SpecError(
+                "algorithm", f"unknown algorithm {algorithm!r} for {collective} under the nccl model",
+                "one of auto, " + ", ".join(ALGORITHMS_NCCL[collective]) + " (or --model alpha-beta)",
+            )
+        return algorithm
     valid = ALGORITHMS[collective]
     if algorithm != "auto" and algorithm not in valid:
         raise SpecError(
@@ -220,38 +250,57 @@ def _scalar_time(collective: str, size: float, fabric: Fabric, algorithm: str) -
 
 
 def collective_times(
-    collective: str, sizes_bytes: Any, topology: Any, *, algorithm: str = "auto", tau_s: Any = None
+    collective: str, sizes_bytes: Any, topology: Any, *, algorithm: str = "auto", tau_s: Any = None,
+    model: str = "nccl", protocol: str = "auto",
 ) -> np.ndarray:
     """Times (s) of ``collective`` for an array of sizes, vectorised; ``auto`` takes the fastest per size."""
     collective = check_collective(collective)
-    algorithm = check_algorithm(collective, algorithm)
+    model = check_model(model)
+    algorithm = check_algorithm(collective, algorithm, model)
     fabric = fabric_of(topology)
+    if model == "nccl":
+        from seedance.models.cost import nccl
+
+        protocol = check_protocol(protocol)
+        tau = _tau_vector(fabric, tau_s)
+        late = float(tau.max()) if tau is not None else 0.0
+        return np.array([nccl.choose(topology, collective, float(s), algorithm, protocol)[0] + late
+                         for s in _sizes(sizes_bytes)])
     times, _ = _times(collective, _sizes(sizes_bytes), fabric, algorithm, _tau_vector(fabric, tau_s))
     return times
 
 
-def best_algorithms(collective: str, sizes_bytes: Any, topology: Any, *, tau_s: Any = None) -> list[str]:
-    """The algorithm ``auto`` picks at each size."""
+def best_algorithms(
+    collective: str, sizes_bytes: Any, topology: Any, *, tau_s: Any = None, model: str = "nccl"
+) -> list[str]:
+    """The algorithm ``auto`` picks at each size (``algorithm/protocol`` under the nccl model)."""
     collective = check_collective(collective)
+    model = check_model(model)
     fabric = fabric_of(topology)
+    if model == "nccl":
+        from seedance.models.cost import nccl
+
+        _tau_vector(fabric, tau_s)
+        return [f"{a}/{p}" for _, a, p, _ in (nccl.choose(topology, collective, float(s))
+                                               for s in _sizes(sizes_bytes))]
     _, winner = _times(collective, _sizes(sizes_bytes), fabric, "auto", _tau_vector(fabric, tau_s))
     names = ALGORITHMS[collective]
     return [names[i] for i in winner]
 
 
-_RESOLVED: dict[tuple[str, str], tuple[str, str]] = {}  # (collective, algorithm) as given -> checked names
+_RESOLVED: dict[tuple, tuple[str, str]] = {}  # (collective, algorithm, model) as given -> checked names
 _BUSBW = {"allreduce": 2.0, "reducescatter": 1.0, "allgather": 1.0, "alltoall": 1.0}  # × (n−1)/n; others 1
 
 
-def _resolve(collective: Any, algorithm: Any) -> tuple[str, str]:
+def _resolve(collective: Any, algorithm: Any, model: Any = "alpha-beta") -> tuple[str, str]:
     try:
-        return _RESOLVED[(collective, algorithm)]
+        return _RESOLVED[(collective, algorithm, model)]
     except (KeyError, TypeError):
         pass
     name = check_collective(collective)
-    resolved = (name, check_algorithm(name, algorithm))
+    resolved = (name, check_algorithm(name, algorithm, check_model(model)))
     if isinstance(collective, str) and isinstance(algorithm, str) and len(_RESOLVED) < 1024:
-        _RESOLVED[(collective, algorithm)] = resolved
+        _RESOLVED[(collective, algorithm, model)] = resolved
     return resolved
 
 
@@ -263,15 +312,35 @@ def _new_cost(fields: dict[str, Any]) -> CollectiveCost:
 
 
 def collective_time(
-    collective: str, size_bytes: int, topology: Any, *, algorithm: str = "auto", tau_s: Any = None
+    collective: str, size_bytes: int, topology: Any, *, algorithm: str = "auto", tau_s: Any = None,
+    model: str = "nccl", protocol: str = "auto",
 ) -> CollectiveCost:
-    """Predicted time, algbw and busbw of one collective call (see the module docstring for conventions)."""
-    collective, algorithm = _resolve(collective, algorithm)
+    """Predicted time, algbw and busbw of one collective call (see the module docstring for conventions).
+
+    ``model="nccl"`` (default): NCCL's own tuner on this topology (:mod:`seedance.models.cost.nccl`); the result
+    names the algorithm, protocol and channels NCCL would use. ``model="alpha-beta"``: the alpha-beta model."""
+    collective, algorithm = _resolve(collective, algorithm, model)
     if type(size_bytes) is not int or size_bytes < 0:  # noqa: E721 - the fast path; subclasses checked below
         if isinstance(size_bytes, bool) or not isinstance(size_bytes, (int, np.integer)) or size_bytes < 0:
             raise SpecError("size", f"{size_bytes!r} is not a whole number of bytes >= 0", "an int, e.g. 1073741824")
         size_bytes = int(size_bytes)
     fabric = fabric_of(topology)
+    if model == "nccl":
+        from seedance.models.cost import nccl
+
+        if protocol != "auto":
+            protocol = check_protocol(protocol)
+        time_s, chosen, proto, channels = nccl.choose(topology, collective, float(size_bytes), algorithm, protocol)
+        if tau_s is not None:  # NCCL collectives synchronise: none ends before the last rank arrives
+            time_s += float(_tau_vector(fabric, tau_s).max())
+        n = fabric.num_devices
+        algbw = size_bytes / time_s / 1e9 if time_s > 0 else (0.0 if size_bytes == 0 else float("inf"))
+        factor = _BUSBW[collective] * (n - 1) / n if collective in _BUSBW else 1.0
+        return _new_cost({
+            "collective": collective, "algorithm": chosen, "size_bytes": size_bytes, "num_devices": n,
+            "time_s": time_s, "algbw_GBps": algbw, "busbw_GBps": algbw * factor, "protocol": proto,
+            "channels": channels, "model": "nccl",
+        })
     if tau_s is None:  # the common case, in plain Python: no array overhead for one size
         time_s, chosen = _scalar_time(collective, float(size_bytes), fabric, algorithm)
     else:
@@ -285,5 +354,5 @@ def collective_time(
     factor = _BUSBW[collective] * (n - 1) / n if collective in _BUSBW else 1.0
     return _new_cost({
         "collective": collective, "algorithm": chosen, "size_bytes": size_bytes, "num_devices": n, "time_s": time_s,
-        "algbw_GBps": algbw, "busbw_GBps": algbw * factor,
+        "algbw_GBps": algbw, "busbw_GBps": algbw * factor, "protocol": None, "channels": None, "model": "alpha-beta",
     })
