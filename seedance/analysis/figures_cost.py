@@ -100,3 +100,62 @@ def write_fabric_figures(
 
 def _slug(label: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in label)
+
+
+def validation_figure(curve, nccl_table, alpha_beta_table=None) -> Figure:
+    """Model against published nccl-tests for one curve: busbw vs size (top) and predicted/measured time (bottom)."""
+    from seedance.models.cost import bus_bandwidth_factor
+
+    n = curve.topology.num_devices
+    factor = bus_bandwidth_factor(curve.collective, n)
+    figure = Figure(figsize=(6.4, 5.6), layout="constrained")
+    top, bottom = figure.subplots(2, 1, sharex=True, height_ratios=(2, 1))
+    size = nccl_table["size_bytes"].to_numpy(dtype=float)
+    measured = size / (nccl_table["measured_us"].to_numpy() * 1e3) * factor
+    top.plot(size, measured, "o", color="black", markersize=3.5, label="published (nccl-tests)")
+    top.plot(size, size / (nccl_table["predicted_us"].to_numpy() * 1e3) * factor, "-", label="nccl model")
+    bottom.plot(size, nccl_table["ratio"], "-", label="nccl model")
+    if alpha_beta_table is not None:
+        top.plot(size, size / (alpha_beta_table["predicted_us"].to_numpy() * 1e3) * factor, ":", label="alpha-beta")
+        bottom.plot(size, alpha_beta_table["ratio"], ":", label="alpha-beta")
+    for axes in (top, bottom):
+        axes.set_xscale("log", base=2)
+        axes.grid(True, which="major", alpha=0.3)
+    top.set_yscale("log")
+    top.set_ylabel("busbw (GB/s)")
+    top.set_title(f"{curve.id}: {curve.collective}, {n} GPUs")
+    top.legend(fontsize=8)
+    bottom.set_yscale("log")
+    bottom.axhline(1.0, color="grey", linewidth=0.8)
+    for bound in (1 / 1.5, 1.5):
+        bottom.axhline(bound, color="grey", linewidth=0.6, linestyle="--")
+    bottom.set_ylabel("predicted / measured time")
+    bottom.set_xlabel("size (bytes)")
+    return figure
+
+
+def write_validation_figures(out_dir, data_dir=None) -> tuple[list[dict], list]:
+    """One validation figure per published curve (PDF and PNG) plus ``validation.json``; returns (summaries, files)."""
+    import json
+    from pathlib import Path
+
+    from seedance.models.cost import published
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    summaries, files = [], []
+    for curve in published.curves(data_dir):
+        table = published.compare(curve)
+        reference = published.compare(curve, model="alpha-beta")
+        figure = validation_figure(curve, table, reference)
+        for suffix in ("pdf", "png"):
+            path = out / f"validation_{curve.id}.{suffix}"
+            figure.savefig(path, dpi=150)
+            files.append(path)
+        summaries.append({"curve": curve.id, "collective": curve.collective, "hardware": curve.hardware,
+                          "targets": curve.targets, "nccl": published.summary(table),
+                          "alpha_beta": published.summary(reference)})
+    path = out / "validation.json"
+    path.write_text(json.dumps({"curves": summaries}, indent=2, sort_keys=True) + "\n")
+    files.append(path)
+    return summaries, files

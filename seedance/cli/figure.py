@@ -3,6 +3,11 @@
 ``seedance figure fabric --out DIR [--nodes N] [--presets a,b]`` writes, for the chosen presets, the predicted
 allreduce bus bandwidth against size (8 B to 8 GiB, doubling; auto algorithm) as ``busbw_allreduce.{pdf,png}``
 and each preset's bandwidth matrix as ``bandwidth_<preset>.{pdf,png}``.
+
+``seedance figure validation --out DIR [--data DIR]`` draws, for every published nccl-tests curve of
+``tests/data/nccl`` (or ``--data``), the NCCL model and the alpha-beta model against the published busbw, with the
+predicted/measured time ratio, as ``validation_<curve>.{pdf,png}``, and writes ``validation.json`` (per-curve median
+|error|, largest ratio, largest error at ≥ 256 MiB).
 """
 
 from __future__ import annotations
@@ -63,5 +68,27 @@ def fabric(out_dir: str, nodes: int | None, presets_spec: str | None, as_json: b
     if as_json:
         emit_json({"files": [str(f) for f in files]})
         return
+    for file in files:
+        click.echo(str(file))
+
+
+@command.command("validation")
+@click.option("--out", "out_dir", default="out/figures", show_default=True, type=click.Path(file_okay=False))
+@click.option("--data", "data_dir", default=None, type=click.Path(file_okay=False),
+              help="Directory with curves.yaml and nccl-tests outputs (default: tests/data/nccl).")
+@json_option
+def validation(out_dir: str, data_dir: str | None, as_json: bool) -> None:
+    """Cost model vs published nccl-tests curves, one figure per curve."""
+    from seedance.analysis.figures_cost import write_validation_figures
+
+    summaries, files = write_validation_figures(Path(out_dir), data_dir)
+    if as_json:
+        emit_json({"curves": summaries, "files": [str(f) for f in files]})
+        return
+    for entry in summaries:
+        s = entry["nccl"]
+        click.echo(f"{entry['curve']:<28} median |err| {s['median_abs_rel_error']:6.1%}  max ratio "
+                   f"{s['max_ratio']:5.2f}  >=256MiB {s['max_abs_rel_error_ge_256MiB']:6.1%}"
+                   f"  (alpha-beta median {entry['alpha_beta']['median_abs_rel_error']:6.1%})")
     for file in files:
         click.echo(str(file))

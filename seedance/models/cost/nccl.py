@@ -218,7 +218,6 @@ def view_of(topology: Any) -> NcclView:
         first = hosts[0]
         ring = _ring_busbw(fabric_of((fabric.bandwidth_Bps[np.ix_(first, first)] / 1e9,
                                       fabric.latency_s[np.ix_(first, first)] * 1e6))) if len(first) > 1 else net
-        ring = max(ring, net)
     else:
         ring = _ring_busbw(fabric) if n > 1 else float("inf")
         net = float("inf")
@@ -283,14 +282,10 @@ def _entries(view: NcclView, collective: str) -> list[Entry]:
             continue  # "Disable NVLS Tree on a single node"
         if algorithm == "nvls" and nodes > 1:
             continue  # multi-node NVLS needs CollNet (IB SHARP), not modelled
-        if algorithm == "pat" and not (nodes == n and arch >= 0 and n > 1):
+        if algorithm == "pat" and nodes != n:
             continue  # PAT: one GPU per node only
-        if algorithm == "tree" and nodes == 1 and n <= 2 and False:
-            continue
         for p, proto in enumerate(PROTOCOLS):
             if algorithm in ("nvls", "nvls_tree", "pat") and proto != "Simple":
-                continue
-            if proto == "LL128" and arch == 0 and False:
                 continue
             channels = NVLS_CHANNELS[arch] if algorithm in ("nvls", "nvls_tree") else ch
             if algorithm in ("nvls", "nvls_tree"):
@@ -419,7 +414,7 @@ def _compiled(topology: Any, collective: str, algorithm: str, protocol: str) -> 
         return found
     view = view_of(topology)
     rows = []
-    for e in table(topology, collective):
+    for e in table(topology, collective) if view.ranks > 1 else ():
         if (algorithm != "auto" and e.algorithm != algorithm) or (protocol != "auto" and e.protocol != protocol):
             continue
         corr = TREE_CORRECTION[PROTOCOLS.index(e.protocol)] if e.tree_correction else None

@@ -253,13 +253,18 @@ class GraphRoutes(Mapping):
         return n * (n - 1)
 
 
+_NETWORK_KINDS = frozenset({"infiniband", "ethernet"})
+
+
 def _route(graph: nx.DiGraph, devices: list[Hashable]) -> tuple[np.ndarray, np.ndarray, GraphRoutes]:
     """Widest, then least-latency, then fewest-link routes between all device pairs (see the module rules).
 
     Exact: for each distinct effective bandwidth w, from the widest down, a Dijkstra over the links of bandwidth
     >= w finds the least-latency paths; a pair is settled at the first w at which it is reachable, which is its
     bottleneck. Each device is split into a source copy (out-links only) and a sink copy (in-links only), so no route
-    passes through a device.
+    passes through a device. Two devices of one server are routed over that server's own links only (network links,
+    kind infiniband or ethernet, are left out for them whenever the server's links connect them): NCCL moves
+    intra-node data over P2P or shared memory, never through the NIC.
     """
     n = len(devices)
     device_set = set(devices)
@@ -270,12 +275,13 @@ def _route(graph: nx.DiGraph, devices: list[Hashable]) -> tuple[np.ndarray, np.n
     switch_idx = {node: 2 * n + k for k, node in enumerate(switches)}
     device_idx = {node: k for k, node in enumerate(devices)}
     size = len(names)
-    heads, tails, bandwidths, latencies = [], [], [], []
+    heads, tails, bandwidths, latencies, network = [], [], [], [], []
     for u, v, attrs in graph.edges(data=True):
         heads.append(device_idx[u] if u in device_idx else switch_idx[u])
         tails.append(n + device_idx[v] if v in device_idx else switch_idx[v])
         bandwidths.append(attrs["effective_bandwidth_GBps"])
         latencies.append(attrs["latency_us"])
+        network.append(attrs.get("kind") in _NETWORK_KINDS)
     head = np.asarray(heads, dtype=np.int64)
     tail = np.asarray(tails, dtype=np.int64)
     bandwidth = np.asarray(bandwidths, dtype=float)
@@ -287,23 +293,30 @@ def _route(graph: nx.DiGraph, devices: list[Hashable]) -> tuple[np.ndarray, np.n
     group = np.full((n, n), -1, dtype=np.int64)
     np.fill_diagonal(group, 0)
     predecessors: list[np.ndarray] = []
-    levels = np.unique(bandwidth)[::-1]
-    for level in levels:
-        keep = bandwidth >= level * (1 - _SAME)
-        weights = sp.csr_matrix(
-            (latency[keep] + _HOP_PENALTY_US, (head[keep], tail[keep])), shape=(size, size)
-        )
-        dist, pred = dijkstra(weights, directed=True, indices=out_idx, return_predecessors=True)
-        reached = np.isfinite(dist[:, in_idx]) & (group < 0)
-        if not reached.any():
-            continue
-        rows, cols = np.nonzero(reached)
-        group[rows, cols] = len(predecessors)
-        predecessors.append(pred[:, :].astype(np.int32))
-        bandwidth_matrix[rows, cols] = level
-        latency_matrix[rows, cols] = _path_latency(pred, edge_id, latency, rows, in_idx[cols], out_idx[rows])
-        if (group >= 0).all():
-            break
+    host = np.array([graph.nodes[d].get("host", 0) for d in devices])
+    same_host = host[:, None] == host[None, :]
+    network_links = np.asarray(network, dtype=bool)
+    # intra-server pairs first, over the server's own links; then every pair still unsettled over all links
+    passes = [(~network_links, same_host)] if network_links.any() and not same_host.all() else []
+    passes.append((np.ones(len(head), dtype=bool), np.ones((n, n), dtype=bool)))
+    for allowed, wanted in passes:
+        levels = np.unique(bandwidth[allowed])[::-1]
+        for level in levels:
+            keep = allowed & (bandwidth >= level * (1 - _SAME))
+            weights = sp.csr_matrix(
+                (latency[keep] + _HOP_PENALTY_US, (head[keep], tail[keep])), shape=(size, size)
+            )
+            dist, pred = dijkstra(weights, directed=True, indices=out_idx, return_predecessors=True)
+            reached = np.isfinite(dist[:, in_idx]) & (group < 0) & wanted
+            if not reached.any():
+                continue
+            rows, cols = np.nonzero(reached)
+            group[rows, cols] = len(predecessors)
+            predecessors.append(pred[:, :].astype(np.int32))
+            bandwidth_matrix[rows, cols] = level
+            latency_matrix[rows, cols] = _path_latency(pred, edge_id, latency, rows, in_idx[cols], out_idx[rows])
+            if (group[wanted] >= 0).all():
+                break
     missing = np.argwhere(group < 0)
     if missing.size:
         i, j = (int(k) for k in missing[0])

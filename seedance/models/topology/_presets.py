@@ -9,10 +9,12 @@ SuperPOD. A rail-matched pair crosses one switch, a cross-rail pair three.
 Modelling choices, each a documented simplification:
 - The six (A100) or four (H100) NVSwitch chips of a server are one non-blocking ``nvswitch`` node: every GPU spreads
   its NVLinks evenly over all chips and NCCL stripes over all of them, so a GPU pair sees the GPU's full NVLink rate.
-- With one NIC per GPU (DGX A100/H100, ``pcie-8gpu``) NIC k is linked to GPU k itself: GPUDirect RDMA through the
-  PCIe switch they share, with the GPU using its own rail. With one NIC per GPU pair (DGX-1) the NIC is linked to the
-  pair's PCIe switch. The CPU root complexes and the inter-socket link (kind ``upi``) complete the PCIe tree, which
-  only ``pcie-8gpu`` and the DGX-1's non-NVLink pairs route GPU traffic over.
+- With one NIC per GPU (DGX A100/H100, ``pcie-8gpu``) NIC k is linked to GPU k itself: the link stands for the path
+  through the PCIe switch they share, and keeps GPU k on its own rail k (the NIC NCCL pairs it with; a NIC linked to
+  the shared switch would let routing tie-breaks put two GPUs on one NIC). With one NIC per GPU pair (DGX-1) the NIC
+  hangs off the pair's PCIe switch. The CPU root complexes and the inter-socket link (kind ``upi``) complete the PCIe tree, which
+  only ``pcie-8gpu`` and the DGX-1's non-NVLink pairs route GPU traffic over. Two GPUs of one server never route
+  through the network (NCCL uses P2P or shared memory inside a node), so one server alone and one server of N agree.
 - Bandwidths are per direction; ``efficiency`` turns the nominal rate into what NCCL's ring achieves on the link
   (calibration notes beside each constant, published measurements in :data:`PUBLISHED_BUSBW_GBps`).
 - ``mixed`` alternates DGX A100 (even server index) and DGX-1 V100 (odd) servers, so it needs ``nodes >= 2`` and
@@ -163,7 +165,8 @@ def _pcie_tree(
             rail = p * 2 + r * (2 // nics_per_switch)
             nic = f"{prefix}.nic{rail}"
             g.add_node(nic, role="switch", kind="nic", host=k)
-            # One NIC per GPU: it hangs off its own GPU (the GPU's rail). One NIC per switch: shared by its GPUs.
+            # One NIC per GPU: NIC ``rail`` is the one NCCL pairs with GPU ``rail``; its PCIe link stands for the path
+            # through the switch they share, so routes keep GPU k on rail k. One NIC per switch: shared by its GPUs.
             owner = f"{prefix}.gpu{rail}" if nics_per_switch == 2 else switch
             _link(g, nic, owner, "pcie", pcie, LATENCY_PCIE_US, EFFICIENCY_PCIE)
             nics.append(_Nic(node=nic, rail=rail, bandwidth_GBps=nic_bandwidth))
