@@ -40,6 +40,13 @@ def command() -> None:
 @click.option("--kill-rate", type=float, default=0.0, show_default=True,
               help="SIGKILLs per second of random node processes (Poisson), each restarted after --restart-delay.")
 @click.option("--restart-delay", type=float, default=0.3, show_default=True, help="Seconds before a restart.")
+@click.option("--nemesis", default="",
+              help="Comma-separated faults, the simulator's names (see `seedance sim faults`, runtime real); "
+                   "empty: none.")
+@click.option("--faulty-fraction", type=float, default=0.6, show_default=True,
+              help="Fraction of the load with faults (kills included); the rest is the healed phase.")
+@click.option("--trace/--no-trace", default=True, show_default=True,
+              help="Record the Chrome trace (--no-trace: no per-event records, no trace.json).")
 @click.option("--mix", default="0.5,0.4,0.1", show_default=True, help="read,write,cas fractions.")
 @click.option("--keys", type=int, default=8, show_default=True, help="Number of keys.")
 @click.option("--value-size", type=int, default=0, show_default=True,
@@ -55,7 +62,8 @@ def command() -> None:
               help="Directory for history.jsonl, trace.json, summary.json and node logs.")
 @json_option
 def run_command(protocol: str, nodes: int, clients: int, duration: float, seed: int, kill_rate: float,
-                restart_delay: float, mix: str, keys: int, value_size: int, op_timeout: float,
+                restart_delay: float, nemesis: str, faulty_fraction: float, trace: bool, mix: str, keys: int,
+                value_size: int, op_timeout: float,
                 settings: tuple[str, ...], bind: str, warmup: bool, check: bool, check_timeout: float, out_dir: str,
                 as_json: bool) -> int:
     """Run a protocol on --nodes real processes under client load; judge the history."""
@@ -70,6 +78,12 @@ def run_command(protocol: str, nodes: int, clients: int, duration: float, seed: 
         raise SpecError("--clients" if clients < 1 else "--keys", "must be at least 1", "a positive integer")
     _positive("--duration", duration)
     _positive("--kill-rate", kill_rate, allow_zero=True)
+    _positive("--restart-delay", restart_delay, allow_zero=True)
+    from seedance import faults as fault_table
+
+    fault_names = fault_table.parse(nemesis, fault_table.REAL)  # the simulator's names and parsing
+    if not (0.0 < faulty_fraction <= 1.0):
+        raise SpecError("--faulty-fraction", f"{faulty_fraction!r} is out of range", "a fraction in (0, 1]")
     _positive("--op-timeout", op_timeout)
     _positive("--value-size", value_size, allow_zero=True)
     read, _, cas = parse_mix(mix)
@@ -78,7 +92,8 @@ def run_command(protocol: str, nodes: int, clients: int, duration: float, seed: 
     summary = run_real(protocol=protocol, nodes=nodes, clients=clients, duration_s=duration, seed=seed,
                        out=Path(out_dir), kill_rate=kill_rate, restart_delay_s=restart_delay,
                        config=parse_settings(settings), workload=workload, bind_host=bind, check=check,
-                       check_timeout_s=check_timeout, warmup=warmup, argv=["real", *sys.argv[sys.argv.index("real") + 1:]]
+                       check_timeout_s=check_timeout, warmup=warmup, nemesis=fault_names,
+                       faulty_fraction=faulty_fraction, trace=trace, argv=["real", *sys.argv[sys.argv.index("real") + 1:]]
                        if "real" in sys.argv else None)
     if as_json:
         emit_json(summary)
@@ -86,7 +101,9 @@ def run_command(protocol: str, nodes: int, clients: int, duration: float, seed: 
         click.echo(f"{protocol} (real, {nodes} processes): {summary['ops_ok']} ok / {summary['ops_failed']} fail / "
                    f"{summary['ops_info']} info in {duration} s ({summary['throughput_ops_s']:.0f} ops/s, p50 "
                    f"{summary['latency_ms_p50'] or 0:.2f} ms, p99 {summary['latency_ms_p99'] or 0:.2f} ms); "
-                   f"{summary['kills']} SIGKILLs; linearizable: {summary['linearizable']}")
+                   f"{summary['kills']} SIGKILLs, {summary['faults_applied']} fault windows; "
+                   f"linearizable: {summary['linearizable']}; progress after heal: {summary['progress_after_heal']} "
+                   f"({summary['ops_ok_healed']} ok)")
         click.echo(f"files in {out_dir}")
     if summary["linearizable"] is False:
         click.echo(f"seedance: safety violation; reproduce with: {summary['reproduce']}", err=True)

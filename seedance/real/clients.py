@@ -89,8 +89,12 @@ class ClientPool:
             return None
         try:
             conn = await Connection.open(*address, self.key, timeout_s=0.5)
-            await conn.send("client", client, None)
         except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, FrameError):
+            return None
+        try:
+            await asyncio.wait_for(conn.send("client", client, None), 0.5)
+        except (OSError, asyncio.TimeoutError):
+            conn.close()
             return None
         self._conns[(client, node)] = conn
         self._readers[(client, node)] = asyncio.ensure_future(self._read_replies(client, node, conn))
@@ -207,12 +211,15 @@ class ClientPool:
             await asyncio.sleep(0.05)
         return False
 
-    async def final_reads(self, within_s: float = 5.0) -> None:
-        """Read every key once (retrying on not-leader) so lost acknowledged writes show in the history."""
+    async def final_reads(self, within_s: float = 5.0) -> dict[str, int]:
+        """Read every key once (retrying on not-leader) so lost acknowledged writes show in the history.
+
+        Returns ``{"keys": keys, "read": how many were read ok}`` (all of them unless ``within_s`` ran out)."""
         client = self.workload.num_clients
         process = 1_000_000  # a process id no load client reaches
         request_ids = [0]
         deadline = time.monotonic() + within_s
+        read = 0
         for k in range(self.workload.keys):
             key = f"k{k}"
             while time.monotonic() < deadline:
@@ -220,10 +227,12 @@ class ClientPool:
                 outcome, result = await self.execute(client, request_ids, Operation.READ, key, None)
                 self._record(process, outcome, Operation.READ, key, result if outcome == "ok" else None)
                 if outcome == "ok":
+                    read += 1
                     break
                 if outcome == "info":
                     process += 1
                 await asyncio.sleep(0.05)
+        return {"keys": self.workload.keys, "read": read}
 
     async def close(self) -> None:
         self._stop = True

@@ -17,7 +17,7 @@ Rules (the fault table, :mod:`seedance.faults`; its launcher side is :mod:`seeda
   control key is a second per-run secret given only to node processes (``SEEDANCE_CTL_KEY_FILE``, a 0600 file), so
   a client holding the run key cannot set fault rules. A frame's state is the node's *whole* rule set (plain
   msgpack data, validated field by field; never pickle), so a lost or repeated frame cannot leave a rule half set;
-  the node answers ``ack`` with the state's version.
+  the node answers ``ack`` with the state's version and its counts of dropped, duplicated and delayed messages.
 * Per-message randomness comes from the node's own generator (seeded from the run's seed, node id and incarnation);
   real runs are not bit-reproducible anyway (wall-clock timing), so nothing else depends on it.
 """
@@ -199,5 +199,6 @@ class NodeFaults:
             except Exception as err:
                 raise FrameError("ctl", f"undecodable state: {err}", "a msgpack map") from None
             self.update(state)
-            conn.send_nowait("ack", self.node_id, self.version)
+            conn.send_nowait("ack", self.node_id, {"version": self.version, "dropped": self.dropped,
+                                                   "duplicated": self.duplicated, "delayed": self.delayed})
             await asyncio.wait_for(conn.writer.drain(), 5.0)

@@ -14,8 +14,17 @@ Rules (torch.distributed.run environment contract; POSIX process groups):
   (``SEEDANCE_KEY_FILE``), deleted when the launcher exits; it is never logged.
 * Node processes are forked by a pre-imported :mod:`.zygote` (a restart costs a fork, not a Python start-up); each
   starts its own session and asks for ``PR_SET_PDEATHSIG``, as does the zygote. :meth:`close` (also run on
-  exceptions, SIGINT and SIGTERM through the context manager) sends SIGTERM to every node's process group, waits,
-  SIGKILLs what is left, then stops the zygote. Children of a SIGKILLed launcher die with it.
+  exceptions, SIGINT and SIGTERM through the context manager) sends SIGTERM (and SIGCONT, for paused nodes) to every
+  node's process group, waits, SIGKILLs what is left, then stops the zygote. Children of a SIGKILLed launcher die
+  with it.
+* Signals go to the node's pid *and* its process group: a node forked a moment ago may not have started its own
+  session yet (``killpg`` would find no group), and a node's helpers share its group. Every wait has a timeout: a
+  kill that does not take within ``kill_timeout_s`` is an error, never a hang; :meth:`LocalLauncher.akill` waits
+  without blocking the event loop.
+* Fault support (:mod:`seedance.real.nemesis`): :meth:`pause` / :meth:`resume` (SIGSTOP / SIGCONT of the process
+  group; a respawned node is never paused), and ``node_rules`` (each node's current fault rules), handed to every
+  new incarnation in ``SEEDANCE_FAULTS``; a second per-run secret, the control key (``SEEDANCE_CTL_KEY_FILE``),
+  goes to node processes only and signs the launcher's ``ctl`` frames (:mod:`seedance.real.faults`).
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from seedance.real.faults import CTL_KEY_FILE_ENV, FAULTS_ENV
 from seedance.real.transport import KEY_FILE_ENV, new_key, write_key_file
 
 log = logging.getLogger("seedance.real.launcher")
@@ -85,7 +95,7 @@ class Zygote:
                 raise RuntimeError(f"the zygote exited with status {self.process.poll()}; see its log")
             return self._pids.pop(0)
 
-    def wait_exit(self, pid: int, timeout_s: float | None) -> int | None:
+    def wait_exit(self, pid: int, timeout_s: float) -> int | None:
         with self._cond:
             self._cond.wait_for(lambda: pid in self.exits or self.process.poll() is not None, timeout_s)
             return self.exits.get(pid)
@@ -100,7 +110,10 @@ class Zygote:
             self.process.wait(timeout=5)
         except subprocess.TimeoutExpired:
             _killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                log.error("the zygote (pid %d) survived SIGKILL for 5 s", self.process.pid)
         self._reader.join(timeout=5)
 
 
@@ -116,7 +129,7 @@ class ForkedProcess:
             return -signal.SIGKILL  # the zygote is gone, so are its children (PR_SET_PDEATHSIG)
         return code
 
-    def wait(self, timeout: float | None = None) -> int:
+    def wait(self, timeout: float = 30.0) -> int:
         code = self.zygote.wait_exit(self.pid, timeout)
         if code is None:
             code = self.poll()
@@ -146,6 +159,7 @@ class LocalLauncher:
     bind_host: str = "127.0.0.1"
     extra_env: Mapping[str, str] = field(default_factory=dict)
     term_timeout_s: float = 5.0
+    kill_timeout_s: float = 10.0
     nodes: dict[int, NodeProcess] = field(default_factory=dict)
     t0_monotonic: float = field(default_factory=time.monotonic)
 
@@ -158,6 +172,10 @@ class LocalLauncher:
         self.incarnations: dict[int, int] = {}
         self._zygote: Zygote | None = None
         self._store_thread: threading.Thread | None = None
+        self._spawn_lock = threading.Lock()  # one spawn request to the zygote at a time: pids come back in order
+        self.paused: set[int] = set()
+        self.node_rules: dict[int, dict[str, Any]] = {}  # fault rules each node runs under (seedance.real.faults)
+        self.ctl_key: bytes = b""
 
     # ----------------------------------------------------------------------------------------- lifecycle
     def __enter__(self) -> LocalLauncher:
@@ -165,6 +183,8 @@ class LocalLauncher:
         self._secret_dir = Path(tempfile.mkdtemp(prefix="seedance-key-"))  # 0700
         self.key = new_key()
         self.key_file = write_key_file(self._secret_dir / "run.key", self.key)
+        self.ctl_key = new_key()
+        self.ctl_key_file = write_key_file(self._secret_dir / "ctl.key", self.ctl_key)
         family = socket.AF_INET6 if ":" in self.bind_host else socket.AF_INET
         self._listen = socket.socket(family, socket.SOCK_STREAM)
         self._listen.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -212,7 +232,10 @@ class LocalLauncher:
             "SEEDANCE_T0_MONOTONIC": repr(self.t0_monotonic), "SEEDANCE_PARENT_PID": str(os.getpid()),
             KEY_FILE_ENV: str(self.key_file), "SEEDANCE_PEERS": self.addresses.encode(),
             "SEEDANCE_LISTEN_FD": str(self._node_sockets[rank].fileno()),
+            CTL_KEY_FILE_ENV: str(self.ctl_key_file),
         })
+        if self.node_rules.get(rank):
+            env[FAULTS_ENV] = json.dumps(self.node_rules[rank])
         return env
 
     def spawn(self, rank: int) -> NodeProcess:
@@ -220,10 +243,12 @@ class LocalLauncher:
         self.incarnations[rank] = incarnation
         log_path = self.run_dir / f"node-{rank}.log"
         assert self._zygote is not None, "use the launcher as a context manager"
-        pid = self._zygote.spawn(rank, self.env_for(rank, incarnation), log_path)
+        with self._spawn_lock:
+            pid = self._zygote.spawn(rank, self.env_for(rank, incarnation), log_path)
         node = NodeProcess(rank=rank, process=ForkedProcess(self._zygote, pid), incarnation=incarnation,
                            log_path=log_path)
         self.nodes[rank] = node
+        self.paused.discard(rank)
         return node
 
     def start_all(self) -> None:
@@ -266,12 +291,66 @@ class LocalLauncher:
         node = self.nodes.get(rank)
         return node is not None and node.process.poll() is None
 
+    def send_signal(self, rank: int, sig: int) -> None:
+        """Send ``sig`` to node ``rank``'s process and its process group (it may not have its own group yet)."""
+        node = self.nodes.get(rank)
+        if node is None or node.process.poll() is not None:
+            return
+        _signal_pid(node.process.pid, sig)
+        _killpg(node.process.pid, sig)
+
     def kill(self, rank: int, sig: int = signal.SIGKILL) -> None:
-        """Kill node ``rank`` (its whole process group) and reap it; it stays down until :meth:`spawn`."""
+        """Kill node ``rank`` (its whole process group) and reap it; it stays down until :meth:`spawn`.
+
+        Blocks up to ``kill_timeout_s`` (RuntimeError beyond): not for the event loop, which uses :meth:`akill`.
+        """
         node = self.nodes[rank]
         node.killed_by_us = True
-        _killpg(node.process.pid, sig)
-        node.process.wait()
+        self.send_signal(rank, sig)
+        if sig != signal.SIGKILL:
+            self.send_signal(rank, signal.SIGCONT)  # a stopped process acts on SIGTERM only once continued
+        try:
+            node.process.wait(timeout=self.kill_timeout_s)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"node {rank} (pid {node.process.pid}) still alive {self.kill_timeout_s:.0f} s after "
+                               f"signal {sig}") from None
+        self.paused.discard(rank)
+
+    async def akill(self, rank: int) -> None:
+        """SIGKILL node ``rank`` and wait (on the event loop, polling) until the zygote has reaped it."""
+        import asyncio
+
+        node = self.nodes[rank]
+        node.killed_by_us = True
+        deadline = time.monotonic() + self.kill_timeout_s
+        resend = time.monotonic() + 1.0
+        self.send_signal(rank, signal.SIGKILL)
+        while node.process.poll() is None:
+            now = time.monotonic()
+            if now > deadline:
+                raise RuntimeError(f"node {rank} (pid {node.process.pid}) still alive {self.kill_timeout_s:.0f} s "
+                                   "after SIGKILL")
+            if now > resend:  # belt and braces; a SIGKILL is never lost, but costs nothing to repeat
+                self.send_signal(rank, signal.SIGKILL)
+                resend = now + 1.0
+            await asyncio.sleep(0.005)
+        self.paused.discard(rank)
+
+    def pause(self, rank: int) -> bool:
+        """SIGSTOP node ``rank``'s process group (the pause fault); False if it is not running."""
+        if not self.alive(rank):
+            return False
+        self.send_signal(rank, signal.SIGSTOP)
+        self.paused.add(rank)
+        return True
+
+    def resume(self, rank: int) -> bool:
+        """SIGCONT node ``rank``'s process group; False if it was not paused."""
+        if rank not in self.paused:
+            return False
+        self.paused.discard(rank)
+        self.send_signal(rank, signal.SIGCONT)
+        return True
 
     def raise_if_failed(self) -> None:
         """A node that exited without being killed by us is a failed run (a bug, or bad input)."""
@@ -284,7 +363,10 @@ class LocalLauncher:
     def close(self) -> None:
         procs = [n.process for n in self.nodes.values() if n.process.poll() is None]
         for p in procs:
+            _signal_pid(p.pid, signal.SIGTERM)
             _killpg(p.pid, signal.SIGTERM)
+            _killpg(p.pid, signal.SIGCONT)  # a paused node handles SIGTERM once continued
+        self.paused.clear()
         deadline = time.monotonic() + self.term_timeout_s
         for p in procs:
             try:
@@ -293,13 +375,19 @@ class LocalLauncher:
                 pass
         for node in self.nodes.values():  # SIGKILL stragglers (their whole process groups) and reap them
             if node.process.poll() is None:
+                _signal_pid(node.process.pid, signal.SIGKILL)
                 _killpg(node.process.pid, signal.SIGKILL)
-                node.process.wait()
+                try:
+                    node.process.wait(timeout=self.kill_timeout_s)
+                except subprocess.TimeoutExpired:
+                    log.error("node %d (pid %d) survived SIGKILL", node.rank, node.process.pid)
         if self._zygote is not None:
             self._zygote.close()
             self._zygote = None
         if getattr(self, "_store_thread", None) is not None:
-            self._store_thread.join()
+            self._store_thread.join(timeout=30.0)  # importing torch and starting the store: seconds, not more
+            if self._store_thread.is_alive():
+                log.error("the rendezvous store thread did not finish within 30 s")
             self._store_thread = None
         self.store = None  # the last reference: the store's server and its listening socket go with it
         if self._listen is not None:  # never handed to a store
@@ -328,6 +416,13 @@ class NodeFailure(RuntimeError):
 def _killpg(pid: int, sig: int) -> None:
     try:
         os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _signal_pid(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
 
@@ -385,5 +480,8 @@ def run_workers(module: str, args: list[str], world_size: int, run_dir: Path, *,
         for p in procs:
             if p.poll() is None:
                 _killpg(p.pid, signal.SIGKILL)
-                p.wait()
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    log.error("worker pid %d survived SIGKILL for 30 s", p.pid)
         del store

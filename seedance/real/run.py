@@ -4,9 +4,22 @@ Rules (issue D item 2; the simulator's summary format):
 
 * The run directory gets ``history.jsonl`` (seedance.analysis.history format), ``trace.json`` (Chrome trace),
   ``summary.json`` and one ``node-<i>.log`` per node. The summary has the simulator's keys plus ``"backend": "real"``.
-* ``kill_rate`` is SIGKILLs per second: a Poisson process drawn from the seed picks a random live node, kills its
-  process group and restarts it (a new incarnation, rebuilt from the protocol factory and its durable state) after
-  ``restart_delay_s``. Faults stop at the end of the load phase; the final reads run with every node up.
+* Phases, as in the simulator: with any fault (``kill_rate`` > 0 or a ``nemesis`` list) the first
+  ``faulty_fraction`` (0.6) of the load is the faulty phase; then every fault is removed (rules cleared, paused
+  nodes continued, dead nodes restarted: :meth:`seedance.real.nemesis.RealNemesis.heal`) and the rest of the load
+  is the healed phase. After the load, with every node up, a final read of every key (process 1,000,000 and up)
+  makes an acknowledged write lost at any point visible to the checker; ``final_reads`` says how many keys were read.
+* ``nemesis`` takes the simulator's fault names (those :mod:`seedance.faults` marks ``real``); the schedule is drawn
+  from the simulator's nemesis generator, so it equals the simulated run's for the same seed, nodes and duration.
+* ``kill_rate`` is SIGKILLs per second in the faulty phase: a Poisson process drawn from the seed picks a random
+  live node, kills its process group and restarts it (a new incarnation, rebuilt from the protocol factory and its
+  durable state) after ``restart_delay_s``.
+* Summary keys shared with the simulator: ``healed_at_s`` (on the history's clock: seconds since the launcher
+  started; without faults, when the load started), ``ops_ok_healed`` (ok operations completed at or after it,
+  bookkeeping processes excluded), ``progress_after_heal`` (it is positive); also ``recovery_s`` (heal to the
+  first ok) and ``throughput_healed_ops_s``. ``trace_sha256`` hashes the merged trace's canonical records
+  (:meth:`seedance.sim.trace.Trace.sha256`); with ``trace=False`` (``--no-trace``) nothing is recorded, no
+  ``trace.json`` is written, and it is the empty trace's hash.
 * The same checker as the simulator's judges the history (key-value model). Nothing here knows the protocol.
 * ``warmup`` (``--warmup``): one write must commit before the load phase starts (so throughput excludes the first
   election); it is in the history (process 2,000,000) but not in the summary's counts.
@@ -17,6 +30,7 @@ Rules (issue D item 2; the simulator's summary format):
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import time
@@ -26,17 +40,27 @@ from typing import Any
 
 import numpy as np
 
+from seedance import faults
 from seedance.analysis.history import Event, summarize, write_jsonl
+from seedance.errors import SpecError
+from seedance.faults import FaultWindow, draw_schedule
 from seedance.provenance import reproduce_command, run_metadata
 from seedance.real import trace as trace_mod
 from seedance.real.clients import ClientPool, Workload
 from seedance.real.launcher import LocalLauncher
+from seedance.real.nemesis import RealNemesis
 from seedance.real.storage import atomic_write
 from seedance.real.trace import TraceRecorder
 
 log = logging.getLogger("seedance.real.run")
 
 FINAL_READ_PROCESS = 1_000_000
+TRACE_ENV = "SEEDANCE_TRACE"  # "0": node processes record no trace
+
+
+def nemesis_rng(seed: int) -> np.random.Generator:
+    """The schedule's generator: the simulator's (fourth child of the root seed), so both draw the same windows."""
+    return np.random.default_rng(np.random.SeedSequence(seed).spawn(4)[3])
 
 
 def judge(events: list[Event], timeout_s: float = 30.0) -> bool | str:
@@ -60,34 +84,6 @@ def _accepts_timeout(fn: Any) -> bool:
         return False
 
 
-async def _killer(launcher: LocalLauncher, rate: float, restart_delay_s: float, rng: np.random.Generator,
-                  until: float, counts: dict[str, int], trace: TraceRecorder) -> None:
-    pending_restarts: list[asyncio.Task] = []
-
-    async def restart(rank: int) -> None:
-        await asyncio.sleep(restart_delay_s)
-        launcher.spawn(rank)
-        counts["restarts"] += 1
-
-    try:
-        while True:
-            wait = float(rng.exponential(1.0 / rate))
-            if time.monotonic() + wait >= until:
-                break
-            await asyncio.sleep(wait)
-            live = [r for r in range(launcher.num_nodes) if launcher.alive(r)]
-            if not live:
-                continue
-            rank = live[int(rng.integers(len(live)))]
-            launcher.kill(rank)
-            trace.record("crash", rank, "SIGKILL")
-            counts["kills"] += 1
-            log.info("SIGKILLed node %d (incarnation %d)", rank, launcher.nodes[rank].incarnation)
-            pending_restarts.append(asyncio.ensure_future(restart(rank)))
-    finally:
-        await asyncio.gather(*pending_restarts, return_exceptions=True)
-
-
 async def _watchdog(launcher: LocalLauncher) -> None:
     while True:
         launcher.raise_if_failed()
@@ -95,41 +91,77 @@ async def _watchdog(launcher: LocalLauncher) -> None:
 
 
 async def _drive(launcher: LocalLauncher, workload: Workload, duration_s: float, seed: int, kill_rate: float,
-                 restart_delay_s: float, counts: dict[str, int], trace: TraceRecorder,
-                 warmup: bool = False) -> list[Event]:
-    pool = ClientPool(num_nodes=launcher.num_nodes, lookup=launcher.addresses.lookup, key=launcher.key, workload=workload, seed=seed,
-                      t0_monotonic=launcher.t0_monotonic, trace=trace)
+                 restart_delay_s: float, counts: dict[str, Any], trace: TraceRecorder,
+                 warmup: bool = False, schedule: list[FaultWindow] | None = None,
+                 faulty_end_s: float = 0.0) -> list[Event]:
+    pool = ClientPool(num_nodes=launcher.num_nodes, lookup=launcher.addresses.lookup, key=launcher.key,
+                      workload=workload, seed=seed, t0_monotonic=launcher.t0_monotonic, trace=trace)
+    nemesis = RealNemesis(launcher, schedule or [], faulty_end_s=faulty_end_s, trace=trace,
+                          restart_delay_s=restart_delay_s)
+    faulty = kill_rate > 0 or bool(schedule)
     watchdog = asyncio.ensure_future(_watchdog(launcher))
     try:
         if warmup:
             await pool.warm_up()
+        t_start = time.monotonic()
+        counts["load_start_s"] = t_start - launcher.t0_monotonic
         load = asyncio.ensure_future(pool.run(duration_s))
         tasks = [load]
+        if faulty:
+            tasks.append(asyncio.ensure_future(nemesis.run(t_start)))
         if kill_rate > 0:
             rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(7,)))
-            tasks.append(asyncio.ensure_future(
-                _killer(launcher, kill_rate, restart_delay_s, rng, time.monotonic() + duration_s, counts,
-                        trace)))
+            tasks.append(asyncio.ensure_future(nemesis.kill_loop(kill_rate, rng, t_start)))
         phase = asyncio.gather(*tasks)
         done, _ = await asyncio.wait([phase, watchdog], return_when=asyncio.FIRST_COMPLETED)
         if watchdog in done:
             phase.cancel()
             watchdog.result()  # raises NodeFailure
         await phase
+        counts["load_end_s"] = time.monotonic() - launcher.t0_monotonic
+        if faulty:
+            await nemesis.heal()  # already done at the end of the faulty phase; a no-op then
+            counts["healed_at_s"] = nemesis.healed_at_monotonic - launcher.t0_monotonic
+        else:
+            counts["healed_at_s"] = counts["load_start_s"]
         await asyncio.to_thread(launcher.wait_ready, 30.0)
-        await pool.final_reads(within_s=max(5.0, 10 * workload.op_timeout_s))
+        counts["final_reads"] = await pool.final_reads(within_s=max(5.0, 10 * workload.op_timeout_s))
     finally:
         watchdog.cancel()
+        await asyncio.gather(watchdog, return_exceptions=True)
+        await nemesis.close()
         await pool.close()
+        counts.update(kills=nemesis.kills, restarts=nemesis.restarts, faults_applied=nemesis.applied,
+                      messages=nemesis.control.totals())
     return pool.events
+
+
+def healed_summary(events: list[Event], healed_at_s: float, load_end_s: float) -> dict[str, Any]:
+    """Liveness in the healed phase (the simulator's keys, plus recovery time and healed throughput).
+
+    ``ops_ok_healed``: operations (final reads and warm-up excluded) that completed ``ok`` at or after
+    ``healed_at_s``; ``recovery_s``: from the heal to the first of them (None if none);
+    ``throughput_healed_ops_s``: ``ops_ok_healed`` over the healed part of the load phase.
+    """
+    oks = sorted(e.time for e in events if e.type.value == "ok" and e.process < FINAL_READ_PROCESS
+                 and e.time >= healed_at_s)
+    span = load_end_s - healed_at_s
+    return {"healed_at_s": healed_at_s, "ops_ok_healed": len(oks), "progress_after_heal": bool(oks),
+            "recovery_s": oks[0] - healed_at_s if oks else None,
+            "throughput_healed_ops_s": len(oks) / span if span > 0 else None}
 
 
 def run_real(*, protocol: str, nodes: int, clients: int, duration_s: float, seed: int, out: Path,
              kill_rate: float = 0.0, restart_delay_s: float = 0.3, config: Mapping[str, Any] | None = None,
              workload: Workload | None = None, bind_host: str = "127.0.0.1", check: bool = True,
              argv: list[str] | None = None, extra_env: Mapping[str, str] | None = None,
-             check_timeout_s: float = 30.0, warmup: bool = False) -> dict[str, Any]:
+             check_timeout_s: float = 30.0, warmup: bool = False, nemesis: tuple[str, ...] = (),
+             faulty_fraction: float = 0.6, window_s: tuple[float, float] | None = None, gap_s: float | None = None,
+             trace: bool = True) -> dict[str, Any]:
     """Run ``protocol`` on ``nodes`` real processes and return the summary (also written to ``out``)."""
+    nemesis = faults.parse(nemesis, faults.REAL)
+    if not 0.0 < faulty_fraction <= 1.0:
+        raise SpecError("--faulty-fraction", f"{faulty_fraction!r} is out of range", "a fraction in (0, 1]")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     for stale in [*out.glob("node-*"), *out.glob("launcher.trace.jsonl")]:  # a previous run's state would be recovered, not started fresh
@@ -140,28 +172,42 @@ def run_real(*, protocol: str, nodes: int, clients: int, duration_s: float, seed
         else:
             stale.unlink()
     workload = workload or Workload(num_clients=clients)
-    counts = {"kills": 0, "restarts": 0}
+    counts: dict[str, Any] = {"kills": 0, "restarts": 0}
+    faulty = kill_rate > 0 or bool(nemesis)
+    faulty_end_s = faulty_fraction * duration_s if faulty else 0.0
+    schedule = draw_schedule(nemesis, num_nodes=nodes, faulty_end_s=faulty_end_s, rng=nemesis_rng(seed),
+                             window_s=window_s, gap_s=gap_s) if nemesis else []
     spec = {"protocol": protocol, "nodes": nodes, "clients": clients, "duration_s": duration_s,
-            "kill_rate": kill_rate, "config": dict(config or {}), "workload": workload.__dict__}
+            "kill_rate": kill_rate, "config": dict(config or {}), "workload": workload.__dict__,
+            "nemesis": list(nemesis), "faulty_fraction": faulty_fraction}
     with LocalLauncher(protocol=protocol, num_nodes=nodes, run_dir=out, seed=seed, config=config or {},
-                       bind_host=bind_host, extra_env=extra_env or {}) as launcher:
+                       bind_host=bind_host, extra_env={**(extra_env or {}), **({} if trace else {TRACE_ENV: "0"})}
+                       ) as launcher:
         launcher.start_all()
         launcher.wait_ready()
-        trace = TraceRecorder(out / "launcher.trace.jsonl", launcher.t0_monotonic)
+        recorder = TraceRecorder(out / "launcher.trace.jsonl" if trace else None, launcher.t0_monotonic)
         try:
             events = asyncio.run(_drive(launcher, workload, duration_s, seed, kill_rate, restart_delay_s, counts,
-                                        trace, warmup))
+                                        recorder, warmup, schedule, faulty_end_s))
         finally:
-            trace.close()
+            recorder.close()
     history_path = write_jsonl(events, out / "history.jsonl")
-    trace_sha = trace_mod.merge([*out.glob("node-*.trace.jsonl"), out / "launcher.trace.jsonl"], out / "trace.json",
-                                nodes, {"backend": "real", "protocol": protocol, "seed": seed})
+    if trace:
+        trace_sha = trace_mod.merge([*out.glob("node-*.trace.jsonl"), out / "launcher.trace.jsonl"],
+                                    out / "trace.json", nodes, {"backend": "real", "protocol": protocol, "seed": seed})
+    else:
+        trace_sha = hashlib.sha256().hexdigest()  # the empty trace's, as the simulator reports with --no-trace
     summary: dict[str, Any] = {"protocol": protocol, "seed": seed, "backend": "real"}
     summary.update(summarize(events, duration_s, exclude=lambda process: process >= FINAL_READ_PROCESS))
     summary["linearizable"] = judge(events, check_timeout_s) if check else "unknown"
-    summary.update({"trace_sha256": trace_sha, "history": str(history_path), "trace": str(out / "trace.json"),
+    summary.update(healed_summary(events, counts["healed_at_s"], counts["load_end_s"]))
+    summary.update({"trace_sha256": trace_sha, "history": str(history_path),
+                    "trace": str(out / "trace.json") if trace else None,
                     "nodes": nodes, "clients": clients, "duration_s": duration_s, "kill_rate": kill_rate,
                     "kills": counts["kills"], "restarts": counts["restarts"],
+                    "nemesis": list(nemesis), "faults": [w.name for w in schedule],
+                    "faults_applied": counts.get("faults_applied", 0), "messages": counts.get("messages"),
+                    "load_start_s": counts["load_start_s"], "final_reads": counts["final_reads"],
                     "reproduce": reproduce_command(argv) if argv is not None else _default_reproduce(spec, seed, out),
                     "provenance": run_metadata(seed=seed, spec=spec, argv=argv)})
     atomic_write(out / "summary.json", (json.dumps(summary, indent=2, default=str) + "\n").encode())
@@ -170,4 +216,7 @@ def run_real(*, protocol: str, nodes: int, clients: int, duration_s: float, seed
 
 def _default_reproduce(spec: Mapping[str, Any], seed: int, out: Path) -> str:
     return (f"seedance real run --protocol {spec['protocol']} --nodes {spec['nodes']} --clients {spec['clients']} "
-            f"--duration {spec['duration_s']} --seed {seed} --kill-rate {spec['kill_rate']} --out {out}")
+            f"--duration {spec['duration_s']} --seed {seed} --kill-rate {spec['kill_rate']}"
+            + (f" --nemesis {','.join(spec['nemesis'])}" if spec.get("nemesis") else "")
+            + (f" --faulty-fraction {spec['faulty_fraction']!r}" if spec.get("faulty_fraction", 0.6) != 0.6 else "")
+            + f" --out {out}")

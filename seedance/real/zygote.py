@@ -11,6 +11,8 @@ Rules (the Android "zygote" / multiprocessing "forkserver" idea):
   children and reports ``{"exit": pid, "code": status}`` (a negative status is the killing signal), so the
   launcher can tell a SIGKILL it sent from a node that failed on its own.
 * The zygote itself asks for SIGKILL when the launcher dies: no orphans at any level.
+* It reaps as soon as a child dies: SIGCHLD wakes its ``select`` through a self-pipe (``signal.set_wakeup_fd``), so
+  the launcher learns of a SIGKILLed node within milliseconds, not at the next poll.
 """
 
 from __future__ import annotations
@@ -22,10 +24,13 @@ import signal
 import sys
 
 
-def _child(env: dict[str, str], log_path: str) -> None:
+def _child(env: dict[str, str], log_path: str, wakeup: tuple[int, int]) -> None:
     from seedance.real import node
 
     os.setsid()
+    signal.set_wakeup_fd(-1)
+    for fd in wakeup:
+        os.close(fd)
     os.environ.update(env)
     node.set_parent_death_signal()
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -78,12 +83,22 @@ def main() -> int:
     os.dup2(2, 1)  # stray prints go to stderr, never into the command channel
     stdin = sys.stdin.buffer
     buffer = b""
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # a handler, so the wakeup fd is written
+    signal.set_wakeup_fd(wake_w)
     out.write(json.dumps({"ready": os.getpid()}) + "\n")
     out.flush()
     while True:
-        readable, _, _ = select.select([stdin], [], [], 0.05)
+        readable, _, _ = select.select([stdin, wake_r], [], [], 0.05)
+        if wake_r in readable:
+            try:
+                os.read(wake_r, 4096)
+            except BlockingIOError:
+                pass
         _reap(out)
-        if not readable:
+        if stdin not in readable:
             continue
         chunk = os.read(stdin.fileno(), 65536)
         if not chunk:  # the launcher closed the channel; any child left gets SIGKILL from PR_SET_PDEATHSIG
@@ -98,7 +113,7 @@ def main() -> int:
             pid = os.fork()
             if pid == 0:
                 out.close()
-                _child(env, command["log"])
+                _child(env, command["log"], (wake_r, wake_w))
             out.write(json.dumps({"pid": pid, "rank": command["spawn"]}) + "\n")
             out.flush()
 
