@@ -16,8 +16,8 @@ Rules (issue D item 2; the simulator's summary format):
   durable state) after ``restart_delay_s``.
 * Summary keys shared with the simulator: ``healed_at_s`` (on the history's clock: seconds since the launcher
   started; without faults, when the load started), ``ops_ok_healed`` (ok operations completed at or after it,
-  bookkeeping processes excluded), ``progress_after_heal`` (it is positive); also ``recovery_s`` (heal to the
-  first ok) and ``throughput_healed_ops_s``. ``trace_sha256`` hashes the merged trace's canonical records
+  bookkeeping processes excluded), ``progress_after_heal`` (it is positive: real runs have no fault-free baseline
+  to recover towards); also ``first_ok_after_heal_s`` (heal to the first ok) and ``throughput_healed_ops_s``. ``trace_sha256`` hashes the merged trace's canonical records
   (:meth:`seedance.sim.trace.Trace.sha256`); with ``trace=False`` (``--no-trace``) nothing is recorded, no
   ``trace.json`` is written, and it is the empty trace's hash.
 * The same checker as the simulator's judges the history (key-value model). Nothing here knows the protocol.
@@ -137,17 +137,17 @@ async def _drive(launcher: LocalLauncher, workload: Workload, duration_s: float,
 
 
 def healed_summary(events: list[Event], healed_at_s: float, load_end_s: float) -> dict[str, Any]:
-    """Liveness in the healed phase (the simulator's keys, plus recovery time and healed throughput).
+    """Liveness in the healed phase (the simulator's keys, the first ok after the heal, the healed throughput).
 
     ``ops_ok_healed``: operations (final reads and warm-up excluded) that completed ``ok`` at or after
-    ``healed_at_s``; ``recovery_s``: from the heal to the first of them (None if none);
+    ``healed_at_s``; ``first_ok_after_heal_s``: from the heal to the first of them (None if none);
     ``throughput_healed_ops_s``: ``ops_ok_healed`` over the healed part of the load phase.
     """
     oks = sorted(e.time for e in events if e.type.value == "ok" and e.process < FINAL_READ_PROCESS
                  and e.time >= healed_at_s)
     span = load_end_s - healed_at_s
     return {"healed_at_s": healed_at_s, "ops_ok_healed": len(oks), "progress_after_heal": bool(oks),
-            "recovery_s": oks[0] - healed_at_s if oks else None,
+            "first_ok_after_heal_s": oks[0] - healed_at_s if oks else None,
             "throughput_healed_ops_s": len(oks) / span if span > 0 else None}
 
 
