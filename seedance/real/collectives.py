@@ -1,18 +1,25 @@
 """Collectives for :class:`~seedance.models.protocols.contract.StartCollective`, through torch.distributed.
 
-Rules (contract.py; PyTorch c10d docs; NCCL user guide "Communicators"):
+What is this backend's own (validation, agreement and the shape of every result are the shared rules of
+:mod:`seedance.engine.collectives`; the conformance suite holds both runtimes to them):
 
-* Backend: NCCL when ``torch.cuda.is_available()``, gloo otherwise (:func:`backend_name`), the same code path.
-* Each collective gets its own process group over exactly its members, built from a ``PrefixStore`` keyed by the
-  member tuple and the ``collective_id`` on the run's rendezvous store. Only the members take part, so a collective
-  over a subgroup needs nothing from the other nodes, and a process restarted after a crash joins the next
-  collective like any other member (a process group that lost a member can never be reused).
-* The operation runs on a worker thread; the event loop learns the result through a callback. A deadline
-  (``timeout_s``) is enforced twice: the process group's own timeout and a timer on the event loop. Whichever fires
-  first delivers ``CollectiveDone(ok=False, error="timeout")``; an exception gives ``error="peer-failed: ..."``.
-  Exactly one ``CollectiveDone`` per ``StartCollective``.
-* ``payload`` is a real numpy array; ``result`` is a numpy array (allreduce: sum; allgather: stacked along axis 0;
-  broadcast: the root's; reducescatter: this member's chunk of the sum; barrier: None).
+* Backend: NCCL when ``torch.cuda.is_available()``, gloo otherwise, the same code path; tensors live on the node's
+  device (:func:`seedance.real.devices.node_device`: ``cuda:LOCAL_RANK`` with NCCL).
+* Process groups are reused per membership: one group per sorted member tuple and *generation*, built once from a
+  ``PrefixStore`` on the run's rendezvous store (``seedance/pg/<members>/<generation>/``). The generation is the
+  membership's epoch (``seedance/pg-epoch/<members>``, advanced by compare-and-set by the first member that sees a
+  collective of it fail) and every member's incarnation (each process publishes its own before its first
+  collective). So a group that lost a member, or whose operations fell out of step after a timeout, is never used
+  again, and a restarted process never meets its predecessor's group. Each collective reads the generation first
+  (a few store round trips) and rebuilds its group when it moved; a member that read a stale generation just as a
+  peer restarted fails that one collective (timeout) and meets the others at the next.
+* Before the data, the members allgather a fixed-length metadata row (op, root, dtype, shape, a hash of the group):
+  members that disagree all fail with the same ``"misuse: ..."`` text the simulator gives, instead of hanging or
+  corrupting memory.
+* One worker thread per node runs the node's collectives in the order started (a CUDA stream's order). A deadline
+  (``timeout_s``, default :data:`~seedance.engine.collectives.DEFAULT_TIMEOUT_S`) is enforced twice: the process
+  group's own timeout and a timer on the event loop; whichever fires first delivers ``error="timeout"``; an
+  exception gives ``error="peer-failed: ..."``. Exactly one ``CollectiveDone`` per ``StartCollective``.
 """
 
 from __future__ import annotations
@@ -20,23 +27,26 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
 import numpy as np
 
+from seedance.engine import collectives as rules
 from seedance.models.protocols.contract import CollectiveDone, StartCollective
+from seedance.real.devices import default_backend, node_device
 
 log = logging.getLogger("seedance.real.collectives")
 
-OPS = ("allreduce", "allgather", "broadcast", "reducescatter", "barrier")
-DEFAULT_TIMEOUT_S = 30.0
+OPS = rules.OPS
+DEFAULT_TIMEOUT_S = rules.DEFAULT_TIMEOUT_S
+EPOCH_KEY = "seedance/pg-epoch/{}"
+INCARNATION_KEY = "seedance/pg-incarnation/{}"
 
 
 def backend_name() -> str:
-    import torch
-
-    return "nccl" if torch.cuda.is_available() else "gloo"
+    return default_backend()
 
 
 def make_process_group(store: Any, rank: int, size: int, timeout_s: float, backend: str, bind_host: str | None):
@@ -58,7 +68,8 @@ def make_process_group(store: Any, rank: int, size: int, timeout_s: float, backe
 
 def run_collective(pg: Any, op: str, payload: Any, member_rank: int, size: int, root_rank: int,
                    device: str) -> Any:
-    """Run ``op`` on ``pg``; returns the numpy result."""
+    """Run ``op`` on ``pg`` (ranks are positions in the sorted member tuple); the numpy result for this member,
+    shaped by the shared rules (allgather stacks in *rank* order; the caller reorders to group order)."""
     import torch
     import torch.distributed as dist
 
@@ -74,13 +85,18 @@ def run_collective(pg: Any, op: str, payload: Any, member_rank: int, size: int, 
         opts.rootRank = root_rank
         pg.broadcast([tensor], opts).wait()
         return tensor.cpu().numpy()
+    if op == "reduce":
+        opts = dist.ReduceOptions()
+        opts.rootRank = root_rank
+        pg.reduce([tensor], opts).wait()
+        return tensor.cpu().numpy() if member_rank == root_rank else None
     if op == "allgather":
         outputs = [torch.empty_like(tensor) for _ in range(size)]
         pg.allgather([outputs], [tensor]).wait()
         return torch.stack(outputs).cpu().numpy()
     if op == "reducescatter":  # sum, then this member's chunk along axis 0 (gloo's reduce_scatter is partial)
         pg.allreduce([tensor]).wait()
-        return np.array_split(tensor.cpu().numpy(), size)[member_rank]
+        return np.array_split(tensor.cpu().numpy(), size, axis=0)[member_rank]
     raise ValueError(f"unknown collective {op!r}; valid: {', '.join(OPS)}")
 
 
@@ -89,23 +105,32 @@ class CollectiveEngine:
 
     def __init__(self, *, rank: int, store_factory: Callable[[], Any], deliver: Callable[[CollectiveDone], None],
                  call_later: Callable[[float, Callable[[], None]], Any], bind_host: str | None = None,
-                 backend: str | None = None) -> None:
+                 backend: str | None = None, incarnation: int = 0) -> None:
         self.rank = rank
         self._store_factory = store_factory
         self._store: Any = None
-        self._store_lock = threading.Lock()
         self._deliver = deliver
         self._call_later = call_later
         self.bind_host = bind_host
         self._backend = backend
         self._done: set[Any] = set()
         self._lock = threading.Lock()
+        self._worker = ThreadPoolExecutor(1, thread_name_prefix=f"node{rank}-collectives")
+        self._groups: dict[tuple[int, ...], tuple[tuple[int, ...], Any]] = {}  # members -> (generation, group)
+        self.incarnation = incarnation
+        self._published = False
+        self.groups_built = 0
+        self.completed = 0
 
     @property
     def backend(self) -> str:
         if self._backend is None:
             self._backend = backend_name()
         return self._backend
+
+    def close(self) -> None:
+        self._worker.shutdown(wait=False, cancel_futures=True)
+        self._groups.clear()
 
     def _finish(self, collective_id: Any, done: CollectiveDone) -> None:
         with self._lock:
@@ -114,39 +139,98 @@ class CollectiveEngine:
             self._done.add(collective_id)
         self._deliver(done)
 
-    def start(self, effect: StartCollective) -> None:
+    def start(self, effect: StartCollective, meta: rules.Meta, payload: Any) -> None:
         cid = effect.collective_id
-        members = tuple(sorted(set(effect.group)))
-        if self.rank not in members or effect.op not in OPS:
-            problem = "not-a-member" if self.rank not in members else f"unknown-op {effect.op}"
-            self._call_later(0.0, lambda: self._finish(cid, CollectiveDone(collective_id=cid, ok=False, error=problem)))
-            return
-        timeout_s = effect.timeout_s if effect.timeout_s is not None else DEFAULT_TIMEOUT_S
+        timeout_s = rules.resolve_timeout(effect.timeout_s)
         self._call_later(timeout_s, lambda: self._finish(
             cid, CollectiveDone(collective_id=cid, ok=False, error="timeout")))
-        thread = threading.Thread(target=self._work, args=(effect, members, timeout_s), daemon=True,
-                                  name=f"collective-{cid!r}")
-        thread.start()
+        self._worker.submit(self._work, cid, meta, payload, timeout_s)
 
-    def _work(self, effect: StartCollective, members: tuple[int, ...], timeout_s: float) -> None:
+    # ------------------------------------------------------------------------------------------ process groups
+    def _store_ready(self) -> Any:
+        if self._store is None:
+            self._store = self._store_factory()
+        return self._store
+
+    def _generation(self, members: tuple[int, ...]) -> tuple[int, ...]:
+        """(epoch, incarnation of each member): the identity of the process group to use now."""
+        store = self._store_ready()
+        if not self._published:
+            store.set(INCARNATION_KEY.format(self.rank), str(self.incarnation))
+            self._published = True
+        epoch = int(store.add(EPOCH_KEY.format(",".join(map(str, members))), 0))
+        incarnations = tuple(int(store.get(INCARNATION_KEY.format(m))) for m in members)
+        return (epoch, *incarnations)
+
+    def _advance(self, members: tuple[int, ...], seen: int) -> None:
+        """Move the membership's epoch past ``seen`` (once, whoever of its members gets there first)."""
+        store = self._store_ready()
+        store.compare_set(EPOCH_KEY.format(",".join(map(str, members))), str(seen), str(seen + 1))
+        self._groups.pop(members, None)
+
+    def _group(self, members: tuple[int, ...], timeout_s: float) -> tuple[tuple[int, ...], Any]:
         import torch.distributed as dist
 
-        cid = effect.collective_id
+        generation = self._generation(members)
+        cached = self._groups.get(members)
+        if cached is not None and cached[0] == generation:
+            return cached
+        prefix = f"seedance/pg/{','.join(map(str, members))}/{'.'.join(map(str, generation))}/"
+        store = dist.PrefixStore(prefix, self._store_ready())
+        pg = make_process_group(store, members.index(self.rank), len(members), max(timeout_s, 1.0), self.backend,
+                                self.bind_host)
+        self._groups[members] = (generation, pg)
+        self.groups_built += 1
+        return generation, pg
+
+    # ---------------------------------------------------------------------------------------------------- work
+    def _work(self, cid: Any, meta: rules.Meta, payload: Any, timeout_s: float) -> None:
+        with self._lock:
+            if cid in self._done:  # timed out while waiting for the worker
+                return
+        members = tuple(sorted(meta.group))
+        epoch = -1
         try:
-            with self._store_lock:
-                if self._store is None:
-                    self._store = self._store_factory()
-            store = dist.PrefixStore(f"seedance/collective/{members}/{cid!r}/", self._store)
-            member_rank = members.index(self.rank)
-            pg = make_process_group(store, member_rank, len(members), timeout_s, self.backend, self.bind_host)
-            root = effect.root if effect.root is not None else members[0]
-            device = "cuda" if self.backend == "nccl" else "cpu"
-            result = run_collective(pg, effect.op, effect.payload, member_rank, len(members),
-                                    members.index(root) if root in members else 0, device)
-            done = CollectiveDone(collective_id=cid, ok=True, result=result)
+            generation, pg = self._group(members, timeout_s)
+            epoch = generation[0]
+            done = self._run(cid, pg, meta, payload, members)
         except Exception as err:  # peer crashed, connection reset, gloo timeout
             text = str(err).lower()
             kind = "timeout" if "timeout" in text or "timed out" in text else "peer-failed"
             log.warning("collective %r failed: %s", cid, err)
             done = CollectiveDone(collective_id=cid, ok=False, error=kind if kind == "timeout" else f"{kind}: {err}")
+            try:
+                if epoch >= 0:
+                    self._advance(members, epoch)
+            except Exception as store_err:  # the store itself is gone: nothing more to do here
+                log.warning("could not advance the process-group epoch: %s", store_err)
+        if done.ok:
+            self.completed += 1
         self._finish(cid, done)
+
+    def _run(self, cid: Any, pg: Any, meta: rules.Meta, payload: Any, members: tuple[int, ...]) -> CollectiveDone:
+        import torch
+
+        device = node_device(self.backend)
+        rank = members.index(self.rank)
+        row = torch.tensor(meta.encode(), dtype=torch.int64, device=device)
+        rows = [torch.empty_like(row) for _ in members]
+        pg.allgather([rows], [row]).wait()
+        metas = {}
+        for m, r in zip(members, rows):
+            op, root, dtype, shape, group_hash = rules.Meta.decode(r.cpu().tolist(), meta.group)
+            if group_hash != meta.encode()[4]:
+                return CollectiveDone(collective_id=cid, ok=False,
+                                      error=f"misuse: members disagree on group: node {self.rank} has {meta.group}, "
+                                            f"node {m} another")
+            metas[m] = rules.Meta(op, meta.group, root, dtype, shape)
+        problem = rules.check_agreement(metas)
+        if problem is not None:
+            return CollectiveDone(collective_id=cid, ok=False, error=problem)
+        if meta.op == "reducescatter":  # the chunk of the member's position in the group (as the rules say)
+            result = run_collective(pg, meta.op, payload, meta.group.index(self.rank), len(members), 0, device)
+        else:
+            result = run_collective(pg, meta.op, payload, rank, len(members), members.index(meta.root), device)
+        if meta.op == "allgather" and result is not None:  # rank order (sorted members) -> group order
+            result = np.stack([result[members.index(m)] for m in meta.group])
+        return CollectiveDone(collective_id=cid, ok=True, result=result)

@@ -4,14 +4,17 @@ Rules (contract.py; etcd/raft ``Ready`` ordering; Raft §5.1 stable storage):
 
 * The node sees only its ``on_*`` inputs and ``now = time.monotonic()``; it is built by ``ProtocolSpec.factory`` with
   ``rng = default_rng(SeedSequence(seed, spawn_key=(node_id, incarnation)))`` and never learns it runs for real.
-* Inputs are handled one at a time on the loop thread. Effects are executed with *group commit* (etcd/raft's
-  ``Ready`` batching): the effects of every input handled in one turn of the event loop are queued in order; at the
-  end of the turn all their writes are made durable in order (:meth:`DiskStorage.sync`: one fsync per run of log
-  appends), and only then are the other effects executed, in their order. So a ``Send`` or ``Reply`` that follows a
-  ``Persist`` leaves the process only after that write is on disk, as the contract demands, while one fsync serves
-  many client requests. ``Send`` queues a frame to the peer's connection (lossy: a full
-  queue or a broken connection drops it, as the contract allows); ``SetTimer`` replaces a pending timer of that name;
-  ``Reply`` goes back on the requesting client's connection; ``StartCollective`` goes to :mod:`.collectives`.
+* Inputs are handled one at a time on the loop thread; the node's effects go to the shared
+  :class:`~seedance.engine.effects.EffectEngine` (the same ordering rule, timers, notices, buffers, work and
+  collective rules as the simulator). What is this runtime's own: when the engine meets a durable write, the sync is
+  started at the end of the event-loop turn (group commit: every durable effect waiting by then joins it, etcd/raft's
+  ``Ready`` batching) and runs on a storage thread, so the loop keeps receiving and handling inputs while the fsync
+  is in flight; their effects wait in the engine behind the write, in order. ``Send`` queues a frame to the peer's
+  connection (lossy: a full queue or a broken connection drops it, as the contract allows); ``SetTimer`` is a
+  ``loop.call_later`` whose firing the engine checks against the timer's current token; ``Reply`` goes back on the
+  requesting client's connection; collectives go to :mod:`.collectives` (one process group per membership, reused),
+  work to a worker thread (one per node: the node's stream), buffers are torch tensors on the node's device
+  (``cuda:LOCAL_RANK`` with NCCL, else the CPU); observations are appended to ``observations.jsonl``.
 * On start the node's durable directory is loaded: empty -> ``on_start``; otherwise a fresh node gets
   ``on_recover(DurableState)``. Nothing else survives a crash.
 * Peers are found through an :class:`AddressBook`: the local launcher hands every node a fixed table and a listening
@@ -32,11 +35,12 @@ from typing import Any
 
 import numpy as np
 
-from seedance.errors import FrameError
-from seedance.models.protocols.contract import (
-    Annotate, CancelTimer, ClientRequest, CollectiveDone, Persist, PersistLog, ProtocolSpec, Reply, Send, SetTimer,
-    StartCollective,
+from seedance.engine.effects import (
+    CLIENT, COLLECTIVE, INPUT_NAMES, MESSAGE, TIMER, WORK, ContractError, EffectEngine, call_node, run_work,
 )
+from seedance.engine.rng import node_rng
+from seedance.errors import FrameError
+from seedance.models.protocols.contract import ClientRequest, CollectiveDone, ProtocolSpec, Reply, Send
 from seedance.models.wire import Codec
 from seedance.real.collectives import CollectiveEngine
 from seedance.real.faults import NodeFaults
@@ -132,8 +136,12 @@ class NodeRuntime:
         self.node: Any = None
         self.frames_rejected = 0
         self._timers: dict[Any, asyncio.TimerHandle] = {}
-        self._batch: list = []
-        self._flush_scheduled = False
+        self.engine: EffectEngine | None = None
+        self._sync_scheduled = False
+        self._sync_future: Any = None
+        self._io: Any = None  # the storage thread (fsync off the event loop)
+        self._worker: Any = None  # the work thread (the node's stream)
+        self._observations: Any = None
         self.failed = False
         self._peer_queues: dict[int, asyncio.Queue] = {}
         self._clients: dict[Any, Connection] = {}
@@ -159,16 +167,21 @@ class NodeRuntime:
         self.address = (host, port)
         log.info("node %d (incarnation %d) listening on %s:%d", self.cfg.node_id, self.cfg.incarnation, host, port)
         durable = self.storage.load()
-        rng = np.random.default_rng(np.random.SeedSequence(self.cfg.seed,
-                                                           spawn_key=(self.cfg.node_id, self.cfg.incarnation)))
+        rng = node_rng(self.cfg.seed, self.cfg.node_id, self.cfg.incarnation)
         config = dict(self.spec.default_config)
         config.update(self.cfg.config or {})
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._io = ThreadPoolExecutor(1, thread_name_prefix=f"node{self.cfg.node_id}-storage")
         self.node = self.spec.factory(self.cfg.node_id, self.cfg.num_nodes, rng, config)
+        from seedance.real.devices import torch_backend
+
+        self.engine = EffectEngine(self.cfg.node_id, self, torch_backend(lambda: self.device))
         if durable.empty:
-            self._dispatch("on_start", lambda now: self.node.on_start(now))
+            self._lifecycle(lambda now: self.node.on_start(now))
         else:
-            self._dispatch("on_recover", lambda now: self.node.on_recover(durable, now))
-        self.flush()  # the first effects are durable and done before the node says it is ready
+            self._lifecycle(lambda now: self.node.on_recover(durable, now))
+        await self._drain()  # the first effects are durable and done before the node says it is ready
         if self.failed:
             await self._shutdown()
             return
@@ -186,9 +199,39 @@ class NodeRuntime:
         if self._stopping is not None:
             self._stopping.set()
 
+    async def _drain(self, timeout_s: float = 60.0) -> None:
+        """Wait until no durable write is pending or in flight (bounded: a stuck disk fails the node)."""
+        deadline = time.monotonic() + timeout_s
+        while self.engine is not None and self.engine.syncing and not self.failed:
+            if self._sync_future is None and self._sync_scheduled:
+                await asyncio.sleep(0)
+                continue
+            if time.monotonic() > deadline:
+                self._fail(f"node {self.cfg.node_id}: a durable write did not complete within {timeout_s:.0f} s")
+                return
+            if self._sync_future is not None:
+                try:
+                    await asyncio.wait_for(asyncio.shield(self._sync_future), max(0.0, deadline - time.monotonic()))
+                except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - a failure is reported by _synced
+                    pass
+            await asyncio.sleep(0)
+
+    @property
+    def device(self) -> str:
+        from seedance.real.devices import node_device
+
+        return node_device(self._collective_backend())
+
+    def _collective_backend(self) -> str:
+        if self._collectives is not None:
+            return self._collectives.backend
+        from seedance.real.devices import default_backend
+
+        return default_backend()
+
     async def _shutdown(self) -> None:
         if not self.failed:
-            self.flush()
+            await self._drain(timeout_s=10.0)
         for handle in self._timers.values():
             handle.cancel()
         self._timers.clear()
@@ -199,6 +242,13 @@ class NodeRuntime:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         for conn in self._clients.values():
             conn.close()
+        for pool in (self._io, self._worker):
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+        if self._collectives is not None:
+            self._collectives.close()
+        if self._observations is not None:
+            self._observations.close()
         self.trace.close()
         self.storage.close()
         log.info("node %d stopped cleanly", self.cfg.node_id)
@@ -210,86 +260,165 @@ class NodeRuntime:
         return task
 
     # ------------------------------------------------------------------------------------------- dispatching
-    def _dispatch(self, name: str, call: Callable[[float], list]) -> None:
+    def _lifecycle(self, call: Callable[[float], list]) -> None:
         try:
             effects = call(time.monotonic())
+            if effects:
+                self.engine.perform(effects, 0.0)  # type: ignore[union-attr]
         except Exception:
-            self._fail(f"node {self.cfg.node_id} raised in {name}")
+            self._fail(f"node {self.cfg.node_id} raised while starting")
+
+    def _input(self, kind: int, value: Any) -> None:
+        """Hand one input to the node and its effects to the engine."""
+        if self.failed or self.engine is None:
             return
-        if effects:
-            self._batch.extend(effects)
-            if not self._flush_scheduled:
-                self._flush_scheduled = True
-                assert self._loop is not None
-                self._loop.call_soon(self.flush)
+        try:
+            effects = call_node(self.node, kind, value, time.monotonic(), self.engine)
+            if effects:
+                self.engine.perform(effects, 0.0)
+        except ContractError as err:
+            self._fail(f"{err} (seed {self.cfg.seed}, incarnation {self.cfg.incarnation})")
+        except Exception:
+            self._fail(f"node {self.cfg.node_id} raised handling a {INPUT_NAMES[kind]} input")
 
     def _fail(self, what: str) -> None:
         """A protocol bug or a storage failure: stop loudly (the process exits non-zero), never limp on."""
-        log.exception("%s; stopping", what)
+        log.error("%s; stopping", what, exc_info=True)
         self.failed = True
-        self._batch.clear()
         self.stop()
 
-    def flush(self) -> None:
-        """Make this turn's writes durable (in order), then run the other effects in order."""
-        try:
-            self._flush()
-        except Exception:
-            self._fail(f"node {self.cfg.node_id} failed executing its effects")
+    # ------------------------------------------------------------------ the engine's driver (see engine.effects)
+    def send(self, effect: Send, cursor: float) -> None:
+        self._send(effect)
+        if self.trace.enabled:
+            self.trace.record("send", self.cfg.node_id, type(effect.message).__name__, effect.dst, effect.size_bytes,
+                              self.trace.time_s())
 
-    def _flush(self) -> None:
-        self._flush_scheduled = False
-        batch, self._batch = self._batch, []
-        writes = [e for e in batch if isinstance(e, (Persist, PersistLog))]
-        if writes:
-            start = time.monotonic()
-            for effect in writes:
-                self.storage.stage(effect)
-            self.storage.sync()
-            if self.trace.enabled:
-                self.trace.record("persist", self.cfg.node_id, len(writes), sum(e.size_bytes for e in writes),
-                                  self.trace.time_s(), at=start)
-        self._execute([e for e in batch if not isinstance(e, (Persist, PersistLog))])
-
-    def _execute(self, effects: list) -> None:
-        me, trace = self.cfg.node_id, self.trace
-        for effect in effects:
-            if isinstance(effect, Send):
-                self._send(effect)
-                if trace.enabled:
-                    t = trace.time_s()
-                    trace.record("send", me, type(effect.message).__name__, effect.dst, effect.size_bytes, t)
-            elif isinstance(effect, SetTimer):
-                self._set_timer(effect.name, effect.delay_s)
-                if trace.enabled:
-                    trace.record("timer-set", me, effect.name, trace.time_s() + max(0.0, effect.delay_s))
-            elif isinstance(effect, CancelTimer):
-                handle = self._timers.pop(effect.name, None)
-                if handle is not None:
-                    handle.cancel()
-                trace.record("timer-cancel", me, effect.name)
-            elif isinstance(effect, Reply):
-                self._reply(effect)
-            elif isinstance(effect, StartCollective):
-                trace.record("collective-start", me, repr(effect.collective_id), effect.op, effect.nominal_size_bytes)
-                self._start_collective(effect)
-            elif isinstance(effect, Annotate):
-                trace.record("annotate", me, effect.name, dict(effect.attrs))
-            else:
-                raise TypeError(f"node {self.cfg.node_id} returned a non-effect {effect!r}")
-
-    # ---------------------------------------------------------------------------------------------- timers
-    def _set_timer(self, name: Any, delay_s: float) -> None:
+    def arm_timer(self, name: Any, token: int, delay_s: float, cursor: float) -> None:
         old = self._timers.pop(name, None)
         if old is not None:
             old.cancel()
         assert self._loop is not None
-        self._timers[name] = self._loop.call_later(max(0.0, delay_s), self._fire, name)
+        self._timers[name] = self._loop.call_later(max(0.0, delay_s), self._fire, name, token)
+        if self.trace.enabled:
+            self.trace.record("timer-set", self.cfg.node_id, name, self.trace.time_s() + max(0.0, delay_s))
 
-    def _fire(self, name: Any) -> None:
-        self._timers.pop(name, None)
+    def disarm_timer(self, name: Any, cursor: float) -> None:
+        handle = self._timers.pop(name, None)
+        if handle is not None:
+            handle.cancel()
+        self.trace.record("timer-cancel", self.cfg.node_id, name)
+
+    def reply(self, effect: Reply, cursor: float) -> None:
+        self._reply(effect)
+
+    def annotate(self, effect: Any, cursor: float) -> None:
+        self.trace.record("annotate", self.cfg.node_id, effect.name, dict(effect.attrs))
+
+    def observe(self, effect: Any, cursor: float) -> None:
+        """A replica event, appended to ``observations.jsonl`` beside the node's state (merged into the history)."""
+        import json
+
+        if self._observations is None:
+            self._observations = open(self.cfg.state_dir / "observations.jsonl", "a", encoding="utf-8")
+        t = time.monotonic() - self.cfg.t0_monotonic
+        record = {"type": "replica", "node": self.cfg.node_id, "f": effect.what, "key": effect.key,
+                  "value": effect.value, "time": t}
+        self._observations.write(json.dumps(record, default=repr) + "\n")
+        self._observations.flush()
+
+    def start_collective(self, effect: Any, meta: Any, payload: Any, cursor: float) -> None:
+        self.trace.record("collective-start", self.cfg.node_id, repr(effect.collective_id), effect.op,
+                          effect.nominal_size_bytes)
+        self._start_collective(effect, meta, payload)
+
+    def start_work(self, effect: Any, fn: Any, arrays: list[Any], cursor: float) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from seedance.real.devices import run_on_device
+
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(1, thread_name_prefix=f"node{self.cfg.node_id}-work")
+        loop = self._loop
+        assert loop is not None
+        self.trace.record("work-start", self.cfg.node_id, repr(effect.work_id), effect.op)
+
+        def work() -> None:
+            done = run_on_device(self.device, lambda host: run_work(fn, effect, arrays, host), effect)
+            loop.call_soon_threadsafe(self._work_done, done)
+
+        self._worker.submit(work)
+
+    def _work_done(self, done: Any) -> None:
+        if self.engine is not None:
+            self.engine.work_finished()
+        self.trace.record("work-done", self.cfg.node_id, repr(done.work_id), done.ok)
+        self._input(WORK, done)
+
+    def request_sync(self, cursor: float) -> None:
+        if not self._sync_scheduled:
+            self._sync_scheduled = True
+            assert self._loop is not None
+            self._loop.call_soon(self._start_sync)  # at the end of this turn: group commit
+
+    def deliver_later(self, kind: int, value: Any, cursor: float) -> None:
+        assert self._loop is not None
+        self._loop.call_soon(self._input, kind, value)
+
+    def restore(self, name: str) -> Any:
+        return self.storage.restore(name)
+
+    # ----------------------------------------------------------------------------------------------- durability
+    def _start_sync(self) -> None:
+        self._sync_scheduled = False
+        if self.failed or self.engine is None:
+            return
+        try:
+            group = self.engine.take_group()
+        except ContractError as err:
+            self._fail(str(err))
+            return
+        start = time.monotonic()
+        storage = self.storage
+
+        def sync() -> int:
+            for effect in group:
+                storage.stage(effect)
+            return storage.sync()
+
+        assert self._loop is not None and self._io is not None
+        self._sync_future = asyncio.wrap_future(self._io.submit(sync), loop=self._loop)
+        self._sync_future.add_done_callback(lambda fut: self._synced(fut, group, start))
+
+    def _synced(self, future: Any, group: list, start: float) -> None:
+        self._sync_future = None
+        if future.cancelled() or future.exception() is not None:
+            if not self.failed:
+                log.error("node %d: durable write failed: %r", self.cfg.node_id,
+                          None if future.cancelled() else future.exception())
+                self.failed = True
+                self.stop()
+            return
+        if self.trace.enabled:
+            self.trace.record("persist", self.cfg.node_id, len(group), sum(_size(e) for e in group),
+                              self.trace.time_s(), at=start)
+        if self.failed or self.engine is None:
+            return
+        try:
+            self.engine.durable(group, 0.0)
+        except ContractError as err:
+            self._fail(str(err))
+        except Exception:
+            self._fail(f"node {self.cfg.node_id} failed executing its effects")
+
+    # ---------------------------------------------------------------------------------------------- timers
+    def _fire(self, name: Any, token: int) -> None:
+        if self._timers.get(name) is not None:
+            del self._timers[name]
+        if self.engine is None or not self.engine.timer_due(name, token):
+            return
         self.trace.record("timer-fire", self.cfg.node_id, name)
-        self._dispatch("on_timer", lambda now: self.node.on_timer(name, now))
+        self._input(TIMER, name)
 
     # ------------------------------------------------------------------------------------------- messaging
     def _send(self, effect: Send) -> None:
@@ -311,7 +440,7 @@ class NodeRuntime:
         if self.faults.active and self.faults.intercept(src, message, self._deliver_message):
             return  # dropped or deferred by a launcher-set fault rule (seedance.real.faults)
         self.trace.record("deliver", self.cfg.node_id, type(message).__name__, src)
-        self._dispatch("on_message", lambda now: self.node.on_message(src, message, now))
+        self._input(MESSAGE, (src, message))
 
     async def _peer_sender(self, dst: int, queue: asyncio.Queue) -> None:
         backoff = 0.02
@@ -329,7 +458,7 @@ class NodeRuntime:
                     conn.send_nowait("msg", self.cfg.node_id, data)
                     while not queue.empty() and conn.writer.transport.get_write_buffer_size() < (1 << 20):
                         conn.send_nowait("msg", self.cfg.node_id, queue.get_nowait())
-                    await conn.writer.drain()
+                    await asyncio.wait_for(conn.writer.drain(), 5.0)  # a stopped peer: reconnect, never hang
             except asyncio.CancelledError:
                 if conn is not None:
                     conn.close()
@@ -349,7 +478,7 @@ class NodeRuntime:
         client_ids: set[Any] = set()
         try:
             await asyncio.wait_for(conn.handshake(), 5.0)
-            first = await conn.recv()
+            first = await asyncio.wait_for(conn.recv(), 5.0)
             if first.kind == "peer" and isinstance(first.src, int) and 0 <= first.src < self.cfg.num_nodes:
                 src = first.src
                 while True:
@@ -368,7 +497,7 @@ class NodeRuntime:
                         raise FrameError("frame", f"unexpected {frame.kind!r} from a client", "req frames")
                     self._clients[request.client_id] = conn
                     client_ids.add(request.client_id)
-                    self._dispatch("on_client_request", lambda now: self.node.on_client_request(request, now))
+                    self._input(CLIENT, request)
             else:
                 raise FrameError("frame", f"unexpected first frame {first.kind!r}", "'peer' or 'client'")
         except FrameError as err:
@@ -396,20 +525,28 @@ class NodeRuntime:
             log.debug("reply to client %s lost: %s", effect.client_id, err)
 
     # ----------------------------------------------------------------------------------------- collectives
-    def _start_collective(self, effect: StartCollective) -> None:
+    def _start_collective(self, effect: Any, meta: Any, payload: Any) -> None:
         if self._collectives is None:
             assert self._loop is not None
             loop = self._loop
             factory = self._collective_store_factory
             if factory is None:
-                raise RuntimeError("StartCollective needs a rendezvous store (MASTER_ADDR/MASTER_PORT)")
+                done = CollectiveDone(collective_id=effect.collective_id, ok=False,
+                                      error="misuse: StartCollective needs a rendezvous store (MASTER_ADDR/MASTER_PORT)")
+                loop.call_soon(self._collective_done, done)
+                return
             self._collectives = CollectiveEngine(
                 rank=self.cfg.node_id, store_factory=factory,
                 deliver=lambda done: loop.call_soon_threadsafe(self._collective_done, done),
                 call_later=lambda delay, fn: loop.call_later(delay, fn),
-                bind_host=self.cfg.bind_host if self.cfg.bind_host not in ("0.0.0.0", "::") else None)
-        self._collectives.start(effect)
+                bind_host=self.cfg.bind_host if self.cfg.bind_host not in ("0.0.0.0", "::") else None,
+                incarnation=self.cfg.incarnation)
+        self._collectives.start(effect, meta, payload)
 
     def _collective_done(self, done: CollectiveDone) -> None:
         self.trace.record("collective-done", self.cfg.node_id, repr(done.collective_id), done.ok, done.error)
-        self._dispatch("on_collective_done", lambda now: self.node.on_collective_done(done, now))
+        self._input(COLLECTIVE, done)
+
+
+def _size(effect: Any) -> int:
+    return int(getattr(effect, "size_bytes", 0) or 0)

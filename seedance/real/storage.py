@@ -15,6 +15,13 @@ Rules (contract.py; Raft §5.1 "stable storage"; ARCHITECTURE.md "Durable state"
 * ``fsync=False`` (``SEEDANCE_FSYNC=0``) skips every fsync: the writes survive a process crash (the page cache
   keeps them) but not a power loss. It exists only to measure what fsync costs (benchmarks/raft_vs_pysyncobj.py);
   runs record it, and the default is always on.
+* Keyed records (``PersistRecords``): one append-only record file per table (``logs/`` with a reserved key), each
+  record one step ``[put, delete]``; on open the steps are replayed in order. When the file holds more than twice
+  the live records (plus 256) it is compacted: one snapshot record written to a temporary file, fsynced, published
+  by ``os.replace`` and a directory fsync, so a crash leaves the old file or the new, never neither.
+* Checkpoints (``Checkpoint``): each buffer one ``.npy`` file (``numpy.save``, never pickled) in a fresh folder
+  ``checkpoints/<name>/<n>/``, every file and the folder fsynced, then the pointer file ``checkpoints/<name>/CURRENT``
+  is published atomically. A folder the pointer does not name is an incomplete checkpoint: ignored and removed.
 * :meth:`DiskStorage.persist` returns only after the data is durable, so the runtime may then run the next effect.
 * Group commit: :meth:`stage` queues writes and :meth:`sync` performs them *in order*, coalescing consecutive
   appends to one log into one ``fsync``; before any write to another file, the pending log is fsynced first. So
@@ -34,6 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from seedance.errors import SeedanceError
+import numpy as np
+
 from seedance.models.protocols.contract import DurableState
 from seedance.models.wire import Codec
 
@@ -43,6 +52,7 @@ _VALUE_MAGIC = b"SDV1"
 _VALUE_HEADER = struct.Struct(">4sQ32s")  # magic, body length, sha256(body)
 _RECORD_HEADER = struct.Struct(">II")  # body length, crc32(body)
 _MAX_RECORD = 1 << 30
+RECORDS_PREFIX = "\x00records\x00"  # log keys of keyed-record tables (no protocol log key starts with NUL)
 
 
 class StorageError(SeedanceError, OSError):
@@ -110,6 +120,8 @@ class DiskStorage:
         self._log_offsets: dict[str, list[int]] = {}  # key -> byte offset of each record, plus end offset
         self._log_fds: dict[str, int] = {}
         self._staged: list[Any] = []
+        self._records: dict[str, dict[str, Any]] = {}  # table -> live records (mirrors the record files)
+        self._checkpoints_dir = self.root / "checkpoints"
         self.sync_delay_s = 0.0  # slow-disk fault: seconds slept before each sync's writes (set by the launcher)
 
     # ------------------------------------------------------------------------------------------------ values
@@ -151,7 +163,13 @@ class DiskStorage:
             time.sleep(self.sync_delay_s)
         dirty: str | None = None
         for effect in staged:
-            if hasattr(effect, "entries"):
+            kind = type(effect).__name__
+            if kind == "PersistRecords":
+                key = RECORDS_PREFIX + effect.table
+                if dirty is not None and dirty != key:
+                    self._fsync_log(dirty)
+                dirty = self._write_records(effect)
+            elif hasattr(effect, "entries"):
                 if dirty is not None and dirty != effect.key:
                     self._fsync_log(dirty)
                 self._write_log(effect.key, effect.start, effect.entries)
@@ -160,10 +178,99 @@ class DiskStorage:
                 if dirty is not None:
                     self._fsync_log(dirty)
                     dirty = None
-                self.persist(effect.key, effect.value)
+                if kind == "StagedCheckpoint":
+                    self._write_checkpoint(effect.name, effect.arrays)
+                else:
+                    self.persist(effect.key, effect.value)
         if dirty is not None:
             self._fsync_log(dirty)
         return len(staged)
+
+    # ----------------------------------------------------------------------------------------------- records
+    def _write_records(self, effect: Any) -> str | None:
+        """Append one step to the table's record file; compact it when it grew large. The key to fsync, if any."""
+        key = RECORDS_PREFIX + effect.table
+        table = self._records.setdefault(effect.table, {})
+        step = [dict(effect.put), list(effect.delete)]
+        table.update(effect.put)
+        for k in effect.delete:
+            table.pop(k, None)
+        self._log_fd(key)
+        count = len(self._log_offsets[key]) - 1
+        if count + 1 > 2 * len(table) + 256:
+            self._compact_records(key, table)
+            return None
+        self._write_log(key, count, [step])
+        return key
+
+    def _compact_records(self, key: str, table: dict[str, Any]) -> None:
+        path = self._log_path(key)
+        body = self.codec.pack([dict(table), []])
+        data = _RECORD_HEADER.pack(len(body), zlib.crc32(body)) + body
+        fd = self._log_fds.pop(key, None)
+        if fd is not None:
+            os.close(fd)
+        atomic_write(path, data, self.fsync)
+        self._log_offsets[key] = [0, len(data)]
+        self._log_fd(key)
+
+    # ------------------------------------------------------------------------------------------- checkpoints
+    def _checkpoint_dir(self, name: str) -> Path:
+        return self._checkpoints_dir / name.encode().hex()
+
+    def _write_checkpoint(self, name: str, arrays: dict[str, np.ndarray]) -> None:
+        base = self._checkpoint_dir(name)
+        base.mkdir(mode=0o700, parents=True, exist_ok=True)
+        current = self._current_checkpoint(base)
+        number = (int(current.name) + 1) if current is not None else 0
+        folder = base / str(number)
+        if folder.exists():  # an incomplete attempt (never published)
+            for leftover in folder.iterdir():
+                leftover.unlink()
+        folder.mkdir(mode=0o700, exist_ok=True)
+        for handle, array in arrays.items():
+            with open(folder / (handle.encode().hex() + ".npy"), "wb") as fh:
+                np.save(fh, np.ascontiguousarray(array), allow_pickle=False)
+                fh.flush()
+                if self.fsync:
+                    os.fsync(fh.fileno())
+        fsync_dir(folder, self.fsync)
+        fsync_dir(base, self.fsync)
+        atomic_write(base / "CURRENT", str(number).encode(), self.fsync)
+        if current is not None and current != folder:
+            for leftover in current.iterdir():
+                leftover.unlink()
+            current.rmdir()
+
+    @staticmethod
+    def _current_checkpoint(base: Path) -> Path | None:
+        pointer = base / "CURRENT"
+        try:
+            number = int(pointer.read_text())
+        except (OSError, ValueError):
+            return None
+        folder = base / str(number)
+        return folder if folder.is_dir() else None
+
+    def checkpoint_names(self) -> list[str]:
+        if not self._checkpoints_dir.exists():
+            return []
+        return sorted(bytes.fromhex(d.name).decode() for d in self._checkpoints_dir.iterdir()
+                      if d.is_dir() and self._current_checkpoint(d) is not None)
+
+    def restore(self, name: str) -> dict[str, np.ndarray] | None:
+        """The arrays of checkpoint ``name`` (None when it does not exist)."""
+        folder = self._current_checkpoint(self._checkpoint_dir(name))
+        if folder is None:
+            return None
+        arrays = {}
+        for path in sorted(folder.glob("*.npy")):
+            try:
+                arrays[bytes.fromhex(path.stem).decode()] = np.load(path, allow_pickle=False)
+            except (OSError, ValueError) as err:
+                raise StorageError(str(path), f"unreadable checkpoint file: {err}",
+                                   "restore it from a replica or delete the node's state directory") from None
+        return arrays
 
     def _fsync_log(self, key: str) -> None:
         if self.fsync:
@@ -240,10 +347,32 @@ class DiskStorage:
         for stale in ([] if read_only else self._values_dir.glob("*.tmp")):  # crash before replace: old file stands
             stale.unlink()
         logs: dict[str, list[Any]] = {}
+        records: dict[str, dict[str, Any]] = {}
         for path in sorted(self._logs_dir.glob("*.log")):
             key = bytes.fromhex(path.stem).decode()
-            logs[key] = self._read_log(key, path)
-        return DurableState(values=values, logs=logs)
+            entries = self._read_log(key, path)
+            if key.startswith(RECORDS_PREFIX):
+                table: dict[str, Any] = {}
+                for put, delete in entries:
+                    table.update(put)
+                    for k in delete:
+                        table.pop(k, None)
+                records[key[len(RECORDS_PREFIX):]] = table
+            else:
+                logs[key] = entries
+        for stale in ([] if read_only else self._logs_dir.glob("*.tmp")):
+            stale.unlink()
+        self._records = {t: dict(r) for t, r in records.items()}
+        checkpoints = self.checkpoint_names()
+        if not read_only and self._checkpoints_dir.exists():  # folders no pointer names: incomplete, removed
+            for base in self._checkpoints_dir.iterdir():
+                current = self._current_checkpoint(base)
+                for folder in base.iterdir():
+                    if folder.is_dir() and folder != current:
+                        for leftover in folder.iterdir():
+                            leftover.unlink()
+                        folder.rmdir()
+        return DurableState(values=values, logs=logs, records=records, checkpoints=tuple(checkpoints))
 
     def close(self) -> None:
         for fd in self._log_fds.values():
