@@ -118,12 +118,17 @@ class NemesisConfig:
     nodes restart (the healed phase, where liveness is measured). For each enabled fault, windows of length
     uniform in ``window_s`` (default: 5–25 % of the faulty phase) follow gaps exponential with mean ``gap_s``
     (default: 10 % of the faulty phase); different faults may overlap.
+
+    Liveness (:mod:`seedance.sim.liveness`): the run must recover to ``recovery_fraction`` of the same seed's
+    fault-free throughput within ``recovery_bound_s`` of the heal.
     """
 
     faults: tuple[str, ...] = ()
     faulty_fraction: float = 0.6
     window_s: tuple[float, float] | None = None
     gap_s: float | None = None
+    recovery_fraction: float = 0.5
+    recovery_bound_s: float = 1.0
 
     def __post_init__(self) -> None:
         from seedance.sim.nemesis import FAULTS  # the names live beside their implementations
@@ -143,6 +148,10 @@ class NemesisConfig:
                 raise SpecError("nemesis.window_s", f"must be 0 < lo <= hi, got {self.window_s!r}")
         if self.gap_s is not None:
             _positive("nemesis.gap_s", self.gap_s)
+        _positive("nemesis.recovery_bound_s", self.recovery_bound_s, allow_zero=True)
+        if isinstance(self.recovery_fraction, bool) or not isinstance(self.recovery_fraction, (int, float)) \
+                or not 0.0 <= self.recovery_fraction <= 1.0:
+            raise SpecError("nemesis.recovery_fraction", f"must be a number in [0, 1], got {self.recovery_fraction!r}")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,8 +7,10 @@ Rules:
   generator, the workload generator, the nemesis generator. Nothing reads a wall clock or a global RNG; wall time
   is measured only to report speed and never enters the trace.
 * Phases: the faulty phase is ``[0, faulty_fraction · duration)`` when a nemesis is configured (empty otherwise);
-  the healed phase is the rest. Liveness: ``ops_ok_healed`` counts operations that completed ``ok`` in the healed
-  phase; ``progress_after_heal`` says it is positive (TigerBeetle VOPR's liveness check).
+  the healed phase is the rest. Liveness (:mod:`seedance.sim.liveness`): ``ops_ok_healed`` counts operations that
+  completed ``ok`` in the healed phase; ``progress_after_heal`` says the run recovered to ``recovery_fraction``
+  (50 %) of the same seed's fault-free throughput within ``recovery_bound_s`` (1 s) of the heal — a run with faults
+  is simulated a second time without them for that baseline (``liveness=False`` skips it).
 * Invariant hooks ``hook(view) -> str | None`` run after every handled input (``invariant_every_s=None``) or every
   ``invariant_every_s`` of virtual time; a returned string is a violation, recorded with its time, and (by default)
   stops the run. The view exposes the live node objects, so a protocol's tests can check e.g. Raft's Election
@@ -37,6 +39,7 @@ from seedance.models.protocols.contract import ProtocolSpec
 from seedance.sim.collectives import Collectives
 from seedance.sim.config import SimConfig, extra_settings
 from seedance.sim.kernel import call_at
+from seedance.sim.liveness import Recovery, assess_run, liveness_summary
 from seedance.sim.nemesis import FaultWindow, Nemesis, draw_schedule
 from seedance.sim.network import Network, placement, resolve_topology
 from seedance.sim.runtime import Runtime
@@ -86,6 +89,7 @@ class SimResult:
     stats: dict[str, Any]
     runtime: Runtime = field(repr=False)
     wall_s: float = 0.0
+    liveness: Recovery | None = None  # None: not assessed (simulate(..., liveness=False))
 
     @property
     def history(self) -> list[Event]:
@@ -94,7 +98,8 @@ class SimResult:
 
     @property
     def progress_after_heal(self) -> bool:
-        return self.ops_ok_healed > 0
+        """Recovered to the configured share of fault-free throughput in time (any ok op, when not assessed)."""
+        return self.liveness.recovered if self.liveness is not None else self.ops_ok_healed > 0
 
     @property
     def reproduce(self) -> str:
@@ -112,6 +117,7 @@ class SimResult:
             "trace_sha256": self.trace_sha256, "history": history_path, "reproduce": self.reproduce,
             "healed_at_s": self.healed_at_s, "ops_ok_healed": self.ops_ok_healed,
             "progress_after_heal": self.progress_after_heal,
+            **liveness_summary(self.liveness),
             "faults": [w.name for w in self.faults], "violations": [list(v) for v in self.violations],
             "check": self.check, "stats": self.stats, "wall_s": self.wall_s,
         }
@@ -143,6 +149,8 @@ def reproduce_command(config: SimConfig) -> str:
     args += ["--key-dist", dist[w.key_distribution], "--op-timeout", repr(w.op_timeout_s)]
     for key, value in sorted(config.protocol_config.items()):
         args += ["--set", f"{key}={json.dumps(value)}"]
+    if not config.trace:
+        args.append("--no-trace")
     extra = extra_settings(config)
     if extra:
         args += ["--extra", json.dumps(extra, sort_keys=True, separators=(",", ":"))]
@@ -163,7 +171,7 @@ def _spec(protocol: Any) -> ProtocolSpec:
 
 def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invariant_every_s: float | None = None,
              stop_on_violation: bool = True, progress: Callable[[float], None] | None = None,
-             actions: Sequence[tuple[float, Callable[[Runtime], None]]] = ()) -> SimResult:
+             actions: Sequence[tuple[float, Callable[[Runtime], None]]] = (), liveness: bool = True) -> SimResult:
     """Run ``config`` to completion and return its result (history, trace, counts, verdicts).
 
     ``actions`` are scripted interventions ``(time_s, fn(runtime))`` for scenario tests (crash node 2 at 10 ms,
@@ -177,6 +185,7 @@ def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invaria
     _node_seq, network_seq, workload_seq, nemesis_seq = root.spawn(4)  # nodes: seedance.engine.rng
     env = simpy.Environment()
     trace = Trace(enabled=config.trace, num_nodes=config.nodes)
+    trace.attach(env)  # spills records to a temporary file as they accumulate (memory stays bounded)
     network = Network(topology, config.nodes, np.random.default_rng(network_seq),
                       devices=placement(topology, config.nodes, config.nodes_per_host))
     protocol_config = {**spec.default_config, **config.protocol_config}
@@ -230,8 +239,11 @@ def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invaria
         raise
     end = env.now
     clients.finish(end)
-    return _result(config, runtime, clients, trace, schedule, healed_at, violations,
-                   time.perf_counter() - wall_start, nemesis.applied)
+    result = _result(config, runtime, clients, trace, schedule, healed_at, violations,
+                     time.perf_counter() - wall_start, nemesis.applied)
+    if not liveness or (violations and stop_on_violation):  # a run stopped by a safety violation: no baseline
+        return result
+    return assess_run(result, simulate, faulty=bool(faults))
 
 
 def _result(config: SimConfig, runtime: Runtime, clients: Clients, trace: Trace, schedule: list[FaultWindow],
@@ -292,7 +304,8 @@ def write_outputs(result: SimResult, out_dir: str | Path, *, metadata: dict[str,
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     history_path = write_jsonl(result.history, out / "history.jsonl")
-    result.trace.write_chrome(out / "trace.json")
+    if result.config.trace:  # --no-trace: no trace.json (trace_sha256 is then the empty trace's)
+        result.trace.write_chrome(out / "trace.json")
     summary = result.summary(history_path=str(history_path))
     document = {**summary, "metadata": metadata or {}}
     text = json.dumps(document, indent=2, sort_keys=True, allow_nan=False, default=_json_default)
