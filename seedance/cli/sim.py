@@ -68,6 +68,8 @@ def command() -> None:
               help='Settings without a flag, as JSON by section, e.g. \'{"cpu": {"message_s": 5e-6}}\'.')
 @click.option("--check/--no-check", default=True, show_default=True, help="Run the linearizability checker.")
 @click.option("--check-timeout", type=float, default=30.0, show_default=True, help="Checker budget (s).")
+@click.option("--trace/--no-trace", default=True, show_default=True,
+              help="Record the trace (--no-trace: no records, no trace.json; trace_sha256 is the empty trace's).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="out/sim", show_default=True,
               help="Directory for history.jsonl, trace.json, summary.json.")
 @json_option
@@ -75,7 +77,7 @@ def run_command(protocol: str, nodes: int, topology: str | None, hosts: int | No
                 clients: int, duration: float,
                 seed: int, nemesis: str, faulty_fraction: float, workload: str, rate: float, mix: str, keys: int,
                 key_dist: str, op_timeout: float, settings: tuple[str, ...], extra: str | None, check: bool,
-                check_timeout: float,
+                check_timeout: float, trace: bool,
                 out_dir: str, as_json: bool) -> int:
     """Run one seeded simulation; write its history, Chrome trace and summary to --out."""
     from seedance.models.protocols import registry
@@ -96,7 +98,7 @@ def run_command(protocol: str, nodes: int, topology: str | None, hosts: int | No
                                 op_timeout_s=op_timeout, **_key_dist(key_dist), **more.get("workload", {})),
         nemesis=NemesisConfig(faults=faults, faulty_fraction=faulty_fraction, **more.get("nemesis", {})),
         cpu=CpuConfig(**more.get("cpu", {})), storage=StorageConfig(**more.get("storage", {})),
-        check=check, check_timeout_s=check_timeout,
+        check=check, check_timeout_s=check_timeout, trace=trace,
     )
     bar = _progress_bar(duration, sys.stderr.isatty())
 

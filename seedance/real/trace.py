@@ -12,7 +12,8 @@ Rules (seedance.sim.trace; Google "Trace Event Format"):
   measured fsync time.
 * Each process appends its records as JSON Lines (``node-<id>.trace.jsonl``, ``launcher.trace.jsonl``), flushed every
   ``flush_every_s`` so a SIGKILL loses at most that much; :func:`merge` sorts them by time (stably) into one
-  :class:`~seedance.sim.trace.Trace`, writes ``trace.json`` and returns the sha256 of the canonical records.
+  :class:`~seedance.sim.trace.Trace`, streams ``trace.json`` and returns the sha256 of the canonical records
+  (:meth:`seedance.sim.trace.Trace.sha256`: the records' MessagePack bytes in time order).
 """
 
 from __future__ import annotations
@@ -84,10 +85,5 @@ def merge(paths: Iterable[Path], out: Path, num_nodes: int, metadata: Mapping[st
     records.sort(key=lambda r: float(r[0]))
     trace = Trace(num_nodes=num_nodes)
     trace.records.extend(records)
-    doc = trace.to_chrome()
-    if metadata:
-        doc["metadata"] = _plain(dict(metadata))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh, separators=(",", ":"), allow_nan=False)
+    trace.write_chrome(out, metadata=dict(metadata) if metadata else None)  # streamed, event by event
     return trace.sha256()

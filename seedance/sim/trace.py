@@ -11,6 +11,14 @@ Rules:
   reproduces a run"). :meth:`Trace.canonical_lines` gives the same records as JSON lines for reading.
 * Message contents are not recorded (only their type name and size): a trace shows *what happened when*, the
   history and the node objects show values.
+* Memory stays bounded: records are appended to an in-memory list, and once it holds ``spill_records`` of them
+  (checked every ``check_every_s`` of virtual time by a callback :meth:`Trace.attach` puts on the simulator's
+  clock, which touches nothing else) they are packed to a temporary spill file, the hash is updated with exactly
+  those bytes, and the list is emptied in place. Reading a trace (iteration, :meth:`Trace.of_kind`,
+  :meth:`Trace.sha256`, the Chrome export) covers the spilled records and then the rest; spilled records read back
+  with arrays as tuples. ``trace_sha256`` is therefore still the sha256 of every record's canonical bytes in order
+  (a disabled trace, ``--no-trace``: the hash of no bytes, ``e3b0c442...``), whatever was spilled.
+* :meth:`Trace.write_chrome` streams: one event at a time to the file, never one document in memory.
 * :meth:`Trace.to_chrome` writes the Trace Event Format (Google, "Trace Event Format", 2016): ``X`` (complete)
   events for message flights, fsyncs, faults and client operations, ``i`` (instant) events for the rest, with
   ``pid`` = node (clients: one process after the nodes, nemesis: the next), ``tid`` = category, ``ts``/``dur`` in µs
@@ -22,7 +30,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -71,12 +80,18 @@ _INSTANT_CATEGORY = {"deliver": "net", "drop": "net", "duplicate": "net", "durab
 _LANE_TID_BASE = {"net": 100, "storage": 3, "nemesis": 1}
 
 
-def _on_lanes(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Give each X event a tid so that events on one (pid, tid) never overlap (greedy interval colouring)."""
-    placed: list[dict[str, Any]] = []
-    lanes: dict[tuple[int, str], list[float]] = {}  # (pid, category) -> end time of each lane
-    for span in sorted(spans, key=lambda e: (e["pid"], e["cat"], e["ts"])):
-        ends = lanes.setdefault((span["pid"], span["cat"]), [])
+class _Lanes:
+    """Give each X event a tid so that events on one (pid, tid) never overlap (greedy interval colouring).
+
+    Works on a stream: a span goes to the first lane (of its pid and category) whose last span ended by its start,
+    else to a new lane (announced by a ``thread_name`` event). Spans on a lane never overlap in any arrival order.
+    """
+
+    def __init__(self) -> None:
+        self.lanes: dict[tuple[int, str], list[float]] = {}  # (pid, category) -> end time of each lane's last span
+
+    def place(self, span: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        ends = self.lanes.setdefault((span["pid"], span["cat"]), [])
         for lane, end in enumerate(ends):
             if end <= span["ts"]:
                 break
@@ -84,32 +99,100 @@ def _on_lanes(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
             lane = len(ends)
             ends.append(0.0)
             base = _LANE_TID_BASE[span["cat"]]
-            placed.append({"name": "thread_name", "ph": "M", "pid": span["pid"], "tid": base + 1000 * lane,
-                           "args": {"name": span["cat"] + (f" {lane}" if lane else "")}})
+            yield {"name": "thread_name", "ph": "M", "pid": span["pid"], "tid": base + 1000 * lane,
+                   "args": {"name": span["cat"] + (f" {lane}" if lane else "")}}
         ends[lane] = span["ts"] + span["dur"]
-        placed.append({**span, "tid": _LANE_TID_BASE[span["cat"]] + 1000 * lane})
+        span["tid"] = _LANE_TID_BASE[span["cat"]] + 1000 * lane
+        yield span
+
+
+def _on_lanes(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Place a list of X events on lanes, in (pid, category, start) order."""
+    lanes = _Lanes()
+    placed: list[dict[str, Any]] = []
+    for span in sorted(spans, key=lambda e: (e["pid"], e["cat"], e["ts"])):
+        placed.extend(lanes.place(dict(span)))
     return placed
 
 
 class Trace:
     """An append-only list of records. ``enabled=False`` records nothing (hash of the empty trace)."""
 
-    __slots__ = ("records", "enabled", "num_nodes")
+    __slots__ = ("records", "enabled", "num_nodes", "spill_records", "check_every_s", "_spill", "_spilled",
+                 "_digest", "_pack")
 
-    def __init__(self, *, enabled: bool = True, num_nodes: int = 0) -> None:
-        self.records: list[tuple[Any, ...]] = []
+    def __init__(self, *, enabled: bool = True, num_nodes: int = 0, spill_records: int = 250_000,
+                 check_every_s: float = 1e-3) -> None:
+        self.records: list[tuple[Any, ...]] = []  # the records not spilled yet (this list object is never replaced)
         self.enabled = enabled
         self.num_nodes = num_nodes
+        self.spill_records = spill_records
+        self.check_every_s = check_every_s
+        self._spill: Any = None  # a temporary file of packed records, once anything was spilled
+        self._spilled = 0
+        self._digest = hashlib.sha256()  # over the spilled records' bytes
+        self._pack = msgpack.Packer(default=_fallback, use_bin_type=True).pack
 
     def __len__(self) -> int:
-        return len(self.records)
+        return self._spilled + len(self.records)
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
-        return iter(self.records)
+        if self._spill is not None:
+            self._spill.flush()
+            self._spill.seek(0)
+            unpacker = msgpack.Unpacker(self._spill, raw=False, strict_map_key=False, use_list=False,
+                                        max_buffer_size=1 << 30)
+            for _, record in zip(range(self._spilled), unpacker):
+                yield record
+            self._spill.seek(0, 2)
+        yield from list(self.records)
+
+    # ------------------------------------------------------------------------------------------ streaming
+    def attach(self, env: Any) -> None:
+        """Check the in-memory record count every ``check_every_s`` of ``env``'s virtual time and spill when full.
+
+        The callback reads and writes nothing of the simulation, so the run (and its records) are the same with or
+        without it.
+        """
+        if not self.enabled:
+            return
+        from seedance.sim.kernel import call_at
+
+        def check(event: Any) -> None:
+            if len(self.records) >= self.spill_records:
+                self.spill()
+            call_at(env, env.now + self.check_every_s, check)
+
+        call_at(env, self.check_every_s, check)
+
+    def spill(self) -> None:
+        """Pack the in-memory records to the spill file (and the hash) and empty the list in place."""
+        if not self.records:
+            return
+        if self._spill is None:
+            self._spill = tempfile.TemporaryFile(prefix="seedance-trace-")
+        pack, update, write = self._pack, self._digest.update, self._spill.write
+        chunk: list[bytes] = []
+        for record in self.records:
+            data = pack(record)
+            update(data)
+            chunk.append(data)
+            if len(chunk) >= 4096:
+                write(b"".join(chunk))
+                chunk.clear()
+        write(b"".join(chunk))
+        self._spilled += len(self.records)
+        self.records.clear()
+
+    def close(self) -> None:
+        """Drop the spill file (the trace is then only its in-memory records)."""
+        if self._spill is not None:
+            self._spill.close()
+            self._spill = None
 
     def canonical_lines(self) -> Iterator[str]:
         encode = json.JSONEncoder(separators=(",", ":"), allow_nan=True, sort_keys=True, default=_fallback).encode
-        for record in self.records:
+        for record in self:
             try:
                 yield encode(record)
             except TypeError:  # mixed-type mapping keys: normalise the slow way
@@ -117,21 +200,22 @@ class Trace:
 
     def canonical_bytes(self) -> bytes:
         pack = msgpack.Packer(default=_fallback, use_bin_type=True).pack
-        return b"".join(pack(record) for record in self.records)
+        return b"".join(pack(record) for record in self)
 
     def sha256(self) -> str:
+        """sha256 of the canonical bytes of every record in order (spilled ones were hashed as they were spilled)."""
         pack = msgpack.Packer(default=_fallback, use_bin_type=True).pack
-        digest = hashlib.sha256()
+        digest = self._digest.copy()
         update = digest.update
         for record in self.records:
             update(pack(record))
         return digest.hexdigest()
 
     def count(self, kind: str) -> int:
-        return sum(1 for record in self.records if record[1] == kind)
+        return sum(1 for record in self if record[1] == kind)
 
     def of_kind(self, kind: str) -> list[tuple[Any, ...]]:
-        return [record for record in self.records if record[1] == kind]
+        return [record for record in self if record[1] == kind]
 
     # ------------------------------------------------------------------------------------------ chrome export
     def to_chrome(self) -> dict[str, Any]:
@@ -140,63 +224,82 @@ class Trace:
         Duration (``X``) events never overlap on one thread: message flights and faults are spread over as many
         "lanes" (threads) as were in flight at once, so viewers draw every one of them.
         """
+        return {"traceEvents": list(self.chrome_events()), "displayTimeUnit": "ms"}
+
+    def chrome_events(self, records: Iterable[tuple[Any, ...]] | None = None) -> Iterator[dict[str, Any]]:
+        """The Trace Event Format events of ``records`` (default: this trace's), one at a time."""
         clients_pid = self.num_nodes
         nemesis_pid = self.num_nodes + 1
-        events: list[dict[str, Any]] = []
         for pid in range(self.num_nodes):
-            events.append({"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": f"node {pid}"}})
-        events.append({"name": "process_name", "ph": "M", "pid": clients_pid, "tid": 0, "args": {"name": "clients"}})
-        events.append({"name": "process_name", "ph": "M", "pid": nemesis_pid, "tid": 0, "args": {"name": "nemesis"}})
+            yield {"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": f"node {pid}"}}
+        yield {"name": "process_name", "ph": "M", "pid": clients_pid, "tid": 0, "args": {"name": "clients"}}
+        yield {"name": "process_name", "ph": "M", "pid": nemesis_pid, "tid": 0, "args": {"name": "nemesis"}}
         for pid in range(self.num_nodes):
             for category, tid in _INSTANT_TIDS.items():
-                events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": category}})
-        spans: list[dict[str, Any]] = []  # X events still to be placed on lanes
+                yield {"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": category}}
+        lanes = _Lanes()
         invokes: dict[int, tuple[float, str]] = {}
         faults: dict[int, tuple[float, str, Any]] = {}
-        for record in self.records:
+        for record in (self if records is None else records):
             time_s, kind, node = record[0], record[1], record[2]
             ts = time_s * 1e6
             pid = node if node >= 0 else nemesis_pid
             if kind == "send":
                 _, _, _, name, dst, size, deliver_s = record
-                spans.append({"name": name, "ph": "X", "cat": "net", "pid": pid, "ts": ts,
-                              "dur": max(0.0, (deliver_s - time_s) * 1e6), "args": {"dst": dst, "size_bytes": size}})
+                yield from lanes.place({"name": name, "ph": "X", "cat": "net", "pid": pid, "ts": ts,
+                                        "dur": max(0.0, (deliver_s - time_s) * 1e6),
+                                        "args": {"dst": dst, "size_bytes": size}})
             elif kind == "persist":
                 _, _, _, count, size, durable_s = record
-                spans.append({"name": "fsync", "ph": "X", "cat": "storage", "pid": pid, "ts": ts,
-                              "dur": (durable_s - time_s) * 1e6, "args": {"writes": count, "size_bytes": size}})
+                yield from lanes.place({"name": "fsync", "ph": "X", "cat": "storage", "pid": pid, "ts": ts,
+                                        "dur": max(0.0, (durable_s - time_s) * 1e6),
+                                        "args": {"writes": count, "size_bytes": size}})
             elif kind == "invoke":
                 _, _, _, process, f, key, value = record
                 invokes[process] = (ts, f"{f} {key}")
             elif kind == "return":
                 _, _, _, process, outcome, value = record
                 start, name = invokes.pop(process, (ts, "op"))
-                events.append({"name": name, "ph": "X", "cat": "client", "pid": clients_pid, "tid": process,
-                               "ts": start, "dur": ts - start, "args": {"outcome": outcome, "value": value}})
+                yield {"name": name, "ph": "X", "cat": "client", "pid": clients_pid, "tid": process,
+                       "ts": start, "dur": ts - start, "args": {"outcome": outcome, "value": value}}
             elif kind == "fault-start":
                 _, _, _, fault_id, name, params = record
                 faults[fault_id] = (ts, name, params)
             elif kind == "fault-end":
                 fault_id = record[3]
                 start, name, params = faults.pop(fault_id, (ts, record[4], None))
-                spans.append({"name": name, "ph": "X", "cat": "nemesis", "pid": nemesis_pid, "ts": start,
-                              "dur": ts - start, "args": {"params": params}})
+                yield from lanes.place({"name": name, "ph": "X", "cat": "nemesis", "pid": nemesis_pid, "ts": start,
+                                        "dur": ts - start, "args": {"params": params}})
             else:
                 category = _INSTANT_CATEGORY.get(kind, "timer" if kind.startswith("timer") else "lifecycle")
-                events.append({"name": kind if kind != "annotate" else str(record[3]), "ph": "i", "s": "t",
-                               "cat": category, "pid": pid, "tid": _INSTANT_TIDS[category], "ts": ts,
-                               "args": {"details": record[3:]}})
-        events.extend(_on_lanes(spans))
-        return {"traceEvents": events, "displayTimeUnit": "ms"}
+                yield {"name": kind if kind != "annotate" else str(record[3]), "ph": "i", "s": "t",
+                       "cat": category, "pid": pid, "tid": _INSTANT_TIDS[category], "ts": ts,
+                       "args": {"details": record[3:]}}
 
-    def write_chrome(self, path: str | Path) -> Path:
-        """Write :meth:`to_chrome` as strict JSON (non-finite floats and odd objects as strings)."""
+    def write_chrome(self, path: str | Path, records: Iterable[tuple[Any, ...]] | None = None,
+                     metadata: dict[str, Any] | None = None) -> Path:
+        """Stream :meth:`chrome_events` to ``path`` as strict JSON, one event per line (non-finite floats and odd
+        objects as strings); the document is never held in memory whole."""
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        document = self.to_chrome()
-        try:  # the C encoder, one shot; details stay as recorded
-            text = json.dumps(document, separators=(",", ":"), allow_nan=False, default=_fallback)
-        except (ValueError, TypeError):  # NaN / infinity or mixed-type keys somewhere: normalise everything
-            text = json.dumps(_plain(document), separators=(",", ":"), allow_nan=False)
-        target.write_text(text, encoding="utf-8")
+        encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False, default=_fallback).encode
+        with open(target, "w", encoding="utf-8") as fh:
+            fh.write('{"displayTimeUnit":"ms",')
+            if metadata:
+                fh.write('"metadata":' + json.dumps(_plain(metadata), separators=(",", ":"), allow_nan=False) + ",")
+            fh.write('"traceEvents":[\n')
+            buffer: list[str] = []
+            first = True
+            for event in self.chrome_events(records):
+                try:
+                    text = encode(event)
+                except (ValueError, TypeError):  # NaN / infinity or mixed-type keys: normalise this event
+                    text = json.dumps(_plain(event), separators=(",", ":"), allow_nan=False)
+                buffer.append(text if first else ",\n" + text)
+                first = False
+                if len(buffer) >= 4096:
+                    fh.write("".join(buffer))
+                    buffer.clear()
+            fh.write("".join(buffer))
+            fh.write("\n]}\n")
         return target

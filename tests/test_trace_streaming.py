@@ -1,0 +1,55 @@
+"""The trace streams: records spill to disk as they accumulate, the Chrome file is written event by event, and
+``--no-trace`` records nothing; ``trace_sha256`` stays the hash of every record's canonical bytes, spilled or not."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from seedance.cli import main
+from seedance.sim import NemesisConfig, SimConfig, WorkloadConfig, simulate
+from seedance.sim import trace as trace_mod
+
+
+def _config(**kw) -> SimConfig:
+    return SimConfig(protocol="echo", nodes=5, duration_s=0.6, seed=4, check=False,
+                     workload=WorkloadConfig(clients=8),
+                     nemesis=NemesisConfig(faults=("partition", "duplicate", "crash")), **kw)
+
+
+def test_spilling_changes_neither_the_records_nor_the_hash_nor_the_chrome_file(tmp_path, monkeypatch):
+    whole = simulate(_config())
+    original = trace_mod.Trace.__init__
+
+    def small(self, **kw):
+        original(self, **{**kw, "spill_records": 500})
+
+    monkeypatch.setattr(trace_mod.Trace, "__init__", small)
+    spilled = simulate(_config())
+    assert spilled.trace._spilled > len(spilled.trace.records) and len(spilled.trace) == len(whole.trace) > 10_000
+    assert len(whole.trace.records) == len(whole.trace)  # below the threshold nothing spills
+    assert spilled.trace_sha256 == whole.trace_sha256 == hashlib.sha256(whole.trace.canonical_bytes()).hexdigest()
+    assert spilled.trace.canonical_bytes() == whole.trace.canonical_bytes()
+    assert spilled.trace.count("send") == whole.trace.count("send") > 0
+    a = whole.trace.write_chrome(tmp_path / "a.json")
+    b = spilled.trace.write_chrome(tmp_path / "b.json")
+    assert a.read_text() == b.read_text()
+    doc = json.loads(a.read_text())
+    assert doc["displayTimeUnit"] == "ms" and len(doc["traceEvents"]) == len(whole.trace.to_chrome()["traceEvents"])
+
+
+def test_the_spill_check_leaves_the_run_unchanged(monkeypatch):
+    checked = simulate(_config())
+    monkeypatch.setattr(trace_mod.Trace, "attach", lambda self, env: None)
+    unchecked = simulate(_config())
+    assert checked.trace_sha256 == unchecked.trace_sha256 and checked.ops_ok == unchecked.ops_ok
+
+
+def test_sim_run_no_trace_writes_no_trace_and_reproduces(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["sim", "run", "--protocol", "echo", "--nodes", "3", "--duration", "0.05", "--seed", "2",
+                 "--no-trace", "--out", str(out), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["trace_sha256"] == hashlib.sha256(b"").hexdigest()
+    assert "--no-trace" in summary["reproduce"] and summary["ops_ok"] > 0
+    assert not (out / "trace.json").exists() and (out / "history.jsonl").exists()
