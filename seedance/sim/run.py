@@ -151,8 +151,6 @@ def reproduce_command(config: SimConfig) -> str:
         args += ["--set", f"{key}={json.dumps(value)}"]
     if not config.trace:
         args.append("--no-trace")
-    if not config.trace:
-        args.append("--no-trace")
     extra = extra_settings(config)
     if extra:
         args += ["--extra", json.dumps(extra, sort_keys=True, separators=(",", ":"))]
@@ -187,7 +185,6 @@ def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invaria
     _node_seq, network_seq, workload_seq, nemesis_seq = root.spawn(4)  # nodes: seedance.engine.rng
     env = simpy.Environment()
     trace = Trace(enabled=config.trace, num_nodes=config.nodes)
-    trace.attach(env)  # spills records to a temporary file as they accumulate (memory stays bounded)
     trace.attach(env)  # spills records to a temporary file as they accumulate (memory stays bounded)
     network = Network(topology, config.nodes, np.random.default_rng(network_seq),
                       devices=placement(topology, config.nodes, config.nodes_per_host))
@@ -308,7 +305,6 @@ def write_outputs(result: SimResult, out_dir: str | Path, *, metadata: dict[str,
     out.mkdir(parents=True, exist_ok=True)
     history_path = write_jsonl(result.history, out / "history.jsonl")
     if result.config.trace:  # --no-trace: no trace.json (trace_sha256 is then the empty trace's)
-        if result.config.trace:  # --no-trace: no trace.json (trace_sha256 is then the empty trace's)
         result.trace.write_chrome(out / "trace.json")
     summary = result.summary(history_path=str(history_path))
     document = {**summary, "metadata": metadata or {}}
