@@ -85,3 +85,18 @@ def test_sim_faults_prints_the_table(capsys):
     assert main(["sim", "faults"]) == 0
     text = capsys.readouterr().out
     assert all(name in text for name in faults.NAMES)
+
+
+def test_the_table_module_is_plain_data_and_draws():
+    """Both runtimes import it: no simpy, sockets, asyncio, processes, clocks or runtime imports."""
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse(Path(faults.__file__).read_text())
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module)
+    assert imported <= {"__future__", "math", "collections.abc", "dataclasses", "typing", "numpy", "seedance.errors"}
