@@ -108,6 +108,25 @@ def test_campaign_slow(seed, request):
 
 
 # ------------------------------------------------------------------------------------------- planted-bug detection
+def test_the_campaign_fails_with_the_counting_window_mutant(request):
+    """Raft's pre-issue-R flow control (raft_mutants.CountingWindowRaft: a lost AppendEntries leaves the window full
+    while heartbeat replies flow) is safe but not live: run over the campaign's own seeds and configs, it fails the
+    liveness assertion of :func:`_check_seed` on some seed (the first is 62: loss with skew on 3 nodes, where both
+    followers end up fed only by heartbeats, about a tenth of the fault-free throughput). Only the liveness part is
+    evaluated here (no checker), and only on the seeds whose draw includes message loss, the fault that strands a
+    window (one failing seed is enough for the campaign to fail), so the loop stops at the first failure cheaply."""
+    for seed in CAMPAIGN_SEEDS:
+        config = campaign_config(seed, MUTANTS["counting-window"], check=False)
+        if "loss" not in config.nemesis.faults:
+            continue
+        result = simulate(config)
+        if not result.progress_after_heal:
+            r = result.liveness
+            assert r.throughput_healed_ops_s < r.fraction * r.baseline_throughput_ops_s
+            return
+    raise AssertionError(f"the counting-window mutant passed the liveness check on all {len(CAMPAIGN_SEEDS)} seeds")
+
+
 def vote_crash_config(seed: int, protocol: object) -> SimConfig:
     """Five nodes under majorities-ring partitions (every node sees a majority, no two the same one), where
     concurrent candidates of one term share voters, and ``vote-crash``: a node that has just granted a vote crashes
