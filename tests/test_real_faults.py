@@ -106,6 +106,21 @@ def test_paused_node_is_stopped_in_proc_and_continues(tmp_path):
     assert wait_gone(tmp_path) == []
 
 
+def test_a_kill_sent_right_after_the_fork_lands_within_its_timeout(tmp_path):
+    """The zygote's child may not have its own process group yet: the pid itself is signalled too."""
+    with launcher(tmp_path, nodes=1) as launch:
+        launch.kill_timeout_s = 5.0
+        launch.start_all()
+        for _ in range(5):
+            launch.kill(0)  # raises RuntimeError instead of waiting for ever
+            assert not launch.alive(0)
+            launch.spawn(0)
+        start = time.monotonic()
+        asyncio.run(launch.akill(0))
+        assert not launch.alive(0) and time.monotonic() - start < 5.0
+    assert wait_gone(tmp_path) == []
+
+
 def test_slow_disk_delays_each_sync_on_a_real_file(tmp_path):
     from seedance.models.protocols.contract import PersistLog
 
