@@ -7,8 +7,17 @@ import json
 import numpy as np
 import pytest
 
-from seedance.real.calibrate import _predict, correction_factor, fit_corrections, fit_efficiency, fit_pair, median_ci
-from seedance.real.microbench import iters_for, schedule
+from seedance.real.calibrate import (
+    _predict,
+    correction_factor,
+    fit_corrections,
+    fit_efficiency,
+    fit_pair,
+    median_ci,
+    pooled,
+    split_sizes,
+)
+from seedance.real.microbench import iters_for, iters_for_duration, schedule
 
 
 def test_theil_sen_recovers_alpha_beta_despite_an_outlier():
@@ -60,6 +69,30 @@ def test_small_messages_are_timed_in_loops_big_ones_alone():
     assert iters_for(1 << 20) == 1 and iters_for(64 << 20) == 1
 
 
+def test_samples_are_loops_lasting_the_minimum_duration():
+    assert iters_for_duration(1e-6, 0.1) == 100_000  # 1 us operations: 100 ms of them
+    assert iters_for_duration(0.3, 0.1) == 1  # a slow operation is one sample by itself
+    assert iters_for_duration(0.0, 0.1) == iters_for_duration(-1.0, 0.1) > 1  # unmeasurably fast: the cap
+
+
+def test_held_out_sizes_lie_strictly_between_calibration_sizes():
+    calibration, held = split_sizes([4096, 16384, 65536, 1 << 20, 16 << 20], world_size=4)
+    assert calibration == [4096, 16384, 65536, 1 << 20, 16 << 20]
+    assert len(held) == 4 and all(a < h < b for a, h, b in zip(calibration, held, calibration[1:]))
+    assert all(h % 16 == 0 for h in held)  # whole float32 elements for each of 4 ranks' allgather share
+    assert held[0] == 8192 and held[-1] == 4 << 20  # geometric midpoints
+    assert not set(held) & set(calibration)
+
+
+def test_repeats_pool_samples_per_item():
+    raws = [{"collectives": [{"collective": "allreduce", "size_bytes": 8, "iters": 5, "samples_s": [1.0, 2.0]}]},
+            {"collectives": [{"collective": "allreduce", "size_bytes": 8, "iters": 9, "samples_s": [3.0]},
+                             {"collective": "broadcast", "size_bytes": 8, "iters": 9, "samples_s": [4.0]}]}]
+    rows = pooled(raws, "collectives")
+    assert [(r["collective"], r["samples_s"]) for r in rows] == [("allreduce", [1.0, 2.0, 3.0]),
+                                                                   ("broadcast", [4.0])]
+
+
 def test_residual_correction_is_one_for_the_model_itself_and_interpolates_log_log():
     n = 2
     bandwidth, latency = np.full((n, n), 2.0), np.full((n, n), 50.0)
@@ -85,13 +118,13 @@ def test_calibrate_then_validate_end_to_end(tmp_path, capsys):
     from seedance.models.topology import load
 
     topo = tmp_path / "cal.yaml"
-    assert main(["real", "calibrate", "--world-size", "2", "--sizes", "4KiB:256KiB:4", "--reps", "3",
-                 "--out", str(topo), "--json"]) == 0
+    assert main(["real", "calibrate", "--world-size", "2", "--sizes", "4KiB:256KiB:4", "--reps", "2",
+                 "--repeats", "2", "--min-sample-ms", "10", "--out", str(topo), "--json"]) == 0
     cal = json.loads(capsys.readouterr().out)
     assert load(str(topo)).num_devices == 2 and cal["backend"] == "gloo"
     assert set(cal["fits"]) == {"allreduce", "allgather", "broadcast"}
-    assert main(["real", "validate", "--world-size", "2", "--topology", str(topo), "--sizes", "4KiB:256KiB:4",
-                 "--reps", "3", "--figure", str(tmp_path / "fig"), "--json"]) == 0
+    assert main(["real", "validate", "--world-size", "2", "--topology", str(topo),
+                 "--figure", str(tmp_path / "fig"), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert {r["collective"] for r in result["rows"]} == {"allreduce", "allgather", "broadcast"}
     for row in result["rows"]:
@@ -99,5 +132,8 @@ def test_calibrate_then_validate_end_to_end(tmp_path, capsys):
         assert row["rel_error"] == pytest.approx((row["predicted_s"] - row["measured_s"]) / row["measured_s"])
     assert (tmp_path / "fig.pdf").exists() and (tmp_path / "fig.png").exists()
     assert "median_abs_rel_error_ge_1MiB" in result and "median_abs_model_rel_error_ge_1MiB" in result
+    assert "median_abs_rel_error_heldout" in result and "repeat_halfwidth_pp" in result
+    assert result["repeats"] == 2 and {r["repeat"] for r in result["rows"]} == {0, 1}  # the calibration's schedule
+    assert {r["size_bytes"] for r in result["rows"] if r["heldout"]} == {8192, 32768, 131072}
     for row in result["rows"]:
         assert row["predicted_s"] == pytest.approx(row["model_s"] * row["correction"])

@@ -113,14 +113,20 @@ def run_command(protocol: str, nodes: int, clients: int, duration: float, seed: 
 
 @command.command(name="calibrate")
 @click.option("--world-size", type=int, required=True, help="Ranks (local processes) to measure.")
-@click.option("--sizes", default="4KiB:64MiB:4", show_default=True,
-              help="Message sizes START:END[:FACTOR] (nccl-tests' -b/-e/-f).")
-@click.option("--reps", type=int, default=20, show_default=True, help="Timed repetitions for small messages.")
+@click.option("--sizes", default="4KiB:16MiB:4", show_default=True,
+              help="Calibration sizes START:END[:FACTOR] (nccl-tests' -b/-e/-f); the midpoints between them are "
+                   "held out for validate.")
+@click.option("--reps", type=int, default=3, show_default=True, help="Timed rounds per repeat.")
 @click.option("--warmups", type=int, default=2, show_default=True, help="Untimed runs before each measurement.")
+@click.option("--repeats", type=int, default=3, show_default=True,
+              help="Full measurements in fresh processes (>= 3 for an interval); samples are pooled.")
+@click.option("--min-sample-ms", type=float, default=100.0, show_default=True,
+              help="Each sample is a loop of back-to-back operations lasting at least this long (0: ~1 MiB).")
 @click.option("--out", "out_file", type=click.Path(dir_okay=False), required=True,
               help="Topology file to write (.yaml/.yml or .json); a FILE.calibration.json sidecar goes beside it.")
 @json_option
-def calibrate_command(world_size: int, sizes: str, reps: int, warmups: int, out_file: str, as_json: bool) -> None:
+def calibrate_command(world_size: int, sizes: str, reps: int, warmups: int, repeats: int, min_sample_ms: float,
+                      out_file: str, as_json: bool) -> None:
     """Measure p2p and collective times with torch.distributed; fit a topology file for --topology."""
     from seedance.models.units import parse_size_range
     from seedance.real.calibrate import calibrate
@@ -128,7 +134,7 @@ def calibrate_command(world_size: int, sizes: str, reps: int, warmups: int, out_
     if reps < 1 or warmups < 0:
         raise SpecError("--reps" if reps < 1 else "--warmups", "out of range", "--reps >= 1, --warmups >= 0")
     result = calibrate(world_size, parse_size_range(sizes, field="--sizes"), Path(out_file), reps=reps,
-                       warmups=warmups)
+                       warmups=warmups, repeats=repeats, min_sample_s=min_sample_ms / 1e3)
     summary = {"topology": out_file, "world_size": world_size, "backend": result["backend"], "fits": result["fits"],
                "pairs": [{k: p[k] for k in ("src", "dst", "bandwidth_GBps", "latency_us", "bandwidth_GBps_ci")}
                          for p in result["pairs"]]}
@@ -147,31 +153,44 @@ def calibrate_command(world_size: int, sizes: str, reps: int, warmups: int, out_
 @click.option("--world-size", type=int, required=True, help="Ranks (local processes).")
 @click.option("--topology", "topology_file", type=click.Path(exists=True, dir_okay=False), required=True,
               help="A calibrated topology file (from `seedance real calibrate`).")
-@click.option("--sizes", default="4KiB:64MiB:4", show_default=True, help="Message sizes START:END[:FACTOR].")
-@click.option("--reps", type=int, default=20, show_default=True, help="Timed repetitions for small messages.")
-@click.option("--warmups", type=int, default=2, show_default=True, help="Untimed runs before each measurement.")
+@click.option("--sizes", default=None, help="Calibration sizes START:END[:FACTOR] (default: the calibration's).")
+@click.option("--reps", type=int, default=None, help="Timed rounds per repeat (default: the calibration's).")
+@click.option("--warmups", type=int, default=None, help="Untimed runs (default: the calibration's).")
+@click.option("--repeats", type=int, default=None, help="Full measurements (default: the calibration's, 3).")
+@click.option("--min-sample-ms", type=float, default=None, help="Loop length per sample (default: the calibration's).")
 @click.option("--figure", "figure_stem", type=click.Path(dir_okay=False), default="out/real/validate",
               show_default=True, help="Figure path without suffix (writes .pdf and .png).")
 @json_option
-def validate_command(world_size: int, topology_file: str, sizes: str, reps: int, warmups: int, figure_stem: str,
-                     as_json: bool) -> None:
-    """Run collectives for real and predict them with the cost model; print errors, save a figure."""
+def validate_command(world_size: int, topology_file: str, sizes: str | None, reps: int | None, warmups: int | None,
+                     repeats: int | None, min_sample_ms: float | None, figure_stem: str, as_json: bool) -> None:
+    """Run the calibration's schedule again and predict it with the cost model; held-out sizes are the headline."""
     from seedance.models.units import parse_size_range
     from seedance.real.validate import save_figure, validate
 
-    result = validate(world_size, Path(topology_file), parse_size_range(sizes, field="--sizes"), reps=reps,
-                      warmups=warmups)
+    if (reps is not None and reps < 1) or (warmups is not None and warmups < 0):
+        raise SpecError("--reps" if reps is not None and reps < 1 else "--warmups", "out of range",
+                        "--reps >= 1, --warmups >= 0")
+    result = validate(world_size, Path(topology_file),
+                      parse_size_range(sizes, field="--sizes") if sizes is not None else None, reps=reps,
+                      warmups=warmups, repeats=repeats,
+                      min_sample_s=None if min_sample_ms is None else min_sample_ms / 1e3)
     result["figure"] = [str(p) for p in save_figure(result, Path(figure_stem))]
     if as_json:
         emit_json(result)
     else:
         for r in result["rows"]:
-            click.echo(f"{r['collective']:>10} {r['size_bytes']:>10} B  measured {r['measured_s'] * 1e3:9.3f} ms  "
-                       f"predicted {r['predicted_s'] * 1e3:9.3f} ms  error {r['rel_error'] * 100:+6.1f} %")
+            click.echo(f"{r['repeat']} {r['collective']:>10} {r['size_bytes']:>10} B "
+                       f"{'held-out' if r['heldout'] else 'fitted  '}  measured {r['measured_s'] * 1e3:9.3f} ms  "
+                       f"model {r['model_s'] * 1e3:9.3f} ms  error {r['model_rel_error'] * 100:+6.1f} %")
         def pct(key: str) -> str:
             value = result.get(key)
             return "n/a" if value is None else f"{100 * value:.1f} %"
 
+        half = result.get("repeat_halfwidth_pp")
+        click.echo(f"model-only median |error| at held-out sizes >= 1 MiB: {pct('median_abs_rel_error_heldout')} "
+                   f"(+/- {'n/a' if half is None else f'{half:.1f}'} pp across {result['repeats']} repeats); "
+                   f"< 1 MiB: {pct('median_abs_rel_error_heldout_lt_1MiB')}; reproducibility at calibrated sizes "
+                   f"{pct('median_abs_rel_error_calibrated')}")
         click.echo(f"median |error| >= 1 MiB: {pct('median_abs_rel_error_ge_1MiB')} "
                    f"(cost model alone {pct('median_abs_model_rel_error_ge_1MiB')}, "
                    f"measurement CI half-width {pct('median_ci_half_width_ge_1MiB')}); "

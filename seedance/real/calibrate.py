@@ -3,10 +3,14 @@
 Rules (seed §2.4 "B must be calibrated from measurements"; Hockney's alpha-beta model; Sen 1968 / Theil 1950
 robust slopes; Hoefler & Belli SC'15 on medians and confidence intervals):
 
-1. :mod:`.microbench` measures half ping-pong times for every ordered pair and every size, and collective times
-   (allreduce, allgather, broadcast), after a warm-up pass, in ``reps`` randomly ordered rounds with one thread
-   per rank. Each (pair or collective, size) is summarised by its median with a 95 % bootstrap confidence
-   interval; the same statistic of the same kind of sample that ``validate`` measures (in a separate run).
+1. :mod:`.microbench` measures half ping-pong times for every ordered pair, then (a separate phase) collective
+   times (allreduce, allgather, broadcast), after a warm-up pass, in ``reps`` randomly ordered rounds with one
+   thread per rank, each sample a loop of back-to-back operations lasting >= ``min_sample_s`` (0.1 s), as
+   nccl-tests times loops. ``--sizes`` are the *calibration* sizes; the geometric midpoints between consecutive
+   ones are *held-out* sizes (:func:`split_sizes`), measured in the same schedule but never fitted. The whole
+   measurement is repeated ``repeats`` (>= 3) times in fresh processes and the samples pooled. ``validate`` runs the
+   identical schedule (same items, phases, buffers, loop rule; another seed) from the sidecar's plan. Each (pair or
+   collective, size) is summarised by its median with a 95 % bootstrap confidence interval.
 2. Per ordered pair, ``t(S) = alpha + S / beta`` is fitted to the medians by Theil–Sen (``scipy.stats.theilslopes``,
    robust to the outliers a shared machine produces): ``latency_us = alpha`` (clipped at 0) and
    ``bandwidth_GBps = beta``, with the slope's 95 % interval recorded.
@@ -44,7 +48,23 @@ import numpy as np
 
 from seedance.errors import SpecError
 
-DEFAULT_SIZES = "4KiB:64MiB:4"
+DEFAULT_SIZES = "4KiB:16MiB:4"
+DEFAULT_REPEATS = 3
+DEFAULT_MIN_SAMPLE_S = 0.1
+DEFAULT_REPS = 3
+
+
+def split_sizes(sizes: Sequence[int], world_size: int) -> tuple[list[int], list[int]]:
+    """(calibration sizes, held-out sizes): the held-out ones are the geometric midpoints of consecutive calibration
+    sizes, rounded to a multiple of 4·world_size bytes (whole float32 elements for every rank's allgather share)."""
+    calibration = sorted({int(s) for s in sizes})
+    unit = 4 * max(1, int(world_size))
+    held = []
+    for low, high in zip(calibration, calibration[1:]):
+        mid = int(round(math.sqrt(low * high) / unit)) * unit
+        if low < mid < high:
+            held.append(mid)
+    return calibration, held
 
 
 # ------------------------------------------------------------------------------------------------ statistics
@@ -80,7 +100,8 @@ def fit_pair(sizes: Sequence[int], times_s: Sequence[float]) -> dict[str, float]
 # ---------------------------------------------------------------------------------------------- measurement
 def measure(world_size: int, sizes: Sequence[int], *, p2p: bool, collectives: Sequence[str], reps: int = 20,
             warmups: int = 2, seed: int = 0, work_dir: Path | None = None,
-            timeout_s: float = 3600.0) -> dict[str, Any]:
+            timeout_s: float = 3600.0, p2p_sizes: Sequence[int] | None = None,
+            min_sample_s: float = 0.0) -> dict[str, Any]:
     """Run :mod:`.microbench` on ``world_size`` local ranks and return its raw results."""
     from seedance.real.launcher import run_workers
 
@@ -91,11 +112,43 @@ def measure(world_size: int, sizes: Sequence[int], *, p2p: bool, collectives: Se
         run_dir.mkdir(parents=True, exist_ok=True)
         out = run_dir / "bench.json"
         plan = {"p2p": p2p, "collectives": list(collectives), "sizes": [int(s) for s in sizes], "reps": reps,
-                "warmups": warmups, "seed": seed, "out": str(out)}
+                "warmups": warmups, "seed": seed, "out": str(out), "min_sample_s": float(min_sample_s),
+                "p2p_sizes": [int(s) for s in (p2p_sizes if p2p_sizes is not None else sizes)]}
         (run_dir / "plan.json").write_text(json.dumps(plan))
         run_workers("seedance.real.microbench", [str(run_dir / "plan.json")], world_size, run_dir,
                     timeout_s=timeout_s, extra_env={"OMP_NUM_THREADS": "1"})
         return json.loads(out.read_text())
+
+
+COLLECTIVES = ("allreduce", "allgather", "broadcast")
+
+
+def measure_plan(world_size: int, plan: dict[str, Any], *, seed: int, work_dir: Path | None = None
+                 ) -> list[dict[str, Any]]:
+    """The schedule both ``calibrate`` and ``validate`` run: ``plan["repeats"]`` full measurements in fresh
+    processes (ping-pong phase on the calibration sizes, then collectives on calibration and held-out sizes), each
+    with its own seed; returns their raw results."""
+    sizes = sorted(set(plan["sizes_bytes"]) | set(plan["heldout_bytes"]))
+    out = []
+    for r in range(int(plan["repeats"])):
+        sub = None if work_dir is None else Path(work_dir) / f"repeat{r}"
+        out.append(measure(world_size, sizes, p2p=True, collectives=plan["collectives"], reps=int(plan["reps"]),
+                           warmups=int(plan["warmups"]), seed=seed + 101 * r, work_dir=sub,
+                           p2p_sizes=plan["sizes_bytes"], min_sample_s=float(plan["min_sample_s"])))
+    return out
+
+
+def pooled(raws: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    """Rows of every repeat merged per item (their samples concatenated), in first-seen order."""
+    merged: dict[tuple, dict[str, Any]] = {}
+    for raw in raws:
+        for row in raw[key]:
+            ident = tuple(sorted((k, v) for k, v in row.items() if k not in ("samples_s", "iters")))
+            if ident not in merged:
+                merged[ident] = {**row, "samples_s": list(row["samples_s"])}
+            else:
+                merged[ident]["samples_s"] += list(row["samples_s"])
+    return list(merged.values())
 
 
 def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -113,7 +166,8 @@ def _predict(collective: str, size: int, bandwidth: np.ndarray, latency: np.ndar
     from seedance.models.topology import from_matrix
 
     topology = from_matrix(bandwidth, latency)
-    return collective_time(collective, int(size), topology, algorithm=algorithm).time_s
+    # gloo on CPU processes is not NCCL: its calibration fits the alpha-beta model
+    return collective_time(collective, int(size), topology, algorithm=algorithm, model="alpha-beta").time_s
 
 
 def fit_efficiency(rows: list[dict[str, Any]], bandwidth: np.ndarray, latency: np.ndarray) -> dict[str, Any]:
@@ -186,17 +240,26 @@ def topology_for(collective: str, calibration: dict[str, Any]):
                        hosts=[0] * n)
 
 
-def calibrate(world_size: int, sizes: Sequence[int], out: Path, *, reps: int = 20, warmups: int = 2,
-              name: str | None = None, work_dir: Path | None = None) -> dict[str, Any]:
+def calibrate(world_size: int, sizes: Sequence[int], out: Path, *, reps: int = DEFAULT_REPS, warmups: int = 2,
+              name: str | None = None, work_dir: Path | None = None, repeats: int = DEFAULT_REPEATS,
+              min_sample_s: float = DEFAULT_MIN_SAMPLE_S, seed: int = 0) -> dict[str, Any]:
     """Measure, fit and write the topology file ``out`` (YAML or JSON by suffix) and ``out.calibration.json``."""
     from seedance.models.topology import from_matrix, load, to_dict
 
-    if len(sizes) < 2:
+    if len(set(int(s) for s in sizes)) < 2:
         raise SpecError("--sizes", f"{len(sizes)} size(s)", "at least two sizes to fit latency and bandwidth")
-    raw = measure(world_size, sizes, p2p=True, collectives=("allreduce", "allgather", "broadcast"), reps=reps,
-                  warmups=warmups, work_dir=work_dir)
-    p2p = summarise(raw["p2p"])
-    collectives = summarise(raw["collectives"])
+    if repeats < 1:
+        raise SpecError("--repeats", f"is {repeats}", "at least 1 (3 or more for an interval)")
+    if not min_sample_s >= 0:
+        raise SpecError("--min-sample-ms", f"is {min_sample_s * 1e3}", "milliseconds >= 0")
+    calibration_sizes, heldout = split_sizes(sizes, world_size)
+    plan = {"sizes_bytes": calibration_sizes, "heldout_bytes": heldout, "collectives": list(COLLECTIVES),
+            "reps": int(reps), "warmups": int(warmups), "repeats": int(repeats), "min_sample_s": float(min_sample_s)}
+    raws = measure_plan(world_size, plan, seed=seed, work_dir=work_dir)
+    raw = {"backend": raws[0].get("backend", "gloo")}
+    p2p = summarise(pooled(raws, "p2p"))
+    every = summarise(pooled(raws, "collectives"))
+    collectives = [r for r in every if int(r["size_bytes"]) in set(calibration_sizes)]  # fit: calibration sizes
     n = world_size
     bandwidth = np.zeros((n, n))
     latency = np.zeros((n, n))
@@ -234,8 +297,10 @@ def calibrate(world_size: int, sizes: Sequence[int], out: Path, *, reps: int = 2
     else:
         out.write_text(json.dumps(document, indent=2) + "\n")
     load(str(out))  # what we wrote must load everywhere --topology is accepted
-    sidecar = {"world_size": n, "backend": backend, "sizes_bytes": [int(s) for s in sizes], "reps": reps,
-               "warmups": warmups, "pairs": pairs, "p2p": p2p, "collectives": collectives, "fits": fits,
-               "topology": str(out)}
+    sidecar = {"world_size": n, "backend": backend, "sizes_bytes": calibration_sizes, "heldout_bytes": heldout,
+               "reps": reps, "warmups": warmups, "repeats": repeats, "min_sample_s": min_sample_s, "seed": seed,
+               "plan": plan, "pairs": pairs, "p2p": p2p, "collectives": collectives,
+               "heldout_collectives": [r for r in every if int(r["size_bytes"]) not in set(calibration_sizes)],
+               "fits": fits, "topology": str(out)}
     Path(str(out) + ".calibration.json").write_text(json.dumps(sidecar, indent=2) + "\n")
     return sidecar

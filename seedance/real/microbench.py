@@ -12,14 +12,19 @@ benchmarking of parallel computing systems" rules 5-6):
   per rank (no allocation or first-touch page fault inside a timed region), and ``warmups`` untimed passes over
   all of them come first (gloo's connections and lazy buffers). Each rank runs one torch thread
   (``torch.set_num_threads(1)``): on a small shared machine the ranks would otherwise fight over the cores.
-* ``reps`` timed *rounds* follow; each round visits every item once in its own seeded random order, the same on
-  every rank (:func:`schedule`), so a slow phase of a shared machine (other users' jobs) spreads over all sizes
-  and collectives instead of biasing whichever was measured then (Hoefler & Belli rule 9: randomise the order).
-* A sample starts after a barrier and runs :func:`iters_for` back-to-back operations (one for >= 1 MiB; several
-  for small messages, as nccl-tests times loops, so one scheduler wake-up or barrier skew is spread over them),
-  divided by their number. A collective's sample is the slowest rank's (max over ranks, as a collective ends when
-  its last rank does). Point-to-point time is half a ping-pong round trip between ranks ``i`` and ``j``, timed
-  on ``i`` (others idle), so no clock needs to be shared.
+* Two *phases*, always in this order and with the same items in ``calibrate`` and ``validate`` (identical
+  schedules): every point-to-point item first, then every collective item, so ping-pongs never interleave with
+  collectives and both commands put the machine through the same sequence on the same buffers.
+* A sample times a loop of back-to-back operations, as nccl-tests does: after the warm-up, each item's loop length
+  is set so that one sample lasts at least ``min_sample_s`` (default 0.1 s; :func:`iters_for_duration` from a
+  short probe), agreed across ranks (the maximum), so a scheduler wake-up or barrier skew is spread over
+  thousands of small operations. ``min_sample_s = 0`` falls back to :func:`iters_for` (about 1 MiB of traffic).
+* ``reps`` timed *rounds* follow per phase; each round visits every item of the phase once in its own seeded random
+  order, the same on every rank (:func:`schedule`), so a slow phase of a shared machine (other users' jobs)
+  spreads over all sizes and collectives instead of biasing whichever was measured then (Hoefler & Belli rule 9).
+* A sample starts after a barrier and divides the loop's time by its length. A collective's sample is the slowest
+  rank's (max over ranks, as a collective ends when its last rank does). Point-to-point time is half a ping-pong
+  round trip between ranks ``i`` and ``j``, timed on ``i`` (others idle), so no clock needs to be shared.
 * Sizes follow nccl-tests: allreduce and broadcast move ``S`` bytes per rank, allgather gathers ``S`` bytes in
   total (``S / n`` from each rank). Tensors are float32 (uint8 for point-to-point).
 * Samples are combined with one ``all_reduce(MAX)`` of a float64 tensor (never pickle); rank 0 writes JSON to
@@ -29,6 +34,7 @@ benchmarking of parallel computing systems" rules 5-6):
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import time
@@ -43,6 +49,34 @@ def iters_for(size_bytes: int, max_iters: int = 32) -> int:
     """Back-to-back operations per timed sample: enough that a small message's sample spans ~1 MiB of traffic
     (nccl-tests times a loop of iterations, so one scheduler wake-up or barrier skew is spread over many)."""
     return int(max(1, min(max_iters, (1 << 20) // max(1, size_bytes))))
+
+
+MAX_ITERS = 1 << 17
+
+
+def iters_for_duration(seconds_per_op: float, min_sample_s: float, max_iters: int = MAX_ITERS) -> int:
+    """Back-to-back operations so that one sample lasts at least ``min_sample_s`` (nccl-tests' timed loop)."""
+    if not seconds_per_op > 0:
+        return max_iters
+    return int(max(1, min(max_iters, math.ceil(min_sample_s / seconds_per_op * (1 - 1e-12)))))
+
+
+def _probe(torch, dist, timer, op, target_s: float = 0.01) -> float:
+    """Seconds per operation: double the loop until it lasts ``target_s`` on the slowest rank. Every rank runs the
+    same loop lengths (the decision to double is agreed by an all-reduce), so paired operations never deadlock."""
+    iters = 1
+    elapsed = torch.zeros(1, dtype=torch.float64)
+    while True:
+        def loop(iters=iters) -> None:
+            for _ in range(iters):
+                op()
+
+        dist.barrier()
+        elapsed[0] = timer.time(loop)
+        dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
+        if float(elapsed[0]) >= target_s or iters >= MAX_ITERS:
+            return float(elapsed[0]) / iters
+        iters *= 2
 
 
 def _setup():
@@ -125,16 +159,17 @@ def worker(plan: dict[str, Any]) -> None:
     timer = _Timer(torch, device)
     warmups, rounds = int(plan.get("warmups", 2)), int(plan.get("reps", 20))
     sizes = [int(s) for s in plan["sizes"]]
-    biggest = max(sizes)
+    biggest = max(sizes + [int(x) for x in plan.get("p2p_sizes", [])])
     src = torch.ones(max(1, biggest // 4), dtype=torch.float32, device=device)
     dst = torch.zeros(max(1, biggest // 4), dtype=torch.float32, device=device)
     raw = torch.ones(biggest, dtype=torch.uint8, device=device)
     items: list[tuple[dict[str, Any], Any, int]] = []  # (description, op, back-to-back iterations per sample)
+    p2p_sizes = [int(x) for x in plan.get("p2p_sizes", sizes)]
     if plan.get("p2p", False):
         for i in range(world):
             for j in range(world):
                 if i != j:
-                    for size in sizes:
+                    for size in p2p_sizes:
                         items.append(({"src": i, "dst": j, "size_bytes": size},
                                       _ping_pong(dist, rank, i, j, raw[:size]), iters_for(size)))
     for name in plan.get("collectives", COLLECTIVES):
@@ -145,19 +180,31 @@ def worker(plan: dict[str, Any]) -> None:
         for _, op, iters in items:
             for _ in range(iters):
                 op()
+    min_sample_s = float(plan.get("min_sample_s", 0.1))
+    if min_sample_s > 0:  # loop lengths for >= min_sample_s per sample, the same on every rank
+        lengths = torch.zeros(len(items), dtype=torch.int64)
+        for k, (_, op, _) in enumerate(items):
+            lengths[k] = iters_for_duration(_probe(torch, dist, timer, op), min_sample_s)
+        dist.all_reduce(lengths, op=dist.ReduceOp.MAX)
+        items = [(desc, op, int(n)) for (desc, op, _), n in zip(items, lengths.tolist())]
     samples = torch.zeros((len(items), rounds), dtype=torch.float64)
-    for r, order in enumerate(schedule(len(items), rounds, int(plan.get("seed", 0)))):
-        for k in order:
-            _, op, iters = items[k]
+    phases = [[k for k, item in enumerate(items) if "collective" not in item[0]],
+              [k for k, item in enumerate(items) if "collective" in item[0]]]
+    seed = int(plan.get("seed", 0))
+    for phase, members in enumerate(phases):  # point-to-point first, then collectives: never interleaved
+        for r, order in enumerate(schedule(len(members), rounds, seed + 7919 * phase)):
+            for position in order:
+                k = members[position]
+                _, op, iters = items[k]
 
-            def loop(op=op, iters=iters) -> None:
-                for _ in range(iters):
-                    op()
+                def loop(op=op, iters=iters) -> None:
+                    for _ in range(iters):
+                        op()
 
-            dist.barrier()
-            t = timer.time(loop) / iters
-            desc = items[k][0]
-            samples[k, r] = t if "collective" in desc or desc["src"] == rank else 0.0
+                dist.barrier()
+                t = timer.time(loop) / iters
+                desc = items[k][0]
+                samples[k, r] = t if "collective" in desc or desc["src"] == rank else 0.0
     dist.all_reduce(samples, op=dist.ReduceOp.MAX)  # a collective ends when its slowest rank does
     results: dict[str, Any] = {"backend": dist.get_backend(), "world_size": world, "p2p": [], "collectives": []}
     for (desc, _, iters), row in zip(items, samples.tolist()):
