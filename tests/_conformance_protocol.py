@@ -12,7 +12,9 @@ races — so the two runtimes must record identical sequences:
    a handle payload with ``result_into``), then misuse: an unknown op and a bad dtype (local failures), and a shape
    disagreement (every member fails with the same text);
 5. a checkpoint of a buffer, free it, restore it, digest it;
-6. a barrier, then a token passed twice around the ring of nodes (messages), then ``finished``.
+6. a barrier, then a token passed twice around the ring of nodes (messages), then ``finished``. A barrier's end
+   reaches its members at different moments in a real run, so a token that arrives before its node heard of the
+   barrier's end waits for it (and is recorded then): the script, not the runtime, removes that race.
 """
 
 from __future__ import annotations
@@ -88,6 +90,8 @@ class ScriptNode:
         self.awaiting: set[Any] = set()
         self.rounds = int(config.get("rounds", 2))
         self.timeout_s = float(config.get("collective_timeout_s", 60.0))
+        self.barrier_done = False
+        self.early: list[tuple[int, Any]] = []
 
     # ------------------------------------------------------------------------------------------------ record
     def _record(self, *item: Any) -> None:
@@ -157,12 +161,23 @@ class ScriptNode:
     def on_collective_done(self, done: CollectiveDone, now: float) -> list:
         self._record("collective", done.collective_id, done.ok, done.error, done.result)
         if done.collective_id == "final-barrier":
+            self.barrier_done = True
             if self.node_id == 0:
                 return [Send(dst=1 % self.num_nodes, message=Token(round=0, hops=1), size_bytes=32)]
-            return []
+            out: list = []
+            for src, message in self.early:
+                out.extend(self._token(src, message))
+            self.early.clear()
+            return out
         return self._next_collective()
 
     def on_message(self, src: int, message: Any, now: float) -> list:
+        if not self.barrier_done:
+            self.early.append((src, message))
+            return []
+        return self._token(src, message)
+
+    def _token(self, src: int, message: Any) -> list:
         self._record("message", src, message)
         hops = message.hops + 1
         rnd = message.round + (1 if self.node_id == 0 else 0)
@@ -184,3 +199,43 @@ class ScriptNode:
 
 SPEC = ProtocolSpec(name="conformance", factory=ScriptNode, message_types=(Token,), checker=None, routing="any",
                     operations=())
+
+
+class TickerNode:
+    """Starts ``work_s`` of work, ticks a timer every 20 ms meanwhile, records both (is the loop free?)."""
+
+    def __init__(self, node_id: int, num_nodes: int, rng: np.random.Generator, config: Mapping[str, Any]) -> None:
+        self.node_id = node_id
+        self.config = config
+        self.ticks = 0
+        self.path = Path(config["record_dir"]) / f"ticker-{node_id}.json" if config.get("record_dir") else None
+        self.result: dict[str, Any] = config.get("result", {}) if not self.path else {}
+
+    def on_start(self, now: float) -> list:
+        return [StartWork(work_id="long", op="idle", params={"duration_s": float(self.config.get("work_s", 1.0))}),
+                SetTimer(name="tick", delay_s=0.02)]
+
+    def on_recover(self, durable: Any, now: float) -> list:
+        return []
+
+    def on_timer(self, name: Any, now: float) -> list:
+        self.ticks += 1
+        return [SetTimer(name="tick", delay_s=0.02)]
+
+    def on_work_done(self, done: WorkDone, now: float) -> list:
+        self.result.update({"ticks_during_work": self.ticks, "ok": done.ok})
+        if self.path is not None:
+            self.path.write_text(json.dumps(self.result))
+        return [CancelTimer(name="tick")]
+
+    def on_message(self, src: int, message: Any, now: float) -> list:
+        return []
+
+    def on_client_request(self, request: Any, now: float) -> list:
+        return []
+
+    def on_collective_done(self, done: Any, now: float) -> list:
+        return []
+
+
+TICKER = ProtocolSpec(name="ticker", factory=TickerNode, message_types=(), checker=None, operations=())

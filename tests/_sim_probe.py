@@ -1,7 +1,7 @@
 """A scripted protocol for simulator tests: every input is logged, a test function decides the effects.
 
 ``probe_spec(react)`` builds a ProtocolSpec whose nodes call ``react(node, kind, arg, now) -> effects`` for every
-input (kind: start, recover, message, timer, client, collective) and append ``(now, node_id, kind, arg)`` to
+input (kind: start, recover, message, timer, client, collective, persisted, work) and append ``(now, node_id, kind, arg)`` to
 ``spec.default_config["log"]``. ``node.state`` is a per-incarnation dict the script may use.
 """
 
@@ -42,6 +42,12 @@ class ProbeNode:
 
     def on_collective_done(self, done, now):
         return self._on("collective", done, now)
+
+    def on_persisted(self, token, now):
+        return self._on("persisted", token, now)
+
+    def on_work_done(self, done, now):
+        return self._on("work", done, now)
 
 
 def probe_spec(react: Callable[..., Any]) -> ProtocolSpec:

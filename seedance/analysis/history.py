@@ -117,6 +117,55 @@ class Event:
         return out
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReplicaEvent:
+    """A replica event: node ``node`` applied (``f="apply"``) or observed (``"observe"``) ``value`` of ``key``.
+
+    Written by both runtimes from the nodes' :class:`~seedance.models.protocols.contract.Observe` effects, so a
+    checker can tell when each write reached each replica. In a history file it is a line with ``"type":
+    "replica"``; it follows the same time order as the client events and is skipped by the client-history readers
+    unless asked for (``read_jsonl(path, replicas=True)``).
+    """
+
+    node: int
+    f: str
+    key: str | None = None
+    value: Any = None
+    time: float = 0.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.node, bool) or not isinstance(self.node, int) or self.node < 0:
+            raise HistoryError("node", f"must be an integer >= 0, got {self.node!r}")
+        if self.f not in REPLICA_FS:
+            raise HistoryError("f", f"unknown replica event {self.f!r}", f"valid: {', '.join(REPLICA_FS)}")
+        if self.key is not None and not isinstance(self.key, str):
+            raise HistoryError("key", f"must be a string or null, got {self.key!r}")
+        if isinstance(self.time, bool) or not isinstance(self.time, int | float) or not math.isfinite(self.time):
+            raise HistoryError("time", f"must be a finite number of seconds, got {self.time!r}")
+        object.__setattr__(self, "time", float(self.time))
+        object.__setattr__(self, "value", _hashable(self.value))
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": "replica", "node": self.node, "f": self.f}
+        if self.key is not None:
+            out["key"] = self.key
+        out["value"] = self.value
+        out["time"] = self.time
+        return out
+
+
+REPLICA_FS = ("apply", "observe")
+_REPLICA_FIELDS = ("type", "node", "f", "key", "value", "time")
+
+
+def merge_by_time(*streams: Iterable[Any]) -> list[Any]:
+    """Events of several time-ordered streams in one time order (ties: the earlier stream first)."""
+    import heapq
+
+    keyed = [((event.time, k, i), event) for k, stream in enumerate(streams) for i, event in enumerate(stream)]
+    return [event for _, event in heapq.nsmallest(len(keyed), keyed, key=lambda item: item[0])]
+
+
 def event_to_json(event: Event) -> str:
     """One history line (no trailing newline)."""
     return json.dumps(event.to_dict(), separators=(",", ":"), allow_nan=False)
@@ -137,6 +186,9 @@ class HistoryValidator:
         if event.time < self._last_time:
             raise HistoryError(where, f"time {event.time} is before the previous line's {self._last_time}",
                                "times must never decrease")
+        if type(event) is ReplicaEvent:
+            self._last_time = event.time
+            return
         open_op = self.pending.get(event.process)
         if event.type is EventType.INVOKE:
             if open_op is not None:
@@ -159,10 +211,23 @@ class HistoryValidator:
         self._last_time = event.time
 
 
-def _event_from_obj(obj: Any, where: str) -> Event:
+def _event_from_obj(obj: Any, where: str) -> Event | ReplicaEvent:
     if not isinstance(obj, dict):
         raise HistoryError(where, f"expected a JSON object, got {type(obj).__name__}",
                            'one object per line: {"process":..,"type":..,"f":..,"key":..,"value":..,"time":..}')
+    if obj.get("type") == "replica":
+        unknown = sorted(set(obj) - set(_REPLICA_FIELDS))
+        if unknown:
+            raise HistoryError(where, f"unknown field(s) {', '.join(unknown)} in a replica event",
+                               f"valid fields: {', '.join(_REPLICA_FIELDS)}")
+        missing = [name for name in ("node", "f", "time") if name not in obj]
+        if missing:
+            raise HistoryError(where, f"missing field(s) {', '.join(missing)} in a replica event",
+                               "required: node, f, time")
+        try:
+            return ReplicaEvent(**{k: v for k, v in obj.items() if k != "type"})
+        except HistoryError as err:
+            raise HistoryError(where, f"{err.field}: {err.problem}", err.valid) from None
     unknown = sorted(set(obj) - set(_FIELDS))
     if unknown:
         raise HistoryError(where, f"unknown field(s) {', '.join(unknown)}", f"valid fields: {', '.join(_FIELDS)}")
@@ -176,7 +241,7 @@ def _event_from_obj(obj: Any, where: str) -> Event:
         raise HistoryError(where, f"{err.field}: {err.problem}", err.valid) from None
 
 
-def _iter_events(lines: Iterable[str], first_line: int = 1) -> Iterator[Event]:
+def _iter_events(lines: Iterable[str], first_line: int = 1, replicas: bool = False) -> Iterator[Any]:
     validator = HistoryValidator()
     blank = None
     for number, line in enumerate(lines, start=first_line):
@@ -194,19 +259,21 @@ def _iter_events(lines: Iterable[str], first_line: int = 1) -> Iterator[Event]:
                                "each line must be one JSON object") from None
         event = _event_from_obj(obj, where)
         validator.add(event, where)
-        yield event
+        if replicas or type(event) is Event:
+            yield event
 
 
-def parse_lines(lines: Iterable[str]) -> list[Event]:
-    """Parse and validate history lines (numbering starts at 1; trailing blank lines are ignored)."""
-    return list(_iter_events(lines))
+def parse_lines(lines: Iterable[str], *, replicas: bool = False) -> list[Any]:
+    """Parse and validate history lines (numbering starts at 1; trailing blank lines are ignored). Replica events
+    are validated and, unless ``replicas``, left out."""
+    return list(_iter_events(lines, replicas=replicas))
 
 
-def read_jsonl(path: str | os.PathLike[str]) -> list[Event]:
-    """Read and validate a JSON Lines history file."""
+def read_jsonl(path: str | os.PathLike[str], *, replicas: bool = False) -> list[Any]:
+    """Read and validate a JSON Lines history file (client events; with ``replicas``, replica events too)."""
     try:
         with open(path, encoding="utf-8") as handle:
-            return parse_lines(handle)
+            return parse_lines(handle, replicas=replicas)
     except OSError as err:
         raise HistoryError(str(path), f"cannot read history ({err.strerror})") from None
     except UnicodeDecodeError as err:

@@ -15,6 +15,7 @@ Default costs, each a documented assumption, overridable:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +29,7 @@ KEY_DISTRIBUTIONS = ("uniform", "zipf", "conflict")
 def _positive(field_name: str, value: float, *, allow_zero: bool = False) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise SpecError(field_name, f"must be a number, got {value!r}")
-    if value < 0 or (value == 0 and not allow_zero) or value != value:
+    if value < 0 or (value == 0 and not allow_zero) or value != value or value == float("inf"):
         raise SpecError(field_name, f"must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
 
 
@@ -155,6 +156,46 @@ class NemesisConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class BackgroundSpec:
+    """``op:size@period``: one collective ``op`` of ``size`` bytes among every device, every ``period`` seconds."""
+
+    op: str
+    size_bytes: int
+    period_s: float
+
+    OPS = ("allreduce", "allgather", "reducescatter", "broadcast", "alltoall")
+
+    @property
+    def text(self) -> str:
+        return f"{self.op}:{self.size_bytes}@{self.period_s!r}"
+
+    @classmethod
+    def parse(cls, text: Any) -> BackgroundSpec:
+        from seedance.models.units import parse_size
+
+        valid = "op:size@period, e.g. allreduce:1GiB@0.2 (op one of " + ", ".join(cls.OPS) + ")"
+        if not isinstance(text, str) or ":" not in text or "@" not in text:
+            raise SpecError("--background", f"expected op:size@period, got {text!r}", valid)
+        op, _, rest = text.partition(":")
+        size_text, _, period_text = rest.partition("@")
+        if op not in cls.OPS:
+            raise SpecError("--background", f"unknown collective {op!r}", valid)
+        try:
+            size = int(parse_size(size_text, field="--background", allow_zero=True))
+        except ValueError as err:
+            raise SpecError("--background", f"bad size {size_text!r} ({err})", valid) from None
+        try:
+            period = float(period_text)
+        except ValueError:
+            raise SpecError("--background", f"bad period {period_text!r}", valid) from None
+        if size < 0 or size > (1 << 40):
+            raise SpecError("--background", f"size {size} out of range", "0 .. 1 TiB")
+        if not (math.isfinite(period) and period >= 1e-4):
+            raise SpecError("--background", f"period {period_text!r} must be a finite number >= 0.0001 s", valid)
+        return cls(op=op, size_bytes=size, period_s=period)
+
+
+@dataclass(frozen=True, kw_only=True)
 class SimConfig:
     """One simulated run. ``protocol`` is a registered name or a :class:`ProtocolSpec` (e.g. a test mutant).
 
@@ -180,10 +221,14 @@ class SimConfig:
     trace: bool = True
     check: bool = False
     check_timeout_s: float = 10.0
+    monitor: bool = True  # run the protocol's invariant monitor (ProtocolSpec.monitor) after every input
+    background: tuple[Any, ...] = ()  # BackgroundSpec or "op:size@period" strings: training traffic on the links
 
     def __post_init__(self) -> None:
         if isinstance(self.nodes, bool) or not isinstance(self.nodes, int) or self.nodes < 1:
             raise SpecError("nodes", f"must be an integer >= 1, got {self.nodes!r}")
+        object.__setattr__(self, "background", tuple(b if isinstance(b, BackgroundSpec) else
+                                                     BackgroundSpec.parse(b) for b in self.background))
         _positive("duration_s", self.duration_s)
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise SpecError("seed", f"must be an integer >= 0, got {self.seed!r}")
@@ -206,6 +251,7 @@ class SimConfig:
             "nodes_per_host": self.nodes_per_host, "protocol_config": dict(self.protocol_config),
             "workload": asdict(self.workload), "nemesis": asdict(self.nemesis), "cpu": asdict(self.cpu),
             "storage": asdict(self.storage), "trace": self.trace,
+            **({"background": [b.text for b in self.background]} if self.background else {}),
         }
 
 

@@ -33,7 +33,7 @@ import numpy as np
 import simpy
 from simpy.core import StopSimulation
 
-from seedance.analysis.history import Event, summarize, write_jsonl
+from seedance.analysis.history import Event, ReplicaEvent, merge_by_time, summarize, write_jsonl
 from seedance.models.protocols import registry
 from seedance.models.protocols.contract import ProtocolSpec
 from seedance.sim.collectives import Collectives
@@ -90,6 +90,8 @@ class SimResult:
     runtime: Runtime = field(repr=False)
     wall_s: float = 0.0
     liveness: Recovery | None = None  # None: not assessed (simulate(..., liveness=False))
+    replicas: list[Any] = field(default_factory=list, repr=False)  # ReplicaEvents from the nodes' Observe effects
+    background: dict[str, Any] = field(default_factory=dict)  # background collectives: count and times per op:size
 
     @property
     def history(self) -> list[Event]:
@@ -118,6 +120,8 @@ class SimResult:
             "healed_at_s": self.healed_at_s, "ops_ok_healed": self.ops_ok_healed,
             "progress_after_heal": self.progress_after_heal,
             **liveness_summary(self.liveness),
+            **({"background": self.background} if self.background else {}),
+            **({"replica_events": len(self.replicas)} if self.replicas else {}),
             "faults": [w.name for w in self.faults], "violations": [list(v) for v in self.violations],
             "check": self.check, "stats": self.stats, "wall_s": self.wall_s,
         }
@@ -151,6 +155,10 @@ def reproduce_command(config: SimConfig) -> str:
         args += ["--set", f"{key}={json.dumps(value)}"]
     if not config.trace:
         args.append("--no-trace")
+    for spec in config.background:
+        args += ["--background", spec.text]
+    if not config.monitor:
+        args.append("--no-monitor")
     extra = extra_settings(config)
     if extra:
         args += ["--extra", json.dumps(extra, sort_keys=True, separators=(",", ":"))]
@@ -171,7 +179,8 @@ def _spec(protocol: Any) -> ProtocolSpec:
 
 def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invariant_every_s: float | None = None,
              stop_on_violation: bool = True, progress: Callable[[float], None] | None = None,
-             actions: Sequence[tuple[float, Callable[[Runtime], None]]] = (), liveness: bool = True) -> SimResult:
+             actions: Sequence[tuple[float, Callable[[Runtime], None]]] = (), liveness: bool = True,
+             phase: Callable[[str], None] | None = None) -> SimResult:
     """Run ``config`` to completion and return its result (history, trace, counts, verdicts).
 
     ``actions`` are scripted interventions ``(time_s, fn(runtime))`` for scenario tests (crash node 2 at 10 ms,
@@ -200,8 +209,24 @@ def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invaria
                              rng=np.random.default_rng(nemesis_seq), window_s=config.nemesis.window_s,
                              gap_s=config.nemesis.gap_s) if faults else []
     nemesis = Nemesis(runtime=runtime, schedule=schedule, faulty_end_s=healed_at)
+    _check_operations(spec, config)
+    replicas: list[ReplicaEvent] = []
+    runtime.observe_sink = lambda node_id, effect, at: replicas.append(
+        ReplicaEvent(node=node_id, f=effect.what, key=effect.key, value=_plain(effect.value), time=at))
+    background = Background(runtime, config.background, config.duration_s)
 
     violations: list[tuple[float, str]] = []
+    if config.monitor and spec.monitor is not None:  # the protocol's own invariant monitor, after every input
+        monitor = spec.monitor()
+
+        def check_monitor() -> None:
+            found = monitor.observe([host.node for host in runtime.hosts if host.up])
+            if found:
+                violations.append((env.now, "; ".join(found)))
+                if stop_on_violation:
+                    raise StopSimulation(None)
+
+        runtime.after_input.append(check_monitor)
     if invariants:
         def check_invariants() -> None:
             view = SimView(now=env.now, runtime=runtime, clients=clients)
@@ -226,6 +251,7 @@ def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invaria
         for at_s, action in actions:
             call_at(env, at_s, lambda _event, action=action: action(runtime))
         nemesis.install()
+        background.install()
         clients.start()
         steps = 100 if progress is not None else 1
         for k in range(1, steps + 1):
@@ -239,20 +265,27 @@ def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invaria
         raise
     end = env.now
     clients.finish(end)
+    if phase is not None and config.check:  # the phases after the simulation, for progress reports
+        phase(f"checking linearizability of {len(clients.history)} events")
     result = _result(config, runtime, clients, trace, schedule, healed_at, violations,
-                     time.perf_counter() - wall_start, nemesis.applied)
+                     time.perf_counter() - wall_start, nemesis.applied, spec, replicas, background.summary())
     if not liveness or (violations and stop_on_violation):  # a run stopped by a safety violation: no baseline
         return result
+    if phase is not None and faults:
+        phase("simulating the same seed without faults (liveness baseline)")
     return assess_run(result, simulate, faulty=bool(faults))
 
 
 def _result(config: SimConfig, runtime: Runtime, clients: Clients, trace: Trace, schedule: list[FaultWindow],
-            healed_at: float, violations: list[tuple[float, str]], wall_s: float, faults_applied: int) -> SimResult:
+            healed_at: float, violations: list[tuple[float, str]], wall_s: float, faults_applied: int,
+            spec: ProtocolSpec | None = None, replicas: list[Any] | None = None,
+            background: dict[str, Any] | None = None) -> SimResult:
     summary = summarize(clients.history, config.duration_s)
     check = None
     linearizable: bool | str | None = None
-    if config.check:
-        check = check_history(clients.history, timeout_s=config.check_timeout_s)
+    model = spec.checker if spec is not None else "kv"
+    if config.check and model is not None:
+        check = check_history(clients.history, timeout_s=config.check_timeout_s, model=model)
         linearizable = check["valid"]
     stats = {
         "messages_sent": runtime.messages_sent, "messages_delivered": runtime.messages_delivered,
@@ -268,17 +301,18 @@ def _result(config: SimConfig, runtime: Runtime, clients: Clients, trace: Trace,
         healed_at_s=healed_at,
         ops_ok_healed=sum(1 for t, outcome in clients.completions if outcome == "ok" and t >= healed_at),
         linearizable=linearizable, check=check, violations=violations, faults=schedule, stats=stats,
-        runtime=runtime, wall_s=wall_s,
+        runtime=runtime, wall_s=wall_s, replicas=list(replicas or ()), background=dict(background or {}),
     )
 
 
-def check_history(history: list[Event], *, timeout_s: float) -> dict[str, Any]:
-    """Judge a history with the kv linearizability checker; ``valid`` is True, False or "unknown"."""
+def check_history(history: list[Event], *, timeout_s: float, model: str = "kv") -> dict[str, Any]:
+    """Judge a history with the linearizability checker (the protocol's model, ``kv`` by default); ``valid`` is
+    True, False or "unknown"."""
     try:
         from seedance.analysis import linearizability
     except ImportError:
         return {"valid": "unknown", "reason": "seedance.analysis.linearizability is not installed"}
-    verdict = linearizability.check(history, model="kv", timeout_s=timeout_s)
+    verdict = linearizability.check(history, model=model, timeout_s=timeout_s)
     if isinstance(verdict, dict):
         out = dict(verdict)
     elif hasattr(verdict, "to_dict"):
@@ -289,6 +323,62 @@ def check_history(history: list[Event], *, timeout_s: float) -> dict[str, Any]:
     valid = out.get("valid", "unknown")
     out["valid"] = valid if valid in (True, False) else "unknown"
     return out
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _check_operations(spec: ProtocolSpec, config: SimConfig) -> None:
+    """The workload may only issue operations the protocol declares."""
+    from seedance.errors import SpecError
+
+    if config.workload.clients <= 0:
+        return
+    for name, share in zip(("read", "write", "cas"), config.workload.mix):
+        if share > 0 and name not in spec.operations:
+            raise SpecError("mix", f"protocol {spec.name!r} does not serve {name!r} operations",
+                            f"operations it declares: {', '.join(spec.operations) or '(none)'}; give {name} a 0 share")
+
+
+class Background:
+    """Training traffic: collectives among every device of the fabric, on the same links as the protocol.
+
+    Each ``op:size@period`` starts one collective every ``period`` seconds from t = 0 (the first at 0), over all
+    devices of the topology; its ring share is booked on the links (so protocol messages queue behind it) and its
+    duration recorded.
+    """
+
+    def __init__(self, runtime: Runtime, specs: Sequence[Any], end_s: float) -> None:
+        self.runtime = runtime
+        self.specs = list(specs)
+        self.end_s = end_s
+        self.devices = tuple(range(runtime.network.topology.num_devices))
+
+    def install(self) -> None:
+        for spec in self.specs:
+            call_at(self.runtime.env, 0.0, self._fire, spec)
+
+    def _fire(self, event: Any) -> None:
+        spec = event.args
+        env = self.runtime.env
+        self.runtime.collectives.background(spec.op, spec.size_bytes, self.devices, env.now)
+        nxt = env.now + spec.period_s
+        if nxt < self.end_s:
+            call_at(env, nxt, self._fire, spec)
+
+    def summary(self) -> dict[str, Any]:
+        out = {}
+        for key, times in self.runtime.collectives.background_times.items():
+            arr = np.asarray(times)
+            out[key] = {"count": int(arr.size), "mean_ms": float(arr.mean() * 1e3),
+                        "p50_ms": float(np.percentile(arr, 50) * 1e3), "p99_ms": float(np.percentile(arr, 99) * 1e3),
+                        "max_ms": float(arr.max() * 1e3)}
+        return out
 
 
 def _json_default(obj: Any) -> Any:
@@ -303,7 +393,8 @@ def write_outputs(result: SimResult, out_dir: str | Path, *, metadata: dict[str,
     """Write ``history.jsonl``, ``trace.json`` (Chrome trace) and ``summary.json`` to ``out_dir``; the summary."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    history_path = write_jsonl(result.history, out / "history.jsonl")
+    history_path = write_jsonl(merge_by_time(result.history, result.replicas) if result.replicas else result.history,
+                               out / "history.jsonl")
     if result.config.trace:  # --no-trace: no trace.json (trace_sha256 is then the empty trace's)
         result.trace.write_chrome(out / "trace.json")
     summary = result.summary(history_path=str(history_path))

@@ -323,9 +323,9 @@ class ProtocolSpec:
     # How the protocol is used and judged (the runtimes hold nothing protocol-specific):
     operations: tuple[str, ...] = ("read", "write", "cas")  # client operations the workload may issue
     checker: str | None = "kv"  # the model that judges its histories (seedance check ... --model), None: none
-    # a factory of an invariant monitor: monitor(nodes: Mapping[int, node], now) -> str | None (a breach), called by
-    # ``sim run`` after every handled input; None when the protocol has none
-    monitor: Callable[[], Callable[[Mapping[int, Any], float], str | None]] | None = None
+    # a factory of the protocol's invariant monitor: an object whose ``observe(live_nodes) -> list[str]`` returns the
+    # breaches first seen now; ``sim run`` calls it after every handled input and stops on a breach. None: none.
+    monitor: Callable[[], Any] | None = None
     # how clients find a server: "leader-hint" (retry where Reply.leader_hint points), "any" (every node serves),
     # "fixed" (config key "leader", default 0)
     routing: str = "leader-hint"

@@ -29,6 +29,10 @@ SPEC = ProtocolSpec(
     message_types=MESSAGE_TYPES,
     description="Raft consensus (leader election, log replication, ReadIndex reads) over a key-value store",
     default_config=RaftConfig().as_dict(),
+    operations=("read", "write", "cas"),
+    checker="kv",
+    monitor=invariants.Monitor,
+    routing="leader-hint",
 )
 
 __all__ = ["SPEC", "RaftConfig", "RaftNode", "Role", "invariants", "make_node"]
