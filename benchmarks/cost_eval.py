@@ -16,7 +16,10 @@ Measures, in one process:
    each uncached time against a baseline in the same process with the fast paths switched off (per-pair route
    lookups, the full ring search with its strong-connectivity test, every host's ring enumerated). Building the
    preset itself (routing the link graph) is topology construction, reported apart as ``preset_build_seconds``;
-5. ring-order quality of the large-n heuristic on random heterogeneous matrices, against the exact DP (n = 12–14).
+5. ring-order quality of the large-n heuristic on random heterogeneous matrices, against the exact DP (n = 12–14);
+6. the NCCL model (the default; sections 1-5 time the alpha-beta model, ``model="alpha-beta"``): single-call rate at
+   64 devices (auto: NCCL's tuner over every algorithm and protocol) against the alpha-beta model's in the same
+   process, and the first and cached 1,024-device allreduce call.
 
 Usage: ``python benchmarks/cost_eval.py [--out DIR] [--quick]``; writes ``DIR/cost_eval.json``.
 """
@@ -36,7 +39,10 @@ from pathlib import Path
 import numpy as np
 
 from seedance.errors import SpecError
-from seedance.models.cost import ALGORITHMS, COLLECTIVES, collective_time, collective_times, fabric_of, ring_order
+import functools
+
+from seedance.models.cost import ALGORITHMS, COLLECTIVES, fabric_of, ring_order
+from seedance.models.cost import collective_time as nccl_collective_time
 from seedance.models.cost import _algorithms as algorithms_module
 from seedance.models.cost import _fabric as fabric_module
 from seedance.models.cost import collectives as collectives_module
@@ -45,6 +51,10 @@ from seedance.models.topology import from_matrix, load
 from seedance.provenance import run_metadata
 
 from _timing import best_of
+
+# Sections 1-5 measure the alpha-beta model (their baselines are its earlier code paths); section 6 the NCCL model.
+collective_time = functools.partial(nccl_collective_time, model="alpha-beta")
+collective_times = functools.partial(collectives_module.collective_times, model="alpha-beta")
 
 PRESETS_64 = [("dgx-a100", 8), ("hgx-h100", 8), ("pcie-8gpu", 8), ("mixed", 8)]
 
@@ -276,6 +286,40 @@ def ring_quality(quick: bool) -> dict:
     return {"what": "large-n heuristic vs exact DP on random matrices", "rows": rows}
 
 
+def nccl_model(quick: bool) -> dict:
+    """The default (NCCL) model: single calls at 64 devices, and the 1,024-device allreduce, first and cached."""
+    topologies = [load(name, nodes=nodes) for name, nodes in PRESETS_64]
+    sizes = [int(s) for s in np.unique(np.round(np.logspace(0, 33, 64 if quick else 256, base=2)))]
+
+    def calls(model: str) -> None:
+        for topology in topologies:
+            for collective in COLLECTIVES:
+                for size in sizes:
+                    nccl_collective_time(collective, size, topology, model=model)
+
+    calls("nccl")  # warm the per-topology tables
+    calls("alpha-beta")
+    count = len(topologies) * len(COLLECTIVES) * len(sizes)
+    fast = best_of(3, lambda: calls("nccl"))
+    reference = best_of(3, lambda: calls("alpha-beta"))
+    preset = load("dgx-a100", nodes=128)
+    firsts = []
+    for _ in range(3 if quick else 7):
+        fresh = dataclasses.replace(preset)
+        start = time.perf_counter()
+        nccl_collective_time("allreduce", 2**30, fresh)
+        firsts.append(time.perf_counter() - start)
+    cached = best_of(50, lambda: nccl_collective_time("allreduce", 2**30, fresh))
+    return {
+        "topologies": [t.name for t in topologies], "evaluations": count, "seconds": fast,
+        "evaluations_per_s": count / fast, "alpha_beta_evaluations_per_s": count / reference,
+        "ratio_to_alpha_beta": reference / fast, "target_evaluations_per_s": 1e5,
+        "large_topology": preset.name, "large_num_devices": preset.num_devices,
+        "large_first_call_seconds": statistics.median(firsts), "large_cached_seconds": cached,
+        "large_target_seconds": 0.010,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="out/benchmarks")
@@ -286,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         "baseline": baseline(args.quick),
         "large_1024_devices": large(args.quick),
         "ring_quality": ring_quality(args.quick),
+        "nccl_model": nccl_model(args.quick),
         "quick": args.quick,
         "metadata": run_metadata(seed=2024, spec={"benchmark": "cost_eval", "quick": args.quick},
                                  argv=sys.argv[1:]),
@@ -316,6 +361,11 @@ def main(argv: list[str] | None = None) -> int:
     for row in results["ring_quality"]["rows"]:
         print(f"ring heuristic n={row['n']} {'sym' if row['symmetric'] else 'asym'}: optimal "
               f"{row['optimal']}/{row['trials']}, mean bottleneck ratio {row['mean_bottleneck_ratio']:.3f}")
+    m = results["nccl_model"]
+    print(f"NCCL model (default), 64 devices, one call each: {m['evaluations_per_s']:.3g}/s (target >= 1e5/s; "
+          f"{m['ratio_to_alpha_beta']:.2f}x the alpha-beta model's {m['alpha_beta_evaluations_per_s']:.3g}/s); "
+          f"{m['large_num_devices']} devices allreduce: first call {m['large_first_call_seconds'] * 1e3:.2f} ms "
+          f"(target < 10 ms), cached {m['large_cached_seconds'] * 1e6:.1f} µs")
     print(f"-> {out / 'cost_eval.json'}")
     return 0
 

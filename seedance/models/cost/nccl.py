@@ -136,7 +136,7 @@ class NcclView:
 
 def _arch_of(kinds: tuple[str, ...]) -> int:
     found = []
-    for kind in kinds:
+    for kind in set(kinds):
         low = str(kind).lower()
         found.append(next((index for name, index in _ARCH if name in low), 1))
     return min(found) if found else 1  # NCCL tunes for the oldest GPU (minCompCap)
@@ -168,6 +168,42 @@ def _ring_busbw(fabric: Fabric) -> float:
     steps = _ring_steps(fabric, ring_channels(fabric), 1, 1.0)
     slope = float(np.max(steps.slope_s_per_byte))
     return 1e-9 / slope if slope > 0 else float("inf")
+
+
+def _host_ring_busbw(fabric: Fabric, members: np.ndarray) -> float:
+    """Busbw (GB/s) of the best ring over one server's devices (its bottleneck hop)."""
+    from seedance.models.cost.ring import best_ring
+
+    if len(members) < 2:
+        return float("inf")
+    sub_b = fabric.bandwidth_Bps[np.ix_(members, members)] / 1e9
+    sub_l = fabric.latency_s[np.ix_(members, members)] * 1e6
+    order = best_ring(sub_b, sub_l, np.zeros(len(members), dtype=np.int64)).order
+    hops = [(order[k], order[(k + 1) % len(order)]) for k in range(len(order))]
+    return float(min(sub_b[i, j] for i, j in hops))
+
+
+def _net_busbw(fabric: Fabric, hosts: list[np.ndarray]) -> float:
+    """Busbw (GB/s) one server's NICs sustain for the multi-server ring: NCCL runs one channel per local GPU, channel k
+    leaving server h from its ring position k-1 for position k of server h+1; the g concurrent crossings share the
+    links of their routes (contention included), so ``net = g / max seconds-per-byte`` of one crossing."""
+    from seedance.models.cost._algorithms import _hop_lines
+    from seedance.models.cost.ring import best_ring
+
+    def ring(members: np.ndarray) -> np.ndarray:
+        if len(members) < 2:
+            return members
+        sub_b = fabric.bandwidth_Bps[np.ix_(members, members)] / 1e9
+        sub_l = fabric.latency_s[np.ix_(members, members)] * 1e6
+        return members[list(best_ring(sub_b, sub_l, np.zeros(len(members), dtype=np.int64)).order)]
+
+    first, second = ring(hosts[0]), ring(hosts[1])
+    g = min(len(first), len(second))
+    src = np.array([first[(k - 1) % g] for k in range(g)], dtype=np.int64)
+    dst = np.array([second[k] for k in range(g)], dtype=np.int64)
+    _, slopes = _hop_lines(fabric, src, dst, 1.0)
+    slope = float(np.max(slopes))
+    return g * 1e-9 / slope if slope > 0 else float("inf")
 
 
 def _uses_nvlink(topology: Any, fabric: Fabric, members: np.ndarray) -> bool:
@@ -212,15 +248,16 @@ def view_of(topology: Any) -> NcclView:
         intra = "nvlink" if _uses_nvlink(topology, fabric, hosts[0]) else "pci"
     elif intra not in ("nvlink", "pci"):
         raise SpecError("nccl.intra", f"is {intra!r}", "nvlink or pci")
-    if nodes > 1:
-        # the multi-server ring (NIC-bound) and one server's own ring (the intra-server bound)
-        net = _ring_busbw(fabric)
-        first = hosts[0]
-        ring = _ring_busbw(fabric_of((fabric.bandwidth_Bps[np.ix_(first, first)] / 1e9,
-                                      fabric.latency_s[np.ix_(first, first)] * 1e6))) if len(first) > 1 else net
+    if n == 1:
+        ring, net = float("inf"), float("inf")
     else:
-        ring = _ring_busbw(fabric) if n > 1 else float("inf")
-        net = float("inf")
+        seen: dict[bytes, float] = {}  # identical servers (same sub-matrix) share one ring search
+        for members in hosts:
+            key = fabric.bandwidth_Bps[np.ix_(members, members)].tobytes()
+            if key not in seen:
+                seen[key] = _host_ring_busbw(fabric, members)
+        ring = min(seen.values())  # NCCL's channels run at the slowest server's ring speed
+        net = _net_busbw(fabric, hosts) if nodes > 1 else float("inf")
     speeds = SPEEDS_INTRA_SM90 if arch >= 2 else SPEEDS_INTRA
     channels = 1
     if math.isfinite(ring):
@@ -454,12 +491,9 @@ def choose(topology: Any, collective: str, size: float, algorithm: str = "auto",
 
 
 def _p2p(topology: Any, collective: str, size: float, view: NcclView):
-    from seedance.models.cost._algorithms import build_plan
-    from seedance.models.cost._curves import evaluate
+    from seedance.models.cost.collectives import _scalar_time
 
-    fabric = fabric_of(topology)
-    plan = build_plan(fabric, collective, "direct")
-    seconds = float(evaluate(plan.curve, np.array([float(size)]))[0])
+    seconds, _ = _scalar_time(collective, float(size), fabric_of(topology), "direct")
     # NCCL p2p: one Simple-protocol step per peer exchange; its latency is the ring/Simple step of the hop class
     hop = HW_LATENCY_US["net" if view.nodes > 1 else view.intra]["ring"][2] + (view.net_latency_us if view.nodes > 1
                                                                               else 0.0)
