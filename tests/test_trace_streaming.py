@@ -8,7 +8,7 @@ import json
 
 from seedance.cli import main
 from seedance.sim import NemesisConfig, SimConfig, WorkloadConfig, simulate
-from seedance.sim import trace as trace_mod
+from seedance import tracing as trace_mod
 
 
 def _config(**kw) -> SimConfig:
@@ -40,7 +40,7 @@ def test_spilling_changes_neither_the_records_nor_the_hash_nor_the_chrome_file(t
 
 def test_the_spill_check_leaves_the_run_unchanged(monkeypatch):
     checked = simulate(_config())
-    monkeypatch.setattr(trace_mod.Trace, "attach", lambda self, env: None)
+    monkeypatch.setattr(trace_mod.Trace, "attach", lambda self, schedule, now: None)
     unchecked = simulate(_config())
     assert checked.trace_sha256 == unchecked.trace_sha256 and checked.ops_ok == unchecked.ops_ok
 

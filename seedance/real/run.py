@@ -18,7 +18,7 @@ Rules (issue D item 2; the simulator's summary format):
   started; without faults, when the load started), ``ops_ok_healed`` (ok operations completed at or after it,
   bookkeeping processes excluded), ``progress_after_heal`` (it is positive: real runs have no fault-free baseline
   to recover towards); also ``first_ok_after_heal_s`` (heal to the first ok) and ``throughput_healed_ops_s``. ``trace_sha256`` hashes the merged trace's canonical records
-  (:meth:`seedance.sim.trace.Trace.sha256`); with ``trace=False`` (``--no-trace``) nothing is recorded, no
+  (:meth:`seedance.tracing.Trace.sha256`); with ``trace=False`` (``--no-trace``) nothing is recorded, no
   ``trace.json`` is written, and it is the empty trace's hash.
 * The same checker as the simulator's judges the history (key-value model). Nothing here knows the protocol.
 * ``warmup`` (``--warmup``): one write must commit before the load phase starts (so throughput excludes the first

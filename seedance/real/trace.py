@@ -1,19 +1,19 @@
 """The trace of a real run, in the simulator's record format, exported by the simulator's own Chrome writer.
 
-Rules (seedance.sim.trace; Google "Trace Event Format"):
+Rules (seedance.tracing; Google "Trace Event Format"):
 
 * A record is the simulator's plain tuple ``(time_s, kind, node, *details)`` with the same ``kind`` names and detail
   layout (``send``, ``deliver``, ``timer-set``, ``timer-fire``, ``timer-cancel``, ``persist``, ``annotate``,
   ``crash``, ``restart``, ``invoke``, ``return``, ``collective-start``, ``collective-done``), so
-  :meth:`seedance.sim.trace.Trace.to_chrome` renders both runtimes identically and the two files open side by side
+  :meth:`seedance.tracing.Trace.to_chrome` renders both runtimes identically and the two files open side by side
   in Perfetto. ``time_s`` is seconds since the run's start on the monotonic clock (one host).
 * Differences that are facts of the real world: a ``send`` record's delivery time is unknown to the sender and equals
   its send time (the receiver's ``deliver`` record says when it arrived); a ``persist`` record's duration is the
   measured fsync time.
 * Each process appends its records as JSON Lines (``node-<id>.trace.jsonl``, ``launcher.trace.jsonl``), flushed every
   ``flush_every_s`` so a SIGKILL loses at most that much; :func:`merge` sorts them by time (stably) into one
-  :class:`~seedance.sim.trace.Trace`, streams ``trace.json`` and returns the sha256 of the canonical records
-  (:meth:`seedance.sim.trace.Trace.sha256`: the records' MessagePack bytes in time order).
+  :class:`~seedance.tracing.Trace`, streams ``trace.json`` and returns the sha256 of the canonical records
+  (:meth:`seedance.tracing.Trace.sha256`: the records' MessagePack bytes in time order).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from seedance.sim.trace import Trace, _plain
+from seedance.tracing import Trace, _plain
 
 
 class TraceRecorder:

@@ -43,7 +43,7 @@ from seedance.sim.liveness import Recovery, assess_run, liveness_summary
 from seedance.sim.nemesis import FaultWindow, Nemesis, draw_schedule
 from seedance.sim.network import Network, placement, resolve_topology
 from seedance.sim.runtime import Runtime
-from seedance.sim.trace import Trace
+from seedance.tracing import Trace
 from seedance.sim.workload import Clients
 
 
@@ -194,7 +194,7 @@ def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invaria
     _node_seq, network_seq, workload_seq, nemesis_seq = root.spawn(4)  # nodes: seedance.engine.rng
     env = simpy.Environment()
     trace = Trace(enabled=config.trace, num_nodes=config.nodes)
-    trace.attach(env)  # spills records to a temporary file as they accumulate (memory stays bounded)
+    trace.attach(lambda at, fn: call_at(env, at, fn), lambda: env.now)  # spills records to a temporary file as they accumulate (memory stays bounded)
     network = Network(topology, config.nodes, np.random.default_rng(network_seq),
                       devices=placement(topology, config.nodes, config.nodes_per_host))
     protocol_config = {**spec.default_config, **config.protocol_config}

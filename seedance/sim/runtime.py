@@ -43,7 +43,7 @@ from seedance.sim.config import CpuConfig, StorageConfig
 from seedance.sim.kernel import Call
 from seedance.sim.network import Network
 from seedance.sim.storage import Storage
-from seedance.sim.trace import Trace
+from seedance.tracing import Trace
 
 __all__ = ["CLIENT", "COLLECTIVE", "MESSAGE", "PERSISTED", "TIMER", "WORK", "Host", "Runtime"]
 

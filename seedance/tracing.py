@@ -1,4 +1,7 @@
-"""The simulation trace: every event of a run, compact in memory, hashed and exportable to Perfetto.
+"""Trace records, shared by both runtimes: every event of a run, compact in memory, hashed, exportable to Perfetto.
+
+The simulator records into a :class:`Trace` directly; the real backend's nodes write JSON lines that
+:mod:`seedance.real.trace` reads back into one. Both render and hash through this module, which knows neither.
 
 Rules:
 
@@ -40,7 +43,7 @@ import msgpack
 KINDS = (
     "send", "deliver", "drop", "duplicate", "timer-set", "timer-fire", "timer-cancel", "persist", "durable",
     "crash", "restart", "pause", "resume", "fault-start", "fault-end", "heal", "invoke", "return",
-    "collective-start", "collective-done", "annotate", "cpu-hog",
+    "collective-start", "collective-done", "annotate", "cpu-hog", "persisted", "work-start", "work-done", "observe",
 )
 
 
@@ -148,22 +151,22 @@ class Trace:
         yield from list(self.records)
 
     # ------------------------------------------------------------------------------------------ streaming
-    def attach(self, env: Any) -> None:
-        """Check the in-memory record count every ``check_every_s`` of ``env``'s virtual time and spill when full.
+    def attach(self, schedule: Any, now: Any) -> None:
+        """Check the in-memory record count every ``check_every_s`` of the runtime's time and spill when full.
 
-        The callback reads and writes nothing of the simulation, so the run (and its records) are the same with or
-        without it.
+        ``schedule(at_s, fn)`` runs ``fn(event)`` at time ``at_s``; ``now()`` is the current time (the simulator
+        passes its virtual clock). The callback reads and writes nothing of the run, so the run (and its records)
+        are the same with or without it.
         """
         if not self.enabled:
             return
-        from seedance.sim.kernel import call_at
 
         def check(event: Any) -> None:
             if len(self.records) >= self.spill_records:
                 self.spill()
-            call_at(env, env.now + self.check_every_s, check)
+            schedule(now() + self.check_every_s, check)
 
-        call_at(env, self.check_every_s, check)
+        schedule(self.check_every_s, check)
 
     def spill(self) -> None:
         """Pack the in-memory records to the spill file (and the hash) and empty the list in place."""
