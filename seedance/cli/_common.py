@@ -9,6 +9,7 @@ from typing import Any
 import click
 import numpy as np
 
+from seedance import validation
 from seedance.errors import SpecError
 
 
@@ -52,11 +53,32 @@ def parse_settings(pairs: tuple[str, ...]) -> dict[str, Any]:
         key, sep, raw = pair.partition("=")
         if not sep or not key:
             raise SpecError("--set", f"expected KEY=VALUE, got {pair!r}", "e.g. --set heartbeat_s=0.05")
+        if key in config:
+            raise SpecError("--set", f"{key} is set twice", "each KEY at most once")
         try:
-            config[key] = json.loads(raw)
+            json.loads(raw)
         except json.JSONDecodeError:
             config[key] = raw
+        except ValueError:  # NaN, Infinity, 1e400: json.loads accepts them, loads_json says why not
+            config[key] = validation.loads_json(raw, f"--set {key}")
+        else:
+            config[key] = validation.loads_json(raw, f"--set {key}")
     return config
+
+
+def check_protocol_config(protocol: str, config: dict[str, Any], nodes: int) -> None:
+    """Reject an unknown or bad protocol option (``--set``) before any work: build one node with it (a node's
+    constructor validates its configuration, e.g. RaftConfig)."""
+    from seedance.models.protocols import registry
+
+    spec = registry.get(protocol) if isinstance(protocol, str) and ":" not in protocol else None
+    if spec is None:
+        return
+    defaults = dict(spec.default_config or {})
+    unknown = sorted(set(config) - set(defaults)) if defaults else []
+    if unknown:
+        raise SpecError(f"--set {unknown[0]}", "unknown option", f"valid for {protocol}: {', '.join(defaults)}")
+    spec.factory(0, max(1, nodes), np.random.default_rng(0), {**defaults, **config})
 
 
 def parse_mix(text: str) -> tuple[float, float, float]:

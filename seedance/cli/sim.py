@@ -8,7 +8,10 @@ from typing import Any
 
 import click
 
-from seedance.cli._common import emit_json, json_option, parse_mix, parse_settings
+from seedance import validation as V
+from seedance.cli._common import check_protocol_config, emit_json, json_option, parse_mix, parse_settings
+from seedance.cli._progress import Progress, progress_option
+from seedance.cli._types import SEED, TIMEOUT, Integer, Number
 from seedance.errors import SpecError
 
 
@@ -30,15 +33,6 @@ def _key_dist(text: str) -> dict[str, Any]:
 
 
 
-def _progress_bar(total_s: float, enabled: bool) -> Any:
-    if not enabled:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total_s, unit="sim-s", file=sys.stderr, desc="simulating",
-                bar_format="{l_bar}{bar}| {n:.3f}/{total:.3f} sim-s [{elapsed}<{remaining}]")
-
-
 @click.group(name="sim")
 def command() -> None:
     """Simulate protocols in virtual time over a modelled GPU fabric, with seeded faults."""
@@ -46,39 +40,47 @@ def command() -> None:
 
 @command.command(name="run")
 @click.option("--protocol", default="raft", show_default=True, help="Registered protocol name.")
-@click.option("--nodes", type=int, default=5, show_default=True, help="Protocol nodes (node i on device i).")
+@click.option("--nodes", type=Integer(1, V.MAX_SIM_NODES, why=V.WHY_SIM_NODES), default=5, show_default=True,
+              help=f"Protocol nodes (node i on device i), 1..{V.MAX_SIM_NODES}.")
 @click.option("--topology", default=None, help="Preset name or YAML/JSON file; default: uniform switch fabric.")
-@click.option("--hosts", type=int, default=None, help="Servers of a preset topology (default: fewest that fit).")
-@click.option("--nodes-per-host", type=int, default=None,
+@click.option("--hosts", type=Integer(1, V.MAX_DEVICES, why=V.WHY_DEVICES), default=None, help="Servers of a preset topology (default: fewest that fit).")
+@click.option("--nodes-per-host", type=Integer(1, V.MAX_SIM_NODES), default=None,
               help="Place this many nodes on each server (default: node i on device i).")
-@click.option("--clients", type=int, default=16, show_default=True, help="Closed-loop clients.")
-@click.option("--duration", type=float, default=5.0, show_default=True, help="Simulated seconds.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Root seed of every random choice.")
+@click.option("--clients", type=Integer(0, V.MAX_CLIENTS, why=V.WHY_CLIENTS), default=16, show_default=True,
+              help="Closed-loop clients.")
+@click.option("--duration", type=Number(0, V.MAX_SIM_DURATION_S, lo_open=True, why=V.WHY_SIM_DURATION), default=5.0,
+              show_default=True, help=f"Simulated seconds (at most {V.MAX_SIM_DURATION_S:g}).")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Root seed of every random choice.")
 @click.option("--nemesis", default="", help="Comma-separated faults (see `seedance sim faults`); empty: none.")
-@click.option("--faulty-fraction", type=float, default=0.6, show_default=True,
+@click.option("--faulty-fraction", type=Number(0, 1, lo_open=True), default=0.6, show_default=True,
               help="Fraction of the run with faults; the rest is the healed phase.")
 @click.option("--workload", type=click.Choice(["closed", "open"]), default="closed", show_default=True)
-@click.option("--rate", type=float, default=1000.0, show_default=True, help="Open-loop arrivals per second.")
+@click.option("--rate", type=Number(0, V.MAX_RATE_OPS_S, lo_open=True), default=1000.0, show_default=True, help="Open-loop arrivals per second.")
 @click.option("--mix", default="0.5,0.4,0.1", show_default=True, help="read,write,cas fractions.")
-@click.option("--keys", type=int, default=8, show_default=True, help="Number of keys.")
+@click.option("--keys", type=Integer(1, V.MAX_KEYS), default=8, show_default=True, help="Number of keys.")
 @click.option("--key-dist", default="uniform", show_default=True, help="uniform | zipf[:S] | conflict[:P].")
-@click.option("--op-timeout", type=float, default=0.5, show_default=True, help="Client timeout (s) -> info.")
+@click.option("--op-timeout", type=TIMEOUT, default=0.5, show_default=True, help="Client timeout (s) -> info.")
 @click.option("--set", "settings", multiple=True, help="Protocol option KEY=VALUE (JSON value), repeatable.")
 @click.option("--extra", default=None,
               help='Settings without a flag, as JSON by section, e.g. \'{"cpu": {"message_s": 5e-6}}\'.')
 @click.option("--check/--no-check", default=True, show_default=True, help="Run the linearizability checker.")
-@click.option("--check-timeout", type=float, default=30.0, show_default=True, help="Checker budget (s).")
+@click.option("--check-timeout", type=TIMEOUT, default=30.0, show_default=True, help="Checker budget (s).")
 @click.option("--trace/--no-trace", default=True, show_default=True,
               help="Record the trace (--no-trace: no records, no trace.json; trace_sha256 is the empty trace's).")
+@click.option("--background", multiple=True, metavar="OP:SIZE@PERIOD",
+              help="Training traffic among every device on the same links, e.g. allreduce:1GiB@0.2 (repeatable).")
+@click.option("--monitor/--no-monitor", default=True, show_default=True,
+              help="Run the protocol's invariant monitor after every input; stop on a breach.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="out/sim", show_default=True,
               help="Directory for history.jsonl, trace.json, summary.json.")
 @json_option
+@progress_option
 def run_command(protocol: str, nodes: int, topology: str | None, hosts: int | None, nodes_per_host: int | None,
                 clients: int, duration: float,
                 seed: int, nemesis: str, faulty_fraction: float, workload: str, rate: float, mix: str, keys: int,
                 key_dist: str, op_timeout: float, settings: tuple[str, ...], extra: str | None, check: bool,
-                check_timeout: float, trace: bool,
-                out_dir: str, as_json: bool) -> int:
+                check_timeout: float, trace: bool, background: tuple[str, ...], monitor: bool,
+                out_dir: str, as_json: bool, show_progress: bool | None) -> int:
     """Run one seeded simulation; write its history, Chrome trace and summary to --out."""
     from seedance.models.protocols import registry
     from seedance.provenance import run_metadata
@@ -98,21 +100,33 @@ def run_command(protocol: str, nodes: int, topology: str | None, hosts: int | No
                                 op_timeout_s=op_timeout, **_key_dist(key_dist), **more.get("workload", {})),
         nemesis=NemesisConfig(faults=faults, faulty_fraction=faulty_fraction, **more.get("nemesis", {})),
         cpu=CpuConfig(**more.get("cpu", {})), storage=StorageConfig(**more.get("storage", {})),
-        check=check, check_timeout_s=check_timeout, trace=trace,
+        check=check, check_timeout_s=check_timeout, trace=trace, background=background, monitor=monitor,
     )
-    bar = _progress_bar(duration, sys.stderr.isatty())
+    check_protocol_config(protocol, dict(config.protocol_config), nodes)  # --set: unknown or bad options
+    V.check_topology_spec("--topology", topology, hosts, nodes_field="--hosts")
+    V.check_writable_dir("--out", out_dir)  # before any work: nothing half-written after an exit 2
+    steps = Progress(show_progress, "sim run")
+    bar = steps.bar(duration, unit="sim-s", desc="simulating",
+                    fmt="{l_bar}{bar}| {n:.3f}/{total:.3f} sim-s [{elapsed}<{remaining}]")
 
     def progress(now: float) -> None:
         bar.update(now - bar.n)
 
+    def phase(text: str) -> None:
+        if bar is not None:
+            bar.close()
+        steps.phase(text)
+
     try:
-        result = simulate(config, progress=progress if bar is not None else None)
+        result = simulate(config, progress=progress if bar is not None else None, phase=phase)
     finally:
         if bar is not None:
             bar.close()
     metadata = run_metadata(seed=seed, spec=config.describe())
     metadata["reproduce"] = result.reproduce
+    steps.phase(f"writing history, trace and summary to {out_dir}")
     summary = write_outputs(result, Path(out_dir), metadata=metadata)
+    steps.done()
     if as_json:
         emit_json(summary)
     else:
@@ -122,6 +136,8 @@ def run_command(protocol: str, nodes: int, topology: str | None, hosts: int | No
                    f"linearizable: {summary['linearizable']}; progress after heal: {summary['progress_after_heal']}")
         click.echo(f"trace sha256 {summary['trace_sha256']}; files in {out_dir}")
     if summary["linearizable"] is False or result.violations:
+        for at, problem in result.violations[:3]:
+            click.echo(f"seedance: invariant breach at t={at:.6f} s (seed {seed}): {problem}", err=True)
         click.echo(f"seedance: safety violation; reproduce with: {result.reproduce}", err=True)
         return 1
     return 0

@@ -288,10 +288,13 @@ def parse_extra(text: str | None) -> dict[str, dict[str, Any]]:
 
     if not text:
         return {}
+    from seedance.validation import loads_json  # strict: no duplicate keys, NaN or overflowing numbers
+
     try:
-        extra = json.loads(text)
+        json.loads(text)
     except json.JSONDecodeError as err:
         raise SpecError("--extra", f"not valid JSON ({err.msg})", 'e.g. {"cpu": {"message_s": 5e-6}}') from None
+    extra = loads_json(text, "--extra")
     if not isinstance(extra, dict):
         raise SpecError("--extra", "must be a JSON object", f"sections: {', '.join(_SECTIONS)}")
     for section, settings in extra.items():
