@@ -69,3 +69,46 @@ def test_checker_catches_a_violation(tmp_path: Path):
     bad.write_text("import time\nimport numpy as np\nfrom seedance.sim import x\nv = np.random.rand(3)\n")
     found = _violations(bad)
     assert len(found) == 3 and any("np.random.rand" in f for f in found)
+
+
+# --- the runtimes are peers over the shared engine ------------------------------------------------------------------
+PACKAGE = MODELS.parent
+ENGINE = PACKAGE / "engine"
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.lineno, node.module))
+    return found
+
+
+def _layer_violations(path: Path, forbidden: tuple[str, ...]) -> list[str]:
+    return [f"{path.name}:{line} imports {name}" for line, name in _imports(path)
+            if any(name == bad or name.startswith(bad + ".") for bad in forbidden)]
+
+
+@pytest.mark.parametrize("path", sorted(ENGINE.rglob("*.py")), ids=lambda p: p.name)
+def test_the_engine_is_pure_and_below_both_runtimes(path: Path):
+    """The effect engine performs no I/O and imports neither runtime (both import it)."""
+    assert _violations(path) == []
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "sim").rglob("*.py")), ids=lambda p: p.name)
+def test_the_simulator_does_not_import_the_real_backend(path: Path):
+    assert _layer_violations(path, ("seedance.real",)) == []
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "real").rglob("*.py")), ids=lambda p: p.name)
+def test_the_real_backend_does_not_import_the_simulator(path: Path):
+    assert _layer_violations(path, ("seedance.sim",)) == []
+
+
+def test_both_runtimes_drive_nodes_through_the_engine():
+    for runtime in (PACKAGE / "sim" / "runtime.py", PACKAGE / "real" / "runtime.py"):
+        modules = {name for _, name in _imports(runtime)}
+        assert "seedance.engine.effects" in modules and "seedance.engine.rng" in modules, runtime
