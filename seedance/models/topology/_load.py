@@ -16,12 +16,13 @@ from pathlib import Path
 import yaml
 
 from seedance.errors import SpecError
+from seedance.validation import StrictYamlLoader, finite_tree, loads_json
 from seedance.models.topology._core import Topology
 from seedance.models.topology._graph import graph_from_dict, is_graph_doc
 from seedance.models.topology._matrix import matrix_from_dict
 from seedance.models.topology._presets import PRESETS, preset, preset_names
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_Loader = StrictYamlLoader  # safe; duplicate keys rejected; YAML 1.2 floats (1e308 is a number)
 
 
 def from_dict(doc: object, *, default_name: str = "matrix", source: str = "") -> Topology:
@@ -45,12 +46,15 @@ def parse_text(text: str, *, path: str = "<text>", as_json: bool = False) -> obj
     """Parse YAML (or JSON) text, turning syntax errors into one-line SpecErrors."""
     if as_json:
         try:
-            return json.loads(text)
+            json.loads(text)
         except json.JSONDecodeError as err:
             raise SpecError(path, f"JSON syntax error at line {err.lineno} column {err.colno}: {err.msg}",
                             "valid JSON") from None
+        return loads_json(text, path)  # no duplicate keys, NaN or overflowing numbers
     try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader
+        return finite_tree(path, yaml.load(text, Loader=_Loader))  # noqa: S506 - a safe loader
+    except SpecError as err:  # a duplicate key, from the strict loader
+        raise SpecError(path, f"{err.field}: {err.problem}", err.valid) from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
