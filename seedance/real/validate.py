@@ -90,7 +90,11 @@ def validate(world_size: int, topology_path: Path, sizes: Sequence[int] | None =
         raise SpecError("--repeats", f"is {repeats}", "at least 1 (3 or more for an interval)")
     calibration = _calibration_for(Path(topology_path))
     plan = _plan(calibration, world_size, sizes, reps, warmups, repeats, min_sample_s, collectives)
+    import os
+
+    load_before = os.getloadavg()[0]
     raws = measure_plan(world_size, plan, seed=seed, work_dir=work_dir)
+    load_after = os.getloadavg()[0]
     calibrated = set(int(s) for s in plan["sizes_bytes"])
     rows = []
     for repeat, raw in enumerate(raws):
@@ -132,7 +136,8 @@ def validate(world_size: int, topology_path: Path, sizes: Sequence[int] | None =
     return {"backend": raws[0].get("backend"), "world_size": world_size, "topology": str(topology_path),
             "rows": rows, "reps": plan["reps"], "warmups": plan["warmups"], "seed": seed,
             "repeats": plan["repeats"], "min_sample_s": plan["min_sample_s"], "sizes_bytes": plan["sizes_bytes"],
-            "heldout_bytes": plan["heldout_bytes"],
+            "heldout_bytes": plan["heldout_bytes"], "cpu_count": os.cpu_count(),
+            "loadavg_1min": [load_before, load_after],  # a shared machine's other work shows here
             "median_abs_rel_error_heldout": median_abs("model_rel_error", heldout_big),
             "median_abs_rel_error_heldout_per_repeat": per_repeat,
             "repeat_halfwidth_pp": halfwidth,

@@ -29,7 +29,10 @@ import numpy as np
 from seedance.errors import SpecError
 from seedance.models.topology._core import MatrixLinks, MatrixRoutes, Topology
 
-MATRIX_FIELDS = ("name", "bandwidth_GBps", "latency_us", "hosts", "device_kinds", "description")
+MATRIX_FIELDS = ("name", "bandwidth_GBps", "latency_us", "hosts", "device_kinds", "description", "nccl")
+#: Keys of the optional ``nccl`` mapping: Topology.meta["nccl"] overrides of the NCCL cost model
+#: (seedance.models.cost.nccl): launch overhead and extra network latency in µs, NVLS on/off, GPU generation, hop class.
+NCCL_FIELDS = ("launch_us", "net_latency_us", "nvls", "arch", "intra")
 DEFAULT_LATENCY_US = 0.0
 DEFAULT_DEVICE_KIND = "gpu"
 
@@ -195,6 +198,13 @@ def matrix_from_dict(doc: Mapping[str, object], *, default_name: str, source: st
     for key in doc:
         if key not in MATRIX_FIELDS:
             raise SpecError(str(key), "is not a field of the matrix form", f"valid fields: {', '.join(MATRIX_FIELDS)}")
+    nccl = doc.get("nccl")
+    if nccl is not None:
+        if not isinstance(nccl, Mapping):
+            raise SpecError("nccl", f"is {describe(nccl)}", "a mapping of " + ", ".join(NCCL_FIELDS))
+        for key in nccl:
+            if key not in NCCL_FIELDS:
+                raise SpecError(f"nccl.{key}", "is not an NCCL model override", "one of " + ", ".join(NCCL_FIELDS))
     return from_matrix(
         doc["bandwidth_GBps"],
         doc.get("latency_us", DEFAULT_LATENCY_US),
@@ -202,6 +212,7 @@ def matrix_from_dict(doc: Mapping[str, object], *, default_name: str, source: st
         hosts=doc.get("hosts"),
         device_kinds=doc.get("device_kinds"),
         source=source,
+        meta={"nccl": dict(nccl)} if nccl is not None else None,
     )
 
 
@@ -221,10 +232,14 @@ def to_dict(topology: Topology) -> dict[str, object]:
         latency = float(latency_off[0])
     else:
         latency = np.where(off, topology.latency_us, 0.0).tolist()
-    return {
+    document = {
         "name": topology.name,
         "bandwidth_GBps": bandwidth.tolist(),
         "latency_us": latency,
         "hosts": [int(h) for h in topology.host_of],
         "device_kinds": list(topology.device_kinds),
     }
+    nccl = (topology.meta or {}).get("nccl")
+    if nccl:
+        document["nccl"] = {k: v for k, v in dict(nccl).items() if k in NCCL_FIELDS}
+    return document
