@@ -211,3 +211,19 @@ def test_bad_background_specs_are_refused_with_the_field(text):
     with pytest.raises(SpecError) as info:
         SimConfig(background=(text,))
     assert info.value.field == "--background"
+
+
+def test_real_run_writes_observations_into_the_history_and_judges_with_the_protocols_checker(tmp_path):
+    from seedance.real.clients import Workload
+    from seedance.real.run import run_real
+
+    record = tmp_path / "record"
+    record.mkdir()
+    summary = run_real(protocol="_conformance_protocol:SPEC", nodes=3, clients=1, duration_s=1.0, seed=7,
+                       out=tmp_path / "run", config={"record_dir": str(record)}, extra_env=child_env(),
+                       workload=Workload(num_clients=1, op_timeout_s=0.2))
+    replicas = read_jsonl(tmp_path / "run" / "history.jsonl", replicas=True)
+    replicas = [e for e in replicas if getattr(e, "node", None) is not None]
+    # the token's hops 2..(rounds × nodes) are applied once each, by the node that received them (node 0 finishes)
+    assert sorted(e.value for e in replicas) == [2, 3, 4, 5, 6] and summary["replica_events"] == 5
+    assert summary["linearizable"] == "unknown"  # the script declares no checker model

@@ -160,10 +160,9 @@ _REPLICA_FIELDS = ("type", "node", "f", "key", "value", "time")
 
 def merge_by_time(*streams: Iterable[Any]) -> list[Any]:
     """Events of several time-ordered streams in one time order (ties: the earlier stream first)."""
-    import heapq
-
     keyed = [((event.time, k, i), event) for k, stream in enumerate(streams) for i, event in enumerate(stream)]
-    return [event for _, event in heapq.nsmallest(len(keyed), keyed, key=lambda item: item[0])]
+    keyed.sort(key=lambda item: item[0])
+    return [event for _, event in keyed]
 
 
 def event_to_json(event: Event) -> str:

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from seedance import faults
-from seedance.analysis.history import Event, summarize, write_jsonl
+from seedance.analysis.history import Event, ReplicaEvent, merge_by_time, summarize, write_jsonl
 from seedance.errors import SpecError
 from seedance.faults import FaultWindow, draw_schedule
 from seedance.provenance import reproduce_command, run_metadata
@@ -63,14 +63,14 @@ def nemesis_rng(seed: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(seed).spawn(4)[3])
 
 
-def judge(events: list[Event], timeout_s: float = 30.0) -> bool | str:
-    """The shared linearizability checker's verdict on a key-value history (``"unknown"`` if it gave up)."""
+def judge(events: list[Event], timeout_s: float = 30.0, model: str = "kv") -> bool | str:
+    """The shared linearizability checker's verdict (the protocol's model; ``"unknown"`` if it gave up)."""
     try:
         from seedance.analysis.linearizability import check
     except ImportError:  # the checker is not installed in this checkout
         log.warning("seedance.analysis.linearizability is missing: verdict 'unknown'")
         return "unknown"
-    result = check(events, model="kv", timeout_s=timeout_s) if _accepts_timeout(check) else check(events, model="kv")
+    result = check(events, model=model, timeout_s=timeout_s) if _accepts_timeout(check) else check(events, model=model)
     valid = result.get("valid") if isinstance(result, Mapping) else getattr(result, "valid", result)
     return valid if isinstance(valid, bool) else "unknown"
 
@@ -191,7 +191,8 @@ def run_real(*, protocol: str, nodes: int, clients: int, duration_s: float, seed
                                         recorder, warmup, schedule, faulty_end_s))
         finally:
             recorder.close()
-    history_path = write_jsonl(events, out / "history.jsonl")
+    replicas = read_observations(out)
+    history_path = write_jsonl(merge_by_time(events, replicas) if replicas else events, out / "history.jsonl")
     if trace:
         trace_sha = trace_mod.merge([*out.glob("node-*.trace.jsonl"), out / "launcher.trace.jsonl"],
                                     out / "trace.json", nodes, {"backend": "real", "protocol": protocol, "seed": seed})
@@ -199,7 +200,12 @@ def run_real(*, protocol: str, nodes: int, clients: int, duration_s: float, seed
         trace_sha = hashlib.sha256().hexdigest()  # the empty trace's, as the simulator reports with --no-trace
     summary: dict[str, Any] = {"protocol": protocol, "seed": seed, "backend": "real"}
     summary.update(summarize(events, duration_s, exclude=lambda process: process >= FINAL_READ_PROCESS))
-    summary["linearizable"] = judge(events, check_timeout_s) if check else "unknown"
+    from seedance.real.node import resolve_protocol
+
+    model = resolve_protocol(protocol).checker
+    summary["linearizable"] = judge(events, check_timeout_s, model) if check and model else "unknown"
+    if replicas:
+        summary["replica_events"] = len(replicas)
     summary.update(healed_summary(events, counts["healed_at_s"], counts["load_end_s"]))
     summary.update({"trace_sha256": trace_sha, "history": str(history_path),
                     "trace": str(out / "trace.json") if trace else None,
@@ -212,6 +218,21 @@ def run_real(*, protocol: str, nodes: int, clients: int, duration_s: float, seed
                     "provenance": run_metadata(seed=seed, spec=spec, argv=argv)})
     atomic_write(out / "summary.json", (json.dumps(summary, indent=2, default=str) + "\n").encode())
     return summary
+
+
+def read_observations(out: Path) -> list[ReplicaEvent]:
+    """Every node's replica events (``node-*/state/observations.jsonl``, written by its runtime), in time order."""
+    found: list[ReplicaEvent] = []
+    for path in sorted(out.glob("node-*/state/observations.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                obj = json.loads(line)
+                found.append(ReplicaEvent(node=obj["node"], f=obj["f"], key=obj.get("key"), value=obj.get("value"),
+                                          time=obj["time"]))
+            except (ValueError, KeyError, TypeError) as err:  # a torn last line of a killed node
+                log.warning("%s: skipping an unreadable observation (%s)", path, err)
+    found.sort(key=lambda e: e.time)
+    return found
 
 
 def _default_reproduce(spec: Mapping[str, Any], seed: int, out: Path) -> str:
