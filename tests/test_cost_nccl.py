@@ -150,3 +150,19 @@ def test_bad_model_and_protocol():
         collective_time("allreduce", 8, load("dgx-a100"), model="gamma")
     with pytest.raises(SpecError, match="protocol"):
         collective_time("allreduce", 8, load("dgx-a100"), protocol="LL64")
+
+
+def test_figure_validation_command(tmp_path, capsys):
+    import json
+
+    from seedance.cli import main
+
+    assert main(["figure", "validation", "--out", str(tmp_path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {c["curve"] for c in doc["curves"]} == set(CURVES)
+    for curve in CURVES:
+        assert (tmp_path / f"validation_{curve}.png").exists() and (tmp_path / f"validation_{curve}.pdf").exists()
+    assert json.loads((tmp_path / "validation.json").read_text())["curves"][0]["nccl"]["rows"] > 0
+    assert main(["figure", "validation", "--out", str(tmp_path), "--data", str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("seedance: error: data") and err.strip().count("\n") == 0
