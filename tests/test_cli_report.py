@@ -67,9 +67,15 @@ def test_report_json_is_one_object(tmp_path, capsys):
 @pytest.mark.parametrize(
     "doc, field",
     [
-        ("cost: {presets: [[nope, 1]]}", "topology"),
+        ("cost: {presets: [[nope, 1]]}", "cost.presets"),
         ("cost: {presets: [dgx-a100]}", "cost.presets"),
-        ("cost: {table_sizes: [1.5B]}", "size"),
+        ("cost: {presets: []}", "cost.presets"),
+        ("cost: {presets: [[mixed, 2], [mixed, 2]]}", "cost.presets"),
+        ("cost: {table_sizes: []}", "cost.table_sizes"),
+        ("cost: {table_sizes: [1.5B]}", "cost.table_sizes"),
+        ("cost: {curve_sizes: 8B:1x}", "cost.curve_sizes"),
+        ("cost: {collectives: []}", "cost.collectives"),
+        ("cost: {table_sizes: [8B]}\ncost: {table_sizes: [8B]}", "spec"),
         ("cost: {colour: red}", "spec.cost"),
         ("simulation: {}", "spec"),
         ("- 1", "spec"),
@@ -81,3 +87,4 @@ def test_bad_spec_is_one_line_and_exit_2(tmp_path, capsys, doc, field):
     assert main(["report", "--out", str(tmp_path / "o"), "--spec", str(spec)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and f"error: {field}" in err
+    assert not (tmp_path / "o").exists()  # checked before any work: nothing written

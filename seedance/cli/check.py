@@ -1,7 +1,7 @@
 """``seedance check``: judge a recorded history.
 
-``seedance check linearizable FILE --model register|cas-register|kv [--timeout S] [--json]`` reads a JSON Lines
-history (format: :mod:`seedance.analysis.history`) and runs :func:`seedance.analysis.linearizability.check`.
+``seedance check linearizable FILE|- --model register|cas-register|kv [--timeout S] [--json]`` reads a JSON Lines
+history (``-``: from stdin) (format: :mod:`seedance.analysis.history`) and runs :func:`seedance.analysis.linearizability.check`.
 
 Exit status: 0 linearizable, 1 not linearizable, 3 unknown (the time budget ran out), 2 bad input (one line on
 stderr naming the line, e.g. ``seedance: error: line 17: ...``). With ``--json`` the verdict is one object:
@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import click
 
+from seedance import validation
 from seedance.cli._common import emit_json, json_option
+from seedance.cli._progress import Progress, progress_option
+from seedance.cli._types import Number
 
 EXIT_VALID, EXIT_INVALID, EXIT_BAD_INPUT, EXIT_UNKNOWN = 0, 1, 2, 3
 
@@ -24,20 +27,28 @@ def command() -> None:
 
 
 @command.command("linearizable")
-@click.argument("history_file", metavar="FILE", type=click.Path(dir_okay=False))
+@click.argument("history_file", metavar="FILE|-", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--model", type=click.Choice(["register", "cas-register", "kv"]), default="kv", show_default=True,
               help="register: read/write; cas-register: read/write/cas; kv: a cas register per key.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0), default=None, metavar="S",
+@click.option("--timeout", "timeout_s", type=Number(0, validation.MAX_TIMEOUT_S), default=None, metavar="S",
               help="Give up after S seconds with verdict 'unknown' (exit 3). Default: no limit.")
 @click.option("--per-key", is_flag=True, help="With --json, add per-key statistics (ops, steps, seconds).")
 @json_option
-def linearizable(history_file: str, model: str, timeout_s: float | None, per_key: bool, as_json: bool) -> int:
-    """Is the history in FILE linearizable? Exit 0 yes, 1 no, 3 unknown (timeout), 2 bad input."""
-    from seedance.analysis.history import read_jsonl
+@progress_option
+def linearizable(history_file: str, model: str, timeout_s: float | None, per_key: bool, as_json: bool,
+                 show_progress: bool | None) -> int:
+    """Is the history in FILE (or stdin, for -) linearizable? Exit 0 yes, 1 no, 3 unknown (timeout), 2 bad input."""
+    import sys
+
+    from seedance.analysis.history import parse_lines, read_jsonl
     from seedance.analysis.linearizability import check
 
-    events = read_jsonl(history_file)
+    steps = Progress(show_progress, "check linearizable")
+    steps.phase(f"reading {'stdin' if history_file == '-' else history_file}")
+    events = parse_lines(sys.stdin) if history_file == "-" else read_jsonl(history_file)
+    steps.phase(f"checking {len(events)} events under model {model}")
     result = check(events, model=model, timeout_s=timeout_s)
+    steps.done()
     if as_json:
         emit_json({**result.to_dict(per_key=per_key), "file": history_file})
     else:

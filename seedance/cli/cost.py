@@ -22,6 +22,7 @@ import click
 import numpy as np
 
 from seedance.cli._common import emit_json, json_option
+from seedance import validation
 from seedance.errors import SpecError
 from seedance.models.cost import collective_time
 from seedance.models.cost.collectives import check_algorithm, check_collective, check_model, check_protocol
@@ -38,7 +39,8 @@ def _tau_value(text: str) -> float:
     match = _TAU_VALUE.match(text)
     if not match:
         raise SpecError("tau", f"cannot parse {text!r}", VALID_TAU)
-    return float(match.group(1)) * _UNIT[match.group(2)]
+    value = float(match.group(1)) * _UNIT[match.group(2)]
+    return validation.number("tau", value, lo=0, hi=validation.MAX_TIMEOUT_S, why="a delay of over a day")
 
 
 def parse_tau(spec: str, num_devices: int) -> np.ndarray:
@@ -48,10 +50,14 @@ def parse_tau(spec: str, num_devices: int) -> np.ndarray:
         raise SpecError("tau", f"cannot parse {spec!r}", VALID_TAU)
     tau = np.zeros(num_devices)
     if all("=" in p for p in parts):
+        seen: set[int] = set()
         for part in parts:
             device, value = part.split("=", 1)
             if not device.strip().isdigit() or int(device) >= num_devices:
                 raise SpecError("tau", f"{device.strip()!r} is not a device", f"a device index in [0, {num_devices})")
+            if int(device) in seen:
+                raise SpecError("tau", f"device {int(device)} is given twice", "each device at most once")
+            seen.add(int(device))
             tau[int(device)] = _tau_value(value)
         return tau
     if any("=" in p for p in parts):
@@ -125,6 +131,7 @@ def command(
     if model != "nccl" and protocol != "auto":
         raise SpecError("protocol", f"{protocol} applies to the nccl model only", "auto with --model alpha-beta")
     sizes = parse_size_range(size_spec)
+    validation.check_topology_spec("--topology", topology_spec, nodes)  # file strictness, device ceiling
     topology = load(topology_spec, nodes=nodes)
     tau = parse_tau(tau_spec, topology.num_devices) if tau_spec is not None else None
     rows = [

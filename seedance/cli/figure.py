@@ -17,6 +17,8 @@ from pathlib import Path
 import click
 
 from seedance.cli._common import emit_json, json_option
+from seedance import validation as validation_rules
+from seedance.cli._progress import Progress, progress_option
 from seedance.errors import SpecError
 
 CURVE_SIZES = "8B:8GiB"
@@ -33,17 +35,18 @@ def parse_presets(spec: str | None) -> list[str]:
     for name in chosen:
         if name not in names:
             raise SpecError("presets", f"unknown preset {name!r}", "a comma-separated list of " + ", ".join(names))
-    return list(dict.fromkeys(chosen))
+    return validation_rules.no_duplicates("--presets", chosen, "preset")
 
 
 def preset_topologies(names: list[str], nodes: int | None) -> dict:
-    """``{label: Topology}``; a preset that needs more servers than ``nodes`` gets its minimum (``mixed``: 2)."""
-    from seedance.models.topology import PRESETS, load
+    """``{label: Topology}`` with ``nodes`` servers each (default: each preset's own); a count below a preset's
+    minimum (``mixed``: 2) or above the device ceiling is an error, as in ``topology show``."""
+    from seedance.models.topology import load
 
     topologies = {}
     for name in names:
-        count = None if nodes is None else max(nodes, PRESETS[name].min_nodes)
-        topology = load(name, nodes=count)
+        validation_rules.check_topology_spec("topology", name, nodes)
+        topology = load(name, nodes=nodes)
         topologies[f"{name} {topology.num_hosts}n"] = topology
     return topologies
 
@@ -58,13 +61,23 @@ def command() -> None:
 @click.option("--nodes", type=click.IntRange(min=1), default=None, help="Servers per preset cluster (>= 1).")
 @click.option("--presets", "presets_spec", default=None, metavar="A,B", help="Presets to draw (default: all).")
 @json_option
-def fabric(out_dir: str, nodes: int | None, presets_spec: str | None, as_json: bool) -> None:
+@progress_option
+def fabric(out_dir: str, nodes: int | None, presets_spec: str | None, as_json: bool,
+           show_progress: bool | None) -> None:
     """busbw-vs-size curves (allreduce, predicted) per preset and the bandwidth heatmaps."""
     from seedance.analysis.figures_cost import write_fabric_figures
     from seedance.models.units import parse_size_range
 
-    topologies = preset_topologies(parse_presets(presets_spec), nodes)
+    names = parse_presets(presets_spec)
+    for name in names:
+        validation_rules.check_topology_spec("topology", name, nodes)
+    validation_rules.check_writable_dir("--out", out_dir)
+    steps = Progress(show_progress, "figure fabric")
+    steps.phase(f"building {len(names)} preset cluster(s)")
+    topologies = preset_topologies(names, nodes)
+    steps.phase(f"predicting and drawing into {out_dir}")
     _, files = write_fabric_figures(topologies, Path(out_dir), parse_size_range(CURVE_SIZES))
+    steps.done()
     if as_json:
         emit_json({"files": [str(f) for f in files]})
         return
@@ -81,6 +94,7 @@ def validation(out_dir: str, data_dir: str | None, as_json: bool) -> None:
     """Cost model vs published nccl-tests curves, one figure per curve."""
     from seedance.analysis.figures_cost import write_validation_figures
 
+    validation_rules.check_writable_dir("--out", out_dir)
     summaries, files = write_validation_figures(Path(out_dir), data_dir)
     if as_json:
         emit_json({"curves": summaries, "files": [str(f) for f in files]})

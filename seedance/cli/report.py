@@ -20,7 +20,9 @@ from typing import Any
 
 import click
 
+from seedance import validation
 from seedance.cli._common import emit_json, json_option, to_json
+from seedance.cli._progress import Progress, progress_option
 
 DEFAULT_SPEC: dict[str, Any] = {
     "cost": {
@@ -155,10 +157,7 @@ def load_spec(path: str | None) -> dict[str, Any]:
     spec = copy.deepcopy(DEFAULT_SPEC)
     if path is None:
         return spec
-    try:
-        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
-        raise SpecError("spec", f"cannot read {path} ({type(err).__name__})", "a readable YAML/JSON file") from None
+    doc = validation.load_file(path, "spec")  # strict: duplicate keys, NaN, overflow are errors
     if not isinstance(doc, dict):
         raise SpecError("spec", f"{path} is not a mapping", "sections: " + ", ".join(spec))
     for name, override in doc.items():
@@ -167,7 +166,47 @@ def load_spec(path: str | None) -> dict[str, Any]:
         if not isinstance(override, dict) or not set(override) <= set(spec[name]):
             raise SpecError(f"spec.{name}", "has unknown keys or is not a mapping", "keys: " + ", ".join(spec[name]))
         spec[name].update(override)
+    check_cost_spec(spec["cost"])
     return spec
+
+
+def check_cost_spec(spec: dict[str, Any]) -> None:
+    """Every value of the cost section, before any work: non-empty lists without duplicates (heatmap_presets may be
+    empty: no heatmaps), known presets within the device ceiling, known collectives and algorithm, parseable
+    sizes."""
+    from seedance.errors import SpecError
+    from seedance.models.cost.collectives import check_algorithm, check_collective
+    from seedance.models.units import parse_size, parse_size_range
+
+    for key in ("presets", "heatmap_presets"):
+        entries = _presets(spec, key)
+        if key == "presets":
+            validation.non_empty(f"cost.{key}", entries, "at least one [preset, nodes] pair")
+        validation.no_duplicates(f"cost.{key}", [list(e) for e in entries], "pair")
+        for name, nodes in entries:
+            from seedance.models.topology import PRESETS
+
+            if name not in PRESETS:
+                raise SpecError(f"cost.{key}", f"unknown preset {name!r}", "one of " + ", ".join(PRESETS))
+            validation.check_topology_spec(f"cost.{key}", name, nodes, nodes_field=f"cost.{key} {name} nodes")
+    collectives = spec["collectives"]
+    if not isinstance(collectives, list) or not all(isinstance(c, str) for c in collectives):
+        raise SpecError("cost.collectives", "is not a list of names", "e.g. [allreduce, allgather]")
+    validation.non_empty("cost.collectives", collectives, "at least one collective")
+    validation.no_duplicates("cost.collectives", [check_collective(c) for c in collectives], "collective")
+    if not isinstance(spec["algorithm"], str):
+        raise SpecError("cost.algorithm", f"is {spec['algorithm']!r}", "auto or an algorithm name")
+    if spec["algorithm"] != "auto":
+        for c in collectives:
+            check_algorithm(check_collective(c), spec["algorithm"])
+    sizes = spec["table_sizes"]
+    if not isinstance(sizes, list):
+        raise SpecError("cost.table_sizes", "is not a list", 'e.g. ["8B", "1MiB", "1GiB"]')
+    validation.non_empty("cost.table_sizes", sizes, "at least one size")
+    validation.no_duplicates("cost.table_sizes", [parse_size(s, field="cost.table_sizes") for s in sizes], "size")
+    if not isinstance(spec["curve_sizes"], str):
+        raise SpecError("cost.curve_sizes", f"is {spec['curve_sizes']!r}", "a range START:END[:FACTOR], e.g. 8B:8GiB")
+    parse_size_range(spec["curve_sizes"], field="cost.curve_sizes")
 
 
 @click.command("report")
@@ -176,23 +215,29 @@ def load_spec(path: str | None) -> dict[str, Any]:
 @click.option("--spec", "spec_path", default=None, type=click.Path(dir_okay=False),
               help="YAML/JSON overriding parts of the embedded default, e.g. {cost: {presets: [[dgx-a100, 2]]}}.")
 @json_option
-def command(out_dir: str, spec_path: str | None, as_json: bool) -> None:
+@progress_option
+def command(out_dir: str, spec_path: str | None, as_json: bool, show_progress: bool | None) -> None:
     """Run the main job on its embedded default: every report section, files under --out, summary.json."""
     from seedance.provenance import run_metadata
 
-    spec = load_spec(spec_path)
+    spec = load_spec(spec_path)  # every value checked here, before any work
+    validation.check_writable_dir("--out", out_dir)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     sections = []
     lines: list[str] = []
+    steps = Progress(show_progress, "report")
     for section in SECTIONS:
+        steps.phase(f"section {section.name} -> {out}")
         result = section.run(spec[section.name], out)
         sections.append({"name": section.name, "summary": result.summary, "files": [str(f) for f in result.files]})
         lines += result.lines
     argv = ["report", "--out", out_dir] + (["--spec", spec_path] if spec_path else []) + (["--json"] if as_json else [])
     summary = {"spec": spec, "sections": sections, "metadata": run_metadata(seed=None, spec=spec, argv=argv)}
     summary_path = out / "summary.json"
+    steps.phase(f"writing {summary_path}")
     summary_path.write_text(json.dumps(json.loads(to_json(summary)), indent=2) + "\n", encoding="utf-8")
+    steps.done()
     if as_json:
         emit_json({"out": str(out), "summary": str(summary_path), "sections": sections})
         return

@@ -13,7 +13,9 @@ from pathlib import Path
 import click
 import numpy as np
 
+from seedance import validation
 from seedance.cli._common import emit_json, json_option
+from seedance.cli._progress import Progress, progress_option
 from seedance.models.topology import PRESETS, Topology, load, preset_names
 
 TABLE_MAX_DEVICES = 32  # human output prints whole matrices up to this size, a summary above it
@@ -78,6 +80,7 @@ def _summary(topology: Topology) -> str:
 @json_option
 def show(spec: str, nodes: int | None, as_json: bool) -> None:
     """Print a cluster's bandwidth (GB/s per direction) and latency (µs) matrices."""
+    validation.check_topology_spec("topology", spec, nodes)
     topology = load(spec, nodes=nodes)
     if as_json:
         emit_json({
@@ -107,9 +110,15 @@ def show(spec: str, nodes: int | None, as_json: bool) -> None:
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="out/figures", show_default=True,
               help="Directory for <name>-bandwidth.pdf and .png.")
 @json_option
-def heatmap(spec: str, nodes: int | None, out_dir: str, as_json: bool) -> None:
+@progress_option
+def heatmap(spec: str, nodes: int | None, out_dir: str, as_json: bool, show_progress: bool | None) -> None:
     """Draw the bandwidth matrix as a heatmap (PDF and PNG)."""
+    validation.check_topology_spec("topology", spec, nodes)
+    validation.check_writable_dir("--out", out_dir)
+    steps = Progress(show_progress, "topology heatmap")
+    steps.phase(f"building {spec}")
     topology = load(spec, nodes=nodes)
+    steps.phase(f"drawing {topology.num_devices}x{topology.num_devices} heatmap")
     from seedance.analysis.figures_fabric import bandwidth_heatmap  # seaborn is slow to import: only when drawing
 
     figure = bandwidth_heatmap(topology)
@@ -117,8 +126,10 @@ def heatmap(spec: str, nodes: int | None, out_dir: str, as_json: bool) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in topology.name)
     files = [directory / f"{stem}-bandwidth.{suffix}" for suffix in ("pdf", "png")]
+    steps.phase(f"writing {len(files)} files to {out_dir}")
     for file in files:
         figure.savefig(file, dpi=150)
+    steps.done()
     if as_json:
         emit_json({"name": topology.name, "num_devices": topology.num_devices, "files": [str(f) for f in files]})
     else:
