@@ -11,11 +11,12 @@ All constants are NVIDIA/nccl v2.30.7-1 (``makefiles/version.mk``), file named b
 ``topoGetAlgoInfo`` (src/enqueue.cc). What NCCL measures from the machine (its topology search in
 src/graph/search.cc) we derive from the :class:`~seedance.models.topology.Topology`:
 
-- ``ring_GBps`` (NCCL: ``nChannels × bwIntra`` of the ring graph): the busbw the ring channels reach on the fabric,
-  i.e. ``1 / max seconds-per-byte`` of the ring channels the alpha-beta model uses (bottleneck hop, link
-  contention and NIC sharing included). Links carry their calibrated efficiency (``_presets.py``), so this is the
-  large-message ring busbw.
-- ``net_GBps``: what one server can push through its NICs (the multi-server ring's bottleneck), which bounds trees.
+- ``ring_GBps`` (NCCL: ``nChannels × bwIntra`` of the ring graph): the bottleneck hop of the best ring over one
+  server's devices (the slowest distinct server). Links carry their calibrated efficiency (``_presets.py``), so this
+  is the large-message ring busbw inside a server.
+- ``net_GBps`` (NCCL: ``nChannels × bwInter``): what one server's NICs sustain for the multi-server ring — one channel
+  per local GPU, each crossing to the next server from its own GPU, the crossings sharing their routes' links
+  (contention, shared NICs); it bounds rings and trees across servers.
 - Channels: NCCL's search picks a per-channel speed from ``speedArrayIntra`` / ``sm90SpeedArrayIntra``
   (src/graph/search.cc) and doubles the channels when the speed is ≥ 25 GB/s; we take the largest listed speed that
   gives at least two channels, ``nChannels = floor(ring_GBps / speed)``, doubled likewise.
@@ -159,15 +160,6 @@ def _number(extra: dict, key: str, default: float) -> float:
     if not (value >= 0 and math.isfinite(value)):
         raise SpecError(f"nccl.{key}", f"is {extra.get(key)!r}", "finite microseconds >= 0")
     return value
-
-
-def _ring_busbw(fabric: Fabric) -> float:
-    """Busbw (GB/s) of the ring channels: 1 / max seconds per byte over their hops (contention included)."""
-    from seedance.models.cost._algorithms import _ring_steps, ring_channels
-
-    steps = _ring_steps(fabric, ring_channels(fabric), 1, 1.0)
-    slope = float(np.max(steps.slope_s_per_byte))
-    return 1e-9 / slope if slope > 0 else float("inf")
 
 
 def _host_ring_busbw(fabric: Fabric, members: np.ndarray) -> float:
@@ -414,32 +406,6 @@ def table(topology: Any, collective: str) -> list[Entry]:
         found = _entries(view_of(topology), collective)
         fabric.cache[key] = found
     return found
-
-
-def channels_used(entry: Entry, size: float) -> int:
-    """Channels NCCL launches at ``size`` bytes: drop one while size < nc × threads × threshold (topoGetAlgoInfo)."""
-    nc = entry.channels
-    if entry.threshold_bytes <= 0:
-        return nc
-    if size >= nc * entry.threshold_bytes:
-        return nc
-    return max(1, min(nc, int(size // entry.threshold_bytes) + 1)) if size > 0 else 1
-
-
-def entry_time_us(entry: Entry, size: float, ranks: int) -> float:
-    """NCCL's predicted time (µs) of one entry at ``size`` bytes, with the channels NCCL would use."""
-    bw = entry.bw_GBps
-    if entry.tree_correction:
-        log_size = _log2i(int(size) >> 6) if size >= 64 else -1
-        if 0 <= log_size < 23:
-            bw *= TREE_CORRECTION[PROTOCOLS.index(entry.protocol)][log_size]
-    nc = channels_used(entry, size)
-    if nc < entry.channels:
-        bw *= nc / entry.channels
-    latency = entry.latency_us
-    if entry.plateau != 1.0 and size / (entry.channels * ranks) >= 64:
-        latency *= entry.plateau
-    return latency + size / (1000.0 * bw)
 
 
 def _compiled(topology: Any, collective: str, algorithm: str, protocol: str) -> tuple:
