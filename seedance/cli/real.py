@@ -12,7 +12,9 @@ from pathlib import Path
 
 import click
 
-from seedance.cli._common import emit_json, json_option, parse_mix, parse_settings
+from seedance import validation as V
+from seedance.cli._common import check_protocol_config, emit_json, json_option, parse_mix, parse_settings
+from seedance.cli._types import SEED, TIMEOUT, Integer, Number
 from seedance.errors import SpecError
 
 
@@ -33,31 +35,34 @@ def command() -> None:
 @command.command(name="run")
 @click.option("--protocol", default="raft", show_default=True,
               help="Registered protocol name, or module:ATTR naming a ProtocolSpec.")
-@click.option("--nodes", type=int, default=3, show_default=True, help="Node processes.")
-@click.option("--clients", type=int, default=8, show_default=True, help="Closed-loop clients.")
-@click.option("--duration", type=float, default=10.0, show_default=True, help="Wall-clock seconds of load.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seeds the workload, kills and node RNGs.")
-@click.option("--kill-rate", type=float, default=0.0, show_default=True,
+@click.option("--nodes", type=Integer(1), default=3, show_default=True,
+              help="Node processes (at most 4 per CPU core, 5..64).")
+@click.option("--clients", type=Integer(1, V.MAX_CLIENTS, why=V.WHY_CLIENTS), default=8, show_default=True,
+              help="Closed-loop clients.")
+@click.option("--duration", type=Number(0, V.MAX_REAL_DURATION_S, lo_open=True), default=10.0, show_default=True,
+              help="Wall-clock seconds of load.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seeds the workload, kills and node RNGs.")
+@click.option("--kill-rate", type=Number(0, 1000), default=0.0, show_default=True,
               help="SIGKILLs per second of random node processes (Poisson), each restarted after --restart-delay.")
-@click.option("--restart-delay", type=float, default=0.3, show_default=True, help="Seconds before a restart.")
+@click.option("--restart-delay", type=Number(0, 60), default=0.3, show_default=True, help="Seconds before a restart.")
 @click.option("--nemesis", default="",
               help="Comma-separated faults, the simulator's names (see `seedance sim faults`, runtime real); "
                    "empty: none.")
-@click.option("--faulty-fraction", type=float, default=0.6, show_default=True,
+@click.option("--faulty-fraction", type=Number(0, 1, lo_open=True), default=0.6, show_default=True,
               help="Fraction of the load with faults (kills included); the rest is the healed phase.")
 @click.option("--trace/--no-trace", default=True, show_default=True,
               help="Record the Chrome trace (--no-trace: no per-event records, no trace.json).")
 @click.option("--mix", default="0.5,0.4,0.1", show_default=True, help="read,write,cas fractions.")
-@click.option("--keys", type=int, default=8, show_default=True, help="Number of keys.")
-@click.option("--value-size", type=int, default=0, show_default=True,
+@click.option("--keys", type=Integer(1, V.MAX_KEYS), default=8, show_default=True, help="Number of keys.")
+@click.option("--value-size", type=Integer(0, V.MAX_VALUE_BYTES, why=V.WHY_VALUE_BYTES), default=0, show_default=True,
               help="Bytes per written value (0: small integers).")
-@click.option("--op-timeout", type=float, default=1.0, show_default=True, help="Client timeout (s) -> info.")
+@click.option("--op-timeout", type=TIMEOUT, default=1.0, show_default=True, help="Client timeout (s) -> info.")
 @click.option("--set", "settings", multiple=True, help="Protocol option KEY=VALUE (JSON value), repeatable.")
 @click.option("--bind", default="127.0.0.1", show_default=True,
               help="Address the nodes listen on; widen (e.g. 0.0.0.0) only on a trusted network.")
 @click.option("--warmup", is_flag=True, help="Start the load only after a first write commits (excludes election).")
 @click.option("--check/--no-check", default=True, show_default=True, help="Run the linearizability checker.")
-@click.option("--check-timeout", type=float, default=30.0, show_default=True, help="Checker budget (s).")
+@click.option("--check-timeout", type=TIMEOUT, default=30.0, show_default=True, help="Checker budget (s).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="out/real", show_default=True,
               help="Directory for history.jsonl, trace.json, summary.json and node logs.")
 @json_option
@@ -72,8 +77,9 @@ def run_command(protocol: str, nodes: int, clients: int, duration: float, seed: 
     from seedance.real.run import run_real
 
     resolve_protocol(protocol)  # unknown protocol -> SpecError listing the valid names (exit 2)
-    if nodes < 1:
-        raise SpecError("--nodes", f"{nodes} nodes", "at least 1")
+    V.integer("--nodes", nodes, lo=1, hi=V.max_real_nodes(), why=V.why_real_nodes())
+    V.ip_address("--bind", bind)
+    check_protocol_config(protocol, parse_settings(settings), nodes)  # --set: unknown or bad options
     if clients < 1 or keys < 1:
         raise SpecError("--clients" if clients < 1 else "--keys", "must be at least 1", "a positive integer")
     _positive("--duration", duration)
@@ -89,6 +95,7 @@ def run_command(protocol: str, nodes: int, clients: int, duration: float, seed: 
     read, _, cas = parse_mix(mix)
     workload = Workload(num_clients=clients, keys=keys, read_fraction=read, cas_fraction=cas,
                         value_size_bytes=value_size, op_timeout_s=op_timeout)
+    V.check_writable_dir("--out", out_dir)  # before any process starts
     summary = run_real(protocol=protocol, nodes=nodes, clients=clients, duration_s=duration, seed=seed,
                        out=Path(out_dir), kill_rate=kill_rate, restart_delay_s=restart_delay,
                        config=parse_settings(settings), workload=workload, bind_host=bind, check=check,
@@ -112,15 +119,16 @@ def run_command(protocol: str, nodes: int, clients: int, duration: float, seed: 
 
 
 @command.command(name="calibrate")
-@click.option("--world-size", type=int, required=True, help="Ranks (local processes) to measure.")
+@click.option("--world-size", type=Integer(1), required=True, help="Ranks (local processes) to measure.")
 @click.option("--sizes", default="4KiB:16MiB:4", show_default=True,
               help="Calibration sizes START:END[:FACTOR] (nccl-tests' -b/-e/-f); the midpoints between them are "
                    "held out for validate.")
-@click.option("--reps", type=int, default=3, show_default=True, help="Timed rounds per repeat.")
-@click.option("--warmups", type=int, default=2, show_default=True, help="Untimed runs before each measurement.")
-@click.option("--repeats", type=int, default=3, show_default=True,
+@click.option("--reps", type=Integer(1, 10_000), default=3, show_default=True, help="Timed rounds per repeat.")
+@click.option("--warmups", type=Integer(0, 10_000), default=2, show_default=True,
+              help="Untimed runs before each measurement.")
+@click.option("--repeats", type=Integer(1, 100), default=3, show_default=True,
               help="Full measurements in fresh processes (>= 3 for an interval); samples are pooled.")
-@click.option("--min-sample-ms", type=float, default=100.0, show_default=True,
+@click.option("--min-sample-ms", type=Number(0, 60_000), default=100.0, show_default=True,
               help="Each sample is a loop of back-to-back operations lasting at least this long (0: ~1 MiB).")
 @click.option("--out", "out_file", type=click.Path(dir_okay=False), required=True,
               help="Topology file to write (.yaml/.yml or .json); a FILE.calibration.json sidecar goes beside it.")
@@ -131,9 +139,12 @@ def calibrate_command(world_size: int, sizes: str, reps: int, warmups: int, repe
     from seedance.models.units import parse_size_range
     from seedance.real.calibrate import calibrate
 
-    if reps < 1 or warmups < 0:
-        raise SpecError("--reps" if reps < 1 else "--warmups", "out of range", "--reps >= 1, --warmups >= 0")
-    result = calibrate(world_size, parse_size_range(sizes, field="--sizes"), Path(out_file), reps=reps,
+    V.integer("--world-size", world_size, lo=1, hi=V.max_real_nodes(), why=V.why_real_nodes())
+    sizes_list = parse_size_range(sizes, field="--sizes")
+    if Path(out_file).suffix.lower() not in (".yaml", ".yml", ".json"):
+        raise SpecError("--out", f"{out_file!r} has no .yaml, .yml or .json suffix", "a topology file name")
+    V.check_writable_file("--out", out_file)  # before minutes of measuring
+    result = calibrate(world_size, sizes_list, Path(out_file), reps=reps,
                        warmups=warmups, repeats=repeats, min_sample_s=min_sample_ms / 1e3)
     summary = {"topology": out_file, "world_size": world_size, "backend": result["backend"], "fits": result["fits"],
                "pairs": [{k: p[k] for k in ("src", "dst", "bandwidth_GBps", "latency_us", "bandwidth_GBps_ci")}
@@ -150,14 +161,16 @@ def calibrate_command(world_size: int, sizes: str, reps: int, warmups: int, repe
 
 
 @command.command(name="validate")
-@click.option("--world-size", type=int, required=True, help="Ranks (local processes).")
+@click.option("--world-size", type=Integer(1), required=True, help="Ranks (local processes).")
 @click.option("--topology", "topology_file", type=click.Path(exists=True, dir_okay=False), required=True,
               help="A calibrated topology file (from `seedance real calibrate`).")
 @click.option("--sizes", default=None, help="Calibration sizes START:END[:FACTOR] (default: the calibration's).")
-@click.option("--reps", type=int, default=None, help="Timed rounds per repeat (default: the calibration's).")
-@click.option("--warmups", type=int, default=None, help="Untimed runs (default: the calibration's).")
-@click.option("--repeats", type=int, default=None, help="Full measurements (default: the calibration's, 3).")
-@click.option("--min-sample-ms", type=float, default=None, help="Loop length per sample (default: the calibration's).")
+@click.option("--reps", type=Integer(1, 10_000), default=None,
+              help="Timed rounds per repeat (default: the calibration's).")
+@click.option("--warmups", type=Integer(0, 10_000), default=None, help="Untimed runs (default: the calibration's).")
+@click.option("--repeats", type=Integer(1, 100), default=None,
+              help="Full measurements (default: the calibration's, 3).")
+@click.option("--min-sample-ms", type=Number(0, 60_000), default=None, help="Loop length per sample (default: the calibration's).")
 @click.option("--figure", "figure_stem", type=click.Path(dir_okay=False), default="out/real/validate",
               show_default=True, help="Figure path without suffix (writes .pdf and .png).")
 @json_option
@@ -167,11 +180,12 @@ def validate_command(world_size: int, topology_file: str, sizes: str | None, rep
     from seedance.models.units import parse_size_range
     from seedance.real.validate import save_figure, validate
 
-    if (reps is not None and reps < 1) or (warmups is not None and warmups < 0):
-        raise SpecError("--reps" if reps is not None and reps < 1 else "--warmups", "out of range",
-                        "--reps >= 1, --warmups >= 0")
+    V.integer("--world-size", world_size, lo=1, hi=V.max_real_nodes(), why=V.why_real_nodes())
+    V.check_topology_spec("--topology", topology_file)
+    sizes_list = parse_size_range(sizes, field="--sizes") if sizes is not None else None
+    V.check_writable_file("--figure", Path(str(figure_stem) + ".pdf"))  # before minutes of measuring
     result = validate(world_size, Path(topology_file),
-                      parse_size_range(sizes, field="--sizes") if sizes is not None else None, reps=reps,
+                      sizes_list, reps=reps,
                       warmups=warmups, repeats=repeats,
                       min_sample_s=None if min_sample_ms is None else min_sample_ms / 1e3)
     result["figure"] = [str(p) for p in save_figure(result, Path(figure_stem))]
