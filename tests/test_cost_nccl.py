@@ -166,3 +166,15 @@ def test_figure_validation_command(tmp_path, capsys):
     assert main(["figure", "validation", "--out", str(tmp_path), "--data", str(tmp_path / "nowhere")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("seedance: error: data") and err.strip().count("\n") == 0
+
+
+def test_alpha_beta_ring_latency_is_the_sum_of_its_hops():
+    # four devices on two servers: NVLink-like hops of 1 us inside, 20 us across; tiny message = latency only
+    n = 4
+    hosts = np.array([0, 0, 1, 1])
+    latency = np.where(hosts[:, None] == hosts[None, :], 1.0, 20.0)
+    np.fill_diagonal(latency, 0.0)
+    b = np.full((n, n), 100.0)
+    t = collective_time("allreduce", 0, (b, latency, hosts), algorithm="ring", model="alpha-beta").time_s
+    hops = [1.0, 20.0, 1.0, 20.0]  # the ring 0-1-2-3-0 crosses servers twice
+    assert t == pytest.approx(2 * (n - 1) * np.mean(hops) * 1e-6)  # not 2(n-1) x the slowest hop

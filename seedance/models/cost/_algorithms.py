@@ -145,10 +145,17 @@ def ring_channels(fabric: Fabric) -> list[np.ndarray]:
 
 
 def _ring_steps(fabric: Fabric, channels: list[np.ndarray], count: float, fraction: float) -> Steps:
-    """``count`` ring steps; every channel moves ``fraction``/len(channels)·S over each of its hops at once."""
+    """``count`` ring steps; every channel moves ``fraction``/len(channels)·S over each of its hops at once.
+
+    Latency: a ring's latency is the sum of its hops' latencies. A piece of data crosses each hop of its ring once per
+    ``len(ring)`` steps, and the pipelined steps overlap, so a step costs the *mean* hop latency of its channel (the
+    slowest channel's), not the largest hop's: one slow network hop in a ring of NVLink hops is paid once per round,
+    not at every step. Homogeneous rings are unchanged."""
     src = np.concatenate(channels)
     dst = np.concatenate([np.roll(c, -1) for c in channels])
-    return Steps.of(count, *_hop_lines(fabric, src, dst, fraction / len(channels)))
+    a, s = _hop_lines(fabric, src, dst, fraction / len(channels))
+    mean = max(float(fabric.latency_s[c, np.roll(c, -1)].mean()) for c in channels)
+    return Steps.of(count, np.full(len(a), mean), s)
 
 
 def _direct_steps(fabric: Fabric, fraction: float, devices: np.ndarray | None = None) -> Steps:
