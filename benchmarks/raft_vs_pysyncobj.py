@@ -174,11 +174,27 @@ def run_seedance(clients: int, duration_s: float, value_size: int, seed: int, ou
             "info": summary["ops_info"], "failed": summary["ops_failed"]}
 
 
+def _compare(clients: int, duration: float, value_size: int, seed: int, out: Path) -> dict:
+    ours = run_seedance(clients, duration, value_size, seed, out)
+    no_fsync = run_seedance(clients, duration, value_size, seed, out, fsync=False)
+    default = run_pysyncobj(clients, duration, value_size)
+    tuned = run_pysyncobj(clients, duration, value_size, tick_s=TUNED_TICK_S)
+    theirs = max(default, tuned, key=lambda r: r["ops_s"])  # the stronger baseline
+    return {"seedance_ops_s": ours["ops_s"], "pysyncobj_ops_s": theirs["ops_s"],
+            "ratio": ours["ops_s"] / theirs["ops_s"] if theirs["ops_s"] else None,
+            "seedance_p99_ms": ours["p99_ms"], "pysyncobj_p99_ms": theirs["p99_ms"],
+            "seedance_p50_ms": ours["p50_ms"], "pysyncobj_p50_ms": theirs["p50_ms"],
+            "seedance_linearizable": ours["linearizable"], "pysyncobj_failures": theirs["failures"],
+            "seedance_no_fsync": no_fsync,
+            "pysyncobj_default": default, "pysyncobj_tuned": {**tuned, "appendEntriesPeriod_s": TUNED_TICK_S}}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default="out/benchmarks")
     parser.add_argument("--duration", type=float, default=10.0)
-    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--clients", default="8,64",
+                        help="comma-separated client counts (requests in flight), each measured on both sides")
     parser.add_argument("--value-size", type=int, default=100)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="3-second runs")
@@ -200,19 +216,19 @@ def main() -> int:
     duration = 3.0 if args.quick else args.duration
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    ours = run_seedance(args.clients, duration, args.value_size, args.seed, out)
-    no_fsync = run_seedance(args.clients, duration, args.value_size, args.seed, out, fsync=False)
-    default = run_pysyncobj(args.clients, duration, args.value_size)
-    tuned = run_pysyncobj(args.clients, duration, args.value_size, tick_s=TUNED_TICK_S)
-    theirs = max(default, tuned, key=lambda r: r["ops_s"])  # the stronger baseline
-    result = {"seedance_ops_s": ours["ops_s"], "pysyncobj_ops_s": theirs["ops_s"],
-              "ratio": ours["ops_s"] / theirs["ops_s"] if theirs["ops_s"] else None,
-              "seedance_p99_ms": ours["p99_ms"], "pysyncobj_p99_ms": theirs["p99_ms"],
-              "seedance_p50_ms": ours["p50_ms"], "pysyncobj_p50_ms": theirs["p50_ms"],
-              "seedance_linearizable": ours["linearizable"], "pysyncobj_failures": theirs["failures"],
-              "seedance_no_fsync": no_fsync,
-              "pysyncobj_default": default, "pysyncobj_tuned": {**tuned, "appendEntriesPeriod_s": TUNED_TICK_S},
-              "clients": args.clients, "value_size_bytes": args.value_size, "duration_s": duration, "nodes": 3,
+    counts = [int(c) for c in str(args.clients).split(",") if c]
+    if not counts or any(c < 1 for c in counts):
+        print("raft_vs_pysyncobj: --clients must be positive integers, e.g. 8,64", file=sys.stderr)
+        return 2
+    per_count = {}
+    for clients in counts:
+        per_count[str(clients)] = _compare(clients, duration, args.value_size, args.seed, out)
+        row = per_count[str(clients)]
+        print(f"{clients} clients: seedance {row['seedance_ops_s']:.0f} ops/s (p99 {row['seedance_p99_ms']:.1f} ms) "
+              f"vs PySyncObj {row['pysyncobj_ops_s']:.0f} ops/s (p99 {row['pysyncobj_p99_ms']:.1f} ms): "
+              f"ratio {row['ratio']:.2f}", flush=True)
+    result = {**per_count[str(counts[0])], "by_clients": per_count, "clients": counts,
+              "value_size_bytes": args.value_size, "duration_s": duration, "nodes": 3,
               "cpu_count": os.cpu_count(), "load_average_1m": os.getloadavg()[0]}
     (out / "raft_vs_pysyncobj.json").write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
