@@ -239,3 +239,54 @@ class TickerNode:
 
 
 TICKER = ProtocolSpec(name="ticker", factory=TickerNode, message_types=(), checker=None, operations=())
+
+
+# --- Raft under both runtimes: the first election and the leader's first durable writes ----------------------------
+from seedance.models.protocols.raft import SPEC as RAFT_SPEC  # noqa: E402
+from seedance.models.protocols.raft import RaftConfig, RaftNode  # noqa: E402
+
+
+class RecordingRaft(RaftNode):
+    """Raft, unchanged, recording its election timeouts, leaderships and durability notices (the first ``limit``)."""
+
+    def __init__(self, node_id: int, num_nodes: int, rng: np.random.Generator, config: Mapping[str, Any]) -> None:
+        record_dir = config.get("record_dir")
+        self._sink = (open(Path(record_dir) / f"raft-{node_id}.jsonl", "a", encoding="utf-8") if record_dir
+                      else config["record"].setdefault(node_id, []))
+        self._limit = int(config.get("limit", 6))
+        super().__init__(node_id, num_nodes, rng, RaftConfig.from_mapping(
+            {k: v for k, v in config.items() if k not in ("record_dir", "record", "limit")}))
+
+    def _note(self, *row: Any) -> None:
+        if self._limit <= 0:
+            return
+        self._limit -= 1
+        row = plain(list(row))
+        if isinstance(self._sink, list):
+            self._sink.append(json.loads(json.dumps(row)))
+        else:
+            self._sink.write(json.dumps(row) + "\n")
+            self._sink.flush()
+
+    def on_timer(self, name: Any, now: float) -> list:
+        role = self.role
+        out = super().on_timer(name, now)
+        if self.role is not role:
+            self._note("role", self.role.value, self.current_term)
+        return out
+
+    def on_message(self, src: int, message: Any, now: float) -> list:
+        role = self.role
+        out = super().on_message(src, message, now)
+        if self.role is not role:
+            self._note("role", self.role.value, self.current_term)
+        return out
+
+    def on_persisted(self, token: Any, now: float) -> list:
+        self._note("persisted", token)
+        return super().on_persisted(token, now)
+
+
+RAFT = ProtocolSpec(name="raft-recording", factory=RecordingRaft, message_types=RAFT_SPEC.message_types,
+                    default_config=RAFT_SPEC.default_config, operations=RAFT_SPEC.operations,
+                    checker=RAFT_SPEC.checker, monitor=RAFT_SPEC.monitor, routing=RAFT_SPEC.routing)

@@ -165,3 +165,36 @@ def test_a_missing_member_times_out_at_the_default_in_virtual_time():
                        workload=WorkloadConfig(clients=0)))
     (at, _, _, done), = inputs(spec, "collective")
     assert done.error == "timeout" and at == pytest.approx(rules.DEFAULT_TIMEOUT_S, abs=1e-3)
+
+
+# --- Raft, unchanged, under both runtimes -----------------------------------------------------------------------------
+RAFT_SEED = 4  # node 0 draws the shortest first election timeout by 103 ms (and is started first by the launcher)
+
+
+def test_raft_elects_the_same_leader_and_writes_the_same_first_entries_in_both_runtimes(tmp_path):
+    """Same seed → same node RNG → the same first election timeouts in both runtimes: the same candidate wins
+    the same term, and its first durability notices (its no-op's log write) come in the same order."""
+    from _conformance_protocol import RAFT
+
+    record: dict[int, list] = {}
+    spec = dataclasses.replace(RAFT, default_config={**RAFT.default_config, "record": record, "limit": 3})
+    simulate(SimConfig(protocol=spec, nodes=NODES, duration_s=1.0, seed=RAFT_SEED, workload=WorkloadConfig(clients=0)))
+    assert record[0][:2] == [["role", "candidate", 1], ["role", "leader", 1]] and ["persisted", ["log", 1, 1]] in record[0]
+
+    record_dir = tmp_path / "record"
+    record_dir.mkdir()
+    files = [record_dir / f"raft-{i}.jsonl" for i in range(NODES)]
+    with LocalLauncher(protocol="_conformance_protocol:RAFT", num_nodes=NODES, run_dir=tmp_path / "run",
+                       seed=RAFT_SEED, config={"record_dir": str(record_dir), "limit": 3},
+                       extra_env=child_env()) as launch:
+        launch.start_all()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            launch.raise_if_failed()
+            if files[0].exists() and len(files[0].read_text().splitlines()) >= 3:
+                break
+            time.sleep(0.1)
+    real = {i: [json.loads(line) for line in f.read_text().splitlines()] if f.exists() else []
+            for i, f in enumerate(files)}
+    assert real[0] == record[0], (real, record)
+    assert all(real[i] == record.get(i, []) for i in range(1, NODES)), (real, record)
