@@ -42,9 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     except SeedanceError as err:
         click.echo(f"seedance: error: {err}", err=True)
         return 2
-    except click.exceptions.NoArgsIsHelpError as err:
+    except click.exceptions.NoArgsIsHelpError as err:  # bare `seedance` (or a bare group): its help, on stdout
         click.echo(err.ctx.get_help() if err.ctx else str(err))
-        return 2
+        return 0
     except click.UsageError as err:
         where = f"{err.ctx.command_path}: " if err.ctx else ""
         click.echo(f"seedance: error: {where}{err.format_message()}".replace("\n", " "), err=True)
