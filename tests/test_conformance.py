@@ -54,6 +54,9 @@ def real_record(tmp_path_factory) -> dict[int, list]:
         else:
             pytest.fail("the real run did not finish its script in 180 s: " +
                         "; ".join(f"{f.name}: {f.read_text()[-300:] if f.exists() else '-'}" for f in files))
+    logs = [(run_dir / "run" / f"node-{i}.log").read_text() for i in range(NODES)]
+    # one process group for every collective of the script (13 of them), not one per call
+    assert all(text.count("process group built") == 1 for text in logs), [t.count("process group built") for t in logs]
     return {i: [json.loads(line) for line in files[i].read_text().splitlines()] for i in range(NODES)}
 
 

@@ -181,6 +181,8 @@ class CollectiveEngine:
                                 self.bind_host)
         self._groups[members] = (generation, pg)
         self.groups_built += 1
+        log.info("process group built for members %s, generation %s (%d built so far)", members, generation,
+                 self.groups_built)
         return generation, pg
 
     # ---------------------------------------------------------------------------------------------------- work
