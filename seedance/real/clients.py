@@ -52,8 +52,9 @@ class ClientPool:
 
     def __init__(self, *, num_nodes: int, lookup: Callable[[int], tuple[str, int] | None], key: bytes,
                  workload: Workload, seed: int, t0_monotonic: float, codec: Codec | None = None,
-                 trace: TraceRecorder | None = None) -> None:
+                 trace: TraceRecorder | None = None, routing: str = "leader-hint") -> None:
         self.num_nodes = num_nodes
+        self.routing = routing  # the protocol's ProtocolSpec.routing: "leader-hint" | "any" | "fixed"
         self.lookup = lookup
         self.key = key
         self.workload = workload
@@ -126,7 +127,8 @@ class ClientPool:
                       value: Any) -> tuple[str, Any]:
         """Run one operation to completion: ("ok", value) | ("fail", None) | ("info", None)."""
         deadline = time.monotonic() + self.workload.op_timeout_s
-        target = self._leader_guess
+        # leader-hint / fixed: every client goes where the last success was; any: each client to its own replica
+        target = client % self.num_nodes if self.routing == "any" else self._leader_guess
         while time.monotonic() < deadline:
             conn = await self._conn(client, target)
             if conn is None:  # node down: nothing was sent, try the next one
@@ -147,7 +149,8 @@ class ClientPool:
             finally:
                 self._pending.pop((client, rid), None)
             if reply.outcome == Outcome.OK:
-                self._leader_guess = target
+                if self.routing != "any":
+                    self._leader_guess = target
                 return "ok", reply.value
             if reply.outcome == Outcome.INFO:
                 return "info", None

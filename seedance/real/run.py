@@ -94,8 +94,11 @@ async def _drive(launcher: LocalLauncher, workload: Workload, duration_s: float,
                  restart_delay_s: float, counts: dict[str, Any], trace: TraceRecorder,
                  warmup: bool = False, schedule: list[FaultWindow] | None = None,
                  faulty_end_s: float = 0.0) -> list[Event]:
+    from seedance.real.node import resolve_protocol
+
     pool = ClientPool(num_nodes=launcher.num_nodes, lookup=launcher.addresses.lookup, key=launcher.key,
-                      workload=workload, seed=seed, t0_monotonic=launcher.t0_monotonic, trace=trace)
+                      workload=workload, seed=seed, t0_monotonic=launcher.t0_monotonic, trace=trace,
+                      routing=resolve_protocol(launcher.protocol).routing)
     nemesis = RealNemesis(launcher, schedule or [], faulty_end_s=faulty_end_s, trace=trace,
                           restart_delay_s=restart_delay_s)
     faulty = kill_rate > 0 or bool(schedule)

@@ -15,7 +15,9 @@ Rules (Jepsen's client model, Kingsbury 2013–; history format of :mod:`seedanc
   ``not_leader_backoff_s`` when there is no hint. A request reaching a crashed node is refused (the client hears
   it one network hop later) and retried likewise at the next node: it never ran. A timeout (``op_timeout_s`` since the invoke) gives ``info`` and
   the next operation goes to the next node. A late ``ok`` from an earlier target still counts: the operation took
-  effect.
+  effect. This serves every ``ProtocolSpec.routing``: with ``"any"`` (every replica serves, e.g. EPaxos) no node
+  answers ``not-leader``, so each client keeps to its co-located replica and moves only on a timeout or a crashed
+  target — the load spreads over all replicas.
 * Values: every write and cas writes a fresh integer (unique across the run), which keeps histories easy to check;
   a cas expects the value most recently seen for that key by any client. Keys ``k0 .. k{keys-1}`` are drawn
   uniformly, by a Zipf law of exponent ``zipf_s`` (rank 1 = ``k0``), or with probability ``conflict_rate`` on the hot
