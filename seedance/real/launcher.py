@@ -269,13 +269,19 @@ class LocalLauncher:
 
 
     def wait_ready(self, timeout_s: float = 60.0) -> None:
-        """Wait until every node's current incarnation has recovered its state and serves (its ready file)."""
+        """Wait until every node's current incarnation has recovered its state and serves (its ready file), and the
+        rendezvous store is up (its thread imports torch: seconds of CPU, holding the GIL, which must not overlap
+        the measured load)."""
         deadline = time.monotonic() + timeout_s
         while not all(self.ready(r) for r in range(self.num_nodes)):
             self.raise_if_failed()
             if time.monotonic() > deadline:
                 raise RuntimeError(f"nodes not ready after {timeout_s:.0f} s; see {self.run_dir}/node-*.log")
             time.sleep(0.02)
+        if self._store_thread is not None:
+            self._store_thread.join(timeout=max(0.0, deadline - time.monotonic()))
+            if self._store_thread.is_alive():
+                raise RuntimeError(f"the rendezvous store did not start within {timeout_s:.0f} s")
 
     def ready(self, rank: int) -> bool:
         try:
