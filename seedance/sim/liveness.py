@@ -88,7 +88,7 @@ def _ok_times(result: Any) -> list[float]:
 
 def assess_run(result: Any, simulate: Any, *, faulty: bool) -> Any:
     """``result`` with its :class:`Recovery` attached; a run with nemesis faults is compared with ``simulate`` of
-    the same config without them (nor trace, nor checker); any other run (scripted actions included: they are
+    the same config without them (nor trace, checker or invariant monitor); any other run (scripted actions included: they are
     scenarios, not a nemesis) with itself."""
     from dataclasses import replace
 
@@ -100,6 +100,8 @@ def assess_run(result: Any, simulate: Any, *, faulty: bool) -> Any:
         clean = replace(config, nemesis=NemesisConfig(recovery_fraction=nemesis.recovery_fraction,
                                                       recovery_bound_s=nemesis.recovery_bound_s),
                         trace=False, check=False)
+        if getattr(clean, "monitor", False):  # safety is judged on the run itself; the baseline only counts ops
+            clean = replace(clean, monitor=False)
         baseline = _ok_times(simulate(clean, liveness=False))
     else:
         baseline = None
