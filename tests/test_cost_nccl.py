@@ -178,3 +178,9 @@ def test_alpha_beta_ring_latency_is_the_sum_of_its_hops():
     t = collective_time("allreduce", 0, (b, latency, hosts), algorithm="ring", model="alpha-beta").time_s
     hops = [1.0, 20.0, 1.0, 20.0]  # the ring 0-1-2-3-0 crosses servers twice
     assert t == pytest.approx(2 * (n - 1) * np.mean(hops) * 1e-6)  # not 2(n-1) x the slowest hop
+
+
+def test_ll128_only_over_nvlink():
+    pcie = {collective_time("allreduce", 2**k, load("pcie-8gpu")).protocol for k in range(3, 32)}
+    assert "LL128" not in pcie and {"LL", "Simple"} <= pcie
+    assert "LL128" in {collective_time("allreduce", 2**k, load("dgx-a100")).protocol for k in range(3, 32)}

@@ -316,6 +316,8 @@ def _entries(view: NcclView, collective: str) -> list[Entry]:
         for p, proto in enumerate(PROTOCOLS):
             if algorithm in ("nvls", "nvls_tree", "pat") and proto != "Simple":
                 continue
+            if proto == "LL128" and view.intra != "nvlink":
+                continue  # LL128 is enabled only up to NVLink paths (typeIntra <= PATH_NVB, src/graph/tuning.cc)
             channels = NVLS_CHANNELS[arch] if algorithm in ("nvls", "nvls_tree") else ch
             if algorithm in ("nvls", "nvls_tree"):
                 if channels < 2:
