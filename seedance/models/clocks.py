@@ -1,0 +1,175 @@
+"""Vector clocks (Fidge 1988, Mattern 1989) with the field report's semantics (§2.2–2.3), in two forms.
+
+Node ``i`` keeps ``V[0..N-1]``; ``V[i]`` is the highest event of node ``i`` it knows of.
+
+* ``update_vc(vc, peer)`` — a local event of ``peer``: its entry is created at 0 if missing, then incremented.
+* ``merge(local, remote, own)`` — on receive: ``V[j] = max(V[j], remote[j])`` for every ``j``, then ``V[own] += 1``.
+* ``join(a, b)`` — the componentwise maximum alone (the least upper bound; what a replica that counts only *writes*
+  as events uses on receive, see :mod:`seedance.models.protocols.causal`).
+* ``compare(v1, v2)`` — ``"before"`` (v1 < v2: v1 ≤ v2 componentwise and v1 ≠ v2), ``"after"``, ``"equal"`` or
+  ``"concurrent"`` (neither ≤ the other). ``is_concurrent(v1, v2)`` is the last case (the report's conflict test).
+* ``should_sync_pixel(local, remote)`` — true when some ``local[i] < remote[i]``: the remote knows an event we do
+  not (the report's ``shouldSyncPixel``).
+
+Two forms, one semantics: the **dict form** maps node ids to counters (a missing entry is 0, so clocks of different
+membership compare), the **dense form** is a 1-d ``numpy`` integer array indexed by node id (shorter arrays are
+padded with zeros). Every function accepts either form (not mixed with the other in one call) and returns the form
+it was given; ``to_dense`` / ``to_dict`` convert. ``compare_many`` compares one clock against many rows at once.
+Functions never modify their arguments.
+
+Example of the report: A = [3,1,0], B = [2,4,0], C = [2,1,2] are pairwise concurrent; ``merge(A, B, own=0)`` =
+[4,4,0]; ``should_sync_pixel(A, B)`` is true (A[1] = 1 < 4), ``should_sync_pixel(A, [2,1,0])`` is false.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from typing import Any, Union
+
+import numpy as np
+
+DictVC = Mapping[Hashable, int]
+VC = Union[DictVC, np.ndarray]
+
+BEFORE, AFTER, EQUAL, CONCURRENT = "before", "after", "equal", "concurrent"
+ORDERS = (BEFORE, AFTER, EQUAL, CONCURRENT)
+
+
+def _dense(vc: Any) -> bool:
+    return isinstance(vc, np.ndarray)
+
+
+def _pad(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    if a.ndim != 1 or b.ndim != 1:
+        raise ValueError(f"dense vector clocks are 1-d arrays, got shapes {a.shape} and {b.shape}")
+    if a.size == b.size:
+        return a, b
+    n = max(a.size, b.size)
+    return np.pad(a, (0, n - a.size)), np.pad(b, (0, n - b.size))
+
+
+def _check_same_form(v1: Any, v2: Any) -> None:
+    if _dense(v1) != _dense(v2):
+        raise TypeError("vector clocks of different forms (dict and numpy array): convert one with to_dense/to_dict")
+
+
+def zeros(n: int) -> np.ndarray:
+    """A dense clock of ``n`` nodes, all zero."""
+    return np.zeros(n, dtype=np.int64)
+
+
+def to_dense(vc: VC, n: int | None = None) -> np.ndarray:
+    """Dense form of ``vc`` (length ``n``, or one past the largest node id). Keys must be ints ``>= 0``."""
+    if _dense(vc):
+        out = np.asarray(vc, dtype=np.int64)
+        if n is None or out.size == n:
+            return out
+        if out.size < n:
+            return np.pad(out, (0, n - out.size))
+        if np.any(out[n:]):
+            raise ValueError(f"a clock with entries beyond node {n - 1} does not fit {n} nodes")
+        return out[:n]
+    size = n if n is not None else (max(vc) + 1 if vc else 0)
+    out = np.zeros(size, dtype=np.int64)
+    for node, count in vc.items():
+        if not isinstance(node, int) or node < 0:
+            raise ValueError(f"dense clocks are indexed by node ids >= 0, got {node!r}")
+        if node >= size:
+            if count:
+                raise ValueError(f"node {node} does not fit a clock of {size} nodes")
+            continue
+        out[node] = count
+    return out
+
+
+def to_dict(vc: VC) -> dict[Hashable, int]:
+    """Dict form of ``vc``, zero entries left out."""
+    if _dense(vc):
+        return {int(i): int(c) for i, c in enumerate(np.asarray(vc).tolist()) if c}
+    return {k: int(c) for k, c in vc.items() if c}
+
+
+def update_vc(vc: VC, peer: int) -> VC:
+    """``peer``'s local event: its entry is created at 0 if missing, then incremented (report §2.2 ``updateVC``)."""
+    if _dense(vc):
+        out = np.array(vc, dtype=np.int64, copy=True)
+        if peer >= out.size:
+            out = np.pad(out, (0, peer + 1 - out.size))
+        out[peer] += 1
+        return out
+    out = dict(vc)
+    out.setdefault(peer, 0)
+    out[peer] += 1
+    return out
+
+
+def join(a: VC, b: VC) -> VC:
+    """Componentwise maximum (the least upper bound of the two clocks)."""
+    _check_same_form(a, b)
+    if _dense(a):
+        x, y = _pad(np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64))
+        return np.maximum(x, y)
+    out = dict(a)
+    for k, c in b.items():
+        if c > out.get(k, 0):
+            out[k] = c
+    return out
+
+
+def merge(local: VC, remote: VC, own: int) -> VC:
+    """On receive (report §2.3): ``V[j] = max(V[j], remote[j])`` for all ``j``, then ``V[own] += 1``."""
+    return update_vc(join(local, remote), own)
+
+
+def leq(v1: VC, v2: VC) -> bool:
+    """``v1 ≤ v2`` componentwise (every event ``v1`` knows, ``v2`` knows)."""
+    _check_same_form(v1, v2)
+    if _dense(v1):
+        x, y = _pad(np.asarray(v1), np.asarray(v2))
+        return bool(np.all(x <= y))
+    return all(c <= v2.get(k, 0) for k, c in v1.items())
+
+
+def compare(v1: VC, v2: VC) -> str:
+    """``"before"`` | ``"after"`` | ``"equal"`` | ``"concurrent"`` (the partial order of report §2.3)."""
+    _check_same_form(v1, v2)
+    if _dense(v1):
+        x, y = _pad(np.asarray(v1), np.asarray(v2))
+        le, ge = bool(np.all(x <= y)), bool(np.all(x >= y))
+    else:
+        keys = set(v1) | set(v2)
+        le = all(v1.get(k, 0) <= v2.get(k, 0) for k in keys)
+        ge = all(v1.get(k, 0) >= v2.get(k, 0) for k in keys)
+    if le and ge:
+        return EQUAL
+    if le:
+        return BEFORE
+    if ge:
+        return AFTER
+    return CONCURRENT
+
+
+def is_concurrent(v1: VC, v2: VC) -> bool:
+    """Neither ``v1 ≤ v2`` nor ``v2 ≤ v1`` (report §2.3 ``isConcurrent``: conflict handling is needed)."""
+    return compare(v1, v2) == CONCURRENT
+
+
+def should_sync_pixel(local: VC, remote: VC) -> bool:
+    """True when some ``local[i] < remote[i]``: the remote knows something we do not (report §2.1)."""
+    _check_same_form(local, remote)
+    if _dense(local):
+        x, y = _pad(np.asarray(local), np.asarray(remote))
+        return bool(np.any(x < y))
+    return any(c > local.get(k, 0) for k, c in remote.items())
+
+
+def compare_many(rows: np.ndarray, vc: np.ndarray) -> np.ndarray:
+    """``compare(rows[k], vc)`` for every row of an ``(m, n)`` array, as an array of the strings in ``ORDERS``."""
+    rows = np.asarray(rows)
+    vc = np.asarray(vc)
+    if rows.ndim != 2 or vc.ndim != 1 or rows.shape[1] != vc.size:
+        raise ValueError(f"compare_many needs (m, n) rows and an n-vector, got {rows.shape} and {vc.shape}")
+    le = np.all(rows <= vc, axis=1)
+    ge = np.all(rows >= vc, axis=1)
+    codes = np.where(le & ge, 2, np.where(le, 0, np.where(ge, 1, 3)))
+    return np.asarray(ORDERS, dtype=object)[codes]

@@ -1,0 +1,337 @@
+"""A pixel grid replicated as a delta-state CRDT (Almeida, Shoker & Baquero, "Delta state replicated data types",
+JPDC 111, 2018), on numpy arrays.
+
+State. Every pixel ``(x, y)`` of a ``width × height`` grid holds the field report's tuple ``(x, y, t, value,
+version)`` (§2.1) plus the writer's id and dot: ``value`` (int64), ``version`` (int64, the write's Lamport
+timestamp: the sum of its vector clock; 0 = never written), ``t`` (float64, the writer's clock when it wrote),
+``node`` (int32, the writer; -1 when unwritten) and ``seq`` (int64, the writer's own clock entry for this write, so
+``(node, seq)`` is the write's dot). A state also carries its causal context ``clock`` (a dense vector clock,
+:mod:`seedance.models.clocks`): the writes it has seen.
+
+Join (⊔). Pixelwise, the entry with the larger key ``(version, t, node, seq, value)`` compared lexicographically wins; the
+clocks join componentwise. This is a per-pixel last-writer-wins register whose order is a total order on writes, so
+the join is the least upper bound of a join-semilattice: commutative, associative and idempotent (tested with
+Hypothesis in ``tests/test_crdt.py``). The rule for concurrent writes to one pixel is therefore deterministic and the
+same on every replica:
+
+1. the larger ``version`` wins: a write's version is the sum of its vector clock, so a write that causally follows
+   another (its clock is strictly larger) always has a strictly larger version and wins — causality is never
+   overridden by clock skew;
+2. for concurrent writes of equal version, the later writer clock ``t`` wins (the report's timestamp);
+3. then the larger writer id, then the larger dot counter (distinct writes of correct replicas never tie on all
+   four: one writer's versions grow), and last the larger value, so that the join is a total order even on entries
+   no correct replica produces (two values under one dot), and the lattice laws hold for any states.
+
+Deltas. A mutator returns a delta ``m^δ(X)`` with ``m(X) = X ⊔ m^δ(X)`` (the paper's §3): writing a pixel returns a
+:class:`GridDelta` holding that one pixel. Deltas join into *delta-groups* (:func:`join_deltas`; same rule, sparse);
+the whole state is also a delta (:meth:`PixelGrid.full_delta`). A delta is sparse: sorted unique flat pixel indices
+with the five per-pixel arrays, plus the causal context it carries.
+
+Delta-intervals and causal merging (the paper's §6, Algorithm 2) live in :class:`DeltaBuffer` and
+:class:`IntervalReceiver`: a replica numbers the delta-groups it joins (its own writes and what it received) with a
+counter; the *delta-interval* ``Δ[a, b)`` is the join of groups ``a .. b-1``; a receiver joins an interval from
+``i`` only if it already holds every group of ``i`` before ``a`` (causal delta-merging), otherwise it drops it and
+waits; acknowledgements move each peer's start; groups every peer acknowledged are garbage-collected; a peer whose
+start was collected (or is not known yet) gets the full state. A replica's group 0 is its whole state when it
+(re)started, so an interval from 0 is causally closed as well. Lost, duplicated or reordered messages are repaired by
+the periodic resend of the interval from the acknowledged start (anti-entropy).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from seedance.models import clocks
+
+# bytes per pixel entry on the wire: index (4) + value (8) + version (8) + t (8) + node (4) + seq (8)
+ENTRY_BYTES = 40
+_FIELDS = ("value", "version", "t", "node", "seq")
+
+
+def _empty_fields(n: int) -> dict[str, np.ndarray]:
+    return {"value": np.zeros(n, np.int64), "version": np.zeros(n, np.int64), "t": np.zeros(n, np.float64),
+            "node": np.full(n, -1, np.int32), "seq": np.zeros(n, np.int64)}
+
+
+def _wins(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> np.ndarray:
+    """Elementwise: entry ``b`` is strictly greater than entry ``a`` under (version, t, node, seq)."""
+    gt = b["version"] > a["version"]
+    eq = b["version"] == a["version"]
+    for name in ("t", "node", "seq", "value"):
+        gt |= eq & (b[name] > a[name])
+        eq &= b[name] == a[name]
+    return gt
+
+
+@dataclass(frozen=True, eq=False)
+class GridDelta:
+    """A sparse grid state: pixels ``idx`` (sorted, unique, flat ``y * width + x``) and their entries; ``clock`` is
+    the causal context it carries (the writes it reflects, with every write they depend on)."""
+
+    idx: np.ndarray
+    value: np.ndarray
+    version: np.ndarray
+    t: np.ndarray
+    node: np.ndarray
+    seq: np.ndarray
+    clock: np.ndarray = field(default_factory=lambda: clocks.zeros(0))
+
+    @classmethod
+    def empty(cls, nodes: int = 0) -> GridDelta:
+        return cls(idx=np.zeros(0, np.int64), **_empty_fields(0), clock=clocks.zeros(nodes))
+
+    def fields(self) -> dict[str, np.ndarray]:
+        return {name: getattr(self, name) for name in _FIELDS}
+
+    def __len__(self) -> int:
+        return int(self.idx.size)
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes on the wire: one entry per pixel plus the clock (8 bytes per node)."""
+        return len(self) * ENTRY_BYTES + 8 * int(self.clock.size)
+
+    def to_wire(self) -> tuple:
+        """Plain data for a message (numeric numpy arrays travel as such through the wire codec)."""
+        return (self.idx, self.value, self.version, self.t, self.node, self.seq, self.clock)
+
+    @classmethod
+    def from_wire(cls, data: tuple | list) -> GridDelta:
+        idx, value, version, t, node, seq, clock = (np.asarray(a) for a in data)
+        return cls(idx=idx.astype(np.int64), value=value.astype(np.int64), version=version.astype(np.int64),
+                   t=t.astype(np.float64), node=node.astype(np.int32), seq=seq.astype(np.int64),
+                   clock=clock.astype(np.int64))
+
+    def same_as(self, other: GridDelta) -> bool:
+        """Equal as states (same pixels, entries and clock)."""
+        return (np.array_equal(self.idx, other.idx) and all(
+            np.array_equal(getattr(self, n), getattr(other, n)) for n in _FIELDS)
+            and np.array_equal(*clocks._pad(self.clock, other.clock)))
+
+
+def join_deltas(a: GridDelta, b: GridDelta) -> GridDelta:
+    """``a ⊔ b`` of two sparse states (a delta-group): per pixel the greater entry, clocks joined."""
+    clock = clocks.join(a.clock, b.clock)
+    if len(a) == 0 or len(b) == 0:
+        src = b if len(a) == 0 else a
+        return GridDelta(idx=src.idx, **src.fields(), clock=clock)
+    idx = np.concatenate([a.idx, b.idx])
+    cat = {n: np.concatenate([getattr(a, n), getattr(b, n)]) for n in _FIELDS}
+    # sort by pixel, then by the entry key ascending: the last row of each pixel is its maximum
+    order = np.lexsort((cat["value"], cat["seq"], cat["node"], cat["t"], cat["version"], idx))
+    idx = idx[order]
+    last = np.ones(idx.size, bool)
+    last[:-1] = idx[1:] != idx[:-1]
+    return GridDelta(idx=idx[last], **{n: v[order][last] for n, v in cat.items()}, clock=clock)
+
+
+class PixelGrid:
+    """One replica's grid state (dense arrays) with its causal context ``clock`` over ``nodes`` nodes."""
+
+    def __init__(self, width: int, height: int, nodes: int) -> None:
+        if width < 1 or height < 1:
+            raise ValueError(f"grid must be at least 1x1, got {width}x{height}")
+        self.width = int(width)
+        self.height = int(height)
+        self.f = _empty_fields(self.width * self.height)
+        self.clock = clocks.zeros(nodes)
+
+    # ------------------------------------------------------------------------------------------- queries
+    @property
+    def pixels(self) -> int:
+        return self.width * self.height
+
+    def index(self, x: int, y: int) -> int:
+        if not (0 <= x < self.width and 0 <= y < self.height):
+            raise IndexError(f"pixel ({x}, {y}) outside the {self.width}x{self.height} grid")
+        return y * self.width + x
+
+    def get(self, x: int, y: int) -> int | None:
+        """The pixel's value, None when never written."""
+        i = self.index(x, y)
+        return int(self.f["value"][i]) if self.f["version"][i] > 0 else None
+
+    def entry(self, i: int) -> tuple[int, int, float, int, int]:
+        """(value, version, t, node, seq) of flat pixel ``i``."""
+        return tuple(self.f[n][i].item() for n in _FIELDS)  # type: ignore[return-value]
+
+    def values(self) -> np.ndarray:
+        """The (height, width) value image (0 where unwritten)."""
+        return self.f["value"].reshape(self.height, self.width).copy()
+
+    def written(self) -> np.ndarray:
+        return np.flatnonzero(self.f["version"] > 0)
+
+    def full_delta(self) -> GridDelta:
+        """The whole state as a sparse delta (the written pixels and the clock): full-state sync sends this."""
+        idx = self.written()
+        return GridDelta(idx=idx, **{n: v[idx].copy() for n, v in self.f.items()}, clock=self.clock.copy())
+
+    @property
+    def full_state_bytes(self) -> int:
+        """Bytes of the dense state (every pixel's entry and the clock): what a full-state sync of the grid ships."""
+        return self.pixels * ENTRY_BYTES + 8 * int(self.clock.size)
+
+    def contains(self, delta: GridDelta) -> bool:
+        """``delta ⊑ self`` (joining it would change nothing)."""
+        if not clocks.leq(delta.clock, self.clock):
+            return False
+        if len(delta) == 0:
+            return True
+        mine = {n: v[delta.idx] for n, v in self.f.items()}
+        return not bool(np.any(_wins(mine, delta.fields())))
+
+    def same_as(self, other: PixelGrid) -> bool:
+        return all(np.array_equal(self.f[n], other.f[n]) for n in _FIELDS) and np.array_equal(
+            *clocks._pad(self.clock, other.clock))
+
+    def copy(self) -> PixelGrid:
+        out = PixelGrid(self.width, self.height, int(self.clock.size))
+        out.f = {n: v.copy() for n, v in self.f.items()}
+        out.clock = self.clock.copy()
+        return out
+
+    # ------------------------------------------------------------------------------------------ mutators
+    def write_delta(self, x: int, y: int, value: int, *, node: int, t: float) -> GridDelta:
+        """The delta mutator of a write by ``node`` at its clock ``t``: ticks ``node``'s clock entry (``update_vc``)
+        and stamps the pixel with version = sum of the new clock, dot = (node, clock[node]). Does not change
+        ``self``; ``self.join(delta)`` applies it (``m(X) = X ⊔ m^δ(X)``)."""
+        i = self.index(x, y)
+        clock = clocks.update_vc(self.clock, node)
+        delta = GridDelta(idx=np.array([i], np.int64), value=np.array([value], np.int64),
+                          version=np.array([int(clock.sum())], np.int64), t=np.array([t], np.float64),
+                          node=np.array([node], np.int32), seq=np.array([int(clock[node])], np.int64), clock=clock)
+        return delta
+
+    def write(self, x: int, y: int, value: int, *, node: int, t: float) -> GridDelta:
+        """Write and return the delta (``X := X ⊔ m^δ(X)``)."""
+        delta = self.write_delta(x, y, value, node=node, t=t)
+        self.join(delta)
+        return delta
+
+    def join(self, delta: GridDelta) -> np.ndarray:
+        """``self := self ⊔ delta``; returns the flat indices of the pixels whose entry changed (the writes this
+        replica now shows)."""
+        self.clock = clocks.join(self.clock, delta.clock)
+        if len(delta) == 0:
+            return np.zeros(0, np.int64)
+        mine = {n: v[delta.idx] for n, v in self.f.items()}
+        wins = _wins(mine, delta.fields())
+        changed = delta.idx[wins]
+        for n in _FIELDS:
+            self.f[n][changed] = getattr(delta, n)[wins]
+        return changed
+
+    def join_grid(self, other: PixelGrid) -> np.ndarray:
+        """``self := self ⊔ other`` (dense)."""
+        return self.join(other.full_delta())
+
+    # ------------------------------------------------------------------------------------------ persistence
+    def restore(self, idx: np.ndarray, entries: np.ndarray, clock: np.ndarray) -> None:
+        """Load persisted pixels (``entries`` rows: value, version, t, node, seq) and the clock."""
+        self.clock = clocks.join(self.clock, np.asarray(clock, np.int64))
+        if len(idx):
+            rows = np.asarray(entries, dtype=np.float64)
+            self.join(GridDelta(idx=np.asarray(idx, np.int64), value=rows[:, 0].astype(np.int64),
+                                version=rows[:, 1].astype(np.int64), t=rows[:, 2], node=rows[:, 3].astype(np.int32),
+                                seq=rows[:, 4].astype(np.int64), clock=self.clock))
+
+
+def join_states(a: PixelGrid, b: PixelGrid) -> PixelGrid:
+    """``a ⊔ b`` as a new state (neither argument changes)."""
+    out = a.copy()
+    out.join_grid(b)
+    return out
+
+
+# ----------------------------------------------------------------------------------- delta-intervals (§6, Alg. 2)
+class DeltaBuffer:
+    """A replica's delta-groups, numbered by its counter, and what each peer acknowledged (Algorithm 2's D_i, c_i,
+    A_i). ``interval(peer)`` is the delta-interval ``Δ[A(peer), c)`` — or None when the peer's start is unknown (no
+    acknowledgement yet in this incarnation) or was collected: then the peer needs the full state.
+
+    Groups that every peer with a known start acknowledged are collected; at most ``max_groups`` are kept (older
+    ones are collected anyway, and peers that lag behind them get the full state)."""
+
+    def __init__(self, peers: list[int], max_groups: int = 4096) -> None:
+        self.counter = 0  # c_i: the number the next group gets
+        self.base = 0  # the first group still held
+        self.groups: dict[int, GridDelta] = {}
+        self.acked: dict[int, int | None] = {p: None for p in peers}  # A_i(j): j holds our groups [.., acked)
+        self.max_groups = max_groups
+
+    def add(self, delta: GridDelta) -> int:
+        """Record a group (a local write or a received interval that changed the state); its number."""
+        n = self.counter
+        self.groups[n] = delta
+        self.counter += 1
+        self._collect()
+        return n
+
+    def interval(self, peer: int) -> tuple[int, GridDelta] | None:
+        """(start, Δ[start, counter)) for ``peer``; None when it needs the full state."""
+        start = self.acked[peer]
+        if start is None or start < self.base:
+            return None
+        return start, self.span(start)
+
+    def span(self, start: int) -> GridDelta:
+        """Δ[start, counter): the join of the groups from ``start`` (which must still be held)."""
+        if start < self.base:
+            raise ValueError(f"group {start} was collected (first held: {self.base})")
+        out = GridDelta.empty()
+        for n in range(start, self.counter):
+            out = join_deltas(out, self.groups[n])
+        return out
+
+    def ack(self, peer: int, upto: int) -> None:
+        """``peer`` holds our groups before ``upto`` (it may have restarted and hold fewer than it said before)."""
+        if 0 <= upto <= self.counter:
+            self.acked[peer] = upto
+            self._collect()
+
+    def _collect(self) -> None:
+        known = [a for a in self.acked.values() if a is not None]
+        low = min(known) if known else self.base  # no peer acknowledged yet: keep (up to max_groups)
+        low = max(low, self.counter - self.max_groups)
+        while self.base < low:
+            self.groups.pop(self.base, None)
+            self.base += 1
+
+    def pending(self, peer: int) -> bool:
+        """The peer may lack some of our groups (or its start is unknown)."""
+        acked = self.acked[peer]
+        return acked is None or acked < self.counter
+
+
+class IntervalReceiver:
+    """The causal delta-merging rule on the receiving side: from each sender incarnation (``epoch``) the prefix of
+    its groups already joined. An interval ``Δ[a, b)`` is joinable only when ``a <= held`` of that very incarnation;
+    a full state (``start is None``) is causally closed and always joinable, and it starts (or advances) the
+    prefix of its incarnation. Older incarnations never replace a newer one."""
+
+    def __init__(self) -> None:
+        self.held: dict[int, tuple[int, int]] = {}  # sender -> (sender incarnation, groups held)
+
+    def acceptable(self, sender: int, epoch: int, start: int | None) -> bool:
+        """A full state, an interval from 0 (a sender's group 0 is its whole state at boot) of a current or newer
+        incarnation, or an interval that extends the prefix held of this incarnation."""
+        incarnation, held = self.held.get(sender, (-1, 0))
+        if start is None or start == 0:
+            return epoch >= incarnation
+        return incarnation == epoch and start <= held
+
+    def held_for(self, sender: int, epoch: int) -> int:
+        incarnation, held = self.held.get(sender, (-1, 0))
+        return held if incarnation == epoch else 0
+
+    def joined(self, sender: int, epoch: int, start: int | None, end: int) -> int:
+        """Record that the sender's groups before ``end`` are held; the acknowledgement to send back."""
+        incarnation, held = self.held.get(sender, (-1, 0))
+        if epoch > incarnation and (start is None or start == 0):
+            self.held[sender] = (epoch, end)
+        elif epoch == incarnation:
+            self.held[sender] = (epoch, max(held, end))
+        return self.held_for(sender, epoch)

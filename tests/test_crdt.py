@@ -1,0 +1,193 @@
+"""The delta-state CRDT pixel grid (seedance.models.crdt; Almeida, Shoker & Baquero, JPDC 2018).
+
+Join laws by Hypothesis (commutative, associative, idempotent, on dense states and on sparse delta-groups), the
+delta-mutator law m(X) = X ⊔ m^δ(X), the documented rule for concurrent writes to one pixel, delta-intervals with
+causal merging, and anti-entropy over a lossy, duplicating, reordering channel converging to the join of all writes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from seedance.models import clocks
+from seedance.models.crdt import (
+    DeltaBuffer, GridDelta, IntervalReceiver, PixelGrid, join_deltas, join_states,
+)
+
+W, H, N = 4, 3, 3
+
+# a write: (writer, x, y, value, t); states are built by replaying writes on a replica that has seen some others
+write_st = st.tuples(st.integers(0, N - 1), st.integers(0, W - 1), st.integers(0, H - 1), st.integers(0, 9),
+                     st.sampled_from([0.0, 1.0, 2.0]))
+
+
+def state_from(writes) -> PixelGrid:
+    grid = PixelGrid(W, H, N)
+    for node, x, y, value, t in writes:
+        grid.write(x, y, value, node=node, t=t)
+    return grid
+
+
+states = st.lists(write_st, max_size=12).map(state_from)
+
+
+@settings(max_examples=200, deadline=None)
+@given(states, states, states)
+def test_join_is_commutative_associative_idempotent(a, b, c):
+    assert join_states(a, b).same_as(join_states(b, a))
+    assert join_states(join_states(a, b), c).same_as(join_states(a, join_states(b, c)))
+    assert join_states(a, a).same_as(a)
+    ab = join_states(a, b)
+    assert ab.contains(a.full_delta()) and ab.contains(b.full_delta())  # an upper bound
+    assert join_states(ab, b).same_as(ab)  # absorbing what is already in
+
+
+@settings(max_examples=200, deadline=None)
+@given(states, states, states)
+def test_delta_groups_join_like_states(a, b, c):
+    da, db, dc = a.full_delta(), b.full_delta(), c.full_delta()
+    assert join_deltas(da, db).same_as(join_deltas(db, da))
+    assert join_deltas(join_deltas(da, db), dc).same_as(join_deltas(da, join_deltas(db, dc)))
+    assert join_deltas(da, da).same_as(da)
+    # joining a delta-group into a state = joining its parts one by one
+    one = a.copy()
+    one.join(join_deltas(db, dc))
+    two = a.copy()
+    two.join(db)
+    two.join(dc)
+    assert one.same_as(two)
+
+
+@settings(max_examples=100, deadline=None)
+@given(states, write_st)
+def test_delta_mutator_law(x, w):
+    node, px, py, value, t = w
+    delta = x.write_delta(px, py, value, node=node, t=t)
+    applied = x.copy()
+    applied.write(px, py, value, node=node, t=t)
+    joined = x.copy()
+    joined.join(delta)
+    assert applied.same_as(joined)
+    assert applied.get(px, py) == value  # a write always wins at the replica that makes it (its version is maximal)
+    assert len(delta) == 1 and delta.size_bytes < x.full_state_bytes
+
+
+def test_concurrent_writes_resolve_by_version_then_time_then_writer():
+    a, b = PixelGrid(2, 1, 2), PixelGrid(2, 1, 2)
+    da = a.write(0, 0, 10, node=0, t=5.0)  # clock [1, 0], version 1
+    db = b.write(0, 0, 20, node=1, t=1.0)  # clock [0, 1], version 1: concurrent, equal version
+    assert clocks.is_concurrent(da.clock, db.clock)
+    a.join(db)
+    b.join(da)
+    assert a.get(0, 0) == b.get(0, 0) == 10  # the later writer clock t wins
+    c = PixelGrid(2, 1, 2)
+    c.write(0, 0, 30, node=1, t=9.0)  # same version 1, t 9 > 5
+    a.join(c.full_delta())
+    assert a.get(0, 0) == 30
+    # causality beats clock skew: a write that saw 30 wins even with a smaller t
+    follow = a.write(0, 0, 40, node=0, t=0.0)
+    assert follow.version[0] > 1
+    c.join(follow)
+    assert c.get(0, 0) == 40
+    # equal version and t: the larger writer id
+    d, e = PixelGrid(1, 1, 2), PixelGrid(1, 1, 2)
+    d.write(0, 0, 1, node=0, t=1.0)
+    e.write(0, 0, 2, node=1, t=1.0)
+    assert join_states(d, e).get(0, 0) == join_states(e, d).get(0, 0) == 2
+
+
+def test_interval_receiver_joins_only_extensions_of_the_prefix():
+    r = IntervalReceiver()
+    assert not r.acceptable(0, epoch=0, start=3)  # nothing held of sender 0: an interval from 3 has a gap
+    assert r.acceptable(0, epoch=0, start=0) and r.acceptable(0, epoch=0, start=None)
+    assert r.joined(0, 0, 0, 3) == 3
+    assert r.acceptable(0, epoch=0, start=2) and r.acceptable(0, epoch=0, start=3)
+    assert not r.acceptable(0, epoch=0, start=4)
+    assert r.joined(0, 0, 2, 5) == 5
+    assert not r.acceptable(0, epoch=1, start=5)  # the sender restarted: its old prefix means nothing
+    assert r.joined(0, 0, 3, 4) == 5  # a late, older interval never moves the prefix back
+    assert r.joined(0, 1, None, 2) == 2  # a full state of the new incarnation starts a new prefix
+    assert not r.acceptable(0, epoch=0, start=5)  # the old incarnation is gone
+    assert r.held_for(0, 0) == 0
+
+
+def test_delta_buffer_intervals_acks_and_collection():
+    grid = PixelGrid(W, H, N)
+    buf = DeltaBuffer([1, 2], max_groups=3)
+    buf.add(grid.full_delta())
+    for v in range(4):
+        buf.add(grid.write(v % W, 0, v, node=0, t=float(v)))
+    assert buf.interval(1) is None  # no acknowledgement yet: full state
+    assert buf.base == 2  # at most 3 groups kept
+    buf.ack(1, 3)
+    start, span = buf.interval(1)
+    assert start == 3 and sorted(span.idx.tolist()) == [2, 3]
+    assert buf.base == 3  # collected below the only known acknowledgement: peer 2 (unknown) gets the full state
+    buf.ack(2, 5)
+    buf.ack(1, 5)
+    assert buf.base == 5 and not buf.groups and not buf.pending(1)
+    with pytest.raises(ValueError, match="collected"):
+        buf.span(4)
+
+
+def _anti_entropy(seed: int, loss: float, dup: float) -> tuple[list[PixelGrid], PixelGrid]:
+    """Three replicas write, then exchange delta-intervals over a channel that loses, duplicates and reorders."""
+    rng = np.random.default_rng(seed)
+    grids = [PixelGrid(W, H, N) for _ in range(N)]
+    bufs = [DeltaBuffer([p for p in range(N) if p != i]) for i in range(N)]
+    recv = [IntervalReceiver() for _ in range(N)]
+    reference = PixelGrid(W, H, N)  # the join of every write
+    for i in range(N):
+        bufs[i].add(grids[i].full_delta())
+    channel: list[tuple] = []
+    for step in range(400):
+        i = int(rng.integers(N))
+        if step < 150 and rng.random() < 0.5:
+            d = grids[i].write(int(rng.integers(W)), int(rng.integers(H)), int(rng.integers(100)), node=i, t=step)
+            bufs[i].add(d)
+            reference.join(d)
+        for j in range(N):
+            if j == i:
+                continue
+            got = bufs[i].interval(j)
+            start, delta = (None, grids[i].full_delta()) if got is None else got
+            if rng.random() >= loss:
+                channel.append(("sync", i, j, start, bufs[i].counter, delta))
+        rng.shuffle(channel)
+        keep = []
+        for msg in channel:
+            if rng.random() < 0.5:
+                keep.append(msg)
+                continue
+            if rng.random() < dup:
+                keep.append(msg)
+            if msg[0] == "sync":
+                _, src, dst, start, end, delta = msg
+                if recv[dst].acceptable(src, 0, start):
+                    grids[dst].join(delta)
+                    held = recv[dst].joined(src, 0, start, end)
+                    if rng.random() >= loss:
+                        keep.append(("ack", dst, src, held))
+            else:
+                _, src, dst, held = msg
+                bufs[dst].ack(src, max(held, bufs[dst].acked[src] or 0))
+        channel = keep
+    return grids, reference
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_anti_entropy_converges_to_the_join_of_all_writes(seed):
+    grids, reference = _anti_entropy(seed, loss=0.3, dup=0.3)
+    for g in grids:
+        assert g.same_as(grids[0])
+        assert np.array_equal(g.values(), reference.values())
+
+
+def test_sparse_delta_round_trips_through_the_wire_form():
+    grid = state_from([(0, 1, 1, 7, 1.0), (2, 3, 2, 9, 0.0)])
+    delta = grid.full_delta()
+    assert GridDelta.from_wire(delta.to_wire()).same_as(delta)
+    assert delta.size_bytes == 2 * 40 + 8 * N
