@@ -195,12 +195,12 @@ def test_the_protocols_monitor_runs_after_every_input_and_stops_the_run():
 
 # ------------------------------------------------------------------------------------------- background traffic
 def test_training_traffic_slows_consensus_on_the_same_links():
-    base = dict(protocol="raft", nodes=3, duration_s=1.0, seed=3, topology="dgx-a100", check=False,
+    base = dict(protocol="raft", nodes=3, duration_s=0.6, seed=3, topology="dgx-a100", check=False, trace=False,
                 workload=WorkloadConfig(clients=4))
     quiet = simulate(SimConfig(**base), liveness=False)
     busy = simulate(SimConfig(**base, background=("allreduce:1GiB@0.2",)), liveness=False)
     stats = busy.background["allreduce:1073741824"]
-    assert stats["count"] == 5 and stats["mean_ms"] > 1.0
+    assert stats["count"] == 3 and stats["mean_ms"] > 1.0
     assert busy.latency_ms_p99 > quiet.latency_ms_p99
     assert "--background allreduce:1073741824@0.2" in busy.reproduce
 
