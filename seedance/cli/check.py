@@ -23,7 +23,7 @@ EXIT_VALID, EXIT_INVALID, EXIT_BAD_INPUT, EXIT_UNKNOWN = 0, 1, 2, 3
 
 @click.group("check")
 def command() -> None:
-    """Judge recorded histories (linearizability)."""
+    """Judge recorded histories (linearizability, causal consistency)."""
 
 
 @command.command("linearizable")
@@ -65,3 +65,33 @@ def _summary(result, history_file: str) -> str:
     if result.first_violation:
         lines.append(f"  key {result.first_violation['key']!r}: {result.first_violation['explanation']}")
     return "\n".join(lines)
+
+
+@command.command("causal")
+@click.argument("history_file", metavar="FILE|-", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--nodes", type=click.IntRange(1, 1024), default=None, metavar="N",
+              help="Replicas that must converge (default: those that appear in the replica events).")
+@click.option("--settle", "settle_s", type=Number(0, validation.MAX_TIMEOUT_S), default=0.1, show_default=True,
+              metavar="S", help="Writes invoked within S seconds of the history's end may still be in flight.")
+@json_option
+def causal(history_file: str, nodes: int | None, settle_s: float, as_json: bool) -> int:
+    """Is the history in FILE (or stdin) causally consistent (Bouajjani et al. POPL'17 bad patterns: CyclicCO,
+    WriteCOInitRead, ThinAirRead, WriteCORead, CyclicCF) and, with replica events, converged? Exit 0 yes, 1 no,
+    2 bad input."""
+    import sys
+
+    from seedance.analysis import causal as causal_check
+    from seedance.analysis.history import parse_lines, read_jsonl
+
+    events = (parse_lines(sys.stdin, replicas=True) if history_file == "-"
+              else read_jsonl(history_file, replicas=True))
+    result = causal_check.check(events, nodes=nodes, settle_s=settle_s)
+    if as_json:
+        emit_json({**result, "file": history_file})
+    else:
+        verdict = "causally consistent" if result["valid"] else "NOT causally consistent / not converged"
+        click.echo(f"{history_file}: {verdict} ({result['ops']} operations, {result['elapsed_s']:.3f} s)")
+        for anomaly in result["anomalies"][:5]:
+            click.echo(f"  {anomaly['type']}: {anomaly['explanation']}")
+    return EXIT_VALID if result["valid"] else EXIT_INVALID
+

@@ -68,6 +68,7 @@ class ClientPool:
         self._pending: dict[tuple[int, int], asyncio.Future] = {}
         self._leader_guess = 0
         self._stop = False
+        self._contexts: dict[int, Any] = {}  # client -> session context of the last reply carrying one
 
     # --------------------------------------------------------------------------------------------- history
     def _record(self, process: int, kind: str, op: Operation, key: str | None, value: Any) -> None:
@@ -142,12 +143,15 @@ class ClientPool:
             self._pending[(client, rid)] = future
             try:
                 conn.send_nowait("req", client, self.codec.encode(
-                    ClientRequest(client_id=client, request_id=rid, op=op, key=key, value=value)))
+                    ClientRequest(client_id=client, request_id=rid, op=op, key=key, value=value,
+                                  context=self._contexts.get(client))))
                 reply: Reply = await asyncio.wait_for(future, max(0.0, deadline - time.monotonic()))
             except (asyncio.TimeoutError, ConnectionError, OSError, RuntimeError):
                 return "info", None  # sent; may or may not have taken effect
             finally:
                 self._pending.pop((client, rid), None)
+            if reply.context is not None:  # a causal session: later requests carry what this reply reflects
+                self._contexts[client] = reply.context
             if reply.outcome == Outcome.OK:
                 if self.routing != "any":
                     self._leader_guess = target

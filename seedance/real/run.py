@@ -42,6 +42,7 @@ import numpy as np
 
 from seedance import faults
 from seedance.analysis.history import Event, ReplicaEvent, merge_by_time, summarize, write_jsonl
+from seedance.analysis.protocol import protocol_summary
 from seedance.errors import SpecError
 from seedance.faults import FaultWindow, draw_schedule
 from seedance.provenance import reproduce_command, run_metadata
@@ -209,6 +210,7 @@ def run_real(*, protocol: str, nodes: int, clients: int, duration_s: float, seed
     summary["linearizable"] = judge(events, check_timeout_s, model) if check and model else "unknown"
     if replicas:
         summary["replica_events"] = len(replicas)
+    summary.update(protocol_summary(resolve_protocol(protocol), events, replicas, nodes))
     summary.update(healed_summary(events, counts["healed_at_s"], counts["load_end_s"]))
     summary.update({"trace_sha256": trace_sha, "history": str(history_path),
                     "trace": str(out / "trace.json") if trace else None,

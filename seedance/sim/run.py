@@ -34,6 +34,7 @@ import simpy
 from simpy.core import StopSimulation
 
 from seedance.analysis.history import Event, ReplicaEvent, merge_by_time, summarize, write_jsonl
+from seedance.analysis.protocol import protocol_summary
 from seedance.models.protocols import registry
 from seedance.models.protocols.contract import ProtocolSpec
 from seedance.sim.collectives import Collectives
@@ -92,6 +93,7 @@ class SimResult:
     liveness: Recovery | None = None  # None: not assessed (simulate(..., liveness=False))
     replicas: list[Any] = field(default_factory=list, repr=False)  # ReplicaEvents from the nodes' Observe effects
     background: dict[str, Any] = field(default_factory=dict)  # background collectives: count and times per op:size
+    extra: dict[str, Any] = field(default_factory=dict)  # the protocol's own summary keys (ProtocolSpec.summarize)
 
     @property
     def history(self) -> list[Event]:
@@ -122,6 +124,7 @@ class SimResult:
             **liveness_summary(self.liveness),
             **({"background": self.background} if self.background else {}),
             **({"replica_events": len(self.replicas)} if self.replicas else {}),
+            **self.extra,
             "faults": [w.name for w in self.faults], "violations": [list(v) for v in self.violations],
             "check": self.check, "stats": self.stats, "wall_s": self.wall_s,
         }
@@ -302,6 +305,7 @@ def _result(config: SimConfig, runtime: Runtime, clients: Clients, trace: Trace,
         ops_ok_healed=sum(1 for t, outcome in clients.completions if outcome == "ok" and t >= healed_at),
         linearizable=linearizable, check=check, violations=violations, faults=schedule, stats=stats,
         runtime=runtime, wall_s=wall_s, replicas=list(replicas or ()), background=dict(background or {}),
+        extra=protocol_summary(spec, clients.history, list(replicas or ()), config.nodes),
     )
 
 

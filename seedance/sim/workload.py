@@ -18,6 +18,8 @@ Rules (Jepsen's client model, Kingsbury 2013–; history format of :mod:`seedanc
   effect. This serves every ``ProtocolSpec.routing``: with ``"any"`` (every replica serves, e.g. EPaxos) no node
   answers ``not-leader``, so each client keeps to its co-located replica and moves only on a timeout or a crashed
   target — the load spreads over all replicas.
+* Session context: a reply's ``context`` (a causal protocol's vector clock) replaces the client's, and every later
+  request of that client carries it (``ClientRequest.context``), across process ids and target nodes.
 * Values: every write and cas writes a fresh integer (unique across the run), which keeps histories easy to check;
   a cas expects the value most recently seen for that key by any client. Keys ``k0 .. k{keys-1}`` are drawn
   uniformly, by a Zipf law of exponent ``zipf_s`` (rank 1 = ``k0``), or with probability ``conflict_rate`` on the hot
@@ -101,7 +103,7 @@ class KeyChooser:
 
 class _Client:
     __slots__ = ("slot", "process", "device", "target", "busy", "request", "invoked_s", "op_seq", "deadline_s",
-                 "watchdog")
+                 "watchdog", "context")
 
     def __init__(self, slot: int, process: int, device: int, target: int) -> None:
         self.slot = slot
@@ -114,6 +116,7 @@ class _Client:
         self.op_seq = 0
         self.deadline_s = 0.0  # when the outstanding operation times out
         self.watchdog = False  # a timeout check is scheduled (one per client, re-armed lazily)
+        self.context = None  # the session context of the last reply that carried one (Reply.context)
 
 
 class Clients:
@@ -193,7 +196,7 @@ class Clients:
         op, key, value = self._draw_op()
         self._next_request += 1
         client.request = ClientRequest(client_id=client.slot, request_id=self._next_request, op=op, key=key,
-                                       value=value)
+                                       value=value, context=client.context)
         client.busy = True
         client.invoked_s = now
         client.op_seq += 1
@@ -237,6 +240,8 @@ class Clients:
         if not client.busy or request is None or reply.request_id != request.request_id:
             return  # a late reply to an operation already completed (e.g. timed out)
         now = self.env.now
+        if reply.context is not None:  # a causal session: the client has now observed what the reply reflects
+            client.context = reply.context
         if reply.outcome is Outcome.FAIL and reply.error == "not-leader":
             if node_id != client.target:
                 return  # a stale redirect from a node we already left

@@ -84,6 +84,9 @@ class ClientRequest:
     op: Operation
     key: str | None = None
     value: Any = None
+    # the client's session context (plain data), echoed from the last Reply.context it received: a causal
+    # protocol's client vector clock (COPS-style dependencies). None for protocols that do not use one.
+    context: Any = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -243,6 +246,7 @@ class Reply:
     value: Any = None  # what a read returned; None otherwise
     error: str | None = None  # "not-leader", "timeout", "cas-mismatch"...
     leader_hint: NodeId | None = None  # where a client should retry after "not-leader"
+    context: Any = None  # a session context for the client's next requests (ClientRequest.context); None: keep
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -329,3 +333,7 @@ class ProtocolSpec:
     # how clients find a server: "leader-hint" (retry where Reply.leader_hint points), "any" (every node serves),
     # "fixed" (config key "leader", default 0)
     routing: str = "leader-hint"
+    # extra summary keys of a run: "module:function" naming ``function(history, replica_events, nodes) -> dict``
+    # (client events and the nodes' replica events, each in time order; usually in seedance.analysis, which models
+    # may not import), merged into the summaries of ``sim run`` and ``real run``. None: none.
+    summarize: str | None = None

@@ -9,6 +9,7 @@ from seedance.models.protocols.contract import ProtocolSpec
 
 # name -> module that defines SPEC; imported lazily so a protocol's import cost is paid only when used.
 _MODULES: dict[str, str] = {
+    "causal": "seedance.models.protocols.causal",
     "echo": "seedance.models.protocols.echo",
     "raft": "seedance.models.protocols.raft",
 }

@@ -1,0 +1,49 @@
+"""Messages of the causal pixel-grid protocol (plain frozen dataclasses; numpy arrays travel through the wire codec)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from seedance.models.crdt import GridDelta
+
+
+@dataclass(frozen=True, kw_only=True, slots=True, eq=False)
+class Sync:
+    """A delta-interval ``Δ[start, end)`` of the sender's own delta-groups in its incarnation ``epoch``
+    (``start`` None: the sender's full state, and ``end`` its group counter). The arrays are a
+    :class:`~seedance.models.crdt.GridDelta`; ``clock`` is its causal context (the sender's clock)."""
+
+    epoch: int
+    start: int | None
+    end: int
+    idx: np.ndarray
+    value: np.ndarray
+    version: np.ndarray
+    t: np.ndarray
+    writer: np.ndarray
+    seq: np.ndarray
+    clock: np.ndarray
+
+    @classmethod
+    def of(cls, epoch: int, start: int | None, end: int, delta: GridDelta) -> Sync:
+        return cls(epoch=epoch, start=start, end=end, idx=delta.idx, value=delta.value, version=delta.version,
+                   t=delta.t, writer=delta.node, seq=delta.seq, clock=delta.clock)
+
+    def delta(self) -> GridDelta:
+        return GridDelta.from_wire((self.idx, self.value, self.version, self.t, self.writer, self.seq, self.clock))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Ack:
+    """The receiver holds the sender's groups ``[0, held)`` of incarnation ``epoch``. ``rejected``: the interval
+    it answers did not extend that prefix (lost or reordered predecessors, or a receiver restart) — send again
+    from ``held``."""
+
+    epoch: int
+    held: int
+    rejected: bool = False
+
+
+MESSAGE_TYPES = (Sync, Ack)

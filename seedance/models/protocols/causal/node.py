@@ -1,0 +1,354 @@
+"""The causal pixel-grid node: vector-clock write coordination (field report §2.2) over a delta-state CRDT grid.
+
+Every node is a replica and a coordinator (routing ``any``). Keys ``k0 .. k{W·H-1}`` name pixels: ``k{i}`` is pixel
+``(i mod W, i div W)``; a value is an integer (a colour).
+
+Clients. A client keeps a *context*: the vector clock of everything it has observed (the join of the clocks in the
+replies it received, ``ClientRequest.context`` / ``Reply.context``), and sends it with every request (report §2.2:
+"the client sends its latest vector clock with the write").
+
+Coordinator. A replica serves a request only if its own clock covers the client's context (``context ≤ clock``):
+otherwise the client has observed writes this replica has not applied, and serving it would break causal order (a
+write stamped with this replica's clock would not follow the writes it depends on; a read could return a value older
+than one the client already saw). Such a request is rejected (``fail``, error ``causal-order: ...`` naming the
+missing entries) and definitely did not take effect. An accepted write ticks the replica's own clock entry
+(``update_vc``), becomes a one-pixel delta stamped by :meth:`PixelGrid.write_delta` (version = the sum of the new
+clock, so causality orders concurrent-write resolution), is persisted with the clock (``PersistRecords``), recorded
+as ``Observe("apply")`` and acknowledged with the new clock as context.
+
+Replication (Almeida, Shoker & Baquero 2018, §6, Algorithm 2, restricted to a replica's own delta-groups because
+every pair of replicas talks directly). Each replica numbers its delta-groups — group 0 is its whole state when it
+(re)started, then one group per accepted write — and pushes the delta-interval ``Δ[sent, counter)`` to every peer
+after each write. A receiver joins an interval only when (1) it holds the sender's groups before its start, in the
+same sender incarnation (causal delta-merging: an interval from 0 or a full state is always joinable), and (2) its
+clock covers the interval's clock on every entry but the sender's (the writes the interval depends on: causal
+delivery, Birman, Schiper & Stephenson 1991). An interval failing (2) waits in a small per-sender queue and is
+retried after every join; one failing (1) is answered with a rejecting acknowledgement, and the sender resends
+from the receiver's prefix. Joined pixels are persisted with the clock before they are observed and acknowledged.
+Anti-entropy: every ``sync_interval_s`` a replica resends from the acknowledged prefix to each peer that made no
+progress since the last tick, or its full state when that prefix was collected or is unknown. Acknowledged groups
+are collected.
+
+On receive the replica joins clocks componentwise (:func:`clocks.join`) without ticking its own entry — the
+report's ``merge`` (max, then tick) would count receive events that no other replica's state reflects, and a client
+carrying such a tick would be rejected by a replica holding every write it depends on. Own entries count writes.
+
+Durable state: table ``grid`` (``p{i}`` → [value, version, t, writer, seq]; ``clock``), value ``epoch`` (the
+incarnation, incremented at every recovery). Volatile: delta buffer, acknowledgements, prefixes held.
+
+Sync traffic is reported, once per ``stats_interval_s`` when it changed, as ``Observe("observe", key=None,
+value=[delta_bytes, full_state_bytes])``: the bytes of the Sync messages sent since the last report, and the bytes
+the same messages would have carried as full states (state-based sync on the same schedule).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+
+from seedance.errors import SpecError
+from seedance.models import clocks
+from seedance.models.crdt import ENTRY_BYTES, DeltaBuffer, GridDelta, IntervalReceiver, PixelGrid
+from seedance.models.protocols.causal.messages import Ack, Sync
+from seedance.models.protocols.contract import (
+    Annotate, ClientRequest, CollectiveDone, DurableState, Effects, Observe, Operation, Outcome, Persist,
+    PersistRecords, Reply, Send, SetTimer,
+)
+
+GRID_TABLE = "grid"
+CLOCK_RECORD = "clock"
+EPOCH_KEY = "epoch"
+SYNC_TIMER = "sync"
+STATS_TIMER = "stats"
+HEADER_BYTES = 32  # epoch, start, end and framing of a Sync / an Ack
+_KEY = re.compile(r"k(\d+)\Z")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CausalConfig:
+    width: int = 64
+    height: int = 64
+    sync_interval_s: float = 0.005  # anti-entropy period
+    stats_interval_s: float = 0.05  # sync-traffic reports
+    max_groups: int = 4096  # delta-groups kept for peers that lag (older ones: full state)
+    max_waiting: int = 64  # intervals per sender waiting for their causal predecessors
+
+    def __post_init__(self) -> None:
+        for name in ("width", "height", "max_groups", "max_waiting"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise SpecError(f"causal.{name}", f"must be an integer >= 1, got {value!r}")
+        if self.width * self.height > 1 << 20:
+            raise SpecError("causal.width", f"grid {self.width}x{self.height} exceeds 1,048,576 pixels",
+                            "at most 1024x1024")
+        for name in ("sync_interval_s", "stats_interval_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 1e-5 <= value <= 10:
+                raise SpecError(f"causal.{name}", f"must be seconds in [1e-5, 10], got {value!r}")
+
+    @classmethod
+    def from_mapping(cls, config: Mapping[str, Any] | None) -> CausalConfig:
+        config = dict(config or {})
+        valid = [f.name for f in fields(cls)]
+        unknown = sorted(set(config) - set(valid))
+        if unknown:
+            raise SpecError(f"causal.{unknown[0]}", "unknown option", f"valid: {', '.join(valid)}")
+        return cls(**config)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def key_of(pixel: int) -> str:
+    return f"k{pixel}"
+
+
+class CausalNode:
+    """One replica/coordinator of the pixel grid; see the module docstring."""
+
+    def __init__(self, node_id: int, num_nodes: int, rng: np.random.Generator, config: CausalConfig) -> None:
+        self.node_id = node_id
+        self.num_nodes = num_nodes
+        self.rng = rng
+        self.config = config
+        self.peers = [p for p in range(num_nodes) if p != node_id]
+        self.grid = PixelGrid(config.width, config.height, num_nodes)
+        self.epoch = 0
+        self.buffer = DeltaBuffer(self.peers, max_groups=config.max_groups)
+        self.sent: dict[int, int | None] = {p: None for p in self.peers}
+        self.progress: dict[int, int | None] = {p: None for p in self.peers}  # acked at the last sync tick
+        self.receiver = IntervalReceiver()
+        self.waiting: dict[int, list[Sync]] = {p: [] for p in self.peers}
+        self.rejected_writes = 0
+        self.rejected_reads = 0
+        self.bytes_delta = 0  # since the last stats report
+        self.bytes_full = 0
+        self.total_bytes_delta = 0
+        self.total_bytes_full = 0
+        self._persisted_clock = clocks.zeros(num_nodes)
+
+    # ------------------------------------------------------------------------------------------------ lifecycle
+    def _boot(self) -> Effects:
+        self.buffer.add(self.grid.full_delta())  # group 0: the whole state of this incarnation
+        effects: Effects = [Persist(key=EPOCH_KEY, value=self.epoch),
+                            SetTimer(name=SYNC_TIMER, delay_s=self.config.sync_interval_s),
+                            SetTimer(name=STATS_TIMER, delay_s=self.config.stats_interval_s)]
+        for peer in self.peers:
+            effects.extend(self._push(peer))
+        return effects
+
+    def on_start(self, now: float) -> Effects:
+        return self._boot()
+
+    def on_recover(self, durable: DurableState, now: float) -> Effects:
+        self.epoch = int(durable.values.get(EPOCH_KEY, -1)) + 1
+        records = durable.records.get(GRID_TABLE, {})
+        pixels = [(int(k[1:]), v) for k, v in records.items() if k.startswith("p")]
+        if pixels:
+            idx = np.array([i for i, _ in pixels], np.int64)
+            rows = np.array([v for _, v in pixels], np.float64)
+        else:
+            idx, rows = np.zeros(0, np.int64), np.zeros((0, 5))
+        self.grid.restore(idx, rows, np.asarray(records.get(CLOCK_RECORD, [0] * self.num_nodes), np.int64))
+        self._persisted_clock = self.grid.clock.copy()
+        return [Annotate(name="recovered", attrs={"epoch": self.epoch, "pixels": len(pixels)}), *self._boot()]
+
+    # --------------------------------------------------------------------------------------------------- clients
+    def _reply(self, request: ClientRequest, outcome: Outcome, value: Any = None, error: str | None = None) -> Reply:
+        return Reply(client_id=request.client_id, request_id=request.request_id, outcome=outcome, value=value,
+                     error=error, context=self.grid.clock.tolist() if outcome is Outcome.OK else None)
+
+    def _pixel(self, key: str | None) -> int | None:
+        match = _KEY.match(key or "")
+        if match is None or int(match.group(1)) >= self.grid.pixels:
+            return None
+        return int(match.group(1))
+
+    def _admit(self, context: Any) -> str | None:
+        """None when this replica's clock covers the client's context; otherwise the reason to reject."""
+        if context is None:
+            return None
+        try:
+            ctx = np.asarray(context, dtype=np.int64)
+        except (TypeError, ValueError, OverflowError):
+            return f"bad-context: {context!r} is not a vector clock"
+        if ctx.ndim != 1 or ctx.size > self.num_nodes:
+            return f"bad-context: {context!r} is not a vector clock of {self.num_nodes} nodes"
+        if clocks.leq(ctx, self.grid.clock):
+            return None
+        ctx = np.pad(ctx, (0, self.num_nodes - ctx.size))
+        missing = [f"node {j}: {int(self.grid.clock[j]) + 1}..{int(ctx[j])}"
+                   for j in np.flatnonzero(ctx > self.grid.clock)]
+        return f"causal-order: the client has seen writes this replica has not applied ({'; '.join(missing)})"
+
+    def on_client_request(self, request: ClientRequest, now: float) -> Effects:
+        pixel = self._pixel(request.key)
+        if request.op not in (Operation.READ, Operation.WRITE):
+            return [self._reply(request, Outcome.FAIL, error="unsupported: the grid serves read and write")]
+        if pixel is None:
+            return [self._reply(request, Outcome.FAIL, error=f"bad-key: {request.key!r} is not a pixel "
+                                f"k0..k{self.grid.pixels - 1}")]
+        reason = self._admit(request.context)
+        if reason is not None:
+            if request.op is Operation.WRITE:
+                self.rejected_writes += 1
+            else:
+                self.rejected_reads += 1
+            return [Annotate(name="rejected", attrs={"op": request.op.value, "key": request.key, "reason": reason}),
+                    self._reply(request, Outcome.FAIL, error=reason)]
+        x, y = pixel % self.grid.width, pixel // self.grid.width
+        if request.op is Operation.READ:
+            return [self._reply(request, Outcome.OK, value=self.grid.get(x, y))]
+        value = request.value
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not -(1 << 63) <= value < 1 << 63:
+            return [self._reply(request, Outcome.FAIL, error=f"bad-value: {value!r} is not a 64-bit integer")]
+        delta = self.grid.write_delta(x, y, int(value), node=self.node_id, t=float(now))
+        changed = self._join(delta)
+        self.buffer.add(delta)
+        effects: Effects = [self._persist(changed), *self._observe(changed), self._reply(request, Outcome.OK)]
+        for peer in self.peers:
+            effects.extend(self._push(peer))
+        return effects
+
+    # -------------------------------------------------------------------------------------------- replication
+    def _join(self, delta: GridDelta) -> np.ndarray:
+        return self.grid.join(delta)
+
+    def _persist(self, changed: np.ndarray) -> PersistRecords:
+        put: dict[str, Any] = {f"p{i}": list(self.grid.entry(int(i))) for i in changed.tolist()}
+        put[CLOCK_RECORD] = self.grid.clock.tolist()
+        self._persisted_clock = self.grid.clock.copy()
+        return PersistRecords(table=GRID_TABLE, put=put, size_bytes=len(changed) * ENTRY_BYTES + 8 * self.num_nodes)
+
+    def _observe(self, changed: np.ndarray) -> list[Observe]:
+        values = self.grid.f["value"]
+        return [Observe(what="apply", key=key_of(i), value=int(values[i])) for i in changed.tolist()]
+
+    def _push(self, peer: int) -> Effects:
+        """Send ``peer`` the interval from what was last sent (or the full state when that is unknown/collected)."""
+        start = self.sent[peer]
+        if start is None:
+            start = 0
+        if start < self.buffer.base:
+            start = None
+        if start is not None and start >= self.buffer.counter:
+            return []
+        if start is None:
+            delta = self.grid.full_delta()
+        else:
+            delta = self.buffer.span(start)
+        self.sent[peer] = self.buffer.counter
+        message = Sync.of(self.epoch, start, self.buffer.counter, delta)
+        size = HEADER_BYTES + delta.size_bytes
+        self.bytes_delta += size
+        self.bytes_full += HEADER_BYTES + len(self.grid.written()) * ENTRY_BYTES + 8 * self.num_nodes
+        return [Send(dst=peer, message=message, size_bytes=size)]
+
+    def _deliverable(self, src: int, message: Sync, provided: np.ndarray | None = None) -> bool:
+        """Causal delivery: the interval's clock is covered, on every entry but the sender's, by ``provided`` (this
+        replica's clock, or that joined with intervals delivered together). An interval from 0 and a full state
+        carry their own predecessors."""
+        if message.start is None or message.start == 0:
+            return True
+        need = np.asarray(message.clock, np.int64).copy()
+        if src < need.size:
+            need[src] = 0
+        return clocks.leq(need, self.grid.clock if provided is None else provided)
+
+    def on_message(self, src: int, message: Any, now: float) -> Effects:
+        if type(message) is Ack:
+            return self._on_ack(src, message)
+        if type(message) is not Sync or src not in self.waiting:
+            return []
+        if not self.receiver.acceptable(src, message.epoch, message.start):
+            return [Send(dst=src, message=Ack(epoch=message.epoch, held=self.receiver.held_for(src, message.epoch),
+                                              rejected=True), size_bytes=HEADER_BYTES)]
+        if self._deliverable(src, message):
+            effects = self._deliver(src, message)
+        else:
+            queue = self.waiting[src]
+            if all(m.end != message.end or m.epoch != message.epoch for m in queue):
+                queue.append(message)
+                del queue[:-self.config.max_waiting]
+            effects = []
+        effects.extend(self._drain())
+        return effects
+
+    def _deliver(self, src: int, message: Sync) -> Effects:
+        changed = self._join(message.delta())
+        held = self.receiver.joined(src, message.epoch, message.start, message.end)
+        effects: Effects = []
+        if len(changed) or not np.array_equal(self.grid.clock, self._persisted_clock):
+            effects.append(self._persist(changed))
+            effects.extend(self._observe(changed))
+        effects.append(Send(dst=src, message=Ack(epoch=message.epoch, held=held), size_bytes=HEADER_BYTES))
+        return effects
+
+    def _drain(self) -> Effects:
+        """Deliver waiting intervals whose predecessors are here — or arrive together: intervals of several senders
+        may depend on each other (each sender's latest groups saw the other's), so the largest set of waiting
+        intervals (the newest per sender) whose clocks are covered by this replica's clock joined with what the set
+        itself brings is delivered at once; repeated until nothing moves."""
+        effects: Effects = []
+        while True:
+            chosen: dict[int, Sync] = {}
+            for src, queue in self.waiting.items():
+                queue[:] = [m for m in queue if self.receiver.acceptable(src, m.epoch, m.start)
+                            and m.end > self.receiver.held_for(src, m.epoch)]
+                if queue:
+                    chosen[src] = max(queue, key=lambda m: m.end)
+            while chosen:
+                provided = self.grid.clock.copy()
+                for src, m in chosen.items():
+                    if src < provided.size and src < len(m.clock):
+                        provided[src] = max(provided[src], int(m.clock[src]))
+                stuck = [src for src, m in chosen.items() if not self._deliverable(src, m, provided)]
+                if not stuck:
+                    break
+                for src in stuck:
+                    del chosen[src]
+            if not chosen:
+                return effects
+            for src, m in chosen.items():
+                self.waiting[src].remove(m)
+                effects.extend(self._deliver(src, m))
+
+    def _on_ack(self, src: int, ack: Ack) -> Effects:
+        if ack.epoch != self.epoch or src not in self.sent:
+            return []
+        if ack.rejected:
+            self.buffer.ack(src, ack.held)
+            self.sent[src] = ack.held
+            return self._push(src)
+        acked = self.buffer.acked[src]
+        if acked is None or ack.held > acked:
+            self.buffer.ack(src, ack.held)
+        return []
+
+    def on_timer(self, name: Any, now: float) -> Effects:
+        if name == STATS_TIMER:
+            effects: Effects = [SetTimer(name=STATS_TIMER, delay_s=self.config.stats_interval_s)]
+            if self.bytes_delta or self.bytes_full:
+                effects.append(Observe(what="observe", key=None, value=[self.bytes_delta, self.bytes_full]))
+                self.total_bytes_delta += self.bytes_delta
+                self.total_bytes_full += self.bytes_full
+                self.bytes_delta = self.bytes_full = 0
+            return effects
+        if name != SYNC_TIMER:
+            return []
+        effects = [SetTimer(name=SYNC_TIMER, delay_s=self.config.sync_interval_s)]
+        for peer in self.peers:
+            acked = self.buffer.acked[peer]
+            if self.buffer.pending(peer) and acked == self.progress[peer]:
+                self.sent[peer] = acked  # anti-entropy: no progress since the last tick, send again from the prefix
+                effects.extend(self._push(peer))
+            self.progress[peer] = acked
+        effects.extend(self._drain())
+        return effects
+
+    def on_collective_done(self, done: CollectiveDone, now: float) -> Effects:
+        return []
