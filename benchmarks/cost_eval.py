@@ -135,6 +135,7 @@ def uncompiled_collective_time(collective, size_bytes, topology, *, algorithm="a
     return collectives_module.CollectiveCost(
         collective=collective, algorithm=chosen, size_bytes=int(size_bytes), num_devices=n, time_s=float(best),
         algbw_GBps=algbw, busbw_GBps=algbw * collectives_module.bus_bandwidth_factor(collective, n),
+        protocol=None, channels=None, model="alpha-beta",
     )
 
 
