@@ -12,6 +12,8 @@ _MODULES: dict[str, str] = {
     "causal": "seedance.models.protocols.causal",
     "echo": "seedance.models.protocols.echo",
     "raft": "seedance.models.protocols.raft",
+    "commit": "seedance.models.protocols.commit",
+    "multipaxos": "seedance.models.protocols.multipaxos",
 }
 
 
