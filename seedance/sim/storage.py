@@ -110,6 +110,7 @@ class Storage:
         self.lost_writes += lost
         self.staged = []
         self.staged_bytes = 0
+        self.disk_free_s = 0.0  # the lost writes' fsync is abandoned: the next incarnation does not queue behind it
         return lost
 
     def durable_state(self) -> DurableState:
