@@ -210,3 +210,8 @@ def validate_command(world_size: int, topology_file: str, sizes: str | None, rep
                    f"measurement CI half-width {pct('median_ci_half_width_ge_1MiB')}); "
                    f"< 1 MiB: {pct('median_abs_rel_error_lt_1MiB')} "
                    f"(model alone {pct('median_abs_model_rel_error_lt_1MiB')}); figure {result['figure'][0]}")
+
+
+from seedance.cli.train import real_train as _real_train  # noqa: E402  (validate-and-commit training, issue F)
+
+command.add_command(_real_train)

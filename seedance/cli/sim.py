@@ -153,3 +153,8 @@ def faults_command(as_json: bool) -> None:
         emit_json({"faults": list(faults.names(faults.SIM)), "table": [f.to_dict() for f in faults.TABLE]})
     else:
         click.echo(faults.table_text())
+
+
+from seedance.cli.train import sim_train as _sim_train  # noqa: E402  (validate-and-commit training, issue F)
+
+command.add_command(_sim_train)

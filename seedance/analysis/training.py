@@ -1,0 +1,143 @@
+"""Summaries of validate-and-commit training runs, from the nodes' replica events (the same in both runtimes).
+
+Every rank of :mod:`seedance.models.protocols.commit` reports what it does as ``Observe`` events (``vote``,
+``commit``, ``alarm``, ``rollback``, ``resync``, ``offline``, ``false-offline``, ``leak``, ``split-view``, ``final``);
+the simulator returns them as :class:`~seedance.analysis.history.ReplicaEvent` s and the real backend writes them to
+each node's ``observations.jsonl``. :func:`summarize` turns them into the run's summary keys:
+
+* ``steps`` (the fewest steps any rank finished), ``final_loss`` (mean of the ranks' last local losses);
+* ``param_l2_deviation``: the largest L2 distance between two ranks' final parameters; ``replica_l2_max``: the
+  largest between two ranks' parameters at any vote (same epoch and step) or at the end;
+* ``commits`` (distinct committed (epoch, step)), ``rollbacks`` (distinct epochs entered by a rollback),
+  ``alarms`` (votes that found a mismatch), ``global_resync`` (a full-parameter broadcast happened),
+  ``recovery_s_mean`` (mean, over epochs, of the slowest rank's time from rollback to resumed training);
+* ``false_alarms``: mismatch votes although the ranks' true parameter digests were all equal;
+  ``false_convergence``: commits although the ranks' true parameter digests differed;
+  ``false_offline``: offline verdicts about a rank that was never crashed (``crashed`` gives the ones that were);
+* ``leaked_handles``: device-buffer handles beyond the protocol's persistent ones, summed over ranks at the end
+  (``leaked`` overrides it with the runtime's own count);
+* ``commit_overhead_pct``: time in validate-and-commit over the training time, mean over ranks;
+* ``detected``: the run's checks saw something (an alarm, a false offline retracted, a leak, a split view, or an
+  invariant-monitor breach).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+
+def _rows(events: Iterable[Any]) -> list[tuple[int, str, Any, float]]:
+    out = []
+    for e in events:
+        if isinstance(e, Mapping):
+            out.append((int(e["node"]), str(e["key"]), e.get("value"), float(e.get("time", 0.0))))
+        else:
+            out.append((int(e.node), str(e.key), e.value, float(e.time)))
+    return out
+
+
+def _max_pairwise(vectors: list[np.ndarray]) -> float:
+    best = 0.0
+    for a, b in itertools.combinations(vectors, 2):
+        if a.shape == b.shape:
+            best = max(best, float(np.linalg.norm(a.astype(np.float64) - b.astype(np.float64))))
+    return best
+
+
+def summarize(events: Iterable[Any], *, world: int, crashed: Iterable[int] = (), leaked: int | None = None,
+              monitor_breaches: int = 0) -> dict[str, Any]:
+    rows = _rows(events)
+    crashed = set(crashed)
+    finals: dict[int, dict[str, Any]] = {}
+    votes: dict[tuple[int, int], dict[int, dict[str, Any]]] = defaultdict(dict)
+    commits: set[tuple[int, int]] = set()
+    alarm_rounds: set[tuple[int, int]] = set()
+    rollback_epochs: set[int] = set()
+    recovery: dict[int, float] = {}
+    offline = false_offline_seen = leaks = splits = 0
+    false_offline = 0
+    for node, key, value, _t in rows:
+        if key == "final":
+            finals[node] = value
+        elif key == "vote":
+            votes[(value["epoch"], value["step"])][node] = value
+        elif key == "commit":
+            commits.add((value["epoch"], value["step"]))
+        elif key == "alarm":
+            alarm_rounds.add((value["epoch"], value["step"]))
+        elif key == "rollback":
+            rollback_epochs.add(value["epoch"])
+        elif key == "resync":
+            recovery[value["epoch"]] = max(recovery.get(value["epoch"], 0.0), float(value["recovery_s"]))
+        elif key == "offline":
+            offline += 1
+            if int(value["peer"]) not in crashed:
+                false_offline += 1
+        elif key == "false-offline":
+            false_offline_seen += 1
+        elif key == "leak":
+            leaks += 1
+        elif key == "split-view":
+            splits += 1
+    false_alarms = false_convergence = 0
+    replica_l2 = 0.0
+    for key, by_node in votes.items():
+        trues = {tuple(v["true"]) for v in by_node.values() if v.get("true") is not None}
+        if key in alarm_rounds and len(trues) == 1 and len(by_node) > 1:
+            false_alarms += 1
+        if any(v["agree"] for v in by_node.values()) and len(trues) > 1:
+            false_convergence += 1
+        params = [np.asarray(v["params"]) for v in by_node.values() if v.get("params") is not None]
+        replica_l2 = max(replica_l2, _max_pairwise(params))
+    final_params = [np.asarray(f["params"]) for f in finals.values() if f.get("params") is not None]
+    deviation = _max_pairwise(final_params) if len(final_params) > 1 else 0.0
+    replica_l2 = max(replica_l2, deviation)
+    losses = [f["loss"] for f in finals.values() if f.get("loss") is not None]
+    overheads = [100.0 * f["commit_time_s"] / f["train_time_s"] for f in finals.values()
+                 if f.get("train_time_s")]
+    if leaked is None:
+        leaked = int(sum(f.get("leaked_handles", 0) for f in finals.values()))
+    recoveries = list(recovery.values())
+    return {
+        "world_size": world,
+        "ranks_finished": len(finals),
+        "steps": min((int(f["step"]) for f in finals.values()), default=0),
+        "final_loss": float(np.mean(losses)) if losses else None,
+        "replica_l2_max": replica_l2,
+        "param_l2_deviation": deviation,
+        "commits": len(commits),
+        "rollbacks": len(rollback_epochs),
+        "alarms": len(alarm_rounds),
+        "global_resync": bool(recovery),
+        "recovery_s_mean": float(np.mean(recoveries)) if recoveries else None,
+        "commit_overhead_pct": float(np.mean(overheads)) if overheads else None,
+        "false_alarms": false_alarms,
+        "false_convergence": false_convergence,
+        "offline_verdicts": offline,
+        "false_offline": false_offline,
+        "false_offline_retracted": false_offline_seen,
+        "leaked_handles": int(leaked),
+        "leak_alarms": leaks,
+        "split_views": splits,
+        "monitor_breaches": int(monitor_breaches),
+        "detected": bool(alarm_rounds or false_offline_seen or leaks or splits or monitor_breaches),
+    }
+
+
+def clean(summary: Mapping[str, Any], *, tolerance: float = 1e-6) -> list[str]:
+    """What makes a run not clean (the bar for fixed variants): empty when it is."""
+    problems = []
+    if not math.isfinite(summary["param_l2_deviation"]) or summary["param_l2_deviation"] > tolerance:
+        problems.append(f"param_l2_deviation {summary['param_l2_deviation']:.3g} > {tolerance:g}")
+    for key in ("false_alarms", "false_convergence", "false_offline", "leaked_handles", "monitor_breaches"):
+        if summary[key]:
+            problems.append(f"{key} = {summary[key]}")
+    if summary["ranks_finished"] < summary["world_size"]:
+        problems.append(f"only {summary['ranks_finished']} of {summary['world_size']} ranks finished")
+    return problems

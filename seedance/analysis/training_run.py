@@ -1,0 +1,227 @@
+"""Running validate-and-commit training: in the simulator (:func:`sim_train`) and on real processes
+(:func:`real_train`), with one of the seed's scenarios F1–F8 injected, summarised by :mod:`.training`.
+
+Both runners build the same :mod:`seedance.models.protocols.commit` nodes from the same protocol config (the
+scenario's injection is drawn from ``seed``), so a scenario's buggy and fixed variants are reproducible on demand.
+
+Simulator specifics: the run stops once every rank has reported its final parameters at the same epoch (or at
+``max_sim_s`` of virtual time). F5 needs the fabric: when the injected step's allreduce starts, the runner cuts the
+injected rank off from the others (messages both ways) for the injection's ``heal_after_s``, and collectives whose
+group spans the cut fail with ``"timeout"`` meanwhile (the simulator's collectives do not see partitions by
+themselves: an NCCL allreduce across a cut hangs until its watchdog fires, which this stands for).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from seedance.analysis.training import summarize
+from seedance.errors import SpecError
+from seedance.models.protocols.commit import SPEC, CommitConfig
+from seedance.models.protocols.commit.node import PERSISTENT
+
+SUMMARY_KEYS = ("steps", "final_loss", "replica_l2_max", "commits", "rollbacks", "commit_overhead_pct",
+                "false_alarms", "false_offline", "leaked_handles")
+
+
+def protocol_config(*, steps: int, commit_every: int, scenario: str, variant: str, seed: int,
+                    settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    config = {"steps": steps, "commit_every": commit_every, "scenario": scenario or "", "variant": variant,
+              "seed": seed}
+    for key, value in (settings or {}).items():
+        if key in config:
+            raise SpecError(f"--set {key}", "has its own option", "use --steps / --commit-every / --scenario / "
+                            "--variant / --seed")
+        config[key] = value
+    CommitConfig.from_mapping(config)  # every key and value checked before any work
+    return config
+
+
+def _done(nodes: list[Any], steps: int) -> bool:
+    alive = [n for n in nodes if n is not None]
+    if not alive or any(n.phase != "done" or n.step < steps for n in alive):
+        return False
+    return len({n.epoch for n in alive}) == 1
+
+
+def sim_train(*, world: int = 4, steps: int = 60, commit_every: int = 10, scenario: str = "", variant: str = "fixed",
+              seed: int = 0, settings: Mapping[str, Any] | None = None, topology: Any = None,
+              max_sim_s: float = 600.0, nemesis: tuple[str, ...] = (), faulty_fraction: float = 0.6) -> dict[str, Any]:
+    """One simulated training run; its summary (the real runner's keys, plus ``sim_time_s``, ``trace_sha256``)."""
+    from seedance.sim.config import NemesisConfig, SimConfig, WorkloadConfig
+    from seedance.sim.kernel import call_at
+    from seedance.sim.run import simulate
+    from simpy.core import StopSimulation
+
+    if isinstance(world, bool) or not isinstance(world, int) or not 1 <= world <= 32:
+        raise SpecError("--world-size", f"{world!r} is out of range", "an integer in 1..32 (the simulator's ceiling)")
+    config = protocol_config(steps=steps, commit_every=commit_every, scenario=scenario, variant=variant, seed=seed,
+                             settings=settings)
+    cfg = CommitConfig.from_mapping(config)
+    state: dict[str, Any] = {"done_at": None}
+    faulty = bool(nemesis)
+
+    def poll(runtime: Any) -> None:
+        nodes = [h.node if h.up else None for h in runtime.hosts]
+        healed = not faulty or runtime.env.now >= max_sim_s * faulty_fraction
+        if cfg.scenario == "F5":  # the cut must have healed and every rank heard again
+            at = cut.get("healed_at")
+            healed = healed and at is not None and runtime.env.now >= at + settle_s
+        if healed and _done(nodes, steps) and all(h.up for h in runtime.hosts):
+            state["done_at"] = runtime.env.now
+            raise StopSimulation(None)
+        call_at(runtime.env, runtime.env.now + 0.1, lambda _e: poll(runtime))
+
+    observed: list[dict[str, Any]] = []  # the raw Observe values (ReplicaEvent makes them hashable tuples)
+
+    def tap(runtime: Any) -> None:
+        sink = runtime.observe_sink
+
+        def both(node_id: int, effect: Any, at: float) -> None:
+            observed.append({"node": node_id, "key": effect.key, "value": effect.value, "time": at})
+            sink(node_id, effect, at)
+
+        runtime.observe_sink = both
+
+    actions: list[Any] = [(0.0, tap), (0.1, poll)]
+    cut: dict[str, Any] = {}
+    settle_s = cfg.phi_acceptable_pause_s + 10 * cfg.heartbeat_s
+    if cfg.scenario == "F5":
+        actions.append((0.0, lambda runtime: _install_partition(runtime, cfg, world, cut)))
+    sim = SimConfig(protocol=SPEC, nodes=world, duration_s=max_sim_s, seed=seed, topology=topology,
+                    protocol_config=config, workload=WorkloadConfig(clients=0),
+                    nemesis=NemesisConfig(faults=tuple(nemesis), faulty_fraction=faulty_fraction))
+    wall = time.perf_counter()
+    result = simulate(sim, actions=actions, liveness=False, stop_on_violation=False)
+    crashed = {rec[2] for rec in result.trace.records if len(rec) > 2 and rec[1] == "crash"}
+    if cfg.scenario == "F5":  # every verdict across the cut is true (each side was unreachable to the other)
+        crashed |= set(range(world))
+    leaked = sum(h.engine.buffers.live - len(PERSISTENT) for h in result.runtime.hosts if h.up)
+    summary = summarize(observed, world=world, crashed=crashed, leaked=leaked,
+                        monitor_breaches=len(result.violations))
+    return {"runtime": "sim", "scenario": cfg.scenario or None, "variant": cfg.variant, "seed": seed,
+            "commit_every": commit_every, "steps_requested": steps, **summary,
+            "finished": state["done_at"] is not None, "sim_time_s": state["done_at"],
+            **({"partition": cut} if cut else {}),
+            "violations": [v for _, v in result.violations][:5], "trace_sha256": result.trace_sha256,
+            "wall_s": time.perf_counter() - wall}
+
+
+def _install_partition(runtime: Any, cfg: CommitConfig, world: int, cut: dict[str, Any]) -> None:
+    """F5: cut the injected rank off when the injected step's allreduce starts; heal later (see module doc)."""
+    from seedance.models.protocols.commit.scenarios import draw
+    from seedance.sim.kernel import call_at
+
+    inj = draw("F5", seed=cfg.seed, world=world, steps=cfg.steps, commit_every=cfg.commit_every, dim=cfg.dim,
+               epoch_steps=cfg.epoch_steps, collective_timeout_s=cfg.collective_timeout_s,
+               heartbeat_s=cfg.heartbeat_s, acceptable_pause_s=cfg.phi_acceptable_pause_s)
+    minority = {inj.rank}
+    pairs = [(a, b) for a in range(world) for b in range(world) if (a in minority) != (b in minority)]
+    colls = runtime.collectives
+    state = {"on": False, "done": False}
+    original_join = colls.join
+
+    def spans(group: tuple[int, ...]) -> bool:
+        return any(m in minority for m in group) and any(m not in minority for m in group)
+
+    def join(host: Any, effect: Any, meta: Any, payload: Any, at_s: float) -> None:
+        original_join(host, effect, meta, payload, at_s)
+        if state["on"] and spans(tuple(effect.group)):
+            coll = colls._active.get(effect.collective_id)
+            if coll is not None:
+                colls._fail(coll, "timeout", at_s)
+
+    colls.join = join
+
+    def heal(_event: Any) -> None:
+        runtime.network.block(pairs, -1)
+        state["on"] = False
+        cut["healed_at"] = runtime.env.now
+        if runtime._tracing:
+            runtime._record((runtime.env.now, "annotate", -1, "partition-healed", {}))
+
+    def watch() -> None:
+        if state["done"]:
+            return
+        if any(h.up and h.node.phase == "train" and h.node.step >= inj.steps[0] for h in runtime.hosts):
+            state["done"] = state["on"] = True
+            now = runtime.env.now
+            cut["at"] = now
+            runtime.network.block(pairs, +1)
+            if runtime._tracing:
+                runtime._record((now, "annotate", -1, "partition", {"minority": sorted(minority)}))
+            for coll in list(colls._active.values()):
+                if coll.state in ("gathering", "running") and spans(coll.group):
+                    colls._fail(coll, "timeout", now)
+            call_at(runtime.env, now + inj.params["heal_after_s"], heal)
+
+    runtime.after_input.append(watch)
+    cut["minority"] = sorted(minority)
+
+
+# ---------------------------------------------------------------------------------------------------- real
+def real_train(*, world: int = 3, steps: int = 40, commit_every: int = 10, scenario: str = "",
+               variant: str = "fixed", seed: int = 0, settings: Mapping[str, Any] | None = None,
+               out: str | Path, timeout_s: float = 300.0, extra_env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """One real data-parallel run (``world`` processes, torch.distributed: gloo here, NCCL with CUDA)."""
+    from seedance.real.launcher import LocalLauncher
+
+    if scenario == "F5":
+        raise SpecError("--scenario", "F5 needs a partition during a collective, which only the simulator injects "
+                        "here", "F1, F2, F3, F4, F6, F7, F8 (or `seedance sim train --scenario F5`)")
+    # real processes on a shared machine: heartbeats every 100 ms, 1 s of acceptable pause, 5 s collective deadline
+    real_defaults = {"heartbeat_s": 0.1, "phi_acceptable_pause_s": 1.0, "collective_timeout_s": 5.0}
+    merged = {**real_defaults, **dict(settings or {})}
+    config = protocol_config(steps=steps, commit_every=commit_every, scenario=scenario, variant=variant, seed=seed,
+                             settings=merged)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    run_dir = out / "run"
+    if run_dir.exists():
+        import shutil
+
+        shutil.rmtree(run_dir)
+    wall = time.perf_counter()
+    finished = False
+    with LocalLauncher(protocol="commit", num_nodes=world, run_dir=run_dir, seed=seed, config=config,
+                       extra_env=dict(extra_env or {})) as launch:
+        launch.start_all()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            launch.raise_if_failed()
+            finals = _real_finals(run_dir, world)
+            if len(finals) == world and all(f["step"] >= steps for f in finals.values()) \
+                    and len({f["epoch"] for f in finals.values()}) == 1:
+                finished = True
+                break
+            time.sleep(0.2)
+    events = []
+    for path in sorted(run_dir.glob("node-*/state/observations.jsonl")):
+        events += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    summary = summarize(events, world=world)
+    return {"runtime": "real", "scenario": scenario or None, "variant": variant, "seed": seed,
+            "commit_every": commit_every, "steps_requested": steps, **summary, "finished": finished,
+            "wall_s": time.perf_counter() - wall, "run_dir": str(run_dir)}
+
+
+def _real_finals(run_dir: Path, world: int) -> dict[int, dict[str, Any]]:
+    finals: dict[int, dict[str, Any]] = {}
+    for rank in range(world):
+        path = run_dir / f"node-{rank}" / "state" / "observations.jsonl"
+        try:
+            text = path.read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if '"final"' in line:
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line being written
+                if record.get("key") == "final":
+                    finals[rank] = record["value"]
+    return finals

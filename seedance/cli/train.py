@@ -1,0 +1,135 @@
+"""``seedance sim train`` / ``seedance real train``: data-parallel training under the validate-and-commit protocol,
+optionally with one of the seed's failure scenarios F1–F8 (``--scenario F2 --variant buggy``).
+
+Both print the same keys (``--json``: one object): steps, final_loss, replica_l2_max, param_l2_deviation, commits,
+rollbacks, alarms, commit_overhead_pct, false_alarms, false_offline, false_convergence, leaked_handles, detected,
+global_resync, recovery_s_mean, ... (see :mod:`seedance.analysis.training`). The commands are registered in the
+``sim`` and ``real`` groups; this module's own ``train`` group (hidden) holds the same two commands.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from seedance import validation as V
+from seedance.cli._common import emit_json, json_option, parse_settings, to_json
+from seedance.cli._types import SEED, Integer, Number
+from seedance.errors import SpecError
+
+SCENARIO_NAMES = ("F1", "F2", "F3", "F4", "F5", "F6", "F7", "F8")
+
+
+def _scenario(value: str | None) -> str:
+    if value in (None, "", "none"):
+        return ""
+    if value.upper() not in SCENARIO_NAMES:
+        raise SpecError("--scenario", f"unknown scenario {value!r}", f"valid: {', '.join(SCENARIO_NAMES)} or none")
+    return value.upper()
+
+
+def _common(fn: Any) -> Any:
+    for option in reversed([
+        click.option("--steps", type=Integer(1, 100_000), default=60, show_default=True, help="Training steps."),
+        click.option("--commit-every", type=Integer(1, 100_000), default=10, show_default=True,
+                     help="Validate and commit every K steps."),
+        click.option("--scenario", default="none", show_default=True,
+                     help="Failure scenario to inject: F1..F8, or none."),
+        click.option("--variant", type=click.Choice(["buggy", "fixed"]), default="fixed", show_default=True,
+                     help="buggy: the seed's v2.0.2 behaviour; fixed: its remedy."),
+        click.option("--seed", type=SEED, default=0, show_default=True,
+                     help="Seeds the data, the initial parameters, the injection and the node RNGs."),
+        click.option("--set", "settings", multiple=True,
+                     help="Protocol option KEY=VALUE (JSON value), repeatable, e.g. --set dim=128."),
+        click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+                     help="Also write summary.json here."),
+        json_option,
+    ]):
+        fn = option(fn)
+    return fn
+
+
+def _report(summary: dict[str, Any], out: Path | None, as_json: bool) -> None:
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "summary.json").write_text(to_json(summary) + "\n", encoding="utf-8")
+    if as_json:
+        emit_json(summary)
+        return
+    keys = ("runtime", "scenario", "variant", "world_size", "steps", "final_loss", "param_l2_deviation",
+            "replica_l2_max", "commits", "rollbacks", "alarms", "false_alarms", "false_offline", "false_convergence",
+            "leaked_handles", "detected", "commit_overhead_pct", "recovery_s_mean", "finished")
+    for key in keys:
+        click.echo(f"{key:>20}: {summary.get(key)}")
+
+
+def _check_out(out: Path | None) -> None:
+    if out is not None:
+        V.check_writable_dir("--out", out)
+
+
+@click.command(name="train")
+@click.option("--world-size", type=Integer(1, V.MAX_SIM_NODES), default=4, show_default=True,
+              help="Ranks (simulated nodes).")
+@click.option("--topology", default=None, help="Preset or topology file (default: the uniform fabric).")
+@_common
+def sim_train(world_size: int, topology: str | None, steps: int, commit_every: int, scenario: str, variant: str,
+              seed: int, settings: tuple[str, ...], out: Path | None, as_json: bool) -> None:
+    """Simulate data-parallel training under validate-and-commit (compute from the compute model, parameters as
+    small real arrays)."""
+    from seedance.analysis.training_run import sim_train as run
+
+    _check_out(out)
+    summary = run(world=world_size, steps=steps, commit_every=commit_every, scenario=_scenario(scenario),
+                  variant=variant, seed=seed, settings=parse_settings(settings), topology=topology)
+    summary["reproduce"] = _reproduce("sim", world_size, steps, commit_every, scenario, variant, seed, settings)
+    _report(summary, out, as_json)
+
+
+@click.command(name="train")
+@click.option("--world-size", type=Integer(1, None), default=3, show_default=True,
+              help="Rank processes (at most 4 per CPU core, 5..64).")
+@click.option("--timeout", "timeout_s", type=Number(1, V.MAX_REAL_DURATION_S), default=300.0, show_default=True,
+              help="Give up after this many wall-clock seconds.")
+@_common
+def real_train(world_size: int, timeout_s: float, steps: int, commit_every: int, scenario: str, variant: str,
+               seed: int, settings: tuple[str, ...], out: Path | None, as_json: bool) -> None:
+    """Train for real: one OS process per rank, torch.distributed collectives (gloo here, NCCL with CUDA)."""
+    import tempfile
+
+    from seedance.analysis.training_run import protocol_config, real_train as run
+
+    if world_size > V.max_real_nodes():
+        raise SpecError("--world-size", f"{world_size} is above the ceiling {V.max_real_nodes()}",
+                        V.why_real_nodes())
+    name = _scenario(scenario)
+    protocol_config(steps=steps, commit_every=commit_every, scenario=name, variant=variant, seed=seed,
+                    settings=parse_settings(settings))
+    _check_out(out)
+    work = out if out is not None else Path(tempfile.mkdtemp(prefix="seedance-train-"))
+    summary = run(world=world_size, steps=steps, commit_every=commit_every, scenario=name, variant=variant,
+                  seed=seed, settings=parse_settings(settings), out=work, timeout_s=timeout_s)
+    summary["reproduce"] = _reproduce("real", world_size, steps, commit_every, scenario, variant, seed, settings)
+    _report(summary, out, as_json)
+
+
+def _reproduce(group: str, world: int, steps: int, every: int, scenario: str, variant: str, seed: int,
+               settings: tuple[str, ...]) -> str:
+    import shlex
+
+    args = ["seedance", group, "train", "--world-size", str(world), "--steps", str(steps), "--commit-every",
+            str(every), "--scenario", scenario or "none", "--variant", variant, "--seed", str(seed)]
+    for item in settings:
+        args += ["--set", item]
+    return shlex.join(args) + " --json"
+
+
+@click.group(name="train", hidden=True)
+def command() -> None:
+    """Training under validate-and-commit (also `seedance sim train` and `seedance real train`)."""
+
+
+command.add_command(sim_train, name="sim")
+command.add_command(real_train, name="real")

@@ -1,0 +1,74 @@
+"""Seedance validate-and-commit for training state (the seed's chapters 1, 3 and 4).
+
+:class:`~seedance.models.protocols.commit.node.CommitNode` trains a small model data-parallel on each rank's device
+buffers, validates every ``commit_every`` steps that all replicas hold the same parameters (digests after the
+device-to-host copy, exchanged by an allgather), commits atomically only on unanimous agreement at one epoch, and
+otherwise rolls back and resynchronises from the agreeing majority by a full broadcast. Membership by heartbeats
+and phi-accrual failure detection (:mod:`seedance.models.phi`). The seed's failure scenarios F1–F8 are seeded
+injections with ``buggy`` / ``fixed`` variants (:mod:`.scenarios`).
+
+The invariant monitor (:class:`CommitMonitor`), run by ``sim run`` after every input:
+
+* a commit's vote covers its whole view and every row is identical (epoch, step, view and digest) — nothing is
+  committed that not every live member of the view agreed on;
+* replicas are identical at every commit: two commits of the same step (by any ranks, at any time) have the same
+  true parameter digest (computed from the parameters themselves, not the voted statistics).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from seedance.models.protocols.commit.node import CommitConfig, CommitNode, Heartbeat
+from seedance.models.protocols.commit.scenarios import SCENARIOS, VARIANTS
+from seedance.models.protocols.contract import ProtocolSpec
+
+
+class CommitMonitor:
+    """See the package docstring. ``observe(live_nodes)`` returns the breaches first seen now."""
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[int, int], int] = {}  # (node, boot) -> commits already checked
+        self.by_step: dict[int, tuple[tuple[int, int], int]] = {}  # step -> (true digest, first node)
+        self.breaches: list[str] = []
+
+    def observe(self, live_nodes: list[Any]) -> list[str]:
+        found: list[str] = []
+        for node in live_nodes:
+            if node is None or not hasattr(node, "commits"):
+                continue
+            key = (node.node_id, node.boot)
+            done = self.seen.get(key, 0)
+            for record in node.commits[done:]:
+                rows = record["rows"]
+                view = tuple(record["view"])
+                if len(rows) != len(view):
+                    found.append(f"node {node.node_id} committed step {record['step']} with {len(rows)} votes for "
+                                 f"view {view}")
+                voted = {tuple(r[2:4]) for r in rows}
+                if len(voted) > 1:
+                    found.append(f"node {node.node_id} committed step {record['step']} (epoch {record['epoch']}) on "
+                                 f"disagreeing digests {sorted(voted)}")
+                true = tuple(record["true"])
+                first = self.by_step.get(record["step"])
+                if first is None:
+                    self.by_step[record["step"]] = (true, node.node_id)
+                elif first[0] != true:
+                    found.append(f"replicas differ at commit of step {record['step']}: node {node.node_id} holds "
+                                 f"{true[0] & 0xffffffff:08x}, node {first[1]} {first[0][0] & 0xffffffff:08x}")
+            self.seen[key] = len(node.commits)
+        self.breaches.extend(found)
+        return found
+
+
+def _factory(node_id: int, num_nodes: int, rng: Any, config: Any) -> CommitNode:
+    return CommitNode(node_id, num_nodes, rng, config)
+
+
+SPEC = ProtocolSpec(
+    name="commit", factory=_factory, message_types=(Heartbeat,),
+    description="validate-and-commit for data-parallel training state (digests, atomic checkpoints, rollback, "
+                "phi-accrual membership); scenarios F1-F8 buggy/fixed",
+    default_config={}, operations=(), checker=None, monitor=CommitMonitor, routing="any")
+
+__all__ = ["SCENARIOS", "SPEC", "VARIANTS", "CommitConfig", "CommitMonitor", "CommitNode", "Heartbeat"]

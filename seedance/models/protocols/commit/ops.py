@@ -1,0 +1,135 @@
+"""Work ops of the commit protocol: a small data-parallel training job on each rank's flat parameter buffer.
+
+Registered in :mod:`seedance.engine.work` at import, so both runtimes run them: numpy buffers in the simulator,
+torch tensors on the rank's device in the real backend (``host(x)`` reads after the device-to-host copy; results are
+written back with the buffer's own ``copy_`` / item assignment). The arithmetic is float32 on the host, identical in
+every rank that applies the same inputs, so replicas that follow the protocol are bit-identical.
+
+The model: least-squares linear regression ``y = X w*`` plus noise (the loss ``0.5 · mean((X w − y)²)``), data
+generated from ``(seed, rank, step)`` (no downloads): each rank's mini-batch is its own shard; the gradient
+``Xᵀ(Xw − y) / batch`` is summed by an allreduce and applied as ``w −= (lr / n) · Σ g`` (synchronous data-parallel
+SGD).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from seedance.engine import work
+
+_TRUTH_STREAM = 0x7A11  # the generator of w* (the same on every rank)
+_INIT_STREAM = 0x1417  # the generator of the initial parameters (the same on every rank)
+
+
+def _store(buf: Any, array: np.ndarray) -> None:
+    """Write ``array`` into ``buf`` (a numpy array, or a torch tensor through ``new_tensor`` + ``copy_``)."""
+    if hasattr(buf, "copy_"):
+        buf.copy_(buf.new_tensor(np.ascontiguousarray(array)).reshape(buf.shape))
+    else:
+        buf[...] = array.astype(buf.dtype, copy=False).reshape(buf.shape)
+
+
+def _int(params: Mapping[str, Any], name: str, default: int | None = None) -> int:
+    value = params.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"work param {name!r} must be an integer, got {value!r}")
+    return int(value)
+
+
+def _float(params: Mapping[str, Any], name: str, default: float | None = None) -> float:
+    value = params.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+        raise ValueError(f"work param {name!r} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def truth(seed: int, dim: int) -> np.ndarray:
+    return np.random.default_rng([seed, _TRUTH_STREAM]).standard_normal(dim).astype(np.float32)
+
+
+def batch(seed: int, rank: int, step: int, size: int, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rank ``rank``'s mini-batch of step ``step`` (its shard of the data)."""
+    rng = np.random.default_rng([seed, rank, step])
+    x = rng.standard_normal((size, dim)).astype(np.float32)
+    y = (x @ truth(seed, dim) + np.float32(0.01) * rng.standard_normal(size).astype(np.float32)).astype(np.float32)
+    return x, y
+
+
+def _init(bufs: Sequence[Any], params: Mapping[str, Any], host: Any) -> None:
+    w = bufs[0]
+    dim = int(np.prod(host(w).shape))
+    rng = np.random.default_rng([_int(params, "seed"), _INIT_STREAM])
+    _store(w, (0.1 * rng.standard_normal(dim)).astype(np.float32))
+
+
+def _grad(bufs: Sequence[Any], params: Mapping[str, Any], host: Any) -> float:
+    """g = ∇ loss on this rank's batch at w (written into g in g's dtype); returns the loss."""
+    w = host(bufs[0]).astype(np.float32)
+    x, y = batch(_int(params, "seed"), _int(params, "rank"), _int(params, "step"), _int(params, "batch"), w.size)
+    residual = x @ w - y
+    grad = (x.T @ residual) / np.float32(x.shape[0])
+    _store(bufs[1], grad.astype(np.float32))
+    return float(0.5 * np.mean(residual.astype(np.float64) ** 2))
+
+
+def _apply(bufs: Sequence[Any], params: Mapping[str, Any], host: Any) -> None:
+    """w −= scale · gsum (gsum upcast to float32); ``fault`` = [lo, hi, factor] models a unified-memory page whose
+    atomic adds were lost (factor 0) or applied twice (factor 2) during a migration (scenario F7)."""
+    w = host(bufs[0]).astype(np.float32)
+    delta = (-np.float32(_float(params, "scale")) * host(bufs[1]).astype(np.float32)).astype(np.float32)
+    fault = params.get("fault")
+    if fault:
+        lo, hi, factor = int(fault[0]), int(fault[1]), float(fault[2])
+        delta[lo:hi] = delta[lo:hi] * np.float32(factor)
+    _store(bufs[0], (w + delta).astype(np.float32))
+
+
+def _apply_partial(bufs: Sequence[Any], params: Mapping[str, Any], host: Any) -> None:
+    """The v2.0.2 retransmission after a timed-out allreduce (scenario F2, buggy): only slice [lo, hi) of the
+    gradient was resent and reduced (``gpart``); the rest of the update uses this rank's local gradient."""
+    w = host(bufs[0]).astype(np.float32)
+    local = host(bufs[1]).astype(np.float32) * np.float32(_int(params, "n"))
+    lo, hi = _int(params, "lo"), _int(params, "hi")
+    local[lo:hi] = host(bufs[2]).astype(np.float32)
+    _store(bufs[0], (w - np.float32(_float(params, "scale")) * local).astype(np.float32))
+
+
+def _slice(bufs: Sequence[Any], params: Mapping[str, Any], host: Any) -> None:
+    lo, hi = _int(params, "lo"), _int(params, "hi")
+    _store(bufs[0], host(bufs[1]).astype(np.float32)[lo:hi])
+
+
+def digest_of(array: np.ndarray) -> list[int]:
+    """Two int64 words of the SHA-256 of the array's dtype, shape and bytes (a fixed-size digest row)."""
+    array = np.ascontiguousarray(array)
+    h = hashlib.sha256(f"{array.dtype.name}{array.shape}".encode())
+    h.update(array.tobytes())
+    raw = h.digest()
+    return [int.from_bytes(raw[:8], "little", signed=True), int.from_bytes(raw[8:16], "little", signed=True)]
+
+
+def _digest(bufs: Sequence[Any], params: Mapping[str, Any], host: Any) -> dict[str, Any]:
+    """The digest of the buffer read on the host (after the device-to-host copy), with its values if asked."""
+    array = np.asarray(host(bufs[0]))
+    out: dict[str, Any] = {"digest": digest_of(array)}
+    if params.get("with_values"):
+        out["values"] = array.astype(np.float64).tolist()
+    return out
+
+
+def _record_event(bufs: Sequence[Any], params: Mapping[str, Any], host: Any) -> None:
+    """Record a (modelled) event on the stream: a one-element device buffer stamped with the step."""
+    _store(bufs[0], np.asarray([_float(params, "step", 0.0)], dtype=np.float32))
+
+
+work.register("commit.init", _init, buffers=1)
+work.register("commit.grad", _grad, buffers=2)
+work.register("commit.apply", _apply, buffers=2)
+work.register("commit.apply_partial", _apply_partial, buffers=3)
+work.register("commit.slice", _slice, buffers=2)
+work.register("commit.digest", _digest, buffers=1)
+work.register("commit.record_event", _record_event, buffers=1)
