@@ -51,7 +51,7 @@ def _max_pairwise(vectors: list[np.ndarray]) -> float:
 
 
 def summarize(events: Iterable[Any], *, world: int, crashed: Iterable[int] = (), leaked: int | None = None,
-              monitor_breaches: int = 0) -> dict[str, Any]:
+              monitor_breaches: int = 0, keep_params: bool = False) -> dict[str, Any]:
     rows = _rows(events)
     crashed = set(crashed)
     finals: dict[int, dict[str, Any]] = {}
@@ -126,7 +126,11 @@ def summarize(events: Iterable[Any], *, world: int, crashed: Iterable[int] = (),
         "leak_alarms": leaks,
         "split_views": splits,
         "monitor_breaches": int(monitor_breaches),
-        "detected": bool(alarm_rounds or false_offline_seen or leaks or splits or monitor_breaches),
+        # the checks: the protocol's own (alarm, retracted verdict, leak, split view), the invariant monitor, and
+        # the same replica check run on the replica events after the run (commits of differing replicas)
+        "detected": bool(alarm_rounds or false_offline_seen or leaks or splits or monitor_breaches
+                         or false_convergence),
+        **({"final_params": {str(n): f.get("params") for n, f in sorted(finals.items())}} if keep_params else {}),
     }
 
 

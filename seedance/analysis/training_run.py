@@ -50,7 +50,8 @@ def _done(nodes: list[Any], steps: int) -> bool:
 
 def sim_train(*, world: int = 4, steps: int = 60, commit_every: int = 10, scenario: str = "", variant: str = "fixed",
               seed: int = 0, settings: Mapping[str, Any] | None = None, topology: Any = None,
-              max_sim_s: float = 600.0, nemesis: tuple[str, ...] = (), faulty_fraction: float = 0.6) -> dict[str, Any]:
+              max_sim_s: float = 600.0, nemesis: tuple[str, ...] = (), faulty_fraction: float = 0.6,
+              keep_params: bool = False) -> dict[str, Any]:
     """One simulated training run; its summary (the real runner's keys, plus ``sim_time_s``, ``trace_sha256``)."""
     from seedance.sim.config import NemesisConfig, SimConfig, WorkloadConfig
     from seedance.sim.kernel import call_at
@@ -102,7 +103,7 @@ def sim_train(*, world: int = 4, steps: int = 60, commit_every: int = 10, scenar
         crashed |= set(range(world))
     leaked = sum(h.engine.buffers.live - len(PERSISTENT) for h in result.runtime.hosts if h.up)
     summary = summarize(observed, world=world, crashed=crashed, leaked=leaked,
-                        monitor_breaches=len(result.violations))
+                        monitor_breaches=len(result.violations), keep_params=keep_params)
     return {"runtime": "sim", "scenario": cfg.scenario or None, "variant": cfg.variant, "seed": seed,
             "commit_every": commit_every, "steps_requested": steps, **summary,
             "finished": state["done_at"] is not None, "sim_time_s": state["done_at"],
@@ -166,7 +167,8 @@ def _install_partition(runtime: Any, cfg: CommitConfig, world: int, cut: dict[st
 # ---------------------------------------------------------------------------------------------------- real
 def real_train(*, world: int = 3, steps: int = 40, commit_every: int = 10, scenario: str = "",
                variant: str = "fixed", seed: int = 0, settings: Mapping[str, Any] | None = None,
-               out: str | Path, timeout_s: float = 300.0, extra_env: Mapping[str, str] | None = None) -> dict[str, Any]:
+               out: str | Path, timeout_s: float = 300.0, extra_env: Mapping[str, str] | None = None,
+               keep_params: bool = False) -> dict[str, Any]:
     """One real data-parallel run (``world`` processes, torch.distributed: gloo here, NCCL with CUDA)."""
     from seedance.real.launcher import LocalLauncher
 
@@ -202,7 +204,7 @@ def real_train(*, world: int = 3, steps: int = 40, commit_every: int = 10, scena
     events = []
     for path in sorted(run_dir.glob("node-*/state/observations.jsonl")):
         events += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    summary = summarize(events, world=world)
+    summary = summarize(events, world=world, keep_params=keep_params)
     return {"runtime": "real", "scenario": scenario or None, "variant": variant, "seed": seed,
             "commit_every": commit_every, "steps_requested": steps, **summary, "finished": finished,
             "wall_s": time.perf_counter() - wall, "run_dir": str(run_dir)}
