@@ -75,3 +75,63 @@ def convergence(out_dir: str, quick: bool, seeds: int | None, root_seed: int, as
     click.echo(table.to_string(index=False))
     click.echo(f"\nrankings differ across fabrics: {result.summary['rankings_differ_across_fabrics']}")
     click.echo(f"wrote {len(artifacts)} files to {out_dir}")
+
+
+@command.command("sim-vs-real")
+@click.option("--protocol", default="raft", show_default=True, help="A registered protocol (both runtimes run it).")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory for results.")
+@click.option("--host-profile", default=None, type=click.Path(dir_okay=False),
+              help="A host profile from `seedance real profile` (default: measure one first, into --out).")
+@click.option("--quick", is_flag=True, help="3 configurations × 3 rounds of 2 s (about 2 minutes here).")
+@click.option("--repeats", type=Integer(1, 20), default=3, show_default=True, help="Rounds per configuration.")
+@click.option("--duration", type=click.FloatRange(0.5, 120), default=3.0, show_default=True,
+              help="Seconds of load per run (both runtimes).")
+@click.option("--nodes", type=Integer(1, 16), default=3, show_default=True)
+@json_option
+@progress_option
+def sim_vs_real(protocol: str, out_dir: str, host_profile: str | None, quick: bool, repeats: int, duration: float,
+                nodes: int, as_json: bool, show_progress: bool | None) -> None:
+    """The same protocol in the simulator (on a measured host profile) and for real: predicted vs measured."""
+    from pathlib import Path
+
+    from seedance.analysis import sim_vs_real as svr
+    from seedance.models.protocols import registry
+    from seedance.provenance import run_metadata
+    from seedance.sim.host import load_profile, save_profile
+
+    registry.get(protocol)  # unknown -> one line listing the valid names
+    check_writable_dir("--out", out_dir)
+    out = Path(out_dir)
+    steps = Progress(show_progress, "experiment sim-vs-real")
+    if host_profile is not None:
+        profile = load_profile(host_profile)
+    else:
+        from seedance.real.profile import profile_host
+
+        steps.phase("measuring the host profile (fsync, loopback, CPU per input)")
+        profile = profile_host(out / "profile-work", nodes=nodes)
+        save_profile(profile, out / "host.yaml")
+    configs = svr.QUICK_CONFIGS if quick else svr.DEFAULT_CONFIGS
+    if quick:
+        duration = min(duration, 2.0)
+    result = svr.run_experiment(protocol=protocol, out=out, profile=profile, nodes=nodes, configs=configs,
+                                repeats=repeats, duration_s=duration, progress=steps.phase)
+    provenance = run_metadata(seed=0, spec={"protocol": protocol, "nodes": nodes, "repeats": repeats,
+                                            "duration_s": duration, "configs": [c.name for c in configs],
+                                            "host_profile": profile.to_dict()})
+    steps.phase(f"writing tables and figures to {out_dir}")
+    artifacts = svr.save(result, out, provenance=provenance)
+    steps.done()
+    summary = result["summary"]
+    if as_json:
+        emit_json({"rows": summary["rows"], **{k: v for k, v in summary.items() if k != "rows"},
+                   "artifacts": artifacts})
+        return
+    for row in summary["rows"]:
+        click.echo(f"{row['config']:>24}{' (held out)' if row['held_out'] else ' (fitted)  '}: real "
+                   f"{row['real_ops_s']:.0f} ops/s p50 {row['real_p50_ms']:.2f} p99 {row['real_p99_ms']:.2f} ms | sim "
+                   f"{row['sim_ops_s']:.0f} ops/s p50 {row['sim_p50_ms']:.2f} p99 {row['sim_p99_ms']:.2f} ms")
+    for key in ("throughput", "p50", "p99"):
+        value = summary[f"median_abs_rel_error_{key}_heldout"]
+        click.echo(f"median |error| {key} (held out): {'-' if value is None else f'{100 * value:.0f} %'}")
+    click.echo(f"wrote {len(artifacts)} files to {out_dir}")

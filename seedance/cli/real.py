@@ -215,3 +215,41 @@ def validate_command(world_size: int, topology_file: str, sizes: str | None, rep
 from seedance.cli.train import real_train as _real_train  # noqa: E402  (validate-and-commit training, issue F)
 
 command.add_command(_real_train)
+
+
+@command.command(name="profile")
+@click.option("--nodes", type=Integer(1, 16), default=3, show_default=True, help="Raft processes for the CPU run.")
+@click.option("--clients", type=Integer(1, V.MAX_CLIENTS, why=V.WHY_CLIENTS), default=8, show_default=True,
+              help="Closed-loop clients of the CPU run.")
+@click.option("--duration", type=Number(0.5, 600), default=3.0, show_default=True, help="Seconds of the CPU run.")
+@click.option("--seed", type=SEED, default=1, show_default=True)
+@click.option("--dir", "work_dir", type=click.Path(file_okay=False), default=None,
+              help="Where fsync is measured and the CPU run writes (default: beside --out).")
+@click.option("--out", "out_file", type=click.Path(dir_okay=False), required=True,
+              help="Host profile to write (.yaml/.yml/.json), for `sim run --host-profile`.")
+@json_option
+def profile_command(nodes: int, clients: int, duration: float, seed: int, work_dir: str | None, out_file: str,
+                    as_json: bool) -> None:
+    """Measure this machine's service-time distributions (fsync, loopback, CPU per input, client CPU per op)."""
+    from seedance.real.profile import profile_host
+    from seedance.sim.host import save_profile
+
+    if Path(out_file).suffix.lower() not in (".yaml", ".yml", ".json"):
+        raise SpecError("--out", f"{out_file!r} has no .yaml, .yml or .json suffix", "a host profile file name")
+    V.check_writable_file("--out", out_file)  # before seconds of measuring
+    where = Path(work_dir) if work_dir else Path(out_file).resolve().parent / (Path(out_file).stem + ".work")
+    V.check_writable_dir("--dir", where)
+    profile = profile_host(where, nodes=nodes, clients=clients, duration_s=duration, seed=seed)
+    save_profile(profile, out_file)
+    data = profile.to_dict()
+    if as_json:
+        emit_json({"profile": out_file, **data})
+        return
+    click.echo(f"cores {profile.cores}; fsync median {profile.fsync.median_s * 1e3:.3f} ms (sigma "
+               f"{profile.fsync.sigma:.2f}); loopback one-way {profile.loopback.median_s * 1e6:.1f} us; client "
+               f"{profile.client_per_op.median_s * 1e6:.0f} us/op; frame I/O {profile.io_per_input.median_s * 1e6:.0f}"
+               f" us/input")
+    for kind, dist in profile.cpu.items():
+        if dist.median_s:
+            click.echo(f"  {kind}: median {dist.median_s * 1e6:.0f} us, sigma {dist.sigma:.2f}")
+    click.echo(f"wrote {out_file}")

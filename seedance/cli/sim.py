@@ -69,6 +69,8 @@ def command() -> None:
               help="Record the trace (--no-trace: no records, no trace.json; trace_sha256 is the empty trace's).")
 @click.option("--background", multiple=True, metavar="OP:SIZE@PERIOD",
               help="Training traffic among every device on the same links, e.g. allreduce:1GiB@0.2 (repeatable).")
+@click.option("--host-profile", default=None, metavar="FILE",
+              help="A measured host (`seedance real profile`): service-time distributions and shared cores.")
 @click.option("--monitor/--no-monitor", default=True, show_default=True,
               help="Run the protocol's invariant monitor after every input; stop on a breach.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="out/sim", show_default=True,
@@ -79,7 +81,8 @@ def run_command(protocol: str, nodes: int, topology: str | None, hosts: int | No
                 clients: int, duration: float,
                 seed: int, nemesis: str, faulty_fraction: float, workload: str, rate: float, mix: str, keys: int,
                 key_dist: str, op_timeout: float, settings: tuple[str, ...], extra: str | None, check: bool,
-                check_timeout: float, trace: bool, background: tuple[str, ...], monitor: bool,
+                check_timeout: float, trace: bool, background: tuple[str, ...], host_profile: str | None,
+                monitor: bool,
                 out_dir: str, as_json: bool, show_progress: bool | None) -> int:
     """Run one seeded simulation; write its history, Chrome trace and summary to --out."""
     from seedance.models.protocols import registry
@@ -101,6 +104,7 @@ def run_command(protocol: str, nodes: int, topology: str | None, hosts: int | No
         nemesis=NemesisConfig(faults=faults, faulty_fraction=faulty_fraction, **more.get("nemesis", {})),
         cpu=CpuConfig(**more.get("cpu", {})), storage=StorageConfig(**more.get("storage", {})),
         check=check, check_timeout_s=check_timeout, trace=trace, background=background, monitor=monitor,
+        host_profile=host_profile,
     )
     check_protocol_config(protocol, dict(config.protocol_config), nodes)  # --set: unknown or bad options
     V.check_topology_spec("--topology", topology, hosts, nodes_field="--hosts")

@@ -108,6 +108,7 @@ async def _drive(launcher: LocalLauncher, workload: Workload, duration_s: float,
         if warmup:
             await pool.warm_up()
         t_start = time.monotonic()
+        cpu_start = time.process_time()
         counts["load_start_s"] = t_start - launcher.t0_monotonic
         load = asyncio.ensure_future(pool.run(duration_s))
         tasks = [load]
@@ -123,6 +124,7 @@ async def _drive(launcher: LocalLauncher, workload: Workload, duration_s: float,
             watchdog.result()  # raises NodeFailure
         await phase
         counts["load_end_s"] = time.monotonic() - launcher.t0_monotonic
+        counts["client_cpu_s"] = time.process_time() - cpu_start  # the client process (this one) during the load
         if faulty:
             await nemesis.heal()  # already done at the end of the faulty phase; a no-op then
             counts["healed_at_s"] = nemesis.healed_at_monotonic - launcher.t0_monotonic
@@ -219,6 +221,7 @@ def run_real(*, protocol: str, nodes: int, clients: int, duration_s: float, seed
                     "nemesis": list(nemesis), "faults": [w.name for w in schedule],
                     "faults_applied": counts.get("faults_applied", 0), "messages": counts.get("messages"),
                     "load_start_s": counts["load_start_s"], "final_reads": counts["final_reads"],
+                    "client_cpu_s": counts.get("client_cpu_s"),
                     "reproduce": reproduce_command(argv) if argv is not None else _default_reproduce(spec, seed, out),
                     "provenance": run_metadata(seed=seed, spec=spec, argv=argv)})
     atomic_write(out / "summary.json", (json.dumps(summary, indent=2, default=str) + "\n").encode())

@@ -51,6 +51,7 @@ from seedance.real.transport import DEFAULT_MAX_FRAME_BYTES, Connection
 log = logging.getLogger("seedance.real.runtime")
 
 ADDR_KEY = "seedance/addr/{}"
+CPU_PROFILE_ENV = "SEEDANCE_CPU_PROFILE"
 PEER_QUEUE_LIMIT = 10_000
 
 
@@ -142,6 +143,11 @@ class NodeRuntime:
         self._io: Any = None  # the storage thread (fsync off the event loop)
         self._worker: Any = None  # the work thread (the node's stream)
         self._observations: Any = None
+        # SEEDANCE_CPU_PROFILE=1 (seedance real profile): per-input handler CPU samples of the loop thread
+        import os
+
+        self._cpu_profile: dict[int, list[int]] | None = {} if os.environ.get(CPU_PROFILE_ENV) == "1" else None
+        self._loop_cpu_start = 0
         self.failed = False
         self._peer_queues: dict[int, asyncio.Queue] = {}
         self._clients: dict[Any, Connection] = {}
@@ -156,6 +162,7 @@ class NodeRuntime:
     # --------------------------------------------------------------------------------------------- lifecycle
     async def run(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self._loop_cpu_start = time.thread_time_ns()
         self._stopping = asyncio.Event()
         if self._listen_socket is not None:
             self._server = await asyncio.start_server(self._accept, sock=self._listen_socket,
@@ -229,9 +236,22 @@ class NodeRuntime:
 
         return default_backend()
 
+    def _write_cpu_profile(self) -> None:
+        """The loop thread's CPU: handler samples per input kind, and its total (frame I/O included)."""
+        import json
+
+        if self._cpu_profile is None:
+            return
+        data = {"node": self.cfg.node_id, "incarnation": self.cfg.incarnation,
+                "loop_cpu_ns": time.thread_time_ns() - self._loop_cpu_start,
+                "handler_ns": {INPUT_NAMES[k]: v for k, v in self._cpu_profile.items()}}
+        atomic_write(self.cfg.state_dir.parent / f"cpu-profile-{self.cfg.incarnation}.json",
+                     json.dumps(data).encode())
+
     async def _shutdown(self) -> None:
         if not self.failed:
             await self._drain(timeout_s=10.0)
+        self._write_cpu_profile()
         for handle in self._timers.values():
             handle.cancel()
         self._timers.clear()
@@ -272,6 +292,16 @@ class NodeRuntime:
         """Hand one input to the node and its effects to the engine."""
         if self.failed or self.engine is None:
             return
+        if self._cpu_profile is not None:
+            start = time.thread_time_ns()
+            self._handle_input(kind, value)
+            samples = self._cpu_profile.setdefault(kind, [])
+            if len(samples) < 50_000:
+                samples.append(time.thread_time_ns() - start)
+            return
+        self._handle_input(kind, value)
+
+    def _handle_input(self, kind: int, value: Any) -> None:
         try:
             effects = call_node(self.node, kind, value, time.monotonic(), self.engine)
             if effects:

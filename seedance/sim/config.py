@@ -222,6 +222,7 @@ class SimConfig:
     check: bool = False
     check_timeout_s: float = 10.0
     monitor: bool = True  # run the protocol's invariant monitor (ProtocolSpec.monitor) after every input
+    host_profile: Any = None  # a measured host (path to `seedance real profile` output, or a HostProfile): see sim.host
     background: tuple[Any, ...] = ()  # BackgroundSpec or "op:size@period" strings: training traffic on the links
 
     def __post_init__(self) -> None:
@@ -229,6 +230,21 @@ class SimConfig:
             raise SpecError("nodes", f"must be an integer >= 1, got {self.nodes!r}")
         object.__setattr__(self, "background", tuple(b if isinstance(b, BackgroundSpec) else
                                                      BackgroundSpec.parse(b) for b in self.background))
+        if self.host_profile is not None:
+            from seedance.sim.host import HostProfile, load_profile
+
+            if not isinstance(self.host_profile, HostProfile):
+                if not isinstance(self.host_profile, str):
+                    raise SpecError("host_profile", f"expected a file path or HostProfile, got {self.host_profile!r}")
+                load_profile(self.host_profile)  # a bad file is refused here, before any work
+
+    def host(self) -> Any:
+        """The HostProfile to simulate on, or None (the textbook constants of cpu / storage)."""
+        if self.host_profile is None:
+            return None
+        from seedance.sim.host import HostProfile, load_profile
+
+        return self.host_profile if isinstance(self.host_profile, HostProfile) else load_profile(self.host_profile)
         _positive("duration_s", self.duration_s)
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise SpecError("seed", f"must be an integer >= 0, got {self.seed!r}")
@@ -252,6 +268,8 @@ class SimConfig:
             "workload": asdict(self.workload), "nemesis": asdict(self.nemesis), "cpu": asdict(self.cpu),
             "storage": asdict(self.storage), "trace": self.trace,
             **({"background": [b.text for b in self.background]} if self.background else {}),
+            **({"host_profile": (self.host_profile if isinstance(self.host_profile, str)
+                                 else self.host_profile.to_dict())} if self.host_profile is not None else {}),
         }
 
 

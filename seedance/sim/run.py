@@ -162,6 +162,8 @@ def reproduce_command(config: SimConfig) -> str:
         args += ["--background", spec.text]
     if not config.monitor:
         args.append("--no-monitor")
+    if isinstance(config.host_profile, str):
+        args += ["--host-profile", config.host_profile]
     extra = extra_settings(config)
     if extra:
         args += ["--extra", json.dumps(extra, sort_keys=True, separators=(",", ":"))]
@@ -202,7 +204,7 @@ def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invaria
                       devices=placement(topology, config.nodes, config.nodes_per_host))
     protocol_config = {**spec.default_config, **config.protocol_config}
     runtime = Runtime(env=env, spec=spec, protocol_config=protocol_config, num_nodes=config.nodes, network=network,
-                      cpu=config.cpu, storage=config.storage, trace=trace, seed=config.seed)
+                      cpu=config.cpu, storage=config.storage, trace=trace, seed=config.seed, host=config.host())
     runtime.collectives = Collectives(runtime)
     clients = Clients(env=env, runtime=runtime, config=config.workload, rng=np.random.default_rng(workload_seq),
                       num_nodes=config.nodes, end_s=config.duration_s)

@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping
 from heapq import heappush
 from typing import Any
 
+import numpy as np
 import simpy
 from simpy.events import NORMAL
 
@@ -41,9 +42,12 @@ from seedance.models.compute import work_time_s
 from seedance.models.protocols.contract import ClientRequest, CollectiveDone, ProtocolSpec, Reply
 from seedance.sim.config import CpuConfig, StorageConfig
 from seedance.sim.kernel import Call
+from seedance.sim.host import CorePool, HostProfile
 from seedance.sim.network import Network
 from seedance.sim.storage import Storage
 from seedance.tracing import Trace
+
+HOST_STREAM = 0x686F7374  # "host": the host model's draws, apart from every other stream of the root seed
 
 __all__ = ["CLIENT", "COLLECTIVE", "MESSAGE", "PERSISTED", "TIMER", "WORK", "Host", "Runtime"]
 
@@ -138,7 +142,8 @@ class Host:
         storage = self.storage
         for effect in group:
             storage.stage(effect)
-        done = storage.sync_done_s(cursor)
+        model = runtime.host
+        done = storage.sync_done_s(cursor, None if model is None else model.fsync.draw(runtime._host_rng))
         self.syncs += 1
         if runtime._tracing:
             runtime._record((cursor, "persist", self.node_id, len(storage.staged), storage.staged_bytes, done))
@@ -159,7 +164,7 @@ class Runtime:
 
     def __init__(self, *, env: simpy.Environment, spec: ProtocolSpec, protocol_config: Mapping[str, Any],
                  num_nodes: int, network: Network, cpu: CpuConfig, storage: StorageConfig, trace: Trace,
-                 seed: int) -> None:
+                 seed: int, host: HostProfile | None = None) -> None:
         self.env = env
         self.spec = spec
         self.protocol_config = dict(protocol_config)
@@ -174,6 +179,11 @@ class Runtime:
         self._cost = {MESSAGE: cpu.message_s, TIMER: cpu.timer_s, CLIENT: cpu.client_request_s,
                       COLLECTIVE: cpu.collective_s, PERSISTED: cpu.timer_s, WORK: cpu.collective_s}
         self._recover_s = cpu.recover_s
+        # a measured host (seedance.sim.host): service times drawn per input, processes sharing its cores
+        self.host = host
+        self._host_rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(HOST_STREAM,)))
+        self.cores = CorePool(host.cores) if host is not None else None
+        self._client_busy = 0.0
         kinds = network.topology.device_kinds
         self.hosts = [
             Host(i, self, Storage(fsync_s=storage.fsync_s, write_bandwidth_GBps=storage.write_bandwidth_GBps),
@@ -279,6 +289,19 @@ class Runtime:
     def set_timer_rate(self, node_id: int, rate: float) -> None:
         self.hosts[node_id].timer_rate = rate
 
+    def client_cpu(self, now: float) -> float:
+        """On a modelled host: the client process (one thread) spends its per-operation CPU on a shared core; when
+        it is done. Without a host profile clients cost nothing."""
+        if self.host is None:
+            return now
+        start = now if now > self._client_busy else self._client_busy
+        self._client_busy = self.cores.take(start, self.host.client_per_op.draw(self._host_rng))
+        return self._client_busy
+
+    def extra_latency(self) -> float:
+        """On a modelled host: one draw of its process-to-process (loopback) latency; else 0."""
+        return self.host.loopback.draw(self._host_rng) if self.host is not None else 0.0
+
     # --------------------------------------------------------------------------------------------------- inputs
     def deliver(self, dst: int, src: int, message: Any) -> None:
         """A node-to-node message arrives at ``dst`` now."""
@@ -326,9 +349,18 @@ class Runtime:
             self._record((self.env._now, "work-done", host.node_id, repr(effect.work_id), done.ok))
         self._arrive(host, WORK, done)
 
+    def _ready_at(self, host: Host) -> float:
+        """When this node can handle its next input: its own CPU free and, on a modelled host, a core free."""
+        at = host.busy_until
+        if self.cores is not None:
+            core = self.cores.earliest()
+            if core > at:
+                at = core
+        return at
+
     def _arrive(self, host: Host, kind: int, value: Any) -> None:
         now = self.env._now
-        if host.paused or host.busy_until > now or host.inbox:
+        if host.paused or host.inbox or self._ready_at(host) > now:
             host.inbox.append((kind, value))
             self._arm(host)
             return
@@ -338,7 +370,7 @@ class Runtime:
         """Make sure a wake-up is scheduled for when the CPU frees, if inputs wait."""
         if not host.inbox or host.paused or not host.up:
             return
-        at = host.busy_until
+        at = self._ready_at(host)
         if host.wake_at is not None and host.wake_at <= at:
             return
         host.wake_at = at
@@ -354,12 +386,13 @@ class Runtime:
         inbox = host.inbox
         while inbox and host.up and not host.paused:
             now = env._now
-            if host.busy_until > now:
+            ready = self._ready_at(host)
+            if ready > now:
                 # Fast-forward: when nothing else is scheduled up to the moment the CPU frees, handling the next
                 # input now at that moment is exactly what a wake-up event would do (same order, same times).
-                if not self.fast_forward or (queue and queue[0][0] <= host.busy_until):
+                if not self.fast_forward or (queue and queue[0][0] <= ready):
                     break
-                env._now = now = host.busy_until
+                env._now = now = ready
             kind, value = inbox.popleft()
             self._handle(host, kind, value, now)
         self._arm(host)
@@ -377,7 +410,10 @@ class Runtime:
             self._record((now, "persisted", host.node_id, value))
         effects = call_node(host.node, kind, value, now, engine)
         host.handled += 1
-        cursor = now + self._cost[kind]
+        if self.host is None:
+            cursor = now + self._cost[kind]
+        else:
+            cursor = self.cores.take(now, self.host.cpu_cost(kind, self._host_rng))
         host.busy_until = cursor
         if effects:
             engine.perform(effects, cursor)
@@ -418,7 +454,7 @@ class Runtime:
                 if self._tracing:
                     self._record((depart, "drop", src, type(message).__name__, dst, reason))
                 return
-            arrive = network.transit(src, dst, size_bytes, depart) + extra
+            arrive = network.transit(src, dst, size_bytes, depart) + extra + self.extra_latency()
             if self._tracing:
                 self._record((depart, "send", src, type(message).__name__, dst, size_bytes, arrive))
             self._at(arrive, self._delivered, (dst, src, message))
@@ -429,6 +465,8 @@ class Runtime:
                 self._at(again, self._delivered, (dst, src, message))
             return
         arrive = network.transit(src, dst, size_bytes, depart)
+        if self.host is not None:
+            arrive += self.extra_latency()
         if self._tracing:
             self._record((depart, "send", src, type(message).__name__, dst, size_bytes, arrive))
         heappush(self._queue, (arrive, NORMAL, next(self._eid), Call(self.env, self._delivered, (dst, src, message))))

@@ -44,7 +44,7 @@ class Storage:
     """The durable image and volatile buffer of one node."""
 
     __slots__ = ("values", "logs", "records", "checkpoints", "staged", "staged_bytes", "disk_free_s", "fsync_s",
-                 "inv_bandwidth", "bytes_written", "fsyncs", "lost_writes")
+                 "base_fsync_s", "inv_bandwidth", "bytes_written", "fsyncs", "lost_writes")
 
     def __init__(self, *, fsync_s: float, write_bandwidth_GBps: float) -> None:
         self.values: dict[str, Any] = {}
@@ -55,6 +55,7 @@ class Storage:
         self.staged_bytes = 0
         self.disk_free_s = 0.0
         self.fsync_s = fsync_s
+        self.base_fsync_s = fsync_s  # the slow-disk fault adds to fsync_s; the difference is its extra delay
         self.inv_bandwidth = 1.0 / (write_bandwidth_GBps * 1e9)
         self.bytes_written = 0
         self.fsyncs = 0
@@ -69,11 +70,13 @@ class Storage:
         self.staged.append(effect)
         self.staged_bytes += effect.size_bytes
 
-    def sync_done_s(self, now_s: float) -> float:
-        """Book one fsync of everything staged, starting at ``now_s``; when it completes."""
+    def sync_done_s(self, now_s: float, fsync_s: float | None = None) -> float:
+        """Book one fsync of everything staged, starting at ``now_s``; when it completes. ``fsync_s`` overrides the
+        configured latency (a host profile's draw; the slow-disk fault's extra delay still applies on top)."""
         size = self.staged_bytes
         start = now_s if now_s > self.disk_free_s else self.disk_free_s
-        done = start + self.fsync_s + size * self.inv_bandwidth
+        latency = self.fsync_s if fsync_s is None else fsync_s + max(0.0, self.fsync_s - self.base_fsync_s)
+        done = start + latency + size * self.inv_bandwidth
         self.disk_free_s = done
         self.bytes_written += size
         self.fsyncs += 1

@@ -210,7 +210,9 @@ class Clients:
         self._send(client, now)
 
     def _send(self, client: _Client, now: float) -> None:
-        arrive = self.network.transit(client.device, client.target, self.config.request_bytes, now)
+        depart = self.runtime.client_cpu(now)  # a modelled host: the client process's CPU per operation first
+        arrive = self.network.transit(client.device, client.target, self.config.request_bytes, depart) \
+            + self.runtime.extra_latency()
         call_at(self.env, arrive, self._request_arrives, (client.target, client, client.op_seq))
 
     def _request_arrives(self, event: Any) -> None:
@@ -231,7 +233,8 @@ class Clients:
         if not 0 <= reply.client_id < len(self.clients):
             raise ValueError(f"node {node_id} replied to unknown client {reply.client_id}")
         client = self.clients[reply.client_id]
-        arrive = self.network.transit(node_id, client.device, self.config.reply_bytes, depart_s)
+        arrive = self.network.transit(node_id, client.device, self.config.reply_bytes, depart_s) \
+            + self.runtime.extra_latency()
         call_at(self.env, arrive, self._reply_arrives, (client, node_id, reply))
 
     def _reply_arrives(self, event: Any) -> None:

@@ -1,0 +1,179 @@
+"""Does the simulator predict a real run of the same protocol? ``seedance experiment sim-vs-real``.
+
+Method:
+
+1. A host profile (:mod:`seedance.sim.host`) measured on this machine by ``seedance real profile`` (or given): its
+   CPU samples come from one real run (the *fitted* configuration, recorded in the profile); every other
+   configuration is *held out* — the simulator never saw a run of it.
+2. For each configuration (closed-loop client count × value size; writes only, fsync on) and each of ``repeats``
+   rounds: one real run (``seedance real run``, the protocol's processes on loopback) and one simulated run with
+   the profile (``sim run --host-profile``, seed = round), the same protocol, nodes, clients and duration.
+3. Per configuration the median over rounds of throughput, p50 and p99 on each side, the ratio predicted / real and
+   its range over rounds. The headline: the median |relative error| over held-out configurations, for throughput,
+   p50 and p99, and the spread check (simulated p99/p50 over real p99/p50).
+
+Outputs: ``rows.csv`` (one row per configuration and round), ``summary.json`` (medians, errors, provenance), and
+``sim_vs_real.pdf/.png`` (predicted vs measured with the y = x line, throughput and p99).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Config:
+    clients: int
+    value_size: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"clients={self.clients}" + (f",value={self.value_size}B" if self.value_size else "")
+
+
+DEFAULT_CONFIGS = (Config(2), Config(8), Config(32), Config(8, 1024))
+QUICK_CONFIGS = (Config(2), Config(8), Config(32))
+
+
+def _real(protocol: str, nodes: int, config: Config, duration_s: float, seed: int, out: Path) -> dict[str, Any]:
+    from seedance.real.clients import Workload
+    from seedance.real.run import run_real
+
+    workload = Workload(num_clients=config.clients, read_fraction=0.0, cas_fraction=0.0,
+                        value_size_bytes=config.value_size)
+    return run_real(protocol=protocol, nodes=nodes, clients=config.clients, duration_s=duration_s, seed=seed,
+                    out=out, workload=workload, check=False, trace=False)  # the election is in both sides
+
+
+def _sim(protocol: str, nodes: int, config: Config, duration_s: float, seed: int, profile: Any) -> dict[str, Any]:
+    from seedance.sim.config import SimConfig, WorkloadConfig
+    from seedance.sim.run import simulate
+
+    workload = WorkloadConfig(clients=config.clients, mix=(0.0, 1.0, 0.0), op_timeout_s=1.0,
+                              request_bytes=64 + config.value_size)
+    result = simulate(SimConfig(protocol=protocol, nodes=nodes, duration_s=duration_s, seed=seed,
+                                workload=workload, trace=False, check=False, host_profile=profile), liveness=False)
+    return {"throughput_ops_s": result.throughput_ops_s, "latency_ms_p50": result.latency_ms_p50,
+            "latency_ms_p99": result.latency_ms_p99}
+
+
+def _rel(predicted: float | None, real: float | None) -> float | None:
+    if predicted is None or real is None or real == 0:
+        return None
+    return abs(predicted - real) / real
+
+
+def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, configs: Sequence[Config],
+                   repeats: int = 3, duration_s: float = 3.0,
+                   progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run every configuration ``repeats`` times on both sides; rows and the summary (see the module docstring)."""
+    import pandas as pd
+
+    fitted = (profile.measured or {}).get("config", {})
+    rows = []
+    for config in configs:
+        held_out = not (fitted.get("clients") == config.clients and config.value_size == 0
+                        and fitted.get("protocol", protocol) == protocol)
+        for rnd in range(repeats):
+            if progress is not None:
+                progress(f"{config.name} round {rnd + 1}/{repeats}")
+            real = _real(protocol, nodes, config, duration_s, rnd + 1, out / "runs" / f"{config.name}-{rnd}")
+            sim = _sim(protocol, nodes, config, duration_s, rnd + 1, profile)
+            rows.append({"protocol": protocol, "config": config.name, "clients": config.clients,
+                         "value_size": config.value_size, "round": rnd, "held_out": held_out,
+                         "real_ops_s": real["throughput_ops_s"], "sim_ops_s": sim["throughput_ops_s"],
+                         "real_p50_ms": real["latency_ms_p50"], "sim_p50_ms": sim["latency_ms_p50"],
+                         "real_p99_ms": real["latency_ms_p99"], "sim_p99_ms": sim["latency_ms_p99"],
+                         "real_loadavg": (real.get("provenance") or {}).get("loadavg_1min")})
+    frame = pd.DataFrame(rows)
+    per_config = []
+    for name, group in frame.groupby("config", sort=False):
+        med = group.median(numeric_only=True)
+        ratio = group.sim_ops_s / group.real_ops_s
+        per_config.append({"protocol": protocol, "config": name, "held_out": bool(group.held_out.iloc[0]),
+                           "real_ops_s": float(med.real_ops_s), "sim_ops_s": float(med.sim_ops_s),
+                           "real_p50_ms": float(med.real_p50_ms), "sim_p50_ms": float(med.sim_p50_ms),
+                           "real_p99_ms": float(med.real_p99_ms), "sim_p99_ms": float(med.sim_p99_ms),
+                           "ratio_ops": float(med.sim_ops_s / med.real_ops_s),
+                           "ratio_ops_range": [float(ratio.min()), float(ratio.max())],
+                           "spread_ratio": float((med.sim_p99_ms / med.sim_p50_ms) / (med.real_p99_ms /
+                                                                                      med.real_p50_ms))})
+    held = [r for r in per_config if r["held_out"]]
+
+    def median_error(key: str, rows_: list[dict[str, Any]]) -> float | None:
+        errors = [_rel(r[f"sim_{key}"], r[f"real_{key}"]) for r in rows_]
+        errors = [e for e in errors if e is not None]
+        return float(np.median(errors)) if errors else None
+
+    def per_round_error(key: str) -> list[float]:  # the headline per round: how repeatable is it?
+        out_ = []
+        for rnd in range(repeats):
+            part = frame[(frame["round"] == rnd) & frame.held_out]
+            errs = [_rel(s, r) for s, r in zip(part[f"sim_{key}"], part[f"real_{key}"])]
+            errs = [e for e in errs if e is not None]
+            if errs:
+                out_.append(float(np.median(errs)))
+        return out_
+
+    rounds = per_round_error("ops_s")
+    summary = {
+        "protocol": protocol, "nodes": nodes, "repeats": repeats, "duration_s": duration_s,
+        "fitted_config": fitted, "rows": per_config,
+        "median_abs_rel_error_throughput_heldout": median_error("ops_s", held),
+        "median_abs_rel_error_p50_heldout": median_error("p50_ms", held),
+        "median_abs_rel_error_p99_heldout": median_error("p99_ms", held),
+        "throughput_error_by_round_heldout": rounds,
+        "throughput_error_round_spread_pp": (100 * (max(rounds) - min(rounds))) if len(rounds) > 1 else None,
+        "spread_ratio_heldout": [r["spread_ratio"] for r in held],
+    }
+    return {"frame": frame, "summary": summary}
+
+
+def figure(per_config: list[dict[str, Any]]) -> Any:
+    """Predicted vs measured (throughput, p99), y = x dashed; held-out configurations filled, fitted hollow."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    sns.set_theme(style="whitegrid", context="paper")
+    fig, axes = plt.subplots(1, 2, figsize=(7.0, 3.2))
+    for ax, key, label in ((axes[0], "ops_s", "throughput (ops/s)"), (axes[1], "p99_ms", "p99 latency (ms)")):
+        for row in per_config:
+            real, sim = row[f"real_{key}"], row[f"sim_{key}"]
+            ax.scatter([real], [sim], marker="o", s=36, facecolors="C0" if row["held_out"] else "none",
+                       edgecolors="C0")
+            ax.annotate(row["config"], (real, sim), fontsize=6, xytext=(3, 3), textcoords="offset points")
+        values = [row[f"{side}_{key}"] for row in per_config for side in ("real", "sim")]
+        lo, hi = min(values) * 0.8, max(values) * 1.25
+        ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(f"measured {label}")
+        ax.set_ylabel(f"simulated {label}")
+    axes[0].set_title("filled: held out; hollow: the profile's own run", fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def save(result: dict[str, Any], out: Path, *, provenance: dict[str, Any]) -> dict[str, str]:
+    out.mkdir(parents=True, exist_ok=True)
+    artifacts = {}
+    result["frame"].to_csv(out / "rows.csv", index=False)
+    artifacts["rows"] = str(out / "rows.csv")
+    document = {**result["summary"], "provenance": provenance}
+    (out / "summary.json").write_text(json.dumps(document, indent=2, default=str) + "\n")
+    artifacts["summary"] = str(out / "summary.json")
+    fig = figure(result["summary"]["rows"])
+    for suffix in ("pdf", "png"):
+        path = out / f"sim_vs_real.{suffix}"
+        fig.savefig(path, dpi=200)
+        artifacts[f"figure_{suffix}"] = str(path)
+    return artifacts

@@ -1,0 +1,148 @@
+"""``seedance real profile``: measure this machine's service-time distributions for the simulator's host model.
+
+Method (each part a measurement of the real backend's own code paths on this machine):
+
+* fsync: 300 appends of 128 bytes to a file in the profile's directory, each followed by ``os.fsync`` (the shape of
+  a node's log append), timed with ``perf_counter``; write bandwidth: 4 writes of 8 MiB, each fsynced.
+* loopback: 2,000 round trips of a 64-byte message to an echo process over TCP on 127.0.0.1; one-way = RTT / 2.
+* CPU: a real Raft run (``--nodes`` processes, ``--clients`` closed-loop clients, ``--duration`` s, fsync on) with
+  ``SEEDANCE_CPU_PROFILE=1``: every node samples the loop thread's CPU time (``thread_time``) of each input it
+  handles (handler and effect execution), by input kind, and its loop thread's total CPU; the difference per input
+  is the frame I/O the handler timing does not see (receive, HMAC, decode; encode and send of what follows). The
+  client process's CPU during the load divided by the operations it ran is the client cost per operation.
+* Fits: log-normal per kind by maximum likelihood (location 0), capped at the 99.9th percentile.
+
+The profile records the machine (CPU model, cores, kernel, the filesystem of the directory, load average) and the
+configuration it was measured with, so ``experiment sim-vs-real`` can tell fitted from held-out configurations.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from seedance.sim.host import KINDS, HostProfile, LogNormal, machine_facts
+
+_ECHO = r"""
+import socket, sys
+srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(("127.0.0.1", 0)); srv.listen(1)
+print(srv.getsockname()[1], flush=True)
+conn, _ = srv.accept(); conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+while True:
+    data = conn.recv(65536)
+    if not data:
+        break
+    conn.sendall(data)
+"""
+
+
+def measure_fsync(directory: Path, samples: int = 300) -> tuple[list[float], float]:
+    """fsync latency samples (s) of 128-byte appends, and write bandwidth (GB/s) of 8 MiB fsynced writes."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "fsync-probe.log"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    latencies = []
+    try:
+        record = b"x" * 128
+        for _ in range(samples):
+            start = time.perf_counter()
+            os.write(fd, record)
+            os.fsync(fd)
+            latencies.append(time.perf_counter() - start)
+        block = os.urandom(8 << 20)
+        rates = []
+        for _ in range(4):
+            start = time.perf_counter()
+            os.write(fd, block)
+            os.fsync(fd)
+            rates.append(len(block) / (time.perf_counter() - start) / 1e9)
+    finally:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+    return latencies, float(np.median(rates))
+
+
+def measure_loopback(round_trips: int = 2000) -> list[float]:
+    """One-way process-to-process latency samples (s) over TCP on 127.0.0.1."""
+    echo = subprocess.Popen([sys.executable, "-c", _ECHO], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(echo.stdout.readline())  # type: ignore[union-attr]
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            message = b"p" * 64
+            samples = []
+            for _ in range(round_trips):
+                start = time.perf_counter()
+                sock.sendall(message)
+                got = 0
+                while got < len(message):
+                    got += len(sock.recv(65536))
+                samples.append((time.perf_counter() - start) / 2)
+        return samples
+    finally:
+        echo.kill()
+        echo.wait(timeout=10)
+
+
+def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, seed: int) -> dict[str, Any]:
+    """Handler CPU samples per input kind, frame I/O per input and client CPU per op, from a real Raft run."""
+    from seedance.real.clients import Workload
+    from seedance.real.run import run_real
+    from seedance.real.runtime import CPU_PROFILE_ENV
+
+    run_dir = work_dir / "raft"
+    summary = run_real(protocol="raft", nodes=nodes, clients=clients, duration_s=duration_s, seed=seed, out=run_dir,
+                       workload=Workload(num_clients=clients, read_fraction=0.0, cas_fraction=0.0), check=False,
+                       extra_env={CPU_PROFILE_ENV: "1"}, trace=False)
+    handler: dict[str, list[float]] = {k: [] for k in KINDS}
+    loop_cpu = 0.0
+    for path in sorted(run_dir.glob("node-*/cpu-profile-*.json")):
+        data = json.loads(path.read_text())
+        loop_cpu += data["loop_cpu_ns"] / 1e9
+        for kind, samples in data["handler_ns"].items():
+            handler.setdefault(kind, []).extend(s / 1e9 for s in samples)
+    inputs = sum(len(v) for v in handler.values())
+    handled_cpu = sum(sum(v) for v in handler.values())
+    ops = summary["ops_ok"] + summary["ops_failed"] + summary["ops_info"]
+    return {"handler": handler, "io_per_input_s": max(0.0, loop_cpu - handled_cpu) / max(inputs, 1),
+            "client_per_op_s": (summary.get("client_cpu_s") or 0.0) / max(ops, 1), "summary": summary,
+            "inputs": inputs}
+
+
+def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s: float = 3.0,
+                 seed: int = 1) -> HostProfile:
+    """Measure everything (see the module docstring) and fit the profile."""
+    work_dir = Path(work_dir)
+    facts = machine_facts(work_dir)
+    fsync_samples, bandwidth = measure_fsync(work_dir)
+    loopback = measure_loopback()
+    cpu = measure_cpu(work_dir, nodes=nodes, clients=clients, duration_s=duration_s, seed=seed)
+    summary = cpu["summary"]
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return HostProfile(
+        cores=cores,
+        cpu={k: LogNormal.fit(v) for k, v in cpu["handler"].items() if k in KINDS},
+        io_per_input=LogNormal(cpu["io_per_input_s"]),
+        fsync=LogNormal.fit(fsync_samples),
+        write_bandwidth_GBps=bandwidth,
+        loopback=LogNormal.fit(loopback),
+        client_per_op=LogNormal(cpu["client_per_op_s"]),
+        measured={**facts, "cores_used": cores, "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                  "config": {"protocol": "raft", "nodes": nodes, "clients": clients, "duration_s": duration_s,
+                             "seed": seed, "fsync": True},
+                  "samples": {"fsync": len(fsync_samples), "loopback": len(loopback), "inputs": cpu["inputs"]},
+                  "raft_run": {k: summary.get(k) for k in ("throughput_ops_s", "latency_ms_p50", "latency_ms_p99",
+                                                           "ops_ok")}},
+    )

@@ -1,0 +1,227 @@
+"""The host model: service-time distributions measured on a real machine, and processes sharing its cores.
+
+A :class:`HostProfile` (written by ``seedance real profile``, read by ``sim run --host-profile``) holds what the
+simulator's textbook constants leave out:
+
+* CPU time per handled input, by input kind (message, timer, client, collective, persisted, work), as a fitted
+  log-normal (median and shape sigma; Hoefler & Belli, SC'15 rule 5: service times are skewed, report and model the
+  distribution, not a mean), plus the per-input cost of the node's own frame I/O (receive, HMAC check, decode,
+  encode, send) that the handler timing does not see;
+* fsync latency (log-normal) and write bandwidth of the run directory's filesystem;
+* one-way loopback latency between processes (log-normal);
+* the client process's CPU per operation (the real backend drives all clients from one process);
+* the number of cores, and where and when it was measured (CPU model, kernel, filesystem, load average).
+
+Contention: with a profile, the N node processes and the client process share ``cores`` cores (:class:`CorePool`):
+an input is handled only when its node's own CPU *and* some core are free, so 3 nodes and a client process on 2
+cores queue behind each other as they do here. Every draw comes from the run's host generator (a child of the root
+seed), so a run stays a pure function of (config, seed, profile).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import platform
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from seedance.errors import SpecError
+
+KINDS = ("message", "timer", "client", "collective", "persisted", "work")
+
+
+@dataclass(frozen=True)
+class LogNormal:
+    """A log-normal service time: ``median_s · exp(sigma · N(0, 1))``, clipped at ``cap_s`` (a tail, not infinity)."""
+
+    median_s: float
+    sigma: float = 0.0
+    cap_s: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("median_s", "sigma"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise SpecError(f"host profile {name}", f"must be a finite number >= 0, got {value!r}")
+        if self.cap_s is not None and (not math.isfinite(self.cap_s) or self.cap_s <= 0):
+            raise SpecError("host profile cap_s", f"must be a finite number > 0 or null, got {self.cap_s!r}")
+
+    @property
+    def mean_s(self) -> float:
+        return self.median_s * math.exp(self.sigma ** 2 / 2)
+
+    def draw(self, rng: np.random.Generator) -> float:
+        if self.sigma == 0.0:
+            return self.median_s
+        value = self.median_s * math.exp(self.sigma * float(rng.standard_normal()))
+        return min(value, self.cap_s) if self.cap_s is not None else value
+
+    @classmethod
+    def fit(cls, samples: Any, *, cap_quantile: float = 0.999) -> LogNormal:
+        """Maximum-likelihood log-normal (location 0) of positive samples; the cap is their 99.9th percentile."""
+        values = np.asarray([s for s in samples if s > 0], dtype=float)
+        if values.size == 0:
+            return cls(0.0)
+        logs = np.log(values)
+        return cls(float(np.exp(logs.mean())), float(logs.std()), float(np.quantile(values, cap_quantile)))
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> LogNormal:
+        if isinstance(data, (int, float)) and not isinstance(data, bool):
+            return cls(float(data))
+        if not isinstance(data, Mapping):
+            raise SpecError(where, f"expected {{median_s, sigma, cap_s}} or a number, got {data!r}")
+        unknown = set(data) - {"median_s", "sigma", "cap_s"}
+        if unknown:
+            raise SpecError(where, f"unknown field(s) {', '.join(sorted(unknown))}", "median_s, sigma, cap_s")
+        if "median_s" not in data:
+            raise SpecError(where, "missing median_s", "median_s (seconds), sigma (log-normal shape), cap_s")
+        try:
+            return cls(float(data["median_s"]), float(data.get("sigma", 0.0)),
+                       None if data.get("cap_s") is None else float(data["cap_s"]))
+        except (TypeError, ValueError):
+            raise SpecError(where, f"not numbers: {data!r}", "median_s, sigma, cap_s as numbers") from None
+        except SpecError as err:
+            raise SpecError(where, err.problem, err.valid) from None
+
+
+@dataclass(frozen=True)
+class HostProfile:
+    cores: int
+    cpu: dict[str, LogNormal]  # per input kind: the handler's CPU time
+    io_per_input: LogNormal  # the node's frame I/O per input (receive, verify, decode, encode, send)
+    fsync: LogNormal
+    write_bandwidth_GBps: float
+    loopback: LogNormal  # one-way latency process to process
+    client_per_op: LogNormal  # the client process's CPU per operation
+    measured: dict[str, Any] = field(default_factory=dict)  # where / when / how
+
+    def cpu_cost(self, kind: int, rng: np.random.Generator) -> float:
+        return self.cpu[KINDS[kind]].draw(rng) + self.io_per_input.draw(rng)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["cpu"] = {k: asdict(v) for k, v in self.cpu.items()}
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "host profile") -> HostProfile:
+        if not isinstance(data, Mapping):
+            raise SpecError(where, "expected a mapping (a host profile written by `seedance real profile`)")
+        required = ("cores", "cpu", "io_per_input", "fsync", "write_bandwidth_GBps", "loopback", "client_per_op")
+        missing = [k for k in required if k not in data]
+        if missing:
+            raise SpecError(where, f"missing field(s) {', '.join(missing)}", f"required: {', '.join(required)}")
+        unknown = set(data) - set(required) - {"measured"}
+        if unknown:
+            raise SpecError(where, f"unknown field(s) {', '.join(sorted(unknown))}",
+                            f"valid: {', '.join(required)}, measured")
+        cores = data["cores"]
+        if isinstance(cores, bool) or not isinstance(cores, int) or not 1 <= cores <= 4096:
+            raise SpecError(f"{where}: cores", f"must be an integer in 1..4096, got {cores!r}")
+        cpu = data["cpu"]
+        if not isinstance(cpu, Mapping) or set(cpu) - set(KINDS):
+            raise SpecError(f"{where}: cpu", f"expected a mapping of input kinds, got {cpu!r}",
+                            f"keys among {', '.join(KINDS)}")
+        bandwidth = data["write_bandwidth_GBps"]
+        if isinstance(bandwidth, bool) or not isinstance(bandwidth, (int, float)) or not (
+                math.isfinite(bandwidth) and bandwidth > 0):
+            raise SpecError(f"{where}: write_bandwidth_GBps", f"must be a finite number > 0, got {bandwidth!r}")
+        return cls(
+            cores=cores,
+            cpu={k: LogNormal.from_dict(cpu.get(k, 0.0), f"{where}: cpu.{k}") for k in KINDS},
+            io_per_input=LogNormal.from_dict(data["io_per_input"], f"{where}: io_per_input"),
+            fsync=LogNormal.from_dict(data["fsync"], f"{where}: fsync"),
+            write_bandwidth_GBps=float(bandwidth),
+            loopback=LogNormal.from_dict(data["loopback"], f"{where}: loopback"),
+            client_per_op=LogNormal.from_dict(data["client_per_op"], f"{where}: client_per_op"),
+            measured=dict(data.get("measured") or {}),
+        )
+
+
+def load_profile(path: str | Path) -> HostProfile:
+    """Read a host profile (YAML or JSON); a clear error naming the field otherwise."""
+    import yaml
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as err:
+        raise SpecError("--host-profile", f"cannot read {path}: {err.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise SpecError("--host-profile", f"{path} is not YAML/JSON: {err}") from None
+    return HostProfile.from_dict(data, f"host profile {path}")
+
+
+def save_profile(profile: HostProfile, path: str | Path) -> Path:
+    """Write ``profile`` as YAML, atomically (temp file, fsync, rename)."""
+    import os
+    import tempfile
+
+    import yaml
+
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            yaml.safe_dump(profile.to_dict(), handle, sort_keys=False)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return target
+
+
+def machine_facts(directory: str | Path) -> dict[str, Any]:
+    """Where a profile was measured: CPU model, cores, kernel, filesystem of ``directory``, load average."""
+    import os
+
+    cpu_model = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    filesystem = "?"
+    try:
+        target = str(Path(directory).resolve())
+        best = ""
+        for line in Path("/proc/mounts").read_text().splitlines():
+            _, mount, fstype, *_ = line.split()
+            if target.startswith(mount) and len(mount) > len(best):
+                best, filesystem = mount, fstype
+    except OSError:
+        pass
+    return {"cpu_model": cpu_model, "cores": os.cpu_count(), "kernel": platform.release(),
+            "filesystem": filesystem, "directory": str(directory), "loadavg_1min": os.getloadavg()[0],
+            "python": platform.python_version()}
+
+
+class CorePool:
+    """``cores`` cores shared by every process of the modelled host (a min-heap of the times each core frees)."""
+
+    def __init__(self, cores: int) -> None:
+        self.free = [0.0] * cores
+        heapq.heapify(self.free)
+
+    def earliest(self) -> float:
+        return self.free[0]
+
+    def take(self, start: float, cost: float) -> float:
+        """Run ``cost`` seconds on the earliest-free core, not before ``start``; when it ends."""
+        begin = max(start, heapq.heappop(self.free))
+        end = begin + cost
+        heapq.heappush(self.free, end)
+        return end
