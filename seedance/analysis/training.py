@@ -117,6 +117,8 @@ def summarize(events: Iterable[Any], *, world: int, crashed: Iterable[int] = (),
         "global_resync": bool(recovery),
         "recovery_s_mean": float(np.mean(recoveries)) if recoveries else None,
         "commit_overhead_pct": float(np.mean(overheads)) if overheads else None,
+        "train_time_s": float(np.mean([f["train_time_s"] for f in finals.values() if f.get("train_time_s")]))
+        if finals else None,
         "false_alarms": false_alarms,
         "false_convergence": false_convergence,
         "offline_verdicts": offline,

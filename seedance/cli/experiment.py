@@ -135,3 +135,8 @@ def sim_vs_real(protocol: str, out_dir: str, host_profile: str | None, quick: bo
         value = summary[f"median_abs_rel_error_{key}_heldout"]
         click.echo(f"median |error| {key} (held out): {'-' if value is None else f'{100 * value:.0f} %'}")
     click.echo(f"wrote {len(artifacts)} files to {out_dir}")
+
+
+from seedance.cli.train import failure_scenarios as _failure_scenarios  # noqa: E402  (issue F)
+
+command.add_command(_failure_scenarios)

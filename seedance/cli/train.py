@@ -133,3 +133,29 @@ def command() -> None:
 
 command.add_command(sim_train, name="sim")
 command.add_command(real_train, name="real")
+
+
+@click.command(name="failure-scenarios")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory for results.")
+@click.option("--quick", is_flag=True, help="2 simulator seeds, F2/F3/F8 for real (about a minute here).")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="First seed.")
+@click.option("--no-real", "no_real", is_flag=True, help="Simulator rows only.")
+@json_option
+def failure_scenarios(out_dir: str, quick: bool, seed: int, no_real: bool, as_json: bool) -> None:
+    """The seed's impact table for F1-F8, buggy and fixed, simulated and real: CSV, LaTeX, figure, summary.json."""
+    import sys
+
+    from seedance.analysis.scenarios import ROW_FIELDS, run
+    from seedance.provenance import run_metadata
+
+    V.check_writable_dir("--out", out_dir)
+    result = run(quick=quick, out=out_dir, seed=seed, real=not no_real,
+                 progress=lambda text: print(text, file=sys.stderr) if sys.stderr.isatty() else None)
+    result["summary"]["provenance"] = run_metadata(seed=seed, spec={"quick": quick, "real": not no_real})
+    if as_json:
+        emit_json(result)
+        return
+    for row in result["rows"]:
+        click.echo("  ".join(f"{row[k]}" for k in ROW_FIELDS))
+    click.echo(f"fixed clean: {result['summary']['fixed_clean']}; buggy detected: "
+               f"{result['summary']['buggy_detected']}; wrote {len(result['artifacts'])} files to {out_dir}")
