@@ -30,7 +30,8 @@ the join (each install replaces a smaller entry), so the per-replica sequences o
 total order: a pair of writes installed in opposite orders by two replicas is **DivergentOrder**; a value applied
 twice by one replica is **DuplicateApply**; a value no write wrote is **ThinAirApply**. The key's order is the union of
 the chains (a topological order, ties by the time a write was first applied). A write *reached* a replica when the
-replica applied it or a write after it; its convergence time is when it reached the last of the ``nodes`` replicas,
+replica applied it or a write after it (a keyed ``"observe"`` event, a recovered replica holding a value again,
+counts as holding it, never as a second apply); its convergence time is when it reached the last of the ``nodes`` replicas,
 minus its invoke time. The run **converged** when every acknowledged (ok) write invoked at least ``settle_s``
 before the end of the history reached every replica — otherwise **NotConverged** (``LostWrite`` when no replica
 ever applied it) — and the replicas' final values agree on every key whose last apply is older than ``settle_s``
@@ -288,7 +289,7 @@ def check_convergence(ops: Sequence[Op], replicas: Sequence[ReplicaEvent], nodes
                       settle_s: float = 0.1, end_s: float | None = None) -> dict[str, Any]:
     """Convergence of the replicas (see the module docstring): anomalies, ``converged`` and per-write times."""
     report = _Report()
-    applies = [e for e in replicas if e.f == "apply"]
+    applies = [e for e in replicas if e.f == "apply" or (e.f == "observe" and e.key is not None)]
     if nodes is None:
         nodes = max((e.node for e in applies), default=-1) + 1
     if end_s is None:
@@ -300,6 +301,12 @@ def check_convergence(ops: Sequence[Op], replicas: Sequence[ReplicaEvent], nodes
     chains: dict[Any, dict[int, list[tuple[float, Any]]]] = defaultdict(lambda: defaultdict(list))
     seen: set[tuple[int, Any, Any]] = set()
     for e in applies:
+        if e.f == "observe":  # a replica holds this value again (after recovery): no new apply
+            chain = chains[e.key][e.node]
+            seen.add((e.node, e.key, e.value))
+            if not chain or chain[-1][1] != e.value:
+                chain.append((e.time, e.value))
+            continue
         if (e.node, e.key, e.value) in seen:
             report.add("DuplicateApply", f"node {e.node} applied {e.key}={e.value!r} twice", node=e.node,
                        key=e.key, value=e.value, time=e.time)

@@ -54,7 +54,16 @@ def command() -> None:
 @click.option("--nemesis", default="", help="Comma-separated faults (see `seedance sim faults`); empty: none.")
 @click.option("--faulty-fraction", type=Number(0, 1, lo_open=True), default=0.6, show_default=True,
               help="Fraction of the run with faults; the rest is the healed phase.")
-@click.option("--workload", type=click.Choice(["closed", "open"]), default="closed", show_default=True)
+@click.option("--workload", type=click.Choice(["closed", "open", "frame"]), default="closed", show_default=True,
+              help="closed loop, open loop (--rate), or frame (--frame-rate bursts of --writes-per-frame writes and "
+                   "a read).")
+@click.option("--frame-rate", type=Number(0, 1000, lo_open=True), default=None, metavar="HZ",
+              help="Frames per second per client (implies --workload frame; default 60 there).")
+@click.option("--writes-per-frame", type=Integer(1, 10_000), default=None, metavar="N",
+              help="Writes per frame burst (implies --workload frame; default 1).")
+@click.option("--width", type=Integer(1, 1024), default=None, help="Pixel-grid width (grid protocols: sets "
+              "--set width and --keys to width x height).")
+@click.option("--height", type=Integer(1, 1024), default=None, help="Pixel-grid height (see --width).")
 @click.option("--rate", type=Number(0, V.MAX_RATE_OPS_S, lo_open=True), default=1000.0, show_default=True, help="Open-loop arrivals per second.")
 @click.option("--mix", default="0.5,0.4,0.1", show_default=True, help="read,write,cas fractions.")
 @click.option("--keys", type=Integer(1, V.MAX_KEYS), default=8, show_default=True, help="Number of keys.")
@@ -79,7 +88,8 @@ def command() -> None:
 @progress_option
 def run_command(protocol: str, nodes: int, topology: str | None, hosts: int | None, nodes_per_host: int | None,
                 clients: int, duration: float,
-                seed: int, nemesis: str, faulty_fraction: float, workload: str, rate: float, mix: str, keys: int,
+                seed: int, nemesis: str, faulty_fraction: float, workload: str, frame_rate: float | None,
+                writes_per_frame: int | None, width: int | None, height: int | None, rate: float, mix: str, keys: int,
                 key_dist: str, op_timeout: float, settings: tuple[str, ...], extra: str | None, check: bool,
                 check_timeout: float, trace: bool, background: tuple[str, ...], host_profile: str | None,
                 monitor: bool,
@@ -95,12 +105,23 @@ def run_command(protocol: str, nodes: int, topology: str | None, hosts: int | No
 
     faults = fault_table.parse(nemesis, fault_table.SIM)  # same parsing as `real run --nemesis`
     more = parse_extra(extra)
+    protocol_settings = parse_settings(settings)
+    frame: dict[str, Any] = {}
+    if frame_rate is not None or writes_per_frame is not None:
+        workload = "frame"
+    if workload == "frame":
+        frame = {"frame_rate_hz": 60.0 if frame_rate is None else frame_rate,
+                 "writes_per_frame": 1 if writes_per_frame is None else writes_per_frame}
+    if width is not None or height is not None:
+        grid = {"width": width or height, "height": height or width}
+        protocol_settings = {**protocol_settings, **grid}
+        keys = grid["width"] * grid["height"]
     config = SimConfig(
         protocol=protocol, nodes=nodes, duration_s=duration, seed=seed, topology=topology, topology_hosts=hosts,
         nodes_per_host=nodes_per_host,
-        protocol_config=parse_settings(settings),
+        protocol_config=protocol_settings,
         workload=WorkloadConfig(mode=workload, clients=clients, rate_ops_s=rate, mix=parse_mix(mix), keys=keys,
-                                op_timeout_s=op_timeout, **_key_dist(key_dist), **more.get("workload", {})),
+                                op_timeout_s=op_timeout, **_key_dist(key_dist), **frame, **more.get("workload", {})),
         nemesis=NemesisConfig(faults=faults, faulty_fraction=faulty_fraction, **more.get("nemesis", {})),
         cpu=CpuConfig(**more.get("cpu", {})), storage=StorageConfig(**more.get("storage", {})),
         check=check, check_timeout_s=check_timeout, trace=trace, background=background, monitor=monitor,

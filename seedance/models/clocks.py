@@ -107,6 +107,8 @@ def join(a: VC, b: VC) -> VC:
     """Componentwise maximum (the least upper bound of the two clocks)."""
     _check_same_form(a, b)
     if _dense(a):
+        if a.shape == b.shape:
+            return np.maximum(a, b)
         x, y = _pad(np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64))
         return np.maximum(x, y)
     out = dict(a)
@@ -125,6 +127,8 @@ def leq(v1: VC, v2: VC) -> bool:
     """``v1 ≤ v2`` componentwise (every event ``v1`` knows, ``v2`` knows)."""
     _check_same_form(v1, v2)
     if _dense(v1):
+        if v1.shape == v2.shape:
+            return bool((v1 <= v2).all())
         x, y = _pad(np.asarray(v1), np.asarray(v2))
         return bool(np.all(x <= y))
     return all(c <= v2.get(k, 0) for k, c in v1.items())

@@ -113,12 +113,22 @@ class GridDelta:
 
 def join_deltas(a: GridDelta, b: GridDelta) -> GridDelta:
     """``a ⊔ b`` of two sparse states (a delta-group): per pixel the greater entry, clocks joined."""
-    clock = clocks.join(a.clock, b.clock)
-    if len(a) == 0 or len(b) == 0:
-        src = b if len(a) == 0 else a
+    return join_many([a, b])
+
+
+def join_many(deltas: list[GridDelta]) -> GridDelta:
+    """The join of several sparse states at once (one sort): per pixel the greatest entry, clocks joined."""
+    if not deltas:
+        return GridDelta.empty()
+    clock = deltas[0].clock
+    for d in deltas[1:]:
+        clock = clocks.join(clock, d.clock)
+    full = [d for d in deltas if len(d)]
+    if len(full) <= 1:
+        src = full[0] if full else deltas[0]
         return GridDelta(idx=src.idx, **src.fields(), clock=clock)
-    idx = np.concatenate([a.idx, b.idx])
-    cat = {n: np.concatenate([getattr(a, n), getattr(b, n)]) for n in _FIELDS}
+    idx = np.concatenate([d.idx for d in full])
+    cat = {n: np.concatenate([getattr(d, n) for d in full]) for n in _FIELDS}
     # sort by pixel, then by the entry key ascending: the last row of each pixel is its maximum
     order = np.lexsort((cat["value"], cat["seq"], cat["node"], cat["t"], cat["version"], idx))
     idx = idx[order]
@@ -281,10 +291,7 @@ class DeltaBuffer:
         """Δ[start, counter): the join of the groups from ``start`` (which must still be held)."""
         if start < self.base:
             raise ValueError(f"group {start} was collected (first held: {self.base})")
-        out = GridDelta.empty()
-        for n in range(start, self.counter):
-            out = join_deltas(out, self.groups[n])
-        return out
+        return join_many([self.groups[n] for n in range(start, self.counter)])
 
     def ack(self, peer: int, upto: int) -> None:
         """``peer`` holds our groups before ``upto`` (it may have restarted and hold fewer than it said before)."""

@@ -22,7 +22,7 @@ from typing import Any
 
 from seedance.errors import SpecError
 
-WORKLOAD_MODES = ("closed", "open")
+WORKLOAD_MODES = ("closed", "open", "frame")
 KEY_DISTRIBUTIONS = ("uniform", "zipf", "conflict")
 
 
@@ -66,7 +66,9 @@ class WorkloadConfig:
 
     ``mode`` "closed": ``clients`` clients, each with one operation outstanding, issuing the next after
     ``think_s``. "open": Poisson arrivals at ``rate_ops_s`` (each arrival takes an idle process or a new one).
-    ``mix`` is the (read, write, cas) probability triple. ``key_distribution``: "uniform" over ``keys`` keys,
+    "frame": ``clients`` clients, each issuing every ``1 / frame_rate_hz`` seconds a burst of ``writes_per_frame``
+    writes then one read, one after the other (a frame not finished by the next one is cut short: the next burst
+    replaces it); ``mix`` is not used. ``mix`` is the (read, write, cas) probability triple. ``key_distribution``: "uniform" over ``keys`` keys,
     "zipf" with exponent ``zipf_s``, or "conflict": a fraction ``conflict_rate`` of ops on the hot key ``k0``, the
     rest uniform over the others.
     """
@@ -84,6 +86,8 @@ class WorkloadConfig:
     not_leader_backoff_s: float = 0.005
     request_bytes: int = 64
     reply_bytes: int = 64
+    frame_rate_hz: float = 60.0  # mode "frame": bursts per second per client
+    writes_per_frame: int = 1  # mode "frame": writes per burst (then one read)
 
     def __post_init__(self) -> None:
         if self.mode not in WORKLOAD_MODES:
@@ -101,6 +105,10 @@ class WorkloadConfig:
                             "e.g. 0.5,0.4,0.1 for read,write,cas")
         object.__setattr__(self, "mix", mix)
         _positive("workload.rate_ops_s", self.rate_ops_s)
+        _positive("workload.frame_rate_hz", self.frame_rate_hz)
+        if isinstance(self.writes_per_frame, bool) or not isinstance(self.writes_per_frame, int) \
+                or not 1 <= self.writes_per_frame <= 10_000:
+            raise SpecError("workload.writes_per_frame", f"must be an integer in 1..10000, got {self.writes_per_frame!r}")
         _positive("workload.zipf_s", self.zipf_s)
         _positive("workload.op_timeout_s", self.op_timeout_s)
         _positive("workload.think_s", self.think_s, allow_zero=True)
@@ -276,7 +284,7 @@ class SimConfig:
 # Fields the ``seedance sim run`` flags cannot express travel in ``--extra JSON`` (so every config reproduces).
 _FLAGGED = {
     "workload": {"mode", "clients", "rate_ops_s", "mix", "keys", "key_distribution", "zipf_s", "conflict_rate",
-                 "op_timeout_s"},
+                 "op_timeout_s", "frame_rate_hz", "writes_per_frame"},
     "nemesis": {"faults", "faulty_fraction"},
     "cpu": set(),
     "storage": set(),

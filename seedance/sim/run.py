@@ -150,7 +150,9 @@ def reproduce_command(config: SimConfig) -> str:
         if config.nemesis.faulty_fraction != 0.6:
             args += ["--faulty-fraction", repr(config.nemesis.faulty_fraction)]
     args += ["--workload", w.mode]
-    args += ["--clients", str(w.clients)] if w.mode == "closed" else ["--rate", repr(w.rate_ops_s)]
+    args += ["--clients", str(w.clients)] if w.mode != "open" else ["--rate", repr(w.rate_ops_s)]
+    if w.mode == "frame":
+        args += ["--frame-rate", repr(w.frame_rate_hz), "--writes-per-frame", str(w.writes_per_frame)]
     args += ["--mix", ",".join(repr(x) for x in w.mix), "--keys", str(w.keys)]
     dist = {"uniform": "uniform", "zipf": f"zipf:{w.zipf_s!r}", "conflict": f"conflict:{w.conflict_rate!r}"}
     args += ["--key-dist", dist[w.key_distribution], "--op-timeout", repr(w.op_timeout_s)]
@@ -345,7 +347,8 @@ def _check_operations(spec: ProtocolSpec, config: SimConfig) -> None:
 
     if config.workload.clients <= 0:
         return
-    for name, share in zip(("read", "write", "cas"), config.workload.mix):
+    mix = (0.5, 0.5, 0.0) if config.workload.mode == "frame" else config.workload.mix  # frames: writes, a read
+    for name, share in zip(("read", "write", "cas"), mix):
         if share > 0 and name not in spec.operations:
             raise SpecError("mix", f"protocol {spec.name!r} does not serve {name!r} operations",
                             f"operations it declares: {', '.join(spec.operations) or '(none)'}; give {name} a 0 share")

@@ -18,6 +18,9 @@ Rules (Jepsen's client model, Kingsbury 2013–; history format of :mod:`seedanc
   effect. This serves every ``ProtocolSpec.routing``: with ``"any"`` (every replica serves, e.g. EPaxos) no node
   answers ``not-leader``, so each client keeps to its co-located replica and moves only on a timeout or a crashed
   target — the load spreads over all replicas.
+* Frame mode (a renderer at a frame rate): every ``1 / frame_rate_hz`` seconds, from a random phase, each client
+  issues a burst of ``writes_per_frame`` writes and then one read, back to back; a burst still running when the
+  next frame starts is cut short (the new burst replaces what is left of it).
 * Session context: a reply's ``context`` (a causal protocol's vector clock) replaces the client's, and every later
   request of that client carries it (``ClientRequest.context``), across process ids and target nodes.
 * Values: every write and cas writes a fresh integer (unique across the run), which keeps histories easy to check;
@@ -140,6 +143,7 @@ class Clients:
         self._next_process = 0
         self._next_value = 1
         self._next_request = 0
+        self._frame_left: dict[int, int] = {}  # frame mode: operations left in each client's burst
         self._last_value: dict[str, Any] = {}
         self.completions: list[tuple[float, str]] = []  # (time, outcome) of every completion
         runtime.reply_sink = self._reply_sent
@@ -159,7 +163,11 @@ class Clients:
         return self._next_process - 1
 
     def start(self) -> None:
-        if self.config.mode == "closed":
+        if self.config.mode == "frame":
+            for _ in range(self.config.clients):
+                client = self._new_client()
+                call_at(self.env, self.uniform() / self.config.frame_rate_hz, self._frame, client)
+        elif self.config.mode == "closed":
             for _ in range(self.config.clients):
                 client = self._new_client()
                 call_at(self.env, self.uniform() * 1e-3, self._begin, client)
@@ -173,6 +181,25 @@ class Clients:
         client = self._idle.popleft() if self._idle else self._new_client()
         self._invoke(client, now)
         call_at(self.env, now + self.uniform.exponential(1.0 / self.config.rate_ops_s), self._arrival, None)
+
+    def _frame(self, event: Any) -> None:
+        client = event.args
+        now = self.env.now
+        if now >= self.end_s:
+            return
+        call_at(self.env, now + 1.0 / self.config.frame_rate_hz, self._frame, client)
+        self._frame_left[client.slot] = self.config.writes_per_frame + 1
+        if not client.busy:
+            self._invoke(client, now)
+
+    def _draw_frame_op(self, client: _Client) -> tuple[Operation, str, Any]:
+        left = self._frame_left.get(client.slot, 1)
+        self._frame_left[client.slot] = left - 1
+        key = self.keys.draw()
+        if left <= 1:
+            return Operation.READ, key, None
+        self._next_value += 1
+        return Operation.WRITE, key, self._next_value - 1
 
     def _begin(self, event: Any) -> None:
         client = event.args
@@ -193,7 +220,7 @@ class Clients:
         return op, key, (self._last_value.get(key), value)
 
     def _invoke(self, client: _Client, now: float) -> None:
-        op, key, value = self._draw_op()
+        op, key, value = self._draw_frame_op(client) if self.config.mode == "frame" else self._draw_op()
         self._next_request += 1
         client.request = ClientRequest(client_id=client.slot, request_id=self._next_request, op=op, key=key,
                                        value=value, context=client.context)
@@ -304,6 +331,9 @@ class Clients:
                     self._invoke(client, now)
             elif now + self.config.think_s < self.end_s:
                 call_at(self.env, now + self.config.think_s, self._begin, client)
+        elif self.config.mode == "frame":
+            if self._frame_left.get(client.slot, 0) > 0 and now < self.end_s:
+                self._invoke(client, now)
         else:
             self._idle.append(client)
 

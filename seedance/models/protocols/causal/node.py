@@ -33,6 +33,9 @@ On receive the replica joins clocks componentwise (:func:`clocks.join`) without 
 report's ``merge`` (max, then tick) would count receive events that no other replica's state reflects, and a client
 carrying such a tick would be rejected by a replica holding every write it depends on. Own entries count writes.
 
+A recovering replica records ``Observe("observe", key, value)`` for every pixel it holds again: a crash can fall
+between a write becoming durable and the ``Observe("apply")`` that follows it.
+
 Durable state: table ``grid`` (``p{i}`` → [value, version, t, writer, seq]; ``clock``), value ``epoch`` (the
 incarnation, incremented at every recovery). Volatile: delta buffer, acknowledgements, prefixes held.
 
@@ -155,7 +158,12 @@ class CausalNode:
             idx, rows = np.zeros(0, np.int64), np.zeros((0, 5))
         self.grid.restore(idx, rows, np.asarray(records.get(CLOCK_RECORD, [0] * self.num_nodes), np.int64))
         self._persisted_clock = self.grid.clock.copy()
-        return [Annotate(name="recovered", attrs={"epoch": self.epoch, "pixels": len(pixels)}), *self._boot()]
+        # what the replica holds again: the writes it persisted, observed now (a crash may have come between a
+        # write becoming durable and its Observe("apply"), which ran after it)
+        values = self.grid.f["value"]
+        held = [Observe(what="observe", key=key_of(i), value=int(values[i])) for i in self.grid.written().tolist()]
+        return [Annotate(name="recovered", attrs={"epoch": self.epoch, "pixels": len(pixels)}), *held,
+                *self._boot()]
 
     # --------------------------------------------------------------------------------------------------- clients
     def _reply(self, request: ClientRequest, outcome: Outcome, value: Any = None, error: str | None = None) -> Reply:
