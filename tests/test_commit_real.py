@@ -81,3 +81,21 @@ def test_real_other_scenarios(tmp_path: Path, scenario: str):
     assert clean(fixed) == [], fixed
     summary = tmp_path / "summary.json"
     summary.write_text(json.dumps({"buggy": buggy, "fixed": fixed}, default=str))
+
+
+@pytest.mark.parametrize("args, field", [
+    (["--scenario", "F5"], "--scenario"), (["--world-size", "100"], "--world-size"), (["--set", "dim=0"], "dim"),
+    (["--steps", "0"], "--steps"), (["--set", "steps=5"], "--set steps"),
+])
+def test_real_train_refuses_bad_input_before_starting(tmp_path: Path, args: list[str], field: str):
+    import contextlib
+    import io
+
+    from seedance.cli import main
+
+    out = tmp_path / "run"
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(["real", "train", *args, "--out", str(out)])
+    assert code == 2 and field in err.getvalue() and err.getvalue().count("\n") == 1, err.getvalue()
+    assert not out.exists()

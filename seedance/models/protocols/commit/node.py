@@ -78,6 +78,7 @@ class CommitConfig:
     collective_timeout_s: float = 3.0
     step_flops: float = 1.5e9  # what one training step of the modelled model costs (simulator)
     grad_bytes: int = 4_000_000  # what its gradient allreduce moves (simulator)
+    observe_params: bool = True  # votes report the parameters too (replica L2 distances); off for large models
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any]) -> CommitConfig:
@@ -107,6 +108,8 @@ class CommitConfig:
                                 f"got {value!r}")
         if self.dim > 1_000_000:
             raise SpecError("--set dim", f"{self.dim} parameters is more than this model is for", "2 .. 1000000")
+        if not isinstance(self.observe_params, bool):
+            raise SpecError("--set observe_params", f"must be true or false, got {self.observe_params!r}")
         if not isinstance(self.scenario, str) or not isinstance(self.variant, str):
             raise SpecError("--set scenario", "scenario and variant are strings",
                             f"scenarios: {', '.join(scenarios.SCENARIOS)}; variants: {', '.join(scenarios.VARIANTS)}")
@@ -217,6 +220,10 @@ class CommitNode:
                     result_into: str | None = None) -> StartCollective:
         return StartCollective(collective_id=cid, op=op, group=self.view, payload=payload, nominal_size_bytes=nominal,
                                timeout_s=timeout_s, root=root, result_into=result_into)
+
+    @property
+    def _gpart(self) -> str:
+        return f"gpart-{self.epoch}-{self.step}"
 
     @property
     def _sync_timeout(self) -> float:
@@ -425,11 +432,11 @@ class CommitNode:
                 return []
             return self._step_done(now)
         if kind == "apply-partial" and self.phase == "train" and wid[2] == self.step:
-            return [self._free("gpart")] + self._step_done(now)
+            return [self._free(self._gpart)] + self._step_done(now)
         if kind == "slice" and self.phase == "train" and wid[2] == self.step:
-            return [self._collective(("ar-part", self.epoch, self.step), "allreduce", "gpart",
+            return [self._collective(("ar-part", self.epoch, self.step), "allreduce", self._gpart,
                                      timeout_s=self._sync_timeout, nominal=self.cfg.grad_bytes // 2,
-                                     result_into="gpart")]
+                                     result_into=self._gpart)]
         if kind in ("stats", "true") and self.phase == "vote" and wid[2] == self.step:
             return self._vote_digest(kind, done, now)
         if kind == "adopt" and self.phase == "sync":
@@ -474,7 +481,7 @@ class CommitNode:
         else:
             effects += [copy, stats]
         effects.append(StartWork(work_id=("true", self.epoch, k), op="commit.digest", buffers=("w",),
-                                 params={"with_values": True}, bytes_moved=4 * cfg.dim))
+                                 params={"with_values": cfg.observe_params}, bytes_moved=4 * cfg.dim))
         return effects
 
     def _vote_digest(self, kind: str, done: WorkDone, now: float) -> Effects:
@@ -561,8 +568,12 @@ class CommitNode:
     def on_collective_done(self, done: CollectiveDone, now: float) -> Effects:
         cid = done.collective_id
         kind, epoch = cid[0], cid[1]
-        if epoch != self.epoch:
-            return []  # a collective of an abandoned epoch
+        if epoch != self.epoch or (kind == "ar-part" and cid[2] != self.step):
+            # a collective of an abandoned epoch; one that wrote a temporary buffer created it: free it now
+            stale = {"bcast": f"wsync-{epoch}", "ar-part": f"gpart-{epoch}-{cid[2] if len(cid) > 2 else 0}"}.get(kind)
+            if done.ok and stale is not None and stale not in self.handles:
+                return [FreeBuffer(handle=stale)]
+            return []
         if kind == "ar" and self.phase == "train" and cid[2] == self.step:
             if not done.ok:
                 if self.cfg.scenario == "F2" and self.cfg.buggy and done.error == "timeout":
@@ -580,7 +591,7 @@ class CommitNode:
                 return self._enter_sync(self.epoch + 1, now, f"allreduce: {done.error}")
             inj = self.injection.params
             return [StartWork(work_id=("apply-partial", self.epoch, self.step), op="commit.apply_partial",
-                              buffers=("w", "g", "gpart"),
+                              buffers=("w", "g", self._gpart),
                               params={"scale": self._lr(self.step) / len(self.view), "n": len(self.view),
                                       "lo": inj["lo"], "hi": inj["hi"]})]
         if kind == "vote" and self.phase == "vote" and cid[2] == self.step:
@@ -594,18 +605,19 @@ class CommitNode:
         if kind == "bcast" and self.phase == "sync":
             if not done.ok:
                 return self._sync_failed(now, done.error)
-            self.handles.add("wsync")
-            self.temps.add("wsync")
-            return [StartWork(work_id=("adopt", self.epoch), op="copy", buffers=("w", "wsync"),
+            wsync = f"wsync-{self.epoch}"
+            self.handles.add(wsync)
+            self.temps.add(wsync)
+            return [StartWork(work_id=("adopt", self.epoch), op="copy", buffers=("w", wsync),
                               bytes_moved=8 * self.cfg.dim)]
         return []
 
     def _partial_retransmit(self, now: float) -> Effects:
         """v2.0.2 (F2 buggy): resend only slice [lo, hi) of the gradient; apply the rest locally."""
         inj = self.injection.params
-        self.temps.add("gpart")
-        return [self._create("gpart", shape=(inj["hi"] - inj["lo"],)),
-                StartWork(work_id=("slice", self.epoch, self.step), op="commit.slice", buffers=("gpart", "g"),
+        self.temps.add(self._gpart)
+        return [self._create(self._gpart, shape=(inj["hi"] - inj["lo"],)),
+                StartWork(work_id=("slice", self.epoch, self.step), op="commit.slice", buffers=(self._gpart, "g"),
                           params={"lo": inj["lo"], "hi": inj["hi"]}),
                 Annotate(name="partial-retransmission", attrs={"step": self.step, "lo": inj["lo"], "hi": inj["hi"]})]
 
@@ -666,7 +678,7 @@ class CommitNode:
         if latest < 0:  # nothing committed anywhere yet: every rank starts from the same initial parameters
             return effects + self._restart()
         return effects + [self._collective(("bcast", self.epoch), "broadcast", "w", timeout_s=self._sync_timeout,
-                                           nominal=4 * self.cfg.dim, root=root, result_into="wsync")]
+                                           nominal=4 * self.cfg.dim, root=root, result_into=f"wsync-{self.epoch}")]
 
     def _restart(self) -> Effects:
         """No commit anywhere: re-initialise and vote on step 0 again."""
@@ -677,7 +689,7 @@ class CommitNode:
 
     def _adopted(self, now: float) -> Effects:
         latest, digest = self.pending["target"]
-        effects: Effects = [self._free("wsync")]
+        effects: Effects = [self._free(f"wsync-{self.epoch}")]
         stale = (self.committed_step, tuple(self.committed_digest)) != (latest, tuple(digest))
         self.step = latest
         self.committed_step = latest
