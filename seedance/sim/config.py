@@ -88,6 +88,7 @@ class WorkloadConfig:
     reply_bytes: int = 64
     frame_rate_hz: float = 60.0  # mode "frame": bursts per second per client
     writes_per_frame: int = 1  # mode "frame": writes per burst (then one read)
+    roam: bool = False  # mode "frame": each burst goes to a node drawn uniformly (clients bound to no replica)
 
     def __post_init__(self) -> None:
         if self.mode not in WORKLOAD_MODES:
@@ -106,6 +107,8 @@ class WorkloadConfig:
         object.__setattr__(self, "mix", mix)
         _positive("workload.rate_ops_s", self.rate_ops_s)
         _positive("workload.frame_rate_hz", self.frame_rate_hz)
+        if not isinstance(self.roam, bool):
+            raise SpecError("workload.roam", f"must be true or false, got {self.roam!r}")
         if isinstance(self.writes_per_frame, bool) or not isinstance(self.writes_per_frame, int) \
                 or not 1 <= self.writes_per_frame <= 10_000:
             raise SpecError("workload.writes_per_frame", f"must be an integer in 1..10000, got {self.writes_per_frame!r}")

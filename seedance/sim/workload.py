@@ -20,7 +20,8 @@ Rules (Jepsen's client model, Kingsbury 2013–; history format of :mod:`seedanc
   target — the load spreads over all replicas.
 * Frame mode (a renderer at a frame rate): every ``1 / frame_rate_hz`` seconds, from a random phase, each client
   issues a burst of ``writes_per_frame`` writes and then one read, back to back; a burst still running when the
-  next frame starts is cut short (the new burst replaces what is left of it).
+  next frame starts is cut short (the new burst replaces what is left of it). With ``roam`` each burst goes to a
+  node drawn uniformly (a client bound to no replica: for ``routing="any"`` protocols).
 * Session context: a reply's ``context`` (a causal protocol's vector clock) replaces the client's, and every later
   request of that client carries it (``ClientRequest.context``), across process ids and target nodes.
 * Values: every write and cas writes a fresh integer (unique across the run), which keeps histories easy to check;
@@ -189,6 +190,8 @@ class Clients:
             return
         call_at(self.env, now + 1.0 / self.config.frame_rate_hz, self._frame, client)
         self._frame_left[client.slot] = self.config.writes_per_frame + 1
+        if self.config.roam and not client.busy:
+            client.target = min(int(self.uniform() * self.num_nodes), self.num_nodes - 1)
         if not client.busy:
             self._invoke(client, now)
 
