@@ -14,6 +14,7 @@ _MODULES: dict[str, str] = {
     "raft": "seedance.models.protocols.raft",
     "commit": "seedance.models.protocols.commit",
     "multipaxos": "seedance.models.protocols.multipaxos",
+    "epaxos": "seedance.models.protocols.epaxos",
 }
 
 

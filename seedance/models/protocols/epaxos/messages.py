@@ -1,0 +1,112 @@
+"""EPaxos messages (Moraru, Andersen & Kaminsky, "There Is More Consensus in Egalitarian Parliaments", SOSP 2013,
+Figures 2 and 3): frozen, keyword-only, plain-data fields for the real backend's wire codec.
+
+An instance is ``(replica, number)``: the ``number``-th instance led by ``replica``. A command's attributes are its
+sequence number ``seq`` and its dependencies ``deps``, a vector with one entry per replica: ``deps[q] = j`` means
+"every instance of replica q numbered ≤ j that interferes with this command" (the representation of the authors'
+implementation, efficient/epaxos). Ballot 0 is the initial command leader's; recovery ballots are ``round * n +
+replica`` with round ≥ 1, unique per replica.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from seedance.models.protocols.multipaxos.messages import Command
+
+HEADER_BYTES = 64
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PreAccept:
+    ballot: int
+    replica: int
+    instance: int
+    command: Command
+    seq: int
+    deps: tuple[int, ...]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PreAcceptReply:
+    """``ok``: the sender pre-accepted with attributes ``seq``/``deps`` (``changed``: they differ from the ones
+    proposed); otherwise ``promised`` is a higher ballot."""
+
+    ballot: int
+    replica: int
+    instance: int
+    ok: bool
+    promised: int
+    seq: int = 0
+    deps: tuple[int, ...] = ()
+    changed: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Accept:
+    ballot: int
+    replica: int
+    instance: int
+    command: Command
+    seq: int
+    deps: tuple[int, ...]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AcceptReply:
+    ballot: int
+    replica: int
+    instance: int
+    ok: bool
+    promised: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Commit:
+    replica: int
+    instance: int
+    command: Command
+    seq: int
+    deps: tuple[int, ...]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Prepare:
+    ballot: int
+    replica: int
+    instance: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PrepareReply:
+    """Explicit prepare's answer. ``status``: 0 none, 1 pre-accepted, 2 accepted, 3 committed. ``vballot`` is the
+    ballot at which the reported attributes were accepted / pre-accepted (kept apart from the promise: Sutra 2020);
+    ``agreed``: pre-accepted at ballot 0 with exactly the attributes the command leader proposed."""
+
+    ballot: int
+    replica: int
+    instance: int
+    ok: bool
+    promised: int
+    status: int = 0
+    command: Command | None = None
+    seq: int = 0
+    deps: tuple[int, ...] = ()
+    vballot: int = -1
+    agreed: bool = False
+
+
+MESSAGE_TYPES: tuple[type, ...] = (Command, PreAccept, PreAcceptReply, Accept, AcceptReply, Commit, Prepare,
+                                   PrepareReply)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Fetch:
+    """A replica blocked on instances ``replica.first .. replica.last`` asks a peer for the ones it committed."""
+
+    replica: int
+    first: int
+    last: int
+
+
+MESSAGE_TYPES = (*MESSAGE_TYPES, Fetch)
