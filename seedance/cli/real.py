@@ -54,6 +54,13 @@ def command() -> None:
               help="Record the Chrome trace (--no-trace: no per-event records, no trace.json).")
 @click.option("--mix", default="0.5,0.4,0.1", show_default=True, help="read,write,cas fractions.")
 @click.option("--keys", type=Integer(1, V.MAX_KEYS), default=8, show_default=True, help="Number of keys.")
+@click.option("--frame-rate", type=Number(0, 1000, lo_open=True), default=None, metavar="HZ",
+              help="Frame clients: per frame a burst of --writes-per-frame writes then one read (default: closed loop).")
+@click.option("--writes-per-frame", type=Integer(1, 10_000), default=None, metavar="N",
+              help="Writes per frame burst (implies frame clients at 60 Hz unless --frame-rate).")
+@click.option("--width", type=Integer(1, 1024), default=None, help="Pixel-grid width (grid protocols: sets "
+              "--set width and --keys to width x height).")
+@click.option("--height", type=Integer(1, 1024), default=None, help="Pixel-grid height (see --width).")
 @click.option("--value-size", type=Integer(0, V.MAX_VALUE_BYTES, why=V.WHY_VALUE_BYTES), default=0, show_default=True,
               help="Bytes per written value (0: small integers).")
 @click.option("--op-timeout", type=TIMEOUT, default=1.0, show_default=True, help="Client timeout (s) -> info.")
@@ -68,6 +75,7 @@ def command() -> None:
 @json_option
 def run_command(protocol: str, nodes: int, clients: int, duration: float, seed: int, kill_rate: float,
                 restart_delay: float, nemesis: str, faulty_fraction: float, trace: bool, mix: str, keys: int,
+                frame_rate: float | None, writes_per_frame: int | None, width: int | None, height: int | None,
                 value_size: int, op_timeout: float,
                 settings: tuple[str, ...], bind: str, warmup: bool, check: bool, check_timeout: float, out_dir: str,
                 as_json: bool) -> int:
@@ -77,6 +85,9 @@ def run_command(protocol: str, nodes: int, clients: int, duration: float, seed: 
     from seedance.real.run import run_real
 
     resolve_protocol(protocol)  # unknown protocol -> SpecError listing the valid names (exit 2)
+    if width is not None or height is not None:  # a pixel grid: its size as protocol options, one key per pixel
+        settings = (*settings, f"width={width or height}", f"height={height or width}")
+        keys = (width or height) * (height or width)
     V.integer("--nodes", nodes, lo=1, hi=V.max_real_nodes(), why=V.why_real_nodes())
     V.ip_address("--bind", bind)
     check_protocol_config(protocol, parse_settings(settings), nodes)  # --set: unknown or bad options
@@ -93,8 +104,11 @@ def run_command(protocol: str, nodes: int, clients: int, duration: float, seed: 
     _positive("--op-timeout", op_timeout)
     _positive("--value-size", value_size, allow_zero=True)
     read, _, cas = parse_mix(mix)
+    frames = {}
+    if frame_rate is not None or writes_per_frame is not None:
+        frames = {"frame_rate_hz": frame_rate or 60.0, "writes_per_frame": writes_per_frame or 1}
     workload = Workload(num_clients=clients, keys=keys, read_fraction=read, cas_fraction=cas,
-                        value_size_bytes=value_size, op_timeout_s=op_timeout)
+                        value_size_bytes=value_size, op_timeout_s=op_timeout, **frames)
     V.check_writable_dir("--out", out_dir)  # before any process starts
     summary = run_real(protocol=protocol, nodes=nodes, clients=clients, duration_s=duration, seed=seed,
                        out=Path(out_dir), kill_rate=kill_rate, restart_delay_s=restart_delay,

@@ -45,6 +45,8 @@ class Workload:
     value_size_bytes: int = 0  # 0: integer values; > 0: string values of this length
     op_timeout_s: float = 1.0  # real processes restart in ~1 s on a loaded machine: longer than the simulator's
     retry_pause_s: float = 0.01
+    frame_rate_hz: float = 0.0  # > 0: frame mode, as the simulator's: per frame a burst of writes, then one read
+    writes_per_frame: int = 1
 
 
 class ClientPool:
@@ -186,9 +188,25 @@ class ClientPool:
         rng = np.random.default_rng(np.random.SeedSequence(self.seed, spawn_key=(1_000 + client,)))
         process, counter, request_ids = client, 0, [0]
         seen: dict[str, Any] = {}
+        frame_s = 1.0 / self.workload.frame_rate_hz if self.workload.frame_rate_hz > 0 else 0.0
+        next_frame = time.monotonic() + float(rng.random()) * frame_s
+        left = 0
         while not self._stop and time.monotonic() < until:
             counter += 1
-            op, key, value = self._draw(rng, client, counter, seen)
+            if frame_s:  # frame mode: wait for the next frame, then writes_per_frame writes and one read
+                if left == 0:
+                    now = time.monotonic()
+                    if next_frame > now:
+                        await asyncio.sleep(next_frame - now)
+                    next_frame = max(next_frame + frame_s, time.monotonic())  # a late frame is not made up
+                    left = self.workload.writes_per_frame + 1
+                    if time.monotonic() >= until:
+                        break
+                left -= 1
+                key = f"k{int(rng.integers(self.workload.keys))}"
+                op, value = (Operation.READ, None) if left == 0 else (Operation.WRITE, client * 10_000_000 + counter)
+            else:
+                op, key, value = self._draw(rng, client, counter, seen)
             self._record(process, "invoke", op, key, value)
             outcome, result = await self.execute(client, request_ids, op, key, value)
             if outcome == "ok":
