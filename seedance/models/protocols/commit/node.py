@@ -434,9 +434,7 @@ class CommitNode:
         if kind == "apply-partial" and self.phase == "train" and wid[2] == self.step:
             return [self._free(self._gpart)] + self._step_done(now)
         if kind == "slice" and self.phase == "train" and wid[2] == self.step:
-            return [self._collective(("ar-part", self.epoch, self.step), "allreduce", self._gpart,
-                                     timeout_s=self._sync_timeout, nominal=self.cfg.grad_bytes // 2,
-                                     result_into=self._gpart)]
+            return [self._resend(0)]
         if kind in ("stats", "true") and self.phase == "vote" and wid[2] == self.step:
             return self._vote_digest(kind, done, now)
         if kind == "adopt" and self.phase == "sync":
@@ -588,6 +586,8 @@ class CommitNode:
             return self._apply(now, "gsum")
         if kind == "ar-part" and self.phase == "train" and cid[2] == self.step:
             if not done.ok:
+                if cid[3] < 3:  # v2.0.2 resends the slice until it goes through (the group may be re-forming)
+                    return [self._resend(cid[3] + 1)]
                 return self._enter_sync(self.epoch + 1, now, f"allreduce: {done.error}")
             inj = self.injection.params
             return [StartWork(work_id=("apply-partial", self.epoch, self.step), op="commit.apply_partial",
@@ -611,6 +611,11 @@ class CommitNode:
             return [StartWork(work_id=("adopt", self.epoch), op="copy", buffers=("w", wsync),
                               bytes_moved=8 * self.cfg.dim)]
         return []
+
+    def _resend(self, attempt: int) -> StartCollective:
+        return self._collective(("ar-part", self.epoch, self.step, attempt), "allreduce", self._gpart,
+                                timeout_s=self._sync_timeout, nominal=self.cfg.grad_bytes // 2,
+                                result_into=self._gpart)
 
     def _partial_retransmit(self, now: float) -> Effects:
         """v2.0.2 (F2 buggy): resend only slice [lo, hi) of the gradient; apply the rest locally."""
