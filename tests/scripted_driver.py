@@ -48,6 +48,7 @@ class Driver:
         self.monitor = spec.monitor() if spec.monitor is not None else None
         self.violations: list[str] = []
         self.log: list[str] = []  # what happened, for failure messages
+        self.eager = True  # fire zero-delay timers at once (False: they wait, e.g. to batch several requests)
 
     # ---------------------------------------------------------------------------------------------- lifecycle
     def _make(self, node_id: int) -> Any:
@@ -166,7 +167,7 @@ class Driver:
         for token in notices:
             if node_id in self.nodes:
                 self._run(node_id, f"persisted {token}", lambda n, token=token: n.on_persisted(token, self.now))
-        for name in immediate:
+        for name in immediate if self.eager else ():
             if node_id in self.nodes and self.timers[node_id].get(name) == self.now:
                 self.fire(node_id, name)
 
