@@ -51,10 +51,10 @@ def aggregate(runs: list[dict[str, Any]], scenario: str, variant: str, runtime: 
 
 
 def run(*, quick: bool, out: str | Path, seed: int = 0, real: bool = True,
-        progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+        progress: Callable[[str], None] | None = None, seeds: int | None = None) -> dict[str, Any]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    seeds = [seed + k for k in range(2 if quick else 5)]
+    seeds = [seed + k for k in range(seeds or (2 if quick else 5))]
     rows: list[dict[str, Any]] = []
     for scenario in SCENARIOS:
         for variant in VARIANTS:
