@@ -32,6 +32,8 @@ def test_registered_and_served_by_sim_run():
     assert result.violations == []
     assert all(n.phase == "done" and n.counts["commits"] == 7 for n in nodes)
     assert len({n.committed_digest for n in nodes}) == 1
+    training = result.extra["training"]  # ProtocolSpec.summarize: the training keys in sim run's summary
+    assert training["commits"] == 7 and training["param_l2_deviation"] == 0.0 and training["ranks_finished"] == 3
 
 
 def test_fault_free_training_is_exact_and_reproducible():

@@ -147,3 +147,19 @@ def clean(summary: Mapping[str, Any], *, tolerance: float = 1e-6) -> list[str]:
     if summary["ranks_finished"] < summary["world_size"]:
         problems.append(f"only {summary['ranks_finished']} of {summary['world_size']} ranks finished")
     return problems
+
+
+def _unhash(value: Any) -> Any:
+    """Undo :class:`~seedance.analysis.history.ReplicaEvent`'s hashable form for this protocol's values (objects
+    became tuples of (name, value) pairs, lists became tuples)."""
+    if isinstance(value, tuple):
+        if value and all(isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], str) for x in value):
+            return {k: _unhash(v) for k, v in value}
+        return [_unhash(v) for v in value]
+    return value
+
+
+def run_summary(history: Any, replicas: Iterable[Any], nodes: int) -> dict[str, Any]:
+    """``ProtocolSpec.summarize`` of the commit protocol: the training keys of a ``sim run`` / ``real run``."""
+    events = [{"node": e.node, "key": e.key, "value": _unhash(e.value), "time": e.time} for e in replicas]
+    return {"training": summarize(events, world=nodes)}

@@ -69,6 +69,7 @@ SPEC = ProtocolSpec(
     name="commit", factory=_factory, message_types=(Heartbeat,),
     description="validate-and-commit for data-parallel training state (digests, atomic checkpoints, rollback, "
                 "phi-accrual membership); scenarios F1-F8 buggy/fixed",
-    default_config={}, operations=(), checker=None, monitor=CommitMonitor, routing="any")
+    default_config={}, operations=(), checker=None, monitor=CommitMonitor, routing="any",
+    summarize="seedance.analysis.training:run_summary")
 
 __all__ = ["SCENARIOS", "SPEC", "VARIANTS", "CommitConfig", "CommitMonitor", "CommitNode", "Heartbeat"]
