@@ -78,7 +78,8 @@ def test_protocols_follow_size_as_in_nccl():
 def test_nvls_only_on_hopper_with_nvswitch():
     assert nccl.view_of(load("hgx-h100")).nvls and not nccl.view_of(load("dgx-a100")).nvls
     h100 = collective_time("allreduce", 8 * 2**30, load("hgx-h100"))
-    assert h100.algorithm == "nvls" and 460 <= h100.busbw_GBps <= 490  # published NVLS busbw ~470-480 GB/s
+    # "On 8 GPUs, you should reach a peak busBw of ~480GB/s" (S. Jeaugey, github.com/NVIDIA/nccl-tests/issues/212)
+    assert h100.algorithm == "nvls" and 460 <= h100.busbw_GBps <= 490
     assert collective_time("allreduce", 8 * 2**30, load("hgx-h100", nodes=2)).algorithm == "nvls_tree"
     with pytest.raises(SpecError, match="algorithm"):
         collective_time("allreduce", 2**20, load("dgx-a100"), algorithm="nvls")
