@@ -27,6 +27,13 @@ KNOWN_MISSES = {
 }
 
 
+# Curves reported but not held to the targets (curves.yaml: targets false): (median |error|, max ratio) as today.
+REPORTED = {
+    "a100-1x8-allreduce-g8": (0.08, 1.4),
+    "a100-1x8-sendrecv-g8": (0.17, 2.0),  # NCCL p2p reaches ~195 GB/s, the model 229; first size 2x slow
+}
+
+
 def _bound(curve_id: str, figure: str, target: float) -> float:
     return KNOWN_MISSES.get((curve_id, figure), target)
 
@@ -38,7 +45,8 @@ def test_model_against_every_published_row(curve_id):
     assert len(table) == len(curve.rows) and (table["predicted_us"] > 0).all()
     figures = published.summary(table)
     if not curve.targets:  # reported only (see curves.yaml), but must stay as good as today
-        assert figures["median_abs_rel_error"] <= 0.08 and figures["max_ratio"] <= 1.4
+        median, ratio = REPORTED[curve_id]
+        assert figures["median_abs_rel_error"] <= median and figures["max_ratio"] <= ratio
         return
     assert figures["median_abs_rel_error"] <= MEDIAN
     assert figures["max_ratio"] <= _bound(curve_id, "ratio", RATIO)
@@ -47,7 +55,7 @@ def test_model_against_every_published_row(curve_id):
 
 
 def test_nccl_model_beats_alpha_beta_on_every_curve():
-    for curve in CURVES.values():
+    for curve in (c for c in CURVES.values() if c.collective != "sendrecv"):  # p2p: both are the direct model
         new = published.summary(published.compare(curve))["median_abs_rel_error"]
         old = published.summary(published.compare(curve, model="alpha-beta"))["median_abs_rel_error"]
         assert new < old / 4, curve.id
