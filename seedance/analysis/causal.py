@@ -158,6 +158,23 @@ def _a_cycle(n: int, edges: list[tuple[int, int]]) -> list[int]:
     return []
 
 
+def _cycle_nodes(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:
+    """The nodes of one strongly connected component with a cycle (Tarjan, in scipy), or None when acyclic."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    if n == 0 or src.size == 0:
+        return None
+    loops = src == dst
+    if loops.any():
+        return src[loops][:1]
+    graph = coo_matrix((np.ones(src.size, np.int8), (src, dst)), shape=(n, n)).tocsr()
+    _count, labels = connected_components(graph, directed=True, connection="strong")
+    sizes = np.bincount(labels)
+    big = np.flatnonzero(sizes > 1)
+    return None if big.size == 0 else np.flatnonzero(labels == big[0])
+
+
 def check_causal(ops: Sequence[Op]) -> dict[str, Any]:
     """The bad patterns of CC and CCv in the client operations ``ops``; see the module docstring."""
     report = _Report()
@@ -222,43 +239,64 @@ def check_causal(ops: Sequence[Op]) -> dict[str, Any]:
         for p in preds[i]:
             np.maximum(row, vc[p], out=row)
         row[session[i]] = position[i]
-    # per (key, session): positions and nodes of the writes, in session order
-    wpos: dict[Any, dict[int, tuple[list[int], list[int]]]] = defaultdict(dict)
+    # per key: the writes of each session (positions in session order, graph nodes) and the reads
+    writes_of: dict[Any, dict[int, tuple[list[int], list[int]]]] = defaultdict(dict)
+    reads_of: dict[Any, list[int]] = defaultdict(list)
     for i, op in enumerate(graph_ops):
         if op.f is Operation.WRITE:
-            lists = wpos[op.key].setdefault(int(session[i]), ([], []))
+            lists = writes_of[op.key].setdefault(int(session[i]), ([], []))
             lists[0].append(int(position[i]))
             lists[1].append(i)
-    cf_edges: list[tuple[int, int]] = []
-    for i, op in enumerate(graph_ops):
-        if op.f is not Operation.READ:
+        elif op.value is None or i in source:  # reads without a read-from source (thin air, duplicates) skipped
+            reads_of[op.key].append(i)
+    src_of = np.full(n, -1, np.int64)
+    for r, w in source.items():
+        src_of[r] = w
+    cf_src: list[np.ndarray] = []
+    cf_dst: list[np.ndarray] = []
+    for key, reads in reads_of.items():
+        sessions_w = writes_of.get(key)
+        if not sessions_w:
             continue
-        w1 = source.get(i)
-        if op.value is not None and w1 is None:
-            continue  # thin air or a duplicated value: no read-from edge
-        for s, (positions, nodes) in wpos.get(op.key, {}).items():
-            k = bisect.bisect_right(positions, int(vc[i, s])) - 1  # the last write of the key in s in i's past
-            if k < 0:
+        r = np.asarray(reads, np.int64)
+        w1 = src_of[r]
+        for s, (positions, nodes) in sessions_w.items():
+            # the last write of the key by session s in each read's causal past (earlier ones are below it in so)
+            k = np.searchsorted(np.asarray(positions), vc[r, s], side="right") - 1
+            has = k >= 0
+            if not has.any():
                 continue
-            w2 = nodes[k]
-            if w1 is None:
-                report.add("WriteCOInitRead", f"read of {op.key} returns the initial value although a write of "
-                           f"{op.key} precedes it causally", read=op, write=graph_ops[w2])
-                break
-            if w2 == w1:
-                continue  # the earlier writes of s are below w1 in session order: nothing to arbitrate
-            cf_edges.append((w2, w1))
-            if vc[w2, session[w1]] >= position[w1]:
-                report.add("WriteCORead", f"read of {op.key} returns {op.value!r} although a write of "
-                           f"{graph_ops[w2].value!r} that causally follows it precedes the read",
-                           read=op, write=graph_ops[w1], later_write=graph_ops[w2])
-    if cf_edges and not report.counts.get("WriteCORead"):
-        all_edges = edges + cf_edges
-        if _topological(n, all_edges) is None:
-            cycle = _a_cycle(n, all_edges)
+            w2 = np.asarray(nodes, np.int64)[np.maximum(k, 0)]
+            init = has & (w1 < 0)
+            for j in np.flatnonzero(init)[:1].tolist():
+                report.add("WriteCOInitRead", f"read of {key} returns the initial value although a write of {key} "
+                           "precedes it causally", read=graph_ops[int(r[j])], write=graph_ops[int(w2[j])])
+            other = has & (w1 >= 0) & (w2 != w1)
+            if not other.any():
+                continue
+            a, b, rr = w2[other], w1[other], r[other]
+            cf_src.append(a)
+            cf_dst.append(b)
+            later = vc[a, session[b]] >= position[b]  # w1 <co w2 <co r: the read returns an overwritten value
+            for j in np.flatnonzero(later)[:MAX_REPORTED].tolist():
+                read = graph_ops[int(rr[j])]
+                report.add("WriteCORead", f"read of {key} returns {read.value!r} although a write of "
+                           f"{graph_ops[int(a[j])].value!r} that causally follows it precedes the read",
+                           read=read, write=graph_ops[int(b[j])], later_write=graph_ops[int(a[j])])
+            extra = int(later.sum()) - MAX_REPORTED
+            if extra > 0:  # counted, not listed
+                report.counts["WriteCORead"] += extra
+    if cf_src and not report.counts.get("WriteCORead"):
+        src = np.concatenate([np.asarray([a for a, _ in edges], np.int64), *cf_src])
+        dst = np.concatenate([np.asarray([b for _, b in edges], np.int64), *cf_dst])
+        cycle = _cycle_nodes(n, src, dst)
+        if cycle is not None:
+            all_edges = list(zip(src.tolist(), dst.tolist()))
+            sub = set(cycle.tolist())
+            found = _a_cycle(n, [(x, y) for x, y in all_edges if x in sub and y in sub])
             report.add("CyclicCF", "no single order of the writes explains the reads (causal order and the "
                        "conflict order read off the reads form a cycle)",
-                       cycle=[graph_ops[i].describe() for i in cycle[:8]])
+                       cycle=[graph_ops[i].describe() for i in found[:8]])
     return _causal_result(report, ops, duplicated)
 
 
