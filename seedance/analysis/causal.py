@@ -324,7 +324,7 @@ def _rank_order(chains: list[list[tuple[float, Any]]], first_seen: dict[Any, flo
 
 
 def check_convergence(ops: Sequence[Op], replicas: Sequence[ReplicaEvent], nodes: int | None = None, *,
-                      settle_s: float = 0.1, end_s: float | None = None) -> dict[str, Any]:
+                      settle_s: float = 0.1, end_s: float | None = None, times: bool = False) -> dict[str, Any]:
     """Convergence of the replicas (see the module docstring): anomalies, ``converged`` and per-write times."""
     report = _Report()
     applies = [e for e in replicas if e.f == "apply" or (e.f == "observe" and e.key is not None)]
@@ -411,7 +411,8 @@ def check_convergence(ops: Sequence[Op], replicas: Sequence[ReplicaEvent], nodes
             "writes_measured": int(arr.size), "nodes": nodes, "settle_s": settle_s,
             "convergence_ms_p50": float(np.percentile(arr, 50)) if arr.size else None,
             "convergence_ms_p99": float(np.percentile(arr, 99)) if arr.size else None,
-            "convergence_ms_max": float(arr.max()) if arr.size else None}
+            "convergence_ms_max": float(arr.max()) if arr.size else None,
+            **({"times_ms": arr.tolist()} if times else {})}
 
 
 def check(events: Iterable[Any], *, nodes: int | None = None, settle_s: float = 0.1) -> dict[str, Any]:
