@@ -13,6 +13,7 @@ from seedance.analysis.training import clean
 from seedance.analysis.training_run import SUMMARY_KEYS, real_train, sim_train
 
 WORLD = 3
+pytestmark = pytest.mark.multiprocess
 
 
 def _real(tmp_path: Path, scenario: str = "", variant: str = "fixed", steps: int = 30, **kw) -> dict:
@@ -99,3 +100,21 @@ def test_real_train_refuses_bad_input_before_starting(tmp_path: Path, args: list
         code = main(["real", "train", *args, "--out", str(out)])
     assert code == 2 and field in err.getvalue() and err.getvalue().count("\n") == 1, err.getvalue()
     assert not out.exists()
+
+
+@pytest.mark.gpu
+def test_nccl_path_world_one_with_the_leak_check(tmp_path: Path):
+    """On a CUDA machine: one rank on NCCL, buffers and work on cuda:0 (a CUDA stream), F8 buggy leaks one device
+    buffer per commit and the fixed variant none."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    buggy = real_train(world=1, steps=20, commit_every=5, scenario="F8", variant="buggy", seed=0,
+                       out=tmp_path / "buggy", timeout_s=300)
+    fixed = real_train(world=1, steps=20, commit_every=5, scenario="F8", variant="fixed", seed=0,
+                       out=tmp_path / "fixed", timeout_s=300)
+    assert buggy["finished"] and fixed["finished"]
+    assert buggy["leaked_handles"] == buggy["commits"] and fixed["leaked_handles"] == 0
+    from seedance.real.devices import default_backend, node_device
+
+    assert default_backend() == "nccl" and node_device("nccl") == "cuda:0"  # the rule the rank followed
