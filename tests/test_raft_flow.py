@@ -93,14 +93,13 @@ def test_after_loss_duplication_and_reordering_the_window_recovers(seed):
 
 
 def test_the_fuzzed_recovery_test_catches_the_counting_window():
-    """The same test, run on the pre-issue-R counting window, fails on some of its seeds."""
-    caught = []
+    """The same test, run on the pre-issue-R counting window, fails on one of its seeds (it stops at the first)."""
     for seed in range(40):
         c = fuzz(Cluster(3, seed=seed, node_class=CountingWindowRaft, config={"max_inflight": 1 + seed % 3}).start(),
                  seed, steps=1500)
         if _new_writes_reach_everyone_without_a_heartbeat(c, 10_000):
-            caught.append(seed)
-    assert caught, "the counting-window mutant passed every seed"
+            return
+    raise AssertionError("the counting-window mutant passed every seed")
 
 
 def _append_entries_per_write(node_class, copies: int) -> float:
@@ -135,8 +134,8 @@ def _messages_per_op(protocol, faults: tuple[str, ...]) -> float:
     from seedance.sim import NemesisConfig, SimConfig, WorkloadConfig, simulate
 
     result = simulate(SimConfig(protocol=protocol, nodes=5, duration_s=0.5, seed=1011,
-                                workload=WorkloadConfig(clients=4), trace=False,
-                                nemesis=NemesisConfig(faults=faults, faulty_fraction=0.6)))
+                                workload=WorkloadConfig(clients=4), trace=False, monitor=False,
+                                nemesis=NemesisConfig(faults=faults, faulty_fraction=0.6)), liveness=False)
     return result.stats["messages_sent"] / result.ops_ok
 
 

@@ -46,7 +46,7 @@ def test_liveness_parameters_are_validated(field, value):
 
 def _issue_run(protocol, faults=("loss",)):
     """Issue R's seed 1051 (5 nodes, 4 clients, loss in the first 30 %), shortened to 1.5 s."""
-    return simulate(SimConfig(protocol=protocol, nodes=5, duration_s=1.5, seed=1051, trace=False,
+    return simulate(SimConfig(protocol=protocol, nodes=5, duration_s=1.5, seed=1051, trace=False, monitor=False,
                               workload=WorkloadConfig(clients=4),
                               nemesis=NemesisConfig(faults=faults, faulty_fraction=0.3)))
 
