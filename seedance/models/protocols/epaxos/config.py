@@ -10,7 +10,7 @@ from typing import Any
 
 from seedance.errors import SpecError
 
-FAST_QUORUMS = ("optimized", "simple")
+FAST_QUORUMS = ("auto", "optimized", "simple")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -18,7 +18,9 @@ class EPaxosConfig:
     heartbeat_s: float = 0.05
     election_timeout_s_min: float = 0.15
     election_timeout_s_max: float = 0.30
-    fast_quorum: str = "optimized"  # F + floor((F+1)/2) (SOSP'13 §4.3) or "simple": 2F (§4.2)
+    # "optimized": F + floor((F+1)/2) (SOSP'13 §4.3); "simple": 2F; "auto": optimized where the two coincide
+    # (N <= 4), simple above (the optimized quorum's recovery needs TryPreAccept, not implemented: see node.py)
+    fast_quorum: str = "auto"
     fetch_batch: int = 64  # instances asked for per Fetch
 
     def __post_init__(self) -> None:

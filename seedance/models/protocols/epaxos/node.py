@@ -7,10 +7,14 @@ Rules this module keeps:
 * Any replica leads the commands its clients send it, each in its own instance ``(replica, number)``.
 * Phase 1 (PreAccept): the command leader computes attributes — ``seq`` above every interfering command it knows,
   ``deps[q]`` = the highest instance of replica q whose command interferes (same key; reads included) — and sends
-  them to every peer. Each peer merges in what it knows and answers. Fast path: with ``F + ⌊(F+1)/2⌋ − 1`` replies
-  (N = 2F + 1; the fast quorum counts the leader) whose attributes are *unchanged*, the leader commits at once
-  (§4.3, "optimized EPaxos"; ``fast_quorum="simple"`` takes 2F, §4.2). Otherwise, with a majority, the slow path:
-  the union of the attributes goes through Paxos-Accept at the instance's ballot, then commits.
+  them to every peer. Each peer merges in what it knows and answers. Fast path: with ``fast quorum − 1`` replies
+  (the fast quorum counts the leader) whose attributes are *unchanged*, the leader commits at once. The fast
+  quorum is ``F + ⌊(F+1)/2⌋`` (N = 2F + 1; §4.3, "optimized EPaxos") where that equals 2F (N = 3), and 2F (the
+  simplified EPaxos) for N ≥ 5: with the smaller optimized quorum, recovering a possibly fast-committed instance
+  needs the paper's TryPreAccept step (a replica that pre-accepted the leader's attributes may be the only witness,
+  while a conflicting command committed elsewhere without a dependency on it), which this node does not implement,
+  so ``fast_quorum="optimized"`` is refused for N ≥ 5. Otherwise, with a majority, the slow path: the union of the
+  attributes goes through Paxos-Accept at the instance's ballot, then commits.
 * Ballots per instance: ballot 0 belongs to the command leader; a recovering replica uses ``round * n + id``. Each
   replica keeps, per instance, the ballot it **promised** (``bal``) apart from the ballot at which it last
   **voted** (``vbal``, set by a pre-accept or an accept) — the fix of Sutra 2020: with one variable a Prepare
@@ -18,7 +22,7 @@ Rules this module keeps:
 * Explicit prepare (Figure 3, recovery): a replica that waits on an instance that does not commit (its execution
   is blocked on it for a randomised timeout) runs Prepare at a higher ballot and, from a majority of replies, (1)
   commits a committed value; else (2) runs Paxos-Accept with the accepted value of the **highest vbal**; else (3)
-  if at least ⌊(F+1)/2⌋ replies (F for the simple fast quorum) pre-accepted the leader's unchanged attributes at
+  if at least ``fast quorum − F`` replies (⌊(F+1)/2⌋, or F for 2F) pre-accepted the leader's unchanged attributes at
   ballot 0 and the leader did not answer, runs Paxos-Accept with those (the fast path may have committed them);
   else (4) if someone pre-accepted the command, restarts phase 1 with it at the new ballot (never a fast path);
   else (5) commits a no-op. Before that, a blocked replica asks its peers for commits it missed (``Fetch``).
@@ -44,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from seedance.errors import SpecError
 from seedance.models.kv import KVStore, Result, validate
 from seedance.models.protocols.contract import (
     Annotate,
@@ -131,14 +136,17 @@ class EPaxosNode:
         self.peers = tuple(p for p in range(n) if p != node_id)
         self.rng = rng
         self.config = config if isinstance(config, EPaxosConfig) else EPaxosConfig.from_mapping(config)
-        self.f = (n - 1) // 2
-        if self.config.fast_quorum == "simple":
-            self.fast_quorum = 2 * self.f
-            self.recovery_agreed = self.f
+        self.f = f = (n - 1) // 2
+        optimized, simple = f + (f + 1) // 2, 2 * f
+        if self.config.fast_quorum == "optimized" and optimized != simple:
+            raise SpecError("epaxos.fast_quorum", f"the optimized fast quorum ({optimized} of {n}) needs the "
+                            "TryPreAccept step of recovery, which this node does not implement",
+                            f"'simple' ({simple} of {n}) or 'auto'")
+        if self.config.fast_quorum == "optimized" or (self.config.fast_quorum == "auto" and optimized == simple):
+            self.fast_quorum, self.recovery_agreed = optimized, (f + 1) // 2
         else:
-            self.fast_quorum = self.f + (self.f + 1) // 2
-            self.recovery_agreed = (self.f + 1) // 2
-        self.fast_quorum = max(self.fast_quorum, self.f + 1)
+            self.fast_quorum, self.recovery_agreed = simple, f
+        self.fast_quorum = max(self.fast_quorum, f + 1)
         self.instances: dict[Iid, Instance] = {}
         self.next_instance = 1
         self.conf: dict[Any, list[int]] = {}  # key -> highest instance of each replica on that key
