@@ -33,7 +33,8 @@ import pytest
 
 from paxos_mutants import MUTANTS
 from scripted_driver import Driver, between, to
-from seedance.models.protocols.epaxos import SPEC
+from seedance.models.protocols.contract import ProtocolSpec
+from seedance.models.protocols.epaxos import SPEC, EPaxosConfig, EPaxosNode
 from seedance.models.protocols.epaxos.messages import (
     Accept, AcceptReply, Commit, PreAccept, PreAcceptReply, Prepare, PrepareReply,
 )
@@ -203,3 +204,64 @@ def test_a_restarted_replica_re_executes_its_committed_instances():
     node = d.recover(2)
     assert dict(node.kv.snapshot()["data"]) == before
     assert d.violations == []
+
+
+# ---------------------------------------------------------------- why N >= 5 uses the 2F fast quorum by default
+class _OptimizedQuorumEPaxos(EPaxosNode):
+    """The optimized fast quorum F + ⌊(F+1)/2⌋ forced at N = 5 (3 of 5, recovery threshold 1) without TryPreAccept."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        f = self.f
+        self.fast_quorum, self.recovery_agreed = f + (f + 1) // 2, (f + 1) // 2
+
+
+OPTIMIZED_5 = ProtocolSpec(name="epaxos-optimized-5", factory=lambda i, n, rng, cfg: _OptimizedQuorumEPaxos(
+    i, n, rng, EPaxosConfig.from_mapping(cfg)), message_types=SPEC.message_types, default_config=SPEC.default_config,
+    monitor=SPEC.monitor, routing=SPEC.routing)
+FAST = {"heartbeat_s": 0.002, "election_timeout_s_min": 0.008, "election_timeout_s_max": 0.016}
+
+
+def five_replica_schedule(spec) -> Driver:
+    """N = 5. R0 proposes α; only R1 pre-accepts it (unchanged), then R0 crashes. R4 commits the conflicting γ with
+    R2 and R3, who never saw α (no dependency on α). R1 recovers α with R2 and R3: R1 is the one witness of the
+    leader's attributes. With the optimized quorum that one witness may be all that is left of a fast commit, so
+    recovery must accept α's attributes as they are — without γ: two interfering commands with no dependency
+    between them, executed in different orders. The paper's TryPreAccept would detect γ; with the 2F quorum one
+    witness is not enough, phase 1 restarts, and α gets γ as a dependency."""
+    d = Driver(spec, 5, config=FAST).start()
+    d.request(0, "write", "x", 1, client_id=10)
+    d.deliver(between(0, 1, PreAccept))
+    d.drop(lambda s, dst, m: s == 0 or dst == 0)
+    d.crash(0)
+    d.request(4, "write", "x", 2, client_id=11)
+    group = {2, 3, 4}
+    for _ in range(20):
+        d.drop(lambda s, dst, m: dst in (0, 1) or s in (0, 1))
+        d.deliver_all(lambda s, dst, m: {s, dst} <= group)
+        if d.nodes[4].instances[GAMMA_5].status == COMMITTED:
+            break
+        d.fire(4, "tick")
+    assert d.nodes[2].instances[GAMMA_5].status == COMMITTED
+    d.call(1, "recover alpha", lambda node, out: node._start_recovery(ALPHA, d.now, out))
+    d.drop(lambda s, dst, m: dst in (0, 4))
+    d.deliver_all(lambda s, dst, m: {s, dst} <= {1, 2, 3})
+    d.deliver_all()
+    d.run_timers(until=d.now + 0.2)
+    return d
+
+
+GAMMA_5 = (4, 1)
+
+
+def test_the_optimized_quorum_without_try_pre_accept_breaks_execution_order_at_five_replicas():
+    d = five_replica_schedule(OPTIMIZED_5)
+    assert any("Execution consistency" in v for v in d.violations), (d.violations, d.story())
+
+
+def test_the_default_two_f_quorum_is_safe_on_the_same_schedule():
+    d = five_replica_schedule(SPEC)
+    assert d.violations == [], d.story()
+    assert d.nodes[1].instances[ALPHA].deps[4] == 1  # α depends on γ
+    orders = {tuple(iid for _, iid in n.exec_log) for n in d.nodes.values()}
+    assert len(orders) == 1, orders
