@@ -9,7 +9,7 @@ import yaml
 
 from seedance.errors import SpecError
 from seedance.sim.config import SimConfig, WorkloadConfig
-from seedance.sim.host import CorePool, HostProfile, LogNormal, load_profile, save_profile
+from seedance.models.host import CorePool, HostProfile, LogNormal, load_profile, save_profile
 from seedance.sim.run import simulate
 
 

@@ -2,7 +2,7 @@
 
 Method:
 
-1. A host profile (:mod:`seedance.sim.host`) measured on this machine by ``seedance real profile`` (or given): its
+1. A host profile (:mod:`seedance.models.host`) measured on this machine by ``seedance real profile`` (or given): its
    CPU samples come from one real run (the *fitted* configuration, recorded in the profile); every other
    configuration is *held out* — the simulator never saw a run of it.
 2. For each configuration (closed-loop client count × value size; writes only, fsync on) and each of ``repeats``

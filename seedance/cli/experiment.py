@@ -100,7 +100,7 @@ def sim_vs_real(protocol: str, out_dir: str, host_profile: str | None, quick: bo
     from seedance.analysis import sim_vs_real as svr
     from seedance.models.protocols import registry
     from seedance.provenance import run_metadata
-    from seedance.sim.host import load_profile, save_profile
+    from seedance.models.host import load_profile, save_profile
 
     registry.get(protocol)  # unknown -> one line listing the valid names
     check_writable_dir("--out", out_dir)

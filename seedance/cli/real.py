@@ -246,7 +246,7 @@ def profile_command(nodes: int, clients: int, duration: float, seed: int, work_d
                     as_json: bool) -> None:
     """Measure this machine's service-time distributions (fsync, loopback, CPU per input, client CPU per op)."""
     from seedance.real.profile import profile_host
-    from seedance.sim.host import save_profile
+    from seedance.models.host import save_profile
 
     if Path(out_file).suffix.lower() not in (".yaml", ".yml", ".json"):
         raise SpecError("--out", f"{out_file!r} has no .yaml, .yml or .json suffix", "a host profile file name")

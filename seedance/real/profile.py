@@ -29,7 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from seedance.sim.host import KINDS, HostProfile, LogNormal, machine_facts
+import platform
+
+from seedance.models.host import KINDS, HostProfile, LogNormal
 
 _ECHO = r"""
 import socket, sys
@@ -146,3 +148,30 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
                   "raft_run": {k: summary.get(k) for k in ("throughput_ops_s", "latency_ms_p50", "latency_ms_p99",
                                                            "ops_ok")}},
     )
+
+
+def machine_facts(directory: str | Path) -> dict[str, Any]:
+    """Where a profile was measured: CPU model, cores, kernel, filesystem of ``directory``, load average."""
+    import os
+
+    cpu_model = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    filesystem = "?"
+    try:
+        target = str(Path(directory).resolve())
+        best = ""
+        for line in Path("/proc/mounts").read_text().splitlines():
+            _, mount, fstype, *_ = line.split()
+            if target.startswith(mount) and len(mount) > len(best):
+                best, filesystem = mount, fstype
+    except OSError:
+        pass
+    return {"cpu_model": cpu_model, "cores": os.cpu_count(), "kernel": platform.release(),
+            "filesystem": filesystem, "directory": str(directory), "loadavg_1min": os.getloadavg()[0],
+            "python": platform.python_version()}

@@ -233,7 +233,7 @@ class SimConfig:
     check: bool = False
     check_timeout_s: float = 10.0
     monitor: bool = True  # run the protocol's invariant monitor (ProtocolSpec.monitor) after every input
-    host_profile: Any = None  # a measured host (path to `seedance real profile` output, or a HostProfile): see sim.host
+    host_profile: Any = None  # a measured host (path to `seedance real profile` output, or a HostProfile): see models.host
     background: tuple[Any, ...] = ()  # BackgroundSpec or "op:size@period" strings: training traffic on the links
 
     def __post_init__(self) -> None:
@@ -242,7 +242,7 @@ class SimConfig:
         object.__setattr__(self, "background", tuple(b if isinstance(b, BackgroundSpec) else
                                                      BackgroundSpec.parse(b) for b in self.background))
         if self.host_profile is not None:
-            from seedance.sim.host import HostProfile, load_profile
+            from seedance.models.host import HostProfile, load_profile
 
             if not isinstance(self.host_profile, HostProfile):
                 if not isinstance(self.host_profile, str):
@@ -253,7 +253,7 @@ class SimConfig:
         """The HostProfile to simulate on, or None (the textbook constants of cpu / storage)."""
         if self.host_profile is None:
             return None
-        from seedance.sim.host import HostProfile, load_profile
+        from seedance.models.host import HostProfile, load_profile
 
         return self.host_profile if isinstance(self.host_profile, HostProfile) else load_profile(self.host_profile)
         _positive("duration_s", self.duration_s)

@@ -42,7 +42,7 @@ from seedance.models.compute import work_time_s
 from seedance.models.protocols.contract import ClientRequest, CollectiveDone, ProtocolSpec, Reply
 from seedance.sim.config import CpuConfig, StorageConfig
 from seedance.sim.kernel import Call
-from seedance.sim.host import CorePool, HostProfile
+from seedance.models.host import CorePool, HostProfile
 from seedance.sim.network import Network
 from seedance.sim.storage import Storage
 from seedance.tracing import Trace
@@ -179,7 +179,7 @@ class Runtime:
         self._cost = {MESSAGE: cpu.message_s, TIMER: cpu.timer_s, CLIENT: cpu.client_request_s,
                       COLLECTIVE: cpu.collective_s, PERSISTED: cpu.timer_s, WORK: cpu.collective_s}
         self._recover_s = cpu.recover_s
-        # a measured host (seedance.sim.host): service times drawn per input, processes sharing its cores
+        # a measured host (seedance.models.host): service times drawn per input, processes sharing its cores
         self.host = host
         self._host_rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(HOST_STREAM,)))
         self.cores = CorePool(host.cores) if host is not None else None

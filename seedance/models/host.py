@@ -12,6 +12,9 @@ simulator's textbook constants leave out:
 * the client process's CPU per operation (the real backend drives all clients from one process);
 * the number of cores, and where and when it was measured (CPU model, kernel, filesystem, load average).
 
+It is a model (pure data and draws from a given generator); the real backend measures it
+(:mod:`seedance.real.profile`), the simulator uses it (:mod:`seedance.sim.runtime`).
+
 Contention: with a profile, the N node processes and the client process share ``cores`` cores (:class:`CorePool`):
 an input is handled only when its node's own CPU *and* some core are free, so 3 nodes and a client process on 2
 cores queue behind each other as they do here. Every draw comes from the run's host generator (a child of the root
@@ -22,7 +25,6 @@ from __future__ import annotations
 
 import heapq
 import math
-import platform
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -180,33 +182,6 @@ def save_profile(profile: HostProfile, path: str | Path) -> Path:
             os.unlink(tmp)
         raise
     return target
-
-
-def machine_facts(directory: str | Path) -> dict[str, Any]:
-    """Where a profile was measured: CPU model, cores, kernel, filesystem of ``directory``, load average."""
-    import os
-
-    cpu_model = platform.processor() or ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu_model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    filesystem = "?"
-    try:
-        target = str(Path(directory).resolve())
-        best = ""
-        for line in Path("/proc/mounts").read_text().splitlines():
-            _, mount, fstype, *_ = line.split()
-            if target.startswith(mount) and len(mount) > len(best):
-                best, filesystem = mount, fstype
-    except OSError:
-        pass
-    return {"cpu_model": cpu_model, "cores": os.cpu_count(), "kernel": platform.release(),
-            "filesystem": filesystem, "directory": str(directory), "loadavg_1min": os.getloadavg()[0],
-            "python": platform.python_version()}
 
 
 class CorePool:
