@@ -42,7 +42,9 @@ def _campaign_run(seed: int, out, duration_s: float, kill_rate: float) -> dict:
 @pytest.mark.parametrize("seed", DEFAULT_SEEDS)
 def test_raft_survives_sigkills(seed, tmp_path):
     summary = _campaign_run(seed, tmp_path / "run", duration_s=1.5, kill_rate=2.0)
-    assert summary["ops_ok"] > 0
+    # liveness: once the kills stop and every node is back, the cluster serves a read of every key (on a loaded
+    # machine 1.5 s of kills can leave no window for a client operation; the healed cluster must still answer)
+    assert summary["final_reads"]["read"] == summary["final_reads"]["keys"], summary["reproduce"]
 
 
 @pytest.mark.slow
