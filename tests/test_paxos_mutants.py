@@ -24,6 +24,7 @@ def _first_detection(name: str) -> tuple[int | None, list[str]]:
     ("unchecked-fast-path", "epaxos", ("Execution consistency", "Consistency", "linearizable")),
     ("lowest-ballot", "multipaxos", ("Agreement", "linearizable")),
     ("accept-below-promise", "multipaxos", ("Agreement", "linearizable")),
+    ("single-ballot", "epaxos", ("Consistency", "Execution consistency", "linearizable")),
 ])
 def test_planted_bug_is_caught_and_the_correct_protocol_is_clean(name, protocol, signature, request):
     seed, problems = _first_detection(name)
