@@ -9,7 +9,7 @@ BIN         := $(VENV)/bin
 STAMP       := $(VENV)/.seedance-installed
 PYTEST_ARGS ?=
 
-.PHONY: setup run test test-slow bench paper clean
+.PHONY: setup run test test-campaign test-slow bench paper clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,9 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+
+test-campaign: $(STAMP)
+	$(BIN)/python -m pytest -n 2 -m campaign $(PYTEST_ARGS)
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
