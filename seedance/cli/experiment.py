@@ -18,7 +18,7 @@ import click
 
 from seedance.cli._common import emit_json, json_option
 from seedance.cli._progress import Progress, progress_option
-from seedance.cli._types import SEED, Integer
+from seedance.cli._types import SEED, Integer, Number
 from seedance.validation import check_writable_dir
 
 MAX_SEEDS = 1024
@@ -87,7 +87,7 @@ def convergence(out_dir: str, quick: bool, seeds: int | None, root_seed: int, as
               help="A host profile from `seedance real profile` (default: measure one first, into --out).")
 @click.option("--quick", is_flag=True, help="3 configurations × 3 rounds of 2 s (about 2 minutes here).")
 @click.option("--repeats", type=Integer(1, 20), default=3, show_default=True, help="Rounds per configuration.")
-@click.option("--duration", type=click.FloatRange(0.5, 120), default=3.0, show_default=True,
+@click.option("--duration", type=Number(0.5, 120), default=3.0, show_default=True,
               help="Seconds of load per run (both runtimes).")
 @click.option("--nodes", type=Integer(1, 16), default=3, show_default=True)
 @json_option
@@ -144,7 +144,7 @@ def sim_vs_real(protocol: str, out_dir: str, host_profile: str | None, quick: bo
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory for results.")
 @click.option("--quick", is_flag=True, help="2-3 conflict rates, 3 and 5 replicas, 0.3 s runs (under 3 minutes).")
 @click.option("--seed", "root_seed", type=SEED, default=0, show_default=True, help="Seed of every run.")
-@click.option("--duration", type=click.FloatRange(0.05, 60), default=None,
+@click.option("--duration", type=Number(0.05, 60), default=None,
               help="Simulated seconds per run (default: 0.3 with --quick, else 1.0).")
 @json_option
 @progress_option
