@@ -376,3 +376,42 @@ def test_every_numeric_option_of_every_command_refuses_non_numbers(path, cmd, op
             argv += [p.opts[0], "2"]
     code, _, err = run_cli(argv)
     _check(code, err, argv, out, {2})
+
+
+def _output_commands():
+    import click
+
+    from seedance.cli import cli
+
+    def walk(cmd, path):
+        if isinstance(cmd, click.Group):
+            for name, sub in sorted(cmd.commands.items()):
+                yield from walk(sub, [*path, name])
+        else:
+            yield path, cmd
+
+    for path, cmd in walk(cli, []):
+        outs = [p for p in cmd.params if isinstance(p, click.Option) and not p.is_flag
+                and p.name in ("out", "out_dir", "out_file", "figure_stem")]
+        if outs:
+            yield pytest.param(path, cmd, outs, id=" ".join(path))
+
+
+@pytest.mark.parametrize("path, cmd, outs", list(_output_commands()))
+def test_every_command_checks_its_output_before_any_work(path, cmd, outs):
+    """An output under /proc cannot be written: every command that writes files says so in one line, exit 2, at
+    once (with --quick where there is one; a command that did its work first would take seconds to minutes)."""
+    import click
+
+    argv = list(path)
+    for p in cmd.params:
+        if p in outs:
+            argv += [p.opts[0], "/proc/seedance-fuzz/y" + (".yaml" if p.name == "out_file" else "")]
+        elif isinstance(p, click.Argument):
+            argv.append("allreduce" if "collective" in (p.name or "") else "dgx-a100")
+        elif p.required:
+            argv += [p.opts[0], "2"]
+        elif "--quick" in p.opts:
+            argv.append("--quick")
+    code, _, err = run_cli(argv)
+    _check(code, err, argv, None, {2})
