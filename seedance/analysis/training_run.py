@@ -168,8 +168,15 @@ def _install_partition(runtime: Any, cfg: CommitConfig, world: int, cut: dict[st
 def real_train(*, world: int = 3, steps: int = 40, commit_every: int = 10, scenario: str = "",
                variant: str = "fixed", seed: int = 0, settings: Mapping[str, Any] | None = None,
                out: str | Path, timeout_s: float = 300.0, extra_env: Mapping[str, str] | None = None,
-               keep_params: bool = False) -> dict[str, Any]:
-    """One real data-parallel run (``world`` processes, torch.distributed: gloo here, NCCL with CUDA)."""
+               keep_params: bool = False, nemesis: tuple[str, ...] = (), faulty_s: float = 8.0) -> dict[str, Any]:
+    """One real data-parallel run (``world`` processes, torch.distributed: gloo here, NCCL with CUDA).
+
+    ``nemesis``: the simulator's fault names that the real backend applies (``seedance.faults``: crash = SIGKILL and
+    restart from the atomic checkpoint, pause = SIGSTOP/SIGCONT, partitions and message faults by the nodes' own
+    rules), drawn from ``seed`` over the first ``faulty_s`` seconds after every rank is ready, then healed; the run
+    ends when every rank has finished after the heal.
+    """
+    from seedance import faults as fault_table
     from seedance.real.launcher import LocalLauncher
 
     if scenario == "F5":
@@ -178,6 +185,7 @@ def real_train(*, world: int = 3, steps: int = 40, commit_every: int = 10, scena
     # real processes on a shared machine: heartbeats every 100 ms, 1 s of acceptable pause, 5 s collective deadline
     real_defaults = {"heartbeat_s": 0.1, "phi_acceptable_pause_s": 1.0, "collective_timeout_s": 5.0}
     merged = {**real_defaults, **dict(settings or {})}
+    nemesis = fault_table.parse(nemesis, fault_table.REAL) if nemesis else ()
     config = protocol_config(steps=steps, commit_every=commit_every, scenario=scenario, variant=variant, seed=seed,
                              settings=merged)
     out = Path(out)
@@ -193,9 +201,19 @@ def real_train(*, world: int = 3, steps: int = 40, commit_every: int = 10, scena
                        extra_env=dict(extra_env or {})) as launch:
         launch.start_all()
         deadline = time.monotonic() + timeout_s
+        if nemesis:
+            launch.wait_ready(60.0)
+            healed_at = _run_faults(launch, nemesis, seed, faulty_s, world)
         while time.monotonic() < deadline:
             launch.raise_if_failed()
             finals = _real_finals(run_dir, world)
+            if nemesis:  # after the heal, give the detectors time to settle; the finals must be of the last epoch
+                settle = float(merged["phi_acceptable_pause_s"]) + 10 * float(merged["heartbeat_s"])
+                if time.monotonic() - launch.t0_monotonic < healed_at + settle:
+                    time.sleep(0.2)
+                    continue
+                latest = _max_epoch(run_dir, world)
+                finals = {r: f for r, f in finals.items() if f["epoch"] >= latest}
             if len(finals) == world and all(f["step"] >= steps for f in finals.values()) \
                     and len({f["epoch"] for f in finals.values()}) == 1:
                 finished = True
@@ -204,10 +222,56 @@ def real_train(*, world: int = 3, steps: int = 40, commit_every: int = 10, scena
     events = []
     for path in sorted(run_dir.glob("node-*/state/observations.jsonl")):
         events += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    summary = summarize(events, world=world, keep_params=keep_params)
+    crashed = set(range(world)) if nemesis else set()  # under faults, suspicion is the detector's job
+    summary = summarize(events, world=world, keep_params=keep_params, crashed=crashed)
     return {"runtime": "real", "scenario": scenario or None, "variant": variant, "seed": seed,
             "commit_every": commit_every, "steps_requested": steps, **summary, "finished": finished,
+            **({"nemesis": list(nemesis)} if nemesis else {}),
             "wall_s": time.perf_counter() - wall, "run_dir": str(run_dir)}
+
+
+def _run_faults(launch: Any, nemesis: tuple[str, ...], seed: int, faulty_s: float, world: int) -> float:
+    """Apply the seeded schedule for ``faulty_s`` seconds, heal; the launcher-relative time of the heal."""
+    import asyncio
+
+    from seedance.faults import draw_schedule
+    from seedance.real.nemesis import RealNemesis
+    from seedance.real.run import nemesis_rng
+    from seedance.real.trace import TraceRecorder
+
+    schedule = draw_schedule(nemesis, num_nodes=world, faulty_end_s=faulty_s, rng=nemesis_rng(seed))
+    recorder = TraceRecorder(None, launch.t0_monotonic)
+
+    async def drive() -> float:
+        nem = RealNemesis(launch, schedule, faulty_end_s=faulty_s, trace=recorder)
+        try:
+            await nem.run(time.monotonic())
+        finally:
+            await nem.close()
+        return (nem.healed_at_monotonic or time.monotonic()) - launch.t0_monotonic
+
+    try:
+        return asyncio.run(drive())
+    finally:
+        recorder.close()
+
+
+def _max_epoch(run_dir: Path, world: int) -> int:
+    """The highest epoch any rank reported (rollbacks, resyncs, votes, commits, finals)."""
+    best = 0
+    for rank in range(world):
+        try:
+            text = (run_dir / f"node-{rank}" / "state" / "observations.jsonl").read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            try:
+                value = json.loads(line).get("value")
+            except json.JSONDecodeError:
+                continue
+            if isinstance(value, dict) and isinstance(value.get("epoch"), int):
+                best = max(best, value["epoch"])
+    return best
 
 
 def _real_finals(run_dir: Path, world: int) -> dict[int, dict[str, Any]]:
@@ -225,5 +289,5 @@ def _real_finals(run_dir: Path, world: int) -> dict[int, dict[str, Any]]:
                 except json.JSONDecodeError:
                     continue  # a line being written
                 if record.get("key") == "final":
-                    finals[rank] = record["value"]
+                    finals[rank] = {**record["value"], "wall": float(record.get("time", 0.0))}
     return finals

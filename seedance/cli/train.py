@@ -93,9 +93,14 @@ def sim_train(world_size: int, topology: str | None, steps: int, commit_every: i
               help="Rank processes (at most 4 per CPU core, 5..64).")
 @click.option("--timeout", "timeout_s", type=Number(1, V.MAX_REAL_DURATION_S), default=300.0, show_default=True,
               help="Give up after this many wall-clock seconds.")
+@click.option("--nemesis", default="", help="Comma-separated faults the real backend applies (crash, pause, "
+              "partition, loss, ...: see `seedance sim faults`), drawn from --seed; empty: none.")
+@click.option("--faulty-s", "faulty_s", type=Number(0, 600, lo_open=True), default=8.0, show_default=True,
+              help="Seconds of faults after every rank is ready; then everything heals.")
 @_common
-def real_train(world_size: int, timeout_s: float, steps: int, commit_every: int, scenario: str, variant: str,
-               seed: int, settings: tuple[str, ...], out: Path | None, as_json: bool) -> None:
+def real_train(world_size: int, timeout_s: float, nemesis: str, faulty_s: float, steps: int, commit_every: int,
+               scenario: str, variant: str, seed: int, settings: tuple[str, ...], out: Path | None,
+               as_json: bool) -> None:
     """Train for real: one OS process per rank, torch.distributed collectives (gloo here, NCCL with CUDA)."""
     import tempfile
 
@@ -105,13 +110,19 @@ def real_train(world_size: int, timeout_s: float, steps: int, commit_every: int,
         raise SpecError("--world-size", f"{world_size} is above the ceiling {V.max_real_nodes()}",
                         V.why_real_nodes())
     name = _scenario(scenario)
+    from seedance import faults
+
     protocol_config(steps=steps, commit_every=commit_every, scenario=name, variant=variant, seed=seed,
                     settings=parse_settings(settings))
+    fault_names = faults.parse(nemesis, faults.REAL)
     _check_out(out)
     work = out if out is not None else Path(tempfile.mkdtemp(prefix="seedance-train-"))
     summary = run(world=world_size, steps=steps, commit_every=commit_every, scenario=name, variant=variant,
-                  seed=seed, settings=parse_settings(settings), out=work, timeout_s=timeout_s)
+                  seed=seed, settings=parse_settings(settings), out=work, timeout_s=timeout_s,
+                  nemesis=tuple(fault_names), faulty_s=faulty_s)
     summary["reproduce"] = _reproduce("real", world_size, steps, commit_every, scenario, variant, seed, settings)
+    if fault_names:
+        summary["reproduce"] += f" --nemesis {','.join(fault_names)} --faulty-s {faulty_s!r}"
     _report(summary, out, as_json)
 
 
