@@ -46,7 +46,14 @@ def test_real_training_matches_the_simulator_and_checkpoints_atomically(tmp_path
 
 
 def test_real_f2_buggy_drifts_and_is_caught_fixed_rolls_back(tmp_path: Path):
-    buggy = _real(tmp_path, "F2", "buggy")
+    # on a loaded machine a real allreduce can finish before its injected 1 µs deadline fires (the node reports it);
+    # at least one of the three timeouts must bite, so run again (another seed) when none did
+    for seed in (2, 3, 4):
+        buggy = real_train(world=WORLD, steps=30, commit_every=10, scenario="F2", variant="buggy", seed=seed,
+                           out=tmp_path / f"F2-buggy-{seed}", timeout_s=240)
+        if buggy["injections_missed"] < 3 * WORLD:
+            break
+    assert buggy["finished"], buggy
     assert buggy["replica_l2_max"] > 1e-3 and buggy["alarms"] >= 1 and buggy["detected"]
     assert buggy["param_l2_deviation"] == 0.0 and buggy["leaked_handles"] == 0  # resynced, gpart freed
 

@@ -60,7 +60,7 @@ def summarize(events: Iterable[Any], *, world: int, crashed: Iterable[int] = (),
     alarm_rounds: set[tuple[int, int]] = set()
     rollback_epochs: set[int] = set()
     recovery: dict[int, float] = {}
-    offline = false_offline_seen = leaks = splits = 0
+    offline = false_offline_seen = leaks = splits = missed = 0
     false_offline = 0
     for node, key, value, _t in rows:
         if key == "final":
@@ -85,6 +85,8 @@ def summarize(events: Iterable[Any], *, world: int, crashed: Iterable[int] = (),
             leaks += 1
         elif key == "split-view":
             splits += 1
+        elif key == "injection-missed":
+            missed += 1
     false_alarms = false_convergence = 0
     replica_l2 = 0.0
     for key, by_node in votes.items():
@@ -128,6 +130,7 @@ def summarize(events: Iterable[Any], *, world: int, crashed: Iterable[int] = (),
         "leak_alarms": leaks,
         "split_views": splits,
         "monitor_breaches": int(monitor_breaches),
+        "injections_missed": missed,  # a real collective beat its injected deadline (F2): that injection did not bite
         # the checks: the protocol's own (alarm, retracted verdict, leak, split view), the invariant monitor, and
         # the same replica check run on the replica events after the run (commits of differing replicas)
         "detected": bool(alarm_rounds or false_offline_seen or leaks or splits or monitor_breaches

@@ -371,6 +371,7 @@ class CommitNode:
         timeout = cfg.collective_timeout_s
         if self._window("F2", k):  # the network stalls this allreduce past its deadline (on every rank)
             timeout = self.injection.params["timeout_s"]
+            self.pending["deadline_injected"] = True
         return [self._collective(("ar", self.epoch, k), "allreduce", "g", timeout_s=timeout,
                                  nominal=cfg.grad_bytes, result_into="gsum")]
 
@@ -579,11 +580,14 @@ class CommitNode:
                 return self._enter_sync(self.epoch + 1, now, f"allreduce: {done.error}")
             waiting = self.pending.get("waiting", set())
             waiting.discard("ar")
+            effects: Effects = []
+            if self.pending.get("deadline_injected"):  # the real collective finished before its 1 µs deadline fired
+                effects.append(Observe(what="observe", key="injection-missed", value={"step": self.step, "t": now}))
             if self.pending.get("fp16"):
                 if self.cfg.buggy:
-                    return self._step_done(now) if not waiting else []
-                return self._apply(now, "g16")
-            return self._apply(now, "gsum")
+                    return effects + (self._step_done(now) if not waiting else [])
+                return effects + self._apply(now, "g16")
+            return effects + self._apply(now, "gsum")
         if kind == "ar-part" and self.phase == "train" and cid[2] == self.step:
             if not done.ok:
                 if cid[3] < 3:  # v2.0.2 resends the slice until it goes through (the group may be re-forming)
