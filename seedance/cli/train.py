@@ -116,10 +116,12 @@ def real_train(world_size: int, timeout_s: float, nemesis: str, faulty_s: float,
                     settings=parse_settings(settings))
     fault_names = faults.parse(nemesis, faults.REAL)
     _check_out(out)
-    work = out if out is not None else Path(tempfile.mkdtemp(prefix="seedance-train-"))
-    summary = run(world=world_size, steps=steps, commit_every=commit_every, scenario=name, variant=variant,
-                  seed=seed, settings=parse_settings(settings), out=work, timeout_s=timeout_s,
-                  nemesis=tuple(fault_names), faulty_s=faulty_s)
+    with tempfile.TemporaryDirectory(prefix="seedance-train-") as scratch:  # the run's files, unless --out keeps them
+        summary = run(world=world_size, steps=steps, commit_every=commit_every, scenario=name, variant=variant,
+                      seed=seed, settings=parse_settings(settings), out=out if out is not None else Path(scratch),
+                      timeout_s=timeout_s, nemesis=tuple(fault_names), faulty_s=faulty_s)
+    if out is None:
+        summary["run_dir"] = None
     summary["reproduce"] = _reproduce("real", world_size, steps, commit_every, scenario, variant, seed, settings)
     if fault_names:
         summary["reproduce"] += f" --nemesis {','.join(fault_names)} --faulty-s {faulty_s!r}"
