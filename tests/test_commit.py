@@ -190,7 +190,14 @@ def test_cli_sim_train_json_and_errors():
     summary = json.loads(done.stdout)
     assert set(SUMMARY_KEYS) <= set(summary) and summary["leaked_handles"] == 3 * summary["commits"]
     assert summary["reproduce"].startswith("seedance sim train --world-size 3")
+    import contextlib
+    import io
+
+    from seedance.cli import main
+
     for bad, field in ((["--scenario", "F0"], "--scenario"), (["--variant", "x"], "--variant"),
                        (["--set", "lr=nan"], "lr"), (["--world-size", "0"], "--world-size")):
-        done = _cli("sim", "train", *bad)
-        assert done.returncode == 2 and field in done.stderr and done.stderr.count("\n") == 1, done.stderr
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            code = main(["sim", "train", *bad])
+        assert code == 2 and field in err.getvalue() and err.getvalue().count("\n") == 1, err.getvalue()
