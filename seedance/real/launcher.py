@@ -278,10 +278,10 @@ class LocalLauncher:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"nodes not ready after {timeout_s:.0f} s; see {self.run_dir}/node-*.log")
             time.sleep(0.02)
-        if self._store_thread is not None:
-            self._store_thread.join(timeout=max(0.0, deadline - time.monotonic()))
-            if self._store_thread.is_alive():
+        while self._store_thread is not None and self._store_thread.is_alive():
+            if time.monotonic() > deadline:
                 raise RuntimeError(f"the rendezvous store did not start within {timeout_s:.0f} s")
+            time.sleep(0.02)  # polled, not one long join: a SIGINT lands between sleeps and close() runs at once
 
     def ready(self, rank: int) -> bool:
         try:
