@@ -172,6 +172,8 @@ class LocalLauncher:
         self.incarnations: dict[int, int] = {}
         self._zygote: Zygote | None = None
         self._store_thread: threading.Thread | None = None
+        self._store_lock = threading.Lock()  # the store thread and close() decide who owns the listening socket
+        self._closing = False
         self._spawn_lock = threading.Lock()  # one spawn request to the zygote at a time: pids come back in order
         self.paused: set[int] = set()
         self.node_rules: dict[int, dict[str, Any]] = {}  # fault rules each node runs under (seedance.real.faults)
@@ -262,10 +264,16 @@ class LocalLauncher:
     def _host_store(self) -> None:
         import torch.distributed as dist
 
-        self.store = dist.TCPStore(self.store_host, self.store_port, is_master=True, wait_for_workers=False,
-                                   timeout=timedelta(seconds=60), master_listen_fd=self._listen.fileno())
-        self._listen.detach()  # the store owns (and closes) the listening socket now
-        self._listen = None
+        with self._store_lock:
+            if self._closing or self._listen is None:  # closed while torch was importing: nothing to host
+                if self._listen is not None:
+                    self._listen.close()
+                    self._listen = None
+                return
+            self.store = dist.TCPStore(self.store_host, self.store_port, is_master=True, wait_for_workers=False,
+                                       timeout=timedelta(seconds=60), master_listen_fd=self._listen.fileno())
+            self._listen.detach()  # the store owns (and closes) the listening socket now
+            self._listen = None
 
 
     def wait_ready(self, timeout_s: float = 60.0) -> None:
@@ -390,15 +398,16 @@ class LocalLauncher:
         if self._zygote is not None:
             self._zygote.close()
             self._zygote = None
-        if getattr(self, "_store_thread", None) is not None:
-            self._store_thread.join(timeout=30.0)  # importing torch and starting the store: seconds, not more
-            if self._store_thread.is_alive():
-                log.error("the rendezvous store thread did not finish within 30 s")
-            self._store_thread = None
+        # The store thread may still be importing torch (seconds; tens under load): do not wait for it. Under the
+        # lock, either it already hosts the store (dropped below) or it will see _closing and close the socket.
+        with self._store_lock:
+            self._closing = True
+            importing = self._store_thread is not None and self._store_thread.is_alive() and self.store is None
+            if not importing and self._listen is not None:  # never handed to a store, and no thread to do it
+                self._listen.close()
+                self._listen = None
+        self._store_thread = None
         self.store = None  # the last reference: the store's server and its listening socket go with it
-        if self._listen is not None:  # never handed to a store
-            self._listen.close()
-            self._listen = None
         for sock in getattr(self, "_node_sockets", []):
             sock.close()
         self._node_sockets = []
