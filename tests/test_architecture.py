@@ -1,4 +1,4 @@
-"""The architecture's one hard rule: ``seedance.models`` stays pure (see ARCHITECTURE.md, STYLE.md rule 1-2).
+"""The architecture's one hard rule: ``seedance.models`` stays pure (docs/contract.md, "Layers").
 
 No simpy, sockets, asyncio, threads, processes, torch.distributed, wall clock or global random state, and no import
 of the runtimes or analysis layers. Checked on the AST of every module, so a violation names file and line.

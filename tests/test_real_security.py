@@ -1,5 +1,5 @@
 """Transport security of the real backend: bad frames are rejected and logged, the node keeps running, and
-nothing listens beyond 127.0.0.1 unless asked (ARCHITECTURE.md "Where things meet the outside world").
+nothing listens beyond 127.0.0.1 unless asked (README, "The real backend": Security).
 """
 
 from __future__ import annotations

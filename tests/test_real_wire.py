@@ -1,4 +1,4 @@
-"""The wire codec: plain data only, registered types only, never pickle (ARCHITECTURE.md, "Wire format")."""
+"""The wire codec: plain data only, registered types only, never pickle (seedance/models/wire.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Plain-data wire codec for protocol messages: frozen dataclasses <-> msgpack-able values, never pickle.
 
-Rules (ARCHITECTURE.md "Where things meet the outside world"):
+Rules (network input is plain data, length-prefixed and size-bounded; never pickle):
 
 * Only the types a :class:`~seedance.models.protocols.contract.ProtocolSpec` lists in ``message_types`` (plus the
   contract's own input types and the enums their fields use) can be decoded; an unknown type tag is rejected with

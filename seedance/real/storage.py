@@ -1,6 +1,7 @@
 """Durable node state on disk: what a :class:`~seedance.models.protocols.contract.Persist` promises, for real.
 
-Rules (contract.py; Raft §5.1 "stable storage"; ARCHITECTURE.md "Durable state"):
+Rules (contract.py; Raft §5.1 "stable storage"; write temp → fsync → rename → fsync directory, as everywhere
+in seedance):
 
 * A value (``Persist``) is one file ``values/<hex key>.val``: written to a temporary file, ``fsync``-ed, published by
   ``os.replace`` and made durable by an ``fsync`` of the directory. A crash at any point leaves either the old or the

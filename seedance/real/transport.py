@@ -1,7 +1,7 @@
 """Authenticated frames over TCP between node processes and clients (asyncio streams).
 
-Rules (ARCHITECTURE.md "Where things meet the outside world"; RFC 2104 HMAC; Bellare–Kohno–Namprempre 2004 on
-sequence numbers against replay):
+Rules (bind to 127.0.0.1 by default, authenticate every peer, never unpickle; RFC 2104 HMAC; Bellare, Kohno &
+Namprempre 2004 on sequence numbers against replay):
 
 * A frame is ``[u32 big-endian length][body]``. A length above ``max_frame_bytes`` is rejected *before* reading the
   body. Never pickle: bodies are msgpack of plain data (:mod:`seedance.models.wire`).

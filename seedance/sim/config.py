@@ -2,7 +2,7 @@
 
 A run is a pure function of (:class:`SimConfig`, code version): the seed in it draws every random choice (node
 RNGs, workload, nemesis schedule, per-message faults) from one root ``numpy.random.SeedSequence``, spawned in a
-fixed order (STYLE.md rule 2).
+fixed order (no global RNG anywhere: see docs/contract.md, "Layers").
 
 Default costs, each a documented assumption, overridable:
 
