@@ -47,8 +47,7 @@ the same messages would have carried as full states (state-based sync on the sam
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -57,6 +56,7 @@ from seedance.errors import SpecError
 from seedance.models import clocks
 from seedance.models.crdt import ENTRY_BYTES, DeltaBuffer, GridDelta, IntervalReceiver, PixelGrid
 from seedance.models.protocols.causal.messages import Ack, Sync
+from seedance.models.protocols.options import Options, check_counts
 from seedance.models.protocols.contract import (
     Annotate, ClientRequest, CollectiveDone, DurableState, Effects, Observe, Operation, Outcome, Persist,
     PersistRecords, Reply, Send, SetTimer,
@@ -72,7 +72,9 @@ _KEY = re.compile(r"k(\d+)\Z")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class CausalConfig:
+class CausalConfig(Options):
+    prefix = "causal"
+
     width: int = 64
     height: int = 64
     sync_interval_s: float = 0.005  # anti-entropy period
@@ -81,10 +83,7 @@ class CausalConfig:
     max_waiting: int = 64  # intervals per sender waiting for their causal predecessors
 
     def __post_init__(self) -> None:
-        for name in ("width", "height", "max_groups", "max_waiting"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise SpecError(f"causal.{name}", f"must be an integer >= 1, got {value!r}")
+        check_counts("causal", self, ("width", "height", "max_groups", "max_waiting"))
         if self.width * self.height > 1 << 20:
             raise SpecError("causal.width", f"grid {self.width}x{self.height} exceeds 1,048,576 pixels",
                             "at most 1024x1024")
@@ -93,17 +92,6 @@ class CausalConfig:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 1e-5 <= value <= 10:
                 raise SpecError(f"causal.{name}", f"must be seconds in [1e-5, 10], got {value!r}")
 
-    @classmethod
-    def from_mapping(cls, config: Mapping[str, Any] | None) -> CausalConfig:
-        config = dict(config or {})
-        valid = [f.name for f in fields(cls)]
-        unknown = sorted(set(config) - set(valid))
-        if unknown:
-            raise SpecError(f"causal.{unknown[0]}", "unknown option", f"valid: {', '.join(valid)}")
-        return cls(**config)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def key_of(pixel: int) -> str:

@@ -4,17 +4,18 @@ randomised wait on an instance that does not commit before this replica recovers
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass
 
 from seedance.errors import SpecError
+from seedance.models.protocols.options import Options, check_counts, check_timing
 
 FAST_QUORUMS = ("auto", "optimized", "simple")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class EPaxosConfig:
+class EPaxosConfig(Options):
+    prefix = "epaxos"
+
     heartbeat_s: float = 0.05
     election_timeout_s_min: float = 0.15
     election_timeout_s_max: float = 0.30
@@ -24,29 +25,10 @@ class EPaxosConfig:
     fetch_batch: int = 64  # instances asked for per Fetch
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.heartbeat_s, (int, float)) and not isinstance(self.heartbeat_s, bool)
-                and self.heartbeat_s > 0):
-            raise SpecError("epaxos.heartbeat_s", f"must be a positive number, got {self.heartbeat_s!r}")
-        lo, hi = self.election_timeout_s_min, self.election_timeout_s_max
-        if not (isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and 0 < lo <= hi):
-            raise SpecError("epaxos.election_timeout_s_min", f"need 0 < min <= max, got [{lo!r}, {hi!r}]")
-        if lo <= self.heartbeat_s:
-            raise SpecError("epaxos.election_timeout_s_min", f"{lo} must exceed heartbeat_s {self.heartbeat_s}",
-                            "a recovery wait several ticks long")
+        check_timing("epaxos", self.heartbeat_s, self.election_timeout_s_min, self.election_timeout_s_max,
+                     why="a recovery wait several ticks long")
         if self.fast_quorum not in FAST_QUORUMS:
             raise SpecError("epaxos.fast_quorum", f"unknown fast quorum {self.fast_quorum!r}",
                             f"valid: {', '.join(FAST_QUORUMS)}")
-        if not (isinstance(self.fetch_batch, int) and not isinstance(self.fetch_batch, bool) and self.fetch_batch >= 1):
-            raise SpecError("epaxos.fetch_batch", f"must be an integer >= 1, got {self.fetch_batch!r}")
+        check_counts("epaxos", self, ("fetch_batch",))
 
-    @classmethod
-    def from_mapping(cls, config: Mapping[str, Any] | None) -> EPaxosConfig:
-        config = dict(config or {})
-        valid = [f.name for f in fields(cls)]
-        unknown = sorted(set(config) - set(valid))
-        if unknown:
-            raise SpecError(f"epaxos.{unknown[0]}", "unknown option", f"valid: {', '.join(valid)}")
-        return cls(**config)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
