@@ -9,7 +9,8 @@ import yaml
 
 from seedance.errors import SpecError
 from seedance.sim.config import SimConfig, WorkloadConfig
-from seedance.models.host import CorePool, HostProfile, LogNormal, load_profile, save_profile
+from seedance.models.host import CorePool, HostProfile, LogNormal, load_profile
+from seedance.real.storage import atomic_write
 from seedance.sim.run import simulate
 
 
@@ -64,7 +65,8 @@ def test_a_profiled_simulation_has_spread_is_deterministic_and_feels_its_cores()
 
 
 def test_profiles_round_trip_and_are_part_of_the_reproduce_command(tmp_path):
-    path = save_profile(profile(), tmp_path / "host.yaml")
+    path = tmp_path / "host.yaml"
+    atomic_write(path, profile().to_yaml().encode())
     again = load_profile(path)
     assert again == profile()
     result = run(str(path), duration_s=0.3)

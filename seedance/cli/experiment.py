@@ -100,7 +100,8 @@ def sim_vs_real(protocol: str, out_dir: str, host_profile: str | None, quick: bo
     from seedance.analysis import sim_vs_real as svr
     from seedance.models.protocols import registry
     from seedance.provenance import run_metadata
-    from seedance.models.host import load_profile, save_profile
+    from seedance.models.host import load_profile
+    from seedance.real.storage import atomic_write
 
     registry.get(protocol)  # unknown -> one line listing the valid names
     check_writable_dir("--out", out_dir)
@@ -113,7 +114,7 @@ def sim_vs_real(protocol: str, out_dir: str, host_profile: str | None, quick: bo
 
         steps.phase("measuring the host profile (fsync, loopback, CPU per input)")
         profile = profile_host(out / "profile-work", nodes=nodes)
-        save_profile(profile, out / "host.yaml")
+        atomic_write(out / "host.yaml", profile.to_yaml().encode())
     configs = svr.QUICK_CONFIGS if quick else svr.DEFAULT_CONFIGS
     if quick:
         duration = min(duration, 2.0)

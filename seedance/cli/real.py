@@ -246,7 +246,7 @@ def profile_command(nodes: int, clients: int, duration: float, seed: int, work_d
                     as_json: bool) -> None:
     """Measure this machine's service-time distributions (fsync, loopback, CPU per input, client CPU per op)."""
     from seedance.real.profile import profile_host
-    from seedance.models.host import save_profile
+    from seedance.real.storage import atomic_write
 
     if Path(out_file).suffix.lower() not in (".yaml", ".yml", ".json"):
         raise SpecError("--out", f"{out_file!r} has no .yaml, .yml or .json suffix", "a host profile file name")
@@ -254,7 +254,8 @@ def profile_command(nodes: int, clients: int, duration: float, seed: int, work_d
     where = Path(work_dir) if work_dir else Path(out_file).resolve().parent / (Path(out_file).stem + ".work")
     V.check_writable_dir("--dir", where)
     profile = profile_host(where, nodes=nodes, clients=clients, duration_s=duration, seed=seed)
-    save_profile(profile, out_file)
+    Path(out_file).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(Path(out_file), profile.to_yaml().encode())
     data = profile.to_dict()
     if as_json:
         emit_json({"profile": out_file, **data})

@@ -111,6 +111,13 @@ class HostProfile:
         out["cpu"] = {k: asdict(v) for k, v in self.cpu.items()}
         return out
 
+    def to_yaml(self) -> str:
+        """The profile file's text (written atomically by the real backend's ``atomic_write``; read by
+        :func:`load_profile`)."""
+        import yaml
+
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
     @classmethod
     def from_dict(cls, data: Any, where: str = "host profile") -> HostProfile:
         if not isinstance(data, Mapping):
@@ -159,29 +166,6 @@ def load_profile(path: str | Path) -> HostProfile:
     except yaml.YAMLError as err:
         raise SpecError("--host-profile", f"{path} is not YAML/JSON: {err}") from None
     return HostProfile.from_dict(data, f"host profile {path}")
-
-
-def save_profile(profile: HostProfile, path: str | Path) -> Path:
-    """Write ``profile`` as YAML, atomically (temp file, fsync, rename)."""
-    import os
-    import tempfile
-
-    import yaml
-
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            yaml.safe_dump(profile.to_dict(), handle, sort_keys=False)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return target
 
 
 class CorePool:
