@@ -73,6 +73,24 @@ def _hashable(value: Any) -> Any:
     return value
 
 
+def _check_key_value_time(event: Any) -> None:
+    """The fields client and replica events share: a string key or null, finite seconds, hashable values."""
+    if event.key is not None and not isinstance(event.key, str):
+        raise HistoryError("key", f"must be a string or null, got {event.key!r}")
+    if isinstance(event.time, bool) or not isinstance(event.time, int | float) or not math.isfinite(event.time):
+        raise HistoryError("time", f"must be a finite number of seconds, got {event.time!r}")
+    object.__setattr__(event, "time", float(event.time))
+    object.__setattr__(event, "value", _hashable(event.value))
+
+
+def _with_key_value_time(out: dict[str, Any], event: Any) -> dict[str, Any]:
+    if event.key is not None:
+        out["key"] = event.key
+    out["value"] = event.value
+    out["time"] = event.time
+    return out
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Event:
     """One line of a history. ``type`` and ``f`` accept their string names; lists in ``value`` become tuples."""
@@ -95,12 +113,7 @@ class Event:
             object.__setattr__(self, "f", Operation(self.f))
         except ValueError:
             raise HistoryError("f", f"unknown f {self.f!r}", f"valid: {_VALID_FS}") from None
-        if self.key is not None and not isinstance(self.key, str):
-            raise HistoryError("key", f"must be a string or null, got {self.key!r}")
-        if isinstance(self.time, bool) or not isinstance(self.time, int | float) or not math.isfinite(self.time):
-            raise HistoryError("time", f"must be a finite number of seconds, got {self.time!r}")
-        object.__setattr__(self, "time", float(self.time))
-        object.__setattr__(self, "value", _hashable(self.value))
+        _check_key_value_time(self)
         if self.f is Operation.CAS and self.type is EventType.INVOKE:
             if not (isinstance(self.value, tuple) and len(self.value) == 2):
                 raise HistoryError("value", f"a cas value must be [expected, new], got {self.value!r}")
@@ -109,12 +122,7 @@ class Event:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of this event (key omitted when ``None``)."""
-        out: dict[str, Any] = {"process": self.process, "type": self.type.value, "f": self.f.value}
-        if self.key is not None:
-            out["key"] = self.key
-        out["value"] = self.value
-        out["time"] = self.time
-        return out
+        return _with_key_value_time({"process": self.process, "type": self.type.value, "f": self.f.value}, self)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -138,20 +146,10 @@ class ReplicaEvent:
             raise HistoryError("node", f"must be an integer >= 0, got {self.node!r}")
         if self.f not in REPLICA_FS:
             raise HistoryError("f", f"unknown replica event {self.f!r}", f"valid: {', '.join(REPLICA_FS)}")
-        if self.key is not None and not isinstance(self.key, str):
-            raise HistoryError("key", f"must be a string or null, got {self.key!r}")
-        if isinstance(self.time, bool) or not isinstance(self.time, int | float) or not math.isfinite(self.time):
-            raise HistoryError("time", f"must be a finite number of seconds, got {self.time!r}")
-        object.__setattr__(self, "time", float(self.time))
-        object.__setattr__(self, "value", _hashable(self.value))
+        _check_key_value_time(self)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"type": "replica", "node": self.node, "f": self.f}
-        if self.key is not None:
-            out["key"] = self.key
-        out["value"] = self.value
-        out["time"] = self.time
-        return out
+        return _with_key_value_time({"type": "replica", "node": self.node, "f": self.f}, self)
 
 
 REPLICA_FS = ("apply", "observe")
