@@ -35,15 +35,15 @@ from seedance.engine import work as work_table
 from seedance.engine.buffers import NUMPY, ArrayBackend, BufferError, BufferTable
 from seedance.errors import SeedanceError
 from seedance.models.protocols.contract import (
-    Annotate, CancelTimer, Checkpoint, ClientRequest, CollectiveDone, CreateBuffer, FreeBuffer, Observe, Persist,
-    PersistLog, PersistRecords, Reply, Restore, Send, SetTimer, StartCollective, StartWork, WorkDone,
+    DURABLE_EFFECTS, Annotate, CancelTimer, Checkpoint, ClientRequest, CollectiveDone, CreateBuffer, FreeBuffer,
+    Observe, Reply, Restore, Send, SetTimer, StartCollective, StartWork, WorkDone,
 )
 
 # input kinds, shared by both runtimes (the order in which a node's inbox is typed)
 MESSAGE, TIMER, CLIENT, COLLECTIVE, PERSISTED, WORK = 0, 1, 2, 3, 4, 5
 INPUT_NAMES = ("message", "timer", "client", "collective", "persisted", "work")
 
-DURABLE = (Persist, PersistLog, PersistRecords, Checkpoint)
+DURABLE = DURABLE_EFFECTS
 _BUFFER_EFFECTS = (CreateBuffer, FreeBuffer, StartWork, Restore)
 
 

@@ -56,7 +56,7 @@ class ClientPool:
                  workload: Workload, seed: int, t0_monotonic: float, codec: Codec | None = None,
                  trace: TraceRecorder | None = None, routing: str = "leader-hint") -> None:
         self.num_nodes = num_nodes
-        self.routing = routing  # the protocol's ProtocolSpec.routing: "leader-hint" | "any" | "fixed"
+        self.routing = routing  # the protocol's ProtocolSpec.routing: "leader-hint" | "any"
         self.lookup = lookup
         self.key = key
         self.workload = workload
@@ -130,7 +130,7 @@ class ClientPool:
                       value: Any) -> tuple[str, Any]:
         """Run one operation to completion: ("ok", value) | ("fail", None) | ("info", None)."""
         deadline = time.monotonic() + self.workload.op_timeout_s
-        # leader-hint / fixed: every client goes where the last success was; any: each client to its own replica
+        # leader-hint: every client goes where the last success was; any: each client to its own replica
         target = client % self.num_nodes if self.routing == "any" else self._leader_guess
         while time.monotonic() < deadline:
             conn = await self._conn(client, target)

@@ -330,8 +330,8 @@ class ProtocolSpec:
     # a factory of the protocol's invariant monitor: an object whose ``observe(live_nodes) -> list[str]`` returns the
     # breaches first seen now; ``sim run`` calls it after every handled input and stops on a breach. None: none.
     monitor: Callable[[], Any] | None = None
-    # how clients find a server: "leader-hint" (retry where Reply.leader_hint points), "any" (every node serves),
-    # "fixed" (config key "leader", default 0)
+    # how clients find a server: "leader-hint" (a non-leader answers "not-leader" with Reply.leader_hint and the
+    # client retries there) or "any" (every replica serves; each client keeps to its own)
     routing: str = "leader-hint"
     # extra summary keys of a run: "module:function" naming ``function(history, replica_events, nodes) -> dict``
     # (client events and the nodes' replica events, each in time order; usually in seedance.analysis, which models
