@@ -26,14 +26,15 @@ Rules (contract.py; etcd/raft ``Ready`` ordering; Raft §5.1 stable storage):
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from seedance.engine.effects import (
     CLIENT, COLLECTIVE, INPUT_NAMES, MESSAGE, TIMER, WORK, ContractError, EffectEngine, call_node, run_work,
@@ -43,6 +44,7 @@ from seedance.errors import FrameError
 from seedance.models.protocols.contract import ClientRequest, CollectiveDone, ProtocolSpec, Reply, Send
 from seedance.models.wire import Codec
 from seedance.real.collectives import CollectiveEngine
+from seedance.real.devices import default_backend, node_device, run_on_device, torch_backend
 from seedance.real.faults import NodeFaults
 from seedance.real.storage import DiskStorage, atomic_write
 from seedance.real.trace import TraceRecorder
@@ -144,8 +146,6 @@ class NodeRuntime:
         self._worker: Any = None  # the work thread (the node's stream)
         self._observations: Any = None
         # SEEDANCE_CPU_PROFILE=1 (seedance real profile): per-input handler CPU samples of the loop thread
-        import os
-
         self._cpu_profile: dict[int, list[int]] | None = {} if os.environ.get(CPU_PROFILE_ENV) == "1" else None
         self._loop_cpu_start = 0
         self.failed = False
@@ -177,12 +177,8 @@ class NodeRuntime:
         rng = node_rng(self.cfg.seed, self.cfg.node_id, self.cfg.incarnation)
         config = dict(self.spec.default_config)
         config.update(self.cfg.config or {})
-        from concurrent.futures import ThreadPoolExecutor
-
         self._io = ThreadPoolExecutor(1, thread_name_prefix=f"node{self.cfg.node_id}-storage")
         self.node = self.spec.factory(self.cfg.node_id, self.cfg.num_nodes, rng, config)
-        from seedance.real.devices import torch_backend
-
         self.engine = EffectEngine(self.cfg.node_id, self, torch_backend(lambda: self.device))
         if durable.empty:
             self._lifecycle(lambda now: self.node.on_start(now))
@@ -219,27 +215,21 @@ class NodeRuntime:
             if self._sync_future is not None:
                 try:
                     await asyncio.wait_for(asyncio.shield(self._sync_future), max(0.0, deadline - time.monotonic()))
-                except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - a failure is reported by _synced
+                except Exception:  # noqa: BLE001 - a timeout is handled above, a failure by _synced
                     pass
             await asyncio.sleep(0)
 
     @property
     def device(self) -> str:
-        from seedance.real.devices import node_device
-
         return node_device(self._collective_backend())
 
     def _collective_backend(self) -> str:
         if self._collectives is not None:
             return self._collectives.backend
-        from seedance.real.devices import default_backend
-
         return default_backend()
 
     def _write_cpu_profile(self) -> None:
         """The loop thread's CPU: handler samples per input kind, and its total (frame I/O included)."""
-        import json
-
         if self._cpu_profile is None:
             return
         data = {"node": self.cfg.node_id, "incarnation": self.cfg.incarnation,
@@ -347,8 +337,6 @@ class NodeRuntime:
 
     def observe(self, effect: Any, cursor: float) -> None:
         """A replica event, appended to ``observations.jsonl`` beside the node's state (merged into the history)."""
-        import json
-
         if self._observations is None:
             self._observations = open(self.cfg.state_dir / "observations.jsonl", "a", encoding="utf-8")
         t = time.monotonic() - self.cfg.t0_monotonic
@@ -363,10 +351,6 @@ class NodeRuntime:
         self._start_collective(effect, meta, payload)
 
     def start_work(self, effect: Any, fn: Any, arrays: list[Any], cursor: float) -> None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        from seedance.real.devices import run_on_device
-
         if self._worker is None:
             self._worker = ThreadPoolExecutor(1, thread_name_prefix=f"node{self.cfg.node_id}-work")
         loop = self._loop
