@@ -65,7 +65,8 @@ def resolve_timeout(timeout_s: float | None) -> float:
     return DEFAULT_TIMEOUT_S if timeout_s is None else float(timeout_s)
 
 
-def check_start(node_id: int, op: str, group: Sequence[int], root: int | None, payload: Any) -> tuple[Meta | None, str | None]:
+def check_start(node_id: int, op: str, group: Sequence[int], root: int | None,
+                payload: Any) -> tuple[Meta | None, str | None]:
     """Validate one member's start; its :class:`Meta`, or an error text (``"misuse: ..."``)."""
     if op not in OPS:
         return None, f"misuse: unknown collective {op!r}; valid: {', '.join(OPS)}"

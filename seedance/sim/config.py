@@ -233,7 +233,7 @@ class SimConfig:
     check: bool = False
     check_timeout_s: float = 10.0
     monitor: bool = True  # run the protocol's invariant monitor (ProtocolSpec.monitor) after every input
-    host_profile: Any = None  # a measured host (path to `seedance real profile` output, or a HostProfile): see models.host
+    host_profile: Any = None  # a measured host (`seedance real profile` file, or a HostProfile): models.host
     background: tuple[Any, ...] = ()  # BackgroundSpec or "op:size@period" strings: training traffic on the links
 
     def __post_init__(self) -> None:
