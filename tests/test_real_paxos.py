@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from seedance.analysis.history import read_jsonl
-from seedance.real.run import FINAL_READ_PROCESS, run_real
-
-from _real_helpers import wait_gone
+from _real_helpers import kill_campaign_run
 
 pytestmark = pytest.mark.multiprocess
 
@@ -22,22 +19,7 @@ DEFAULT_SEEDS = range(3)
 SLOW_SEEDS = range(3, 40)
 
 
-def _campaign_run(protocol: str, seed: int, out, duration_s: float, kill_rate: float) -> dict:
-    summary = run_real(protocol=protocol, nodes=3, clients=4, duration_s=duration_s, seed=seed, out=out,
-                       kill_rate=kill_rate, restart_delay_s=0.2)
-    reproduce = summary["reproduce"]
-    assert summary["linearizable"] is True, f"non-linearizable history; reproduce: {reproduce}"
-    events = read_jsonl(out / "history.jsonl")
-    acked: dict[str, set] = {}
-    for e in events:
-        if e.type.value == "ok" and e.f.value in ("write", "cas"):
-            acked.setdefault(e.key, set()).add(e.value if e.f.value == "write" else e.value[1])
-    finals = {e.key: e.value for e in events if e.process >= FINAL_READ_PROCESS and e.type.value == "ok"}
-    for key in acked:
-        assert key in finals, f"no final read of {key}; reproduce: {reproduce}"
-        assert finals[key] is not None, f"acknowledged writes of {key} lost; reproduce: {reproduce}"
-    assert wait_gone(out) == []
-    return summary
+_campaign_run = kill_campaign_run
 
 
 @pytest.mark.parametrize("seed", DEFAULT_SEEDS)
