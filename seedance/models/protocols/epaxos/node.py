@@ -305,17 +305,25 @@ class EPaxosNode:
                                seq=seq, deps=deps, changed=(seq, deps) != (m.seq, m.deps))
         return self._emit([Send(dst=src, message=reply, size_bytes=HEADER_BYTES + 8 * self.num_nodes)])
 
-    def _on_preaccept_reply(self, src: NodeId, m: PreAcceptReply, now: float) -> Effects:
-        iid = (m.replica, m.instance)
+    def _reply_to(self, iid: Any, phase: str, src: NodeId, m: Any) -> Any:
+        """The coordination a reply of ``phase`` at ``m.ballot`` belongs to, with the reply recorded; None when it is
+        stale, or a refusal (which raises our ballot floor and abandons the coordination if outbid)."""
         coord = self.coords.get(iid)
-        if coord is None or coord.phase != "preaccept" or coord.ballot != m.ballot:
-            return []
+        if coord is None or coord.phase != phase or coord.ballot != m.ballot:
+            return None
         if not m.ok:
             self._max_ballot = max(self._max_ballot, m.promised)
             if m.promised > coord.ballot:
                 del self.coords[iid]
-            return []
+            return None
         coord.replies[src] = m
+        return coord
+
+    def _on_preaccept_reply(self, src: NodeId, m: PreAcceptReply, now: float) -> Effects:
+        iid = (m.replica, m.instance)
+        coord = self._reply_to(iid, "preaccept", src, m)
+        if coord is None:
+            return []
         out: Effects = []
         self._decide_preaccept(iid, coord, out, now, waited=False)
         return self._emit(out)
@@ -381,15 +389,9 @@ class EPaxosNode:
 
     def _on_accept_reply(self, src: NodeId, m: AcceptReply, now: float) -> Effects:
         iid = (m.replica, m.instance)
-        coord = self.coords.get(iid)
-        if coord is None or coord.phase != "accept" or coord.ballot != m.ballot:
+        coord = self._reply_to(iid, "accept", src, m)
+        if coord is None:
             return []
-        if not m.ok:
-            self._max_ballot = max(self._max_ballot, m.promised)
-            if m.promised > coord.ballot:
-                del self.coords[iid]
-            return []
-        coord.replies[src] = m
         out: Effects = []
         if len(coord.replies) >= self.f:
             self.slow_commits += 1
@@ -520,15 +522,9 @@ class EPaxosNode:
 
     def _on_prepare_reply(self, src: NodeId, m: PrepareReply, now: float) -> Effects:
         iid = (m.replica, m.instance)
-        coord = self.coords.get(iid)
-        if coord is None or coord.phase != "prepare" or coord.ballot != m.ballot:
+        coord = self._reply_to(iid, "prepare", src, m)
+        if coord is None:
             return []
-        if not m.ok:
-            self._max_ballot = max(self._max_ballot, m.promised)
-            if m.promised > coord.ballot:
-                del self.coords[iid]
-            return []
-        coord.replies[src] = m
         if len(coord.replies) < self.f + 1:
             return []
         out: Effects = []
