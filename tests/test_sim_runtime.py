@@ -267,3 +267,23 @@ def test_an_injected_mutant_is_caught_by_the_checker():
                         workload=WorkloadConfig(clients=4, keys=2, op_timeout_s=0.02),
                         nemesis=NemesisConfig(faults=("crash",)))
     assert simulate(healthy).linearizable is True
+
+
+def test_a_collective_across_a_partition_hangs_until_its_timeout():
+    """As an NCCL collective across a broken link: it never completes, its members' timeout ends it; once healed,
+    the next collective of the same members completes."""
+    def react(node, kind, arg, now):
+        if kind == "start":
+            return [StartCollective(collective_id="cut", op="allreduce", group=(0, 1), payload=np.ones(2),
+                                    nominal_size_bytes=1 << 20, timeout_s=0.05)]
+        if kind == "collective" and arg.collective_id == "cut":
+            return [StartCollective(collective_id="healed", op="allreduce", group=(0, 1), payload=np.ones(2),
+                                    nominal_size_bytes=1 << 20, timeout_s=0.05)]
+    pairs = [(0, 1), (1, 0)]
+    spec, _ = run(react, duration_s=0.2, actions=[(0.0, lambda rt: rt.network.block(pairs, +1)),
+                                                   (0.03, lambda rt: rt.network.block(pairs, -1))])
+    done = {(e[1], e[3].collective_id): (e[0], e[3]) for e in inputs(spec, "collective")}
+    for member in (0, 1):
+        at, cut = done[(member, "cut")]
+        assert not cut.ok and cut.error == "timeout" and at == pytest.approx(0.05, abs=1e-3)
+        assert done[(member, "healed")][1].ok

@@ -6,9 +6,9 @@ scenario's injection is drawn from ``seed``), so a scenario's buggy and fixed va
 
 Simulator specifics: the run stops once every rank has reported its final parameters at the same epoch (or at
 ``max_sim_s`` of virtual time). F5 needs the fabric: when the injected step's allreduce starts, the runner cuts the
-injected rank off from the others (messages both ways) for the injection's ``heal_after_s``, and collectives whose
-group spans the cut fail with ``"timeout"`` meanwhile (the simulator's collectives do not see partitions by
-themselves: an NCCL allreduce across a cut hangs until its watchdog fires, which this stands for).
+injected rank off from the others (messages both ways) for the injection's ``heal_after_s``; a collective whose
+group spans the cut hangs and ends at its timeout, as the simulator's collectives do across any partition (an NCCL
+allreduce across a cut hangs until its watchdog fires).
 """
 
 from __future__ import annotations
@@ -122,21 +122,7 @@ def _install_partition(runtime: Any, cfg: CommitConfig, world: int, cut: dict[st
                heartbeat_s=cfg.heartbeat_s, acceptable_pause_s=cfg.phi_acceptable_pause_s)
     minority = {inj.rank}
     pairs = [(a, b) for a in range(world) for b in range(world) if (a in minority) != (b in minority)]
-    colls = runtime.collectives
     state = {"on": False, "done": False}
-    original_join = colls.join
-
-    def spans(group: tuple[int, ...]) -> bool:
-        return any(m in minority for m in group) and any(m not in minority for m in group)
-
-    def join(host: Any, effect: Any, meta: Any, payload: Any, at_s: float) -> None:
-        original_join(host, effect, meta, payload, at_s)
-        if state["on"] and spans(tuple(effect.group)):
-            coll = colls._active.get(effect.collective_id)
-            if coll is not None:
-                colls._fail(coll, "timeout", at_s)
-
-    colls.join = join
 
     def heal(_event: Any) -> None:
         runtime.network.block(pairs, -1)
@@ -155,9 +141,6 @@ def _install_partition(runtime: Any, cfg: CommitConfig, world: int, cut: dict[st
             runtime.network.block(pairs, +1)
             if runtime._tracing:
                 runtime._record((now, "annotate", -1, "partition", {"minority": sorted(minority)}))
-            for coll in list(colls._active.values()):
-                if coll.state in ("gathering", "running") and spans(coll.group):
-                    colls._fail(coll, "timeout", now)
             call_at(runtime.env, now + inj.params["heal_after_s"], heal)
 
     runtime.after_input.append(watch)

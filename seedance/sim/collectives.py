@@ -15,6 +15,9 @@ What is the simulator's own (validation, agreement and every member's result com
   crashes before completion fails it for all with ``"peer-failed"``; a member joining an already-failed collective
   gets the same error at once. Members that disagree (op, group, root, dtype, shape) fail it for all with the
   engine's ``"misuse: ..."`` text.
+* Partitions: a collective whose members are cut apart (any member unable to reach another when it would
+  complete) never completes — as an NCCL collective across a broken link hangs — and ends with its members'
+  timeout (``"timeout"``).
 * Background traffic (:meth:`Collectives.background`): collectives among devices that are not protocol nodes' inputs
   (training's gradient allreduce), charged on the same links; their durations are recorded.
 """
@@ -45,7 +48,7 @@ class _Collective:
     group: tuple[int, ...]
     nominal_size_bytes: int
     joined: dict[int, tuple[int, Any, rules.Meta]] = field(default_factory=dict)  # member -> (incarnation, payload, meta)
-    state: str = "gathering"  # gathering | running | done | failed
+    state: str = "gathering"  # gathering | running | stalled (cut by a partition) | done | failed
     error: str | None = None
     op: str = ""
 
@@ -154,6 +157,12 @@ class Collectives:
         coll, meta = event.args
         if coll.state != "running":
             return
+        if self.network.partitioned and self._cut(coll.group):
+            coll.state = "stalled"  # hangs until a member's timeout ends it
+            if self.runtime._tracing:
+                self.runtime._record((self.env.now, "annotate", -1, "collective-stalled",
+                                      {"collective": repr(coll.collective_id)}))
+            return
         coll.state = "done"
         self.completed += 1
         del self._active[coll.collective_id]
@@ -167,14 +176,18 @@ class Collectives:
             runtime.collective_done(member, incarnation,
                                     CollectiveDone(collective_id=coll.collective_id, ok=True, result=results[member]))
 
+    def _cut(self, group: tuple[int, ...]) -> bool:
+        blocked = self.network.blocked
+        return any(blocked[a][b] for a in group for b in group if a != b)
+
     def _timeout(self, event: Any) -> None:
         coll = event.args
-        if coll.state in ("gathering", "running"):
+        if coll.state in ("gathering", "running", "stalled"):
             self._fail(coll, "timeout", self.env.now)
 
     def member_crashed(self, node_id: int) -> None:
         for coll in list(self._active.values()):
-            if node_id in coll.group and coll.state in ("gathering", "running"):
+            if node_id in coll.group and coll.state in ("gathering", "running", "stalled"):
                 self._fail(coll, "peer-failed", self.env.now)
 
     def _fail(self, coll: _Collective, error: str, at_s: float) -> None:
