@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from typing import Any
 
 import click
-import numpy as np
 
 from seedance import validation
 from seedance.errors import SpecError
 
 
 def _default(obj: Any) -> Any:
+    np = sys.modules.get("numpy")  # not imported here (the CLI starts fast); no numpy value exists without it
+    if np is None:
+        raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
     if isinstance(obj, np.ndarray):
         return obj.tolist()
     if isinstance(obj, (np.integer,)):
@@ -69,6 +72,8 @@ def parse_settings(pairs: tuple[str, ...]) -> dict[str, Any]:
 def check_protocol_config(protocol: str, config: dict[str, Any], nodes: int) -> None:
     """Reject an unknown or bad protocol option (``--set``) before any work: build one node with it (a node's
     constructor validates its configuration, e.g. RaftConfig)."""
+    import numpy as np
+
     from seedance.models.protocols import registry
 
     spec = registry.get(protocol) if isinstance(protocol, str) and ":" not in protocol else None
