@@ -33,12 +33,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from seedance.errors import SpecError
-from seedance.models.topology._core import Topology
-from seedance.models.topology._graph import from_graph
+
+if TYPE_CHECKING:  # networkx and the routing code load when a preset is built, not when names are listed
+    import networkx as nx
+
+    from seedance.models.topology._core import Topology
 
 # --- Link rates (GB/s per direction, nominal) -------------------------------------------------------------------
 #: NVLink 3 (A100): 12 links × 25 GB/s per direction = 300 GB/s (600 GB/s bidirectional). Source: NVIDIA A100
@@ -294,6 +296,10 @@ NCCL_BASE_LATENCY_US = 3.6
 
 @functools.lru_cache(maxsize=16)
 def _build(name: str, nodes: int) -> Topology:
+    import networkx as nx
+
+    from seedance.models.topology._graph import from_graph
+
     spec = PRESETS[name]
     g = nx.Graph()
     nics: list[_Nic] = []
