@@ -17,16 +17,17 @@ device) or ``DEV=VALUE,...`` (the rest 0) or a single value for all; values in s
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import click
-import numpy as np
 
 from seedance.cli._common import emit_json, json_option
 from seedance import validation
 from seedance.errors import SpecError
-from seedance.models.cost import collective_time
-from seedance.models.cost.collectives import check_algorithm, check_collective, check_model, check_protocol
 from seedance.models.units import parse_size_range
+
+if TYPE_CHECKING:  # numpy and the cost model load inside the command (the CLI starts fast)
+    import numpy as np
 
 VALID_TAU = "seconds per device: 'N1,N2,...' (one per device), 'DEV=VALUE,...', or one value; units s, ms, us"
 _TAU_VALUE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*(s|ms|us)?\s*$")
@@ -45,6 +46,8 @@ def _tau_value(text: str) -> float:
 
 def parse_tau(spec: str, num_devices: int) -> np.ndarray:
     """The straggler vector of ``--tau`` (see the module docstring)."""
+    import numpy as np
+
     parts = [p for p in spec.split(",")]
     if not spec.strip() or any(not p.strip() for p in parts):
         raise SpecError("tau", f"cannot parse {spec!r}", VALID_TAU)
@@ -122,6 +125,8 @@ def command(
     hierarchical); broadcast (ring, tree, direct, hierarchical); alltoall (direct); sendrecv (direct, ring).
     auto takes the fastest, as NCCL's tuner does.
     """
+    from seedance.models.cost import collective_time
+    from seedance.models.cost.collectives import check_algorithm, check_collective, check_model, check_protocol
     from seedance.models.topology import load
 
     collective = check_collective(collective)
