@@ -9,14 +9,19 @@ to itself) and ``latency_us`` with 0 on it.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-import numpy as np
 
 from seedance import validation
 from seedance.cli._common import emit_json, json_option
 from seedance.cli._progress import Progress, progress_option
-from seedance.models.topology import PRESETS, Topology, load, preset_names
+from seedance.models.topology import PRESETS, preset_names  # light: names and descriptions only
+
+if TYPE_CHECKING:  # numpy and the routing code load inside the commands that build a topology
+    import numpy as np
+
+    from seedance.models.topology import Topology
 
 TABLE_MAX_DEVICES = 32  # human output prints whole matrices up to this size, a summary above it
 
@@ -61,6 +66,8 @@ def _table(matrix: np.ndarray, title: str) -> str:
 
 
 def _summary(topology: Topology) -> str:
+    import numpy as np
+
     off = ~np.eye(topology.num_devices, dtype=bool)
     same = (topology.host_of[:, None] == topology.host_of[None, :]) & off
     lines = []
@@ -80,6 +87,8 @@ def _summary(topology: Topology) -> str:
 @json_option
 def show(spec: str, nodes: int | None, as_json: bool) -> None:
     """Print a cluster's bandwidth (GB/s per direction) and latency (µs) matrices."""
+    from seedance.models.topology import load
+
     validation.check_topology_spec("topology", spec, nodes)
     topology = load(spec, nodes=nodes)
     if as_json:
@@ -113,6 +122,8 @@ def show(spec: str, nodes: int | None, as_json: bool) -> None:
 @progress_option
 def heatmap(spec: str, nodes: int | None, out_dir: str, as_json: bool, show_progress: bool | None) -> None:
     """Draw the bandwidth matrix as a heatmap (PDF and PNG)."""
+    from seedance.models.topology import load
+
     validation.check_topology_spec("topology", spec, nodes)
     validation.check_writable_dir("--out", out_dir)
     steps = Progress(show_progress, "topology heatmap")
