@@ -28,7 +28,7 @@ class CommitMonitor:
     """See the package docstring. ``observe(live_nodes)`` returns the breaches first seen now."""
 
     def __init__(self) -> None:
-        self.seen: dict[tuple[int, int], int] = {}  # (node, boot) -> commits already checked
+        self.seen: dict[tuple[int, int], int] = {}  # (node, boot) -> commits already checked (of commits_total)
         self.by_step: dict[int, tuple[tuple[int, int], int]] = {}  # step -> (true digest, first node)
         self.breaches: list[str] = []
 
@@ -39,7 +39,8 @@ class CommitMonitor:
                 continue
             key = (node.node_id, node.boot)
             done = self.seen.get(key, 0)
-            for record in node.commits[done:]:
+            new = getattr(node, "commits_total", len(node.commits)) - done  # the node keeps its latest commits only
+            for record in (node.commits[-new:] if new > 0 else []):
                 rows = record["rows"]
                 view = tuple(record["view"])
                 if len(rows) != len(view):
@@ -56,7 +57,7 @@ class CommitMonitor:
                 elif first[0] != true:
                     found.append(f"replicas differ at commit of step {record['step']}: node {node.node_id} holds "
                                  f"{true[0] & 0xffffffff:08x}, node {first[1]} {first[0][0] & 0xffffffff:08x}")
-            self.seen[key] = len(node.commits)
+            self.seen[key] = done + max(new, 0)
         self.breaches.extend(found)
         return found
 

@@ -79,6 +79,13 @@ class CommitConfig:
     step_flops: float = 1.5e9  # what one training step of the modelled model costs (simulator)
     grad_bytes: int = 4_000_000  # what its gradient allreduce moves (simulator)
     observe_params: bool = True  # votes report the parameters too (replica L2 distances); off for large models
+    # long runs (`seedance real test-consensus` / `soak`): train for duration_s seconds from the node's start (0: for
+    # `steps`); the ranks stop together at the first commit whose vote carries a rank's "time is up" flag. The
+    # scenario's injection repeats every inject_period steps (0: once); the learning rate cycles through lr_cycle
+    # epochs (0: decays for ever), so a long run keeps training and an injection keeps its effect.
+    duration_s: float = 0.0
+    inject_period: int = 0
+    lr_cycle: int = 0
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any]) -> CommitConfig:
@@ -94,13 +101,13 @@ class CommitConfig:
 
     def validate(self) -> None:
         ints = {"dim": 2, "batch": 1, "epoch_steps": 1, "steps": 1, "commit_every": 1, "seed": 0,
-                "phi_max_samples": 1, "grad_bytes": 0}
+                "phi_max_samples": 1, "grad_bytes": 0, "inject_period": 0, "lr_cycle": 0}
         for name, lo in ints.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < lo:
                 raise SpecError(f"--set {name}", f"must be an integer >= {lo}, got {value!r}")
         positive = ("lr", "heartbeat_s", "phi_threshold", "phi_min_std_s", "collective_timeout_s")
-        for name in (*positive, "lr_decay", "phi_acceptable_pause_s", "step_flops"):
+        for name in (*positive, "lr_decay", "phi_acceptable_pause_s", "step_flops", "duration_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
                     or value < 0 or (value == 0 and name in positive):
@@ -135,10 +142,12 @@ class CommitNode:
         self.detectors = {p: PhiAccrualDetector(phi) for p in range(num_nodes) if p != node_id}
         self.peer_boot: dict[int, int] = {}
         self.suspected: dict[int, int | None] = {}  # peer -> its boot id when it was declared offline
-        self.injection = scenarios.draw(cfg.scenario, seed=cfg.seed, world=num_nodes, steps=cfg.steps,
-                                        commit_every=cfg.commit_every, dim=cfg.dim, epoch_steps=cfg.epoch_steps,
+        self.injection = scenarios.draw(cfg.scenario, seed=cfg.seed, world=num_nodes,
+                                        steps=cfg.inject_period or cfg.steps, commit_every=cfg.commit_every,
+                                        dim=cfg.dim, epoch_steps=cfg.epoch_steps,
                                         collective_timeout_s=cfg.collective_timeout_s, heartbeat_s=cfg.heartbeat_s,
-                                        acceptable_pause_s=cfg.phi_acceptable_pause_s)
+                                        acceptable_pause_s=cfg.phi_acceptable_pause_s, period=cfg.inject_period)
+        self.stop_at: int | None = None  # duration_s: the step of the commit that ended the run
         self.fired: set[tuple[str, int]] = set()
         self.view: tuple[int, ...] = tuple(range(num_nodes))
         self.epoch = 0
@@ -153,8 +162,9 @@ class CommitNode:
         self.host_busy = 0
         self.pending: dict[str, Any] = {}
         self.loss: float | None = None
-        # what monitors and the analysis read
+        # what monitors and the analysis read: the latest commits (bounded, a long run must not grow) and their count
         self.commits: list[dict[str, Any]] = []
+        self.commits_total = 0
         self.counts = {"commits": 0, "rollbacks": 0, "alarms": 0, "offline": 0, "false_offline": 0, "resyncs": 0,
                        "leak_alarms": 0, "split_views": 0, "steps_run": 0}
         self.commit_time_s = 0.0
@@ -169,21 +179,26 @@ class CommitNode:
         inj = self.injection
         if inj is None or inj.scenario != scenario or not inj.at(self.node_id, step):
             return False
-        if (scenario, step) in self.fired:
-            return False
-        self.fired.add((scenario, step))
-        return True
+        return self._fire(scenario, step)
 
     def _window(self, scenario: str, step: int) -> bool:
         """A global injection (every rank): True the first time this rank runs ``step`` of the window."""
         inj = self.injection
-        if inj is None or inj.scenario != scenario or step not in inj.steps or (scenario, step) in self.fired:
+        if inj is None or inj.scenario != scenario or not inj.hits(step):
+            return False
+        return self._fire(scenario, step)
+
+    def _fire(self, scenario: str, step: int) -> bool:
+        if (scenario, step) in self.fired:
             return False
         self.fired.add((scenario, step))
+        if self.cfg.inject_period:  # a replay never goes back further than a period: forget older firings
+            self.fired = {f for f in self.fired if f[1] >= step - 2 * self.cfg.inject_period}
         return True
 
     def _lr(self, step: int) -> float:
-        return self.cfg.lr * self.cfg.lr_decay ** (step // self.cfg.epoch_steps)
+        epoch = step // self.cfg.epoch_steps
+        return self.cfg.lr * self.cfg.lr_decay ** (epoch % self.cfg.lr_cycle if self.cfg.lr_cycle else epoch)
 
     def _view_hash(self) -> int:
         return zlib.crc32(repr(self.view).encode())
@@ -491,8 +506,11 @@ class CommitNode:
         voted = self.pending["digests"]["stats"]["digest"]
         true = self.pending["digests"]["true"]
         self.pending["true"] = true
-        row = np.array([self.epoch, k, voted[0], voted[1], self._view_hash()], dtype=np.int64)
-        return [self._collective(("vote", self.epoch, k), "allgather", row, timeout_s=self._sync_timeout, nominal=40)]
+        row = [self.epoch, k, voted[0], voted[1], self._view_hash()]
+        if self.cfg.duration_s:  # not agreed on: a sixth column, "my time is up" (any rank's flag ends the run)
+            row.append(int(self.t_start is not None and now - self.t_start >= self.cfg.duration_s))
+        return [self._collective(("vote", self.epoch, k), "allgather", np.array(row, dtype=np.int64),
+                                 timeout_s=self._sync_timeout, nominal=40)]
 
     def _voted(self, done: CollectiveDone, now: float) -> Effects:
         cfg = self.cfg
@@ -501,7 +519,7 @@ class CommitNode:
         if cfg.scenario == "F1" and cfg.buggy:  # v2.0.2: every rank at the same epoch and step is enough
             agree = bool((rows[:, [0, 1, 4]] == rows[0, [0, 1, 4]]).all())
         else:
-            agree = bool((rows == rows[0]).all())
+            agree = bool((rows[:, :5] == rows[0, :5]).all())
         true = self.pending.get("true", {})
         mine = [int(x) for x in rows[self.view.index(self.node_id)]]
         observe = Observe(what="observe", key="vote", value={
@@ -517,7 +535,10 @@ class CommitNode:
         self.committed_digest = (mine[2], mine[3])
         record = {"epoch": self.epoch, "step": k, "view": self.view, "rows": rows.tolist(),
                   "voted": tuple(mine[2:4]), "true": tuple(true.get("digest") or mine[2:4]), "t": now}
-        self.commits.append(record)
+        self.commits = [*self.commits[-63:], record]
+        self.commits_total += 1
+        if rows.shape[1] > 5 and rows[:, 5].any():  # duration_s: time is up, every rank of the view stops here
+            self.stop_at = k
         effects: Effects = [observe, self._free("cmeta"),
                             self._create("cmeta", data=np.array([self.epoch, k, mine[2], mine[3]], dtype=np.int64)),
                             Checkpoint(name="commit", buffers=("w", "cmeta"), notify=("commit", self.epoch, k))]
@@ -548,15 +569,15 @@ class CommitNode:
 
     def _memcheck(self, now: float) -> Effects:
         """The leak check (chapter 4's memory sampling): live handles must not grow from commit to commit."""
-        self.live_at_commit.append(self.live_handles)
-        last = self.live_at_commit[-3:]
+        self.live_at_commit = [*self.live_at_commit[-2:], self.live_handles]
+        last = self.live_at_commit
         if len(last) == 3 and last[0] < last[1] < last[2] and self.counts["leak_alarms"] == 0:
             self.counts["leak_alarms"] += 1
             return [Observe(what="observe", key="leak", value={"live_handles": last, "t": now})]
         return []
 
     def _resume(self, now: float) -> Effects:
-        if self.step >= self.cfg.steps:
+        if self.step >= self.cfg.steps or (self.stop_at is not None and self.step >= self.stop_at):
             self.phase = "done"
             if self.t_done is None:
                 self.t_done = now
@@ -652,8 +673,11 @@ class CommitNode:
             self.phase = "wait"
             effects.append(SetTimer(name=("retry", self.epoch), delay_s=4 * self.cfg.heartbeat_s))
             return effects
-        row = np.array([self.epoch, self.committed_step, self.committed_digest[0], self.committed_digest[1],
-                        self._view_hash()], dtype=np.int64)
+        row = [self.epoch, self.committed_step, self.committed_digest[0], self.committed_digest[1],
+               self._view_hash()]
+        if self.cfg.duration_s:  # whether my last commit ended the run (a rank that missed that vote learns it here)
+            row.append(int(self.stop_at is not None and self.stop_at == self.committed_step))
+        row = np.array(row, dtype=np.int64)
         effects.append(self._collective(("view", self.epoch), "allgather", row, timeout_s=self._sync_timeout,
                                         nominal=40))
         return effects
@@ -683,7 +707,8 @@ class CommitNode:
                 "epoch": self.epoch, "rows": [[int(x) for x in r] for r in rows], "t": now}))
         best = max(digests.items(), key=lambda item: (len(item[1]), -min(item[1])))
         root = self.view[min(best[1])]
-        self.pending = {"target": (latest, best[0]), "root": root}
+        self.pending = {"target": (latest, best[0]), "root": root,
+                        "stop": bool(rows.shape[1] > 5 and any(int(r[5]) for r in rows if int(r[1]) == latest))}
         if latest < 0:  # nothing committed anywhere yet: every rank starts from the same initial parameters
             return effects + self._restart()
         return effects + [self._collective(("bcast", self.epoch), "broadcast", "w", timeout_s=self._sync_timeout,
@@ -698,6 +723,8 @@ class CommitNode:
 
     def _adopted(self, now: float) -> Effects:
         latest, digest = self.pending["target"]
+        if self.pending.get("stop"):
+            self.stop_at = latest
         effects: Effects = [self._free(f"wsync-{self.epoch}")]
         stale = (self.committed_step, tuple(self.committed_digest)) != (latest, tuple(digest))
         self.step = latest

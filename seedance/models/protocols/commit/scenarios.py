@@ -49,9 +49,15 @@ class Injection:
     rank: int
     steps: tuple[int, ...]
     params: dict[str, Any] = field(default_factory=dict)
+    period: int = 0  # > 0: the injection repeats every ``period`` steps (long runs)
+
+    def hits(self, step: int) -> bool:
+        if self.period:
+            return step % self.period in {s % self.period for s in self.steps}
+        return step in self.steps
 
     def at(self, rank: int, step: int) -> bool:
-        return rank == self.rank and step in self.steps
+        return rank == self.rank and self.hits(step)
 
 
 def check(scenario: str, variant: str) -> None:
@@ -62,10 +68,19 @@ def check(scenario: str, variant: str) -> None:
 
 
 def draw(scenario: str, *, seed: int, world: int, steps: int, commit_every: int, dim: int,
-         epoch_steps: int, collective_timeout_s: float, heartbeat_s: float, acceptable_pause_s: float) -> Injection | None:
-    """The injection of ``scenario`` for this run (None without a scenario)."""
+         epoch_steps: int, collective_timeout_s: float, heartbeat_s: float, acceptable_pause_s: float,
+         period: int = 0) -> Injection | None:
+    """The injection of ``scenario`` for this run (None without a scenario); ``period`` > 0: drawn inside the first
+    ``period`` steps (pass ``steps=period``) and repeated every ``period`` steps."""
     if not scenario:
         return None
+    if period:
+        from dataclasses import replace
+
+        once = draw(scenario, seed=seed, world=world, steps=steps, commit_every=commit_every, dim=dim,
+                    epoch_steps=epoch_steps, collective_timeout_s=collective_timeout_s, heartbeat_s=heartbeat_s,
+                    acceptable_pause_s=acceptable_pause_s)
+        return replace(once, period=period) if once is not None else None
     rng = np.random.default_rng([seed, _STREAM, int(scenario[1:])])
     rank = int(rng.integers(0, world))
     # a step inside the run that leaves at least one commit boundary after it
