@@ -67,6 +67,30 @@ def grid(quick: bool) -> list[Case]:
     return cases
 
 
+def latency_breakdown(protocol: str, result: Any) -> dict[str, Any]:
+    """A run's commit and execution latency (ms, p50 / p99), messages and bytes per completed operation, and EPaxos's
+    fast-path fraction (None for the others), as the module docstring defines them."""
+    ok = max(result.ops_ok, 1)
+    p50, p99 = result.latency_ms_p50, result.latency_ms_p99
+    commit50, commit99, exec50, exec99 = p50, p99, 0.0, 0.0
+    fast = None
+    if protocol == "epaxos":
+        nodes = [h.node for h in result.runtime.hosts if h.node is not None]
+        samples = [s for n in nodes for s in n.latencies]
+        if samples:
+            commit = 1e3 * np.array([s[0] for s in samples])
+            execute = 1e3 * np.array([s[1] for s in samples])
+            commit50, commit99 = float(np.percentile(commit, 50)), float(np.percentile(commit, 99))
+            exec50, exec99 = float(np.percentile(execute, 50)), float(np.percentile(execute, 99))
+        fast_n = sum(n.fast_commits for n in nodes)
+        slow_n = sum(n.slow_commits for n in nodes)
+        fast = fast_n / (fast_n + slow_n) if fast_n + slow_n else None
+    return {"commit_latency_ms_p50": commit50, "commit_latency_ms_p99": commit99,
+            "execution_latency_ms_p50": exec50, "execution_latency_ms_p99": exec99,
+            "messages_per_op": result.stats["messages_sent"] / ok, "bytes_per_op": result.stats["bytes_sent"] / ok,
+            "fast_path_fraction": fast}
+
+
 def run_case(case: Case, *, seed: int, duration_s: float) -> dict[str, Any]:
     from seedance.sim import NemesisConfig, SimConfig, WorkloadConfig, simulate
 
@@ -82,30 +106,13 @@ def run_case(case: Case, *, seed: int, duration_s: float) -> dict[str, Any]:
                        protocol_config={**TIMING, **({"max_batch": 64} if case.batch else {})}, workload=workload, nemesis=nemesis, trace=False, check=True,
                        check_timeout_s=60.0, background=(BACKGROUND,) if case.background else ())
     result = simulate(config)
-    ok = max(result.ops_ok, 1)
-    p50, p99 = result.latency_ms_p50, result.latency_ms_p99
-    commit50, commit99, exec50, exec99 = p50, p99, 0.0, 0.0
-    fast = None
-    if case.protocol == "epaxos":
-        nodes = [h.node for h in result.runtime.hosts if h.node is not None]
-        samples = [s for n in nodes for s in n.latencies]
-        if samples:
-            commit = 1e3 * np.array([s[0] for s in samples])
-            execute = 1e3 * np.array([s[1] for s in samples])
-            commit50, commit99 = float(np.percentile(commit, 50)), float(np.percentile(commit, 99))
-            exec50, exec99 = float(np.percentile(execute, 50)), float(np.percentile(execute, 99))
-        fast_n = sum(n.fast_commits for n in nodes)
-        slow_n = sum(n.slow_commits for n in nodes)
-        fast = fast_n / (fast_n + slow_n) if fast_n + slow_n else None
+    breakdown = latency_breakdown(case.protocol, result)
     return {
         "protocol": case.protocol + ("+batch" if case.batch else ""), "workload": case.workload, "conflict_rate": case.conflict_rate,
         "replicas": case.replicas, "topology": TOPOLOGY, "background": BACKGROUND if case.background else None,
         "fault": case.fault, "seed": seed,
-        "throughput_ops_s": result.throughput_ops_s, "latency_ms_p50": p50, "latency_ms_p99": p99,
-        "commit_latency_ms_p50": commit50, "commit_latency_ms_p99": commit99,
-        "execution_latency_ms_p50": exec50, "execution_latency_ms_p99": exec99,
-        "messages_per_op": result.stats["messages_sent"] / ok, "bytes_per_op": result.stats["bytes_sent"] / ok,
-        "fast_path_fraction": fast, "linearizable": result.linearizable,
+        "throughput_ops_s": result.throughput_ops_s, "latency_ms_p50": result.latency_ms_p50,
+        "latency_ms_p99": result.latency_ms_p99, **breakdown, "linearizable": result.linearizable,
         "reproduce": result.reproduce,
     }
 
