@@ -44,6 +44,7 @@ KINDS = (
     "send", "deliver", "drop", "duplicate", "timer-set", "timer-fire", "timer-cancel", "persist", "durable",
     "crash", "restart", "pause", "resume", "fault-start", "fault-end", "heal", "invoke", "return",
     "collective-start", "collective-done", "annotate", "cpu-hog", "persisted", "work-start", "work-done", "observe",
+    "span",  # (time_s, "span", node, name, category, duration_s, attrs): a protocol phase, e.g. vote -> commit
 )
 
 
@@ -80,7 +81,7 @@ def _fallback(value: Any) -> Any:
 _INSTANT_TIDS = {"lifecycle": 1, "timer": 2, "storage": 3, "protocol": 4, "collective": 5, "net": 6}
 _INSTANT_CATEGORY = {"deliver": "net", "drop": "net", "duplicate": "net", "durable": "storage", "annotate": "protocol",
                      "collective-start": "collective", "collective-done": "collective"}
-_LANE_TID_BASE = {"net": 100, "storage": 3, "nemesis": 1}
+_LANE_TID_BASE = {"net": 100, "storage": 3, "nemesis": 1, "commit": 7, "rollback": 8}
 
 
 class _Lanes:
@@ -265,6 +266,10 @@ class Trace:
                 start, name = invokes.pop(process, (ts, "op"))
                 yield {"name": name, "ph": "X", "cat": "client", "pid": clients_pid, "tid": process,
                        "ts": start, "dur": ts - start, "args": {"outcome": outcome, "value": value}}
+            elif kind == "span":
+                _, _, _, name, category, dur_s, attrs = record
+                yield from lanes.place({"name": name, "ph": "X", "cat": category, "pid": pid, "ts": ts,
+                                        "dur": max(0.0, dur_s * 1e6), "args": attrs})
             elif kind == "fault-start":
                 _, _, _, fault_id, name, params = record
                 faults[fault_id] = (ts, name, params)

@@ -14,8 +14,9 @@ allreduce across a cut hangs until its watchdog fires).
 from __future__ import annotations
 
 import json
+import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from seedance.analysis.training import summarize
 from seedance.errors import SpecError
 from seedance.models.protocols.commit import SPEC, CommitConfig
 from seedance.models.protocols.commit.node import PERSISTENT
+from seedance.monitor.memory import MEMCHECK_ENV
 
 SUMMARY_KEYS = ("steps", "final_loss", "replica_l2_max", "commits", "rollbacks", "commit_overhead_pct",
                 "false_alarms", "false_offline", "leaked_handles")
@@ -151,13 +153,22 @@ def _install_partition(runtime: Any, cfg: CommitConfig, world: int, cut: dict[st
 def real_train(*, world: int = 3, steps: int = 40, commit_every: int = 10, scenario: str = "",
                variant: str = "fixed", seed: int = 0, settings: Mapping[str, Any] | None = None,
                out: str | Path, timeout_s: float = 300.0, extra_env: Mapping[str, str] | None = None,
-               keep_params: bool = False, nemesis: tuple[str, ...] = (), faulty_s: float = 8.0) -> dict[str, Any]:
+               keep_params: bool = False, nemesis: tuple[str, ...] = (), faulty_s: float = 8.0,
+               duration_s: float | None = None, memcheck_s: float | None = None,
+               on_poll: Callable[[Path, float], None] | None = None) -> dict[str, Any]:
     """One real data-parallel run (``world`` processes, torch.distributed: gloo here, NCCL with CUDA).
 
     ``nemesis``: the simulator's fault names that the real backend applies (``seedance.faults``: crash = SIGKILL and
     restart from the atomic checkpoint, pause = SIGSTOP/SIGCONT, partitions and message faults by the nodes' own
     rules), drawn from ``seed`` over the first ``faulty_s`` seconds after every rank is ready, then healed; the run
     ends when every rank has finished after the heal.
+
+    ``duration_s`` (a long run): the ranks train for that many wall seconds instead of ``steps`` (the protocol's
+    ``duration_s``: they stop together at the first commit after it), the scenario's injection repeats every
+    ``inject_period`` steps (default: the first multiple of ``commit_every`` and ``epoch_steps`` ≥ 60) and the
+    learning rate cycles (``lr_cycle`` 4), so faults keep biting for the whole run; faults last at most 60 % of
+    it. ``memcheck_s``: every rank samples its memory, fds, threads and buffer handles at that interval
+    (:mod:`seedance.monitor.memory`). ``on_poll(run_dir, elapsed_s)`` is called about every 0.2 s while it runs.
     """
     from seedance import faults as fault_table
     from seedance.real.launcher import LocalLauncher
@@ -168,6 +179,15 @@ def real_train(*, world: int = 3, steps: int = 40, commit_every: int = 10, scena
     # real processes on a shared machine: heartbeats every 100 ms, 1 s of acceptable pause, 5 s collective deadline
     real_defaults = {"heartbeat_s": 0.1, "phi_acceptable_pause_s": 1.0, "collective_timeout_s": 5.0}
     merged = {**real_defaults, **dict(settings or {})}
+    if duration_s is not None:
+        steps = 1_000_000_000  # an upper bound: the ranks stop on time
+        epoch_steps = int(merged.get("epoch_steps", 15))
+        period = math.lcm(commit_every, epoch_steps)
+        merged = {"duration_s": float(duration_s), "inject_period": period * max(1, math.ceil(60 / period)),
+                  "lr_cycle": 4, **merged}
+        faulty_s = min(faulty_s, 0.6 * duration_s)
+        timeout_s = max(timeout_s, duration_s + 180.0)
+    extra_env = {**dict(extra_env or {}), **({MEMCHECK_ENV: repr(float(memcheck_s))} if memcheck_s else {})}
     nemesis = fault_table.parse(nemesis, fault_table.REAL) if nemesis else ()
     config = protocol_config(steps=steps, commit_every=commit_every, scenario=scenario, variant=variant, seed=seed,
                              settings=merged)
@@ -189,6 +209,12 @@ def real_train(*, world: int = 3, steps: int = 40, commit_every: int = 10, scena
             healed_at = _run_faults(launch, nemesis, seed, faulty_s, world)
         while time.monotonic() < deadline:
             launch.raise_if_failed()
+            elapsed = time.monotonic() - launch.t0_monotonic
+            if on_poll is not None:
+                on_poll(run_dir, elapsed)
+            if duration_s is not None and elapsed < duration_s:  # no rank stops before its time is up
+                time.sleep(0.2)
+                continue
             finals = _real_finals(run_dir, world)
             if nemesis:  # after the heal, give the detectors time to settle; the finals must be of the last epoch
                 settle = float(merged["phi_acceptable_pause_s"]) + 10 * float(merged["heartbeat_s"])
@@ -197,7 +223,8 @@ def real_train(*, world: int = 3, steps: int = 40, commit_every: int = 10, scena
                     continue
                 latest = _max_epoch(run_dir, world)
                 finals = {r: f for r, f in finals.items() if f["epoch"] >= latest}
-            if len(finals) == world and all(f["step"] >= steps for f in finals.values()) \
+            on_time = duration_s is not None and len({f["step"] for f in finals.values()}) == 1
+            if len(finals) == world and (on_time or all(f["step"] >= steps for f in finals.values())) \
                     and len({f["epoch"] for f in finals.values()}) == 1:
                 finished = True
                 break
@@ -208,7 +235,9 @@ def real_train(*, world: int = 3, steps: int = 40, commit_every: int = 10, scena
     crashed = set(range(world)) if nemesis else set()  # under faults, suspicion is the detector's job
     summary = summarize(events, world=world, keep_params=keep_params, crashed=crashed)
     return {"runtime": "real", "scenario": scenario or None, "variant": variant, "seed": seed,
-            "commit_every": commit_every, "steps_requested": steps, **summary, "finished": finished,
+            "commit_every": commit_every, "steps_requested": None if duration_s is not None else steps,
+            **({"duration_s": duration_s, "config": config} if duration_s is not None else {}),
+            **summary, "finished": finished,
             **({"nemesis": list(nemesis)} if nemesis else {}),
             "wall_s": time.perf_counter() - wall, "run_dir": str(run_dir)}
 

@@ -127,7 +127,14 @@ async def _amain() -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, runtime.stop)
-    await runtime.run()
+    from seedance.monitor.memory import start_node_sampler
+
+    sampler = start_node_sampler(runtime)  # SEEDANCE_MEMCHECK_S set: this process's memory, fds, threads, handles
+    try:
+        await runtime.run()
+    finally:
+        if sampler is not None:
+            sampler.stop()
     return 1 if runtime.failed else 0
 
 
