@@ -77,9 +77,13 @@ def test_profiles_round_trip_and_are_part_of_the_reproduce_command(tmp_path):
     ({"cores": 0}, "cores"), ({"cores": True}, "cores"), ({"fsync": {"median_s": -1}}, "fsync"),
     ({"fsync": {"median": 1}}, "fsync"), ({"cpu": {"bogus": 1e-6}}, "cpu"), ({"loopback": "fast"}, "loopback"),
     ({"write_bandwidth_GBps": float("nan")}, "write_bandwidth_GBps"), ({"extra": 1}, "unknown field"),
+    ({"wake": {"median_s": -1}}, "wake"), ({"handoff": "slow"}, "handoff"),
+    ({"device": {"kind": "B200"}}, "device.kind"), ({"device": {"kind": "H100", "count": 0}}, "device.count"),
+    ({"device": {"kind": "H100", "memory_GiB": -1}}, "device.memory_GiB"),
+    ({"device": {"kind": "H100", "tflops": 1}}, "device: unknown field"),
 ])
 def test_a_bad_profile_is_refused_naming_the_field(tmp_path, change, field):
-    data = profile().to_dict()
+    data = amortised().to_dict()  # every field, the optional ones (amortisation, handoff) included
     data.update(change)
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -116,3 +120,76 @@ def test_real_profile_command_writes_a_usable_profile(tmp_path):
     assert host.cores >= 1 and host.cpu["message"].median_s > 0 and host.fsync.median_s > 0
     assert host.measured["config"]["clients"] == 8 and "filesystem" in host.measured
     assert run(str(out), duration_s=0.3).ops_ok > 0
+
+
+# ------------------------------------------------------------------------------------ amortisation (issue V, round 2)
+def amortised(**over) -> HostProfile:
+    base = dict(wake=LogNormal(80e-6), io_per_input=LogNormal(40e-6), client_wake=LogNormal(100e-6),
+                handoff=LogNormal(70e-6, 0.3, 3e-4), fsync=LogNormal(1.2e-4, 0.1, 4e-4))
+    base.update(over)
+    return profile(**base)
+
+
+def test_amortisation_cpu_per_op_falls_with_concurrency_and_is_deterministic():
+    """One wake-up serves every input queued behind it: at 32 clients far fewer wake-ups per operation than at 2,
+    so the simulated throughput grows with clients faster than with a constant per-input cost."""
+    low, high = run(amortised(), clients=2, duration_s=0.5), run(amortised(), clients=32, duration_s=0.5)
+    assert run(amortised(), clients=32, duration_s=0.5).throughput_ops_s == high.throughput_ops_s  # per seed
+    wakes = {c: sum(h.wakeups for h in r.runtime.hosts) / max(r.ops_ok, 1) for c, r in ((2, low), (32, high))}
+    assert wakes[32] < 0.5 * wakes[2]
+    # the same total CPU per input at low load, charged as a constant: no amortisation, so less gain at 32
+    flat = profile(io_per_input=LogNormal(120e-6), fsync=LogNormal(1.2e-4, 0.1, 4e-4))
+    gain_flat = run(flat, clients=32, duration_s=0.5).throughput_ops_s / run(flat, clients=2,
+                                                                              duration_s=0.5).throughput_ops_s
+    assert high.throughput_ops_s / low.throughput_ops_s > gain_flat
+
+
+def test_wake_up_cost_adds_latency_at_low_load():
+    cheap, woken = amortised(wake=LogNormal(0.0)), amortised(wake=LogNormal(300e-6))
+    assert run(woken, clients=2, duration_s=0.5).latency_ms_p50 > run(cheap, clients=2, duration_s=0.5).latency_ms_p50 + 0.5
+
+
+def test_fit_amortisation_recovers_wake_and_per_item_cost():
+    from seedance.real.profile import fit_amortisation
+
+    rng = np.random.default_rng(5)
+    items = rng.integers(1, 12, 4000)
+    cpu_ns = (90e3 + 45e3 * items) * np.exp(0.3 * rng.standard_normal(items.size) - 0.045)
+    wake, per_item = fit_amortisation(list(zip(cpu_ns, items)))
+    assert wake == pytest.approx(90e-6, rel=0.15) and per_item == pytest.approx(45e-6, rel=0.1)
+    assert fit_amortisation([(1e5, 1)] * 20) == (0.0, pytest.approx(1e-4))  # one batch size: no intercept to fit
+
+
+def test_profiles_with_amortisation_and_a_gpu_round_trip(tmp_path):
+    from seedance.models.host import DeviceProfile
+
+    host = amortised(device=DeviceProfile(kind="H200", name="NVIDIA H200", memory_GiB=139.8, count=1,
+                                          kernel_launch_s=LogNormal(6e-6, 0.2, 2e-5), h2d_GBps=50.0))
+    path = tmp_path / "gpu.yaml"
+    atomic_write(path, host.to_yaml().encode())
+    assert load_profile(path) == host
+    assert "device" not in profile().to_dict() and "wake" not in profile().to_dict()  # old readers: no nulls
+
+
+def test_busy_periods_and_the_handoff_are_measured_on_a_real_loop():
+    """The profile hook on a real asyncio loop: items handled in one turn share a period; an idle loop's round trip
+    to a worker thread and back takes a positive, bounded time."""
+    import asyncio
+
+    from seedance.real.profile import measure_handoff
+    from seedance.real.runtime import BusyPeriods
+
+    async def main():
+        busy = BusyPeriods(asyncio.get_running_loop())
+        for batch in (1, 3, 1, 5):
+            await asyncio.sleep(0.002)  # idle: the next select may block
+            for _ in range(batch):
+                busy.items += 1
+                sum(range(2000))  # some CPU in the period
+        await asyncio.sleep(0.002)
+        return busy.periods
+
+    periods = asyncio.run(main())
+    assert [p[1] for p in periods] == [1, 3, 1, 5] and all(p[0] > 0 for p in periods)
+    samples = measure_handoff(round_trips=50)
+    assert len(samples) == 50 and 0 < np.median(samples) < 0.05

@@ -10,10 +10,26 @@ simulator's textbook constants leave out:
 * fsync latency (log-normal) and write bandwidth of the run directory's filesystem;
 * one-way loopback latency between processes (log-normal);
 * the client process's CPU per operation (the real backend drives all clients from one process);
+* amortisation (optional ``wake`` / ``client_wake``): an event-loop process pays a fixed CPU cost per wake-up (the
+  select, the loop's iterations, task steps) and a cost per item handled in it, so when inputs queue up under load
+  several share one wake-up and the CPU per input falls. With ``wake`` set, ``io_per_input`` is the per-item part
+  (an fsync completion is an item too: the sends and replies that waited behind it), both fitted from the real
+  loop's busy periods; without it, ``io_per_input`` is the old average per input and fsync completions are free;
+* ``handoff`` (optional): the latency of the round trip from the event loop to its storage thread and back (thread
+  wake-up, the loop's wake-up by its self-pipe), added to every fsync;
+* ``device`` (optional): a GPU host's accelerator (kind, name, memory, count, and optional CUDA-side costs: kernel
+  launch, host-to-device and device-to-host bandwidth). Recorded and validated; the simulator's device compute
+  times come from the compute model (:mod:`seedance.models.compute`), keyed by the device kind;
 * the number of cores, and where and when it was measured (CPU model, kernel, filesystem, load average).
 
 It is a model (pure data and draws from a given generator); the real backend measures it
 (:mod:`seedance.real.profile`), the simulator uses it (:mod:`seedance.sim.runtime`).
+
+Amortisation in the simulator: a node's loop is *idle* when its CPU is free and nothing waits in its inbox; an
+input (or fsync completion) arriving then starts a busy period and pays ``wake`` on top of its own cost; inputs that
+arrive while it is busy join the period and pay only their own. The client process likewise pays ``client_wake``
+when a reply finds it idle. So the cost per operation falls with concurrency as measured, and low-load latency
+carries the wake-up cost of every hop.
 
 Contention: with a profile, the N node processes and the client process share ``cores`` cores (:class:`CorePool`):
 an input is handled only when its node's own CPU *and* some core are free, so 3 nodes and a client process on 2
@@ -102,13 +118,42 @@ class HostProfile:
     loopback: LogNormal  # one-way latency process to process
     client_per_op: LogNormal  # the client process's CPU per operation
     measured: dict[str, Any] = field(default_factory=dict)  # where / when / how
+    wake: LogNormal | None = None  # a node loop's CPU per wake-up (busy period); None: no amortisation
+    client_wake: LogNormal | None = None  # the client process's CPU per wake-up
+    handoff: LogNormal | None = None  # loop -> storage thread -> loop latency, added to each fsync
+    device: DeviceProfile | None = None  # a GPU host's accelerator (recorded; not used by the CPU model)
 
-    def cpu_cost(self, kind: int, rng: np.random.Generator) -> float:
-        return self.cpu[KINDS[kind]].draw(rng) + self.io_per_input.draw(rng)
+    def cpu_cost(self, kind: int, rng: np.random.Generator, woke: bool = False) -> float:
+        """CPU of one input of ``kind``: the handler, the per-item frame I/O and, when it woke the loop, the
+        wake-up cost (amortisation; see the module docstring)."""
+        cost = self.cpu[KINDS[kind]].draw(rng) + self.io_per_input.draw(rng)
+        if woke and self.wake is not None:
+            cost += self.wake.draw(rng)
+        return cost
+
+    def completion_cost(self, rng: np.random.Generator, woke: bool) -> float:
+        """CPU of an fsync completion (the effects that waited behind it) on an amortised host."""
+        return self.io_per_input.draw(rng) + (self.wake.draw(rng) if woke and self.wake is not None else 0.0)
+
+    def client_cost(self, rng: np.random.Generator, woke: bool) -> float:
+        """The client process's CPU for one operation, plus its wake-up cost when the reply found it idle."""
+        cost = self.client_per_op.draw(rng)
+        if woke and self.client_wake is not None:
+            cost += self.client_wake.draw(rng)
+        return cost
+
+    @property
+    def amortised(self) -> bool:
+        return self.wake is not None
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["cpu"] = {k: asdict(v) for k, v in self.cpu.items()}
+        for key in _OPTIONAL:  # absent rather than null: an old reader of the format still reads a new profile
+            if out[key] is None:
+                del out[key]
+        if self.device is not None:
+            out["device"] = self.device.to_dict()
         return out
 
     def to_yaml(self) -> str:
@@ -126,10 +171,10 @@ class HostProfile:
         missing = [k for k in required if k not in data]
         if missing:
             raise SpecError(where, f"missing field(s) {', '.join(missing)}", f"required: {', '.join(required)}")
-        unknown = set(data) - set(required) - {"measured"}
+        unknown = set(data) - set(required) - {"measured", *_OPTIONAL}
         if unknown:
             raise SpecError(where, f"unknown field(s) {', '.join(sorted(unknown))}",
-                            f"valid: {', '.join(required)}, measured")
+                            f"valid: {', '.join(required)}, measured, {', '.join(_OPTIONAL)}")
         cores = data["cores"]
         if isinstance(cores, bool) or not isinstance(cores, int) or not 1 <= cores <= 4096:
             raise SpecError(f"{where}: cores", f"must be an integer in 1..4096, got {cores!r}")
@@ -150,7 +195,70 @@ class HostProfile:
             loopback=LogNormal.from_dict(data["loopback"], f"{where}: loopback"),
             client_per_op=LogNormal.from_dict(data["client_per_op"], f"{where}: client_per_op"),
             measured=dict(data.get("measured") or {}),
+            **{key: None if data.get(key) is None else LogNormal.from_dict(data[key], f"{where}: {key}")
+               for key in ("wake", "client_wake", "handoff")},
+            device=None if data.get("device") is None else DeviceProfile.from_dict(data["device"], f"{where}: device"),
         )
+
+
+_OPTIONAL = ("wake", "client_wake", "handoff", "device")
+
+
+@dataclass(frozen=True)
+class DeviceProfile:
+    """A GPU host's accelerator: kind (the compute model's device kind), name, memory per device, how many, and
+    optional CUDA-side costs (kernel launch latency, host-to-device and device-to-host bandwidth)."""
+
+    kind: str
+    name: str = ""
+    memory_GiB: float = 0.0
+    count: int = 1
+    kernel_launch_s: LogNormal | None = None
+    h2d_GBps: float | None = None
+    d2h_GBps: float | None = None
+
+    FIELDS = ("kind", "name", "memory_GiB", "count", "kernel_launch_s", "h2d_GBps", "d2h_GBps")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"kind": self.kind, "name": self.name, "memory_GiB": self.memory_GiB, "count": self.count}
+        if self.kernel_launch_s is not None:
+            out["kernel_launch_s"] = asdict(self.kernel_launch_s)
+        for key in ("h2d_GBps", "d2h_GBps"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> DeviceProfile:
+        from seedance.models.compute import DEVICES
+
+        if not isinstance(data, Mapping):
+            raise SpecError(where, f"expected a mapping, got {data!r}", ", ".join(cls.FIELDS))
+        unknown = set(data) - set(cls.FIELDS)
+        if unknown:
+            raise SpecError(where, f"unknown field(s) {', '.join(sorted(unknown))}", ", ".join(cls.FIELDS))
+        kind = data.get("kind")
+        if not isinstance(kind, str) or not any(kind.upper().startswith(name) for name in DEVICES):
+            raise SpecError(f"{where}.kind", f"unknown device kind {kind!r}",
+                            f"one of {', '.join(DEVICES)} (a prefix match: A100-80GB is an A100)")
+        count = data.get("count", 1)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise SpecError(f"{where}.count", f"must be an integer >= 1, got {count!r}")
+        numbers = {}
+        for key in ("memory_GiB", "h2d_GBps", "d2h_GBps"):
+            value = data.get(key, 0.0 if key == "memory_GiB" else None)
+            if value is None:
+                numbers[key] = None
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or (
+                    value < 0 if key == "memory_GiB" else value <= 0):
+                raise SpecError(f"{where}.{key}", f"must be a finite number {'>= 0' if key == 'memory_GiB' else '> 0'},"
+                                f" got {value!r}")
+            numbers[key] = float(value)
+        launch = data.get("kernel_launch_s")
+        return cls(kind=kind, name=str(data.get("name", "")), count=count, memory_GiB=numbers["memory_GiB"],
+                   kernel_launch_s=None if launch is None else LogNormal.from_dict(launch, f"{where}.kernel_launch_s"),
+                   h2d_GBps=numbers["h2d_GBps"], d2h_GBps=numbers["d2h_GBps"])
 
 
 def load_profile(path: str | Path) -> HostProfile:

@@ -18,10 +18,13 @@ Rules (Herlihy & Wing 1990 §2 as recorded by Jepsen; seedance.analysis.history)
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,6 +37,8 @@ from seedance.real.trace import TraceRecorder
 from seedance.real.transport import Connection
 
 log = logging.getLogger("seedance.real.clients")
+
+CLIENT_PROFILE_ENV = "SEEDANCE_CLIENT_PROFILE"  # a path: `seedance real profile` gets the client loop's busy periods
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,6 +76,7 @@ class ClientPool:
         self._leader_guess = 0
         self._stop = False
         self._contexts: dict[int, Any] = {}  # client -> session context of the last reply carrying one
+        self._busy: Any = None  # CLIENT_PROFILE_ENV: the loop's busy periods (seedance.real.runtime.BusyPeriods)
 
     # --------------------------------------------------------------------------------------------- history
     def _record(self, process: int, kind: str, op: Operation, key: str | None, value: Any) -> None:
@@ -114,6 +120,10 @@ class ClientPool:
                 future = self._pending.get((client, reply.request_id))
                 if future is not None and not future.done():
                     future.set_result(reply)
+                    if self._busy is not None:  # one reply in, and (next) one request out
+                        self._busy.items += 1
+                        self._busy.frames_in += 1
+                        self._busy.frames_out += 1
         except (OSError, asyncio.IncompleteReadError, FrameError, asyncio.CancelledError) as err:
             if isinstance(err, FrameError):
                 log.warning("client %d: %s", client, err)
@@ -219,7 +229,17 @@ class ClientPool:
 
     async def run(self, duration_s: float) -> None:
         until = time.monotonic() + duration_s
+        profile_path = os.environ.get(CLIENT_PROFILE_ENV)
+        if profile_path:
+            from seedance.real.runtime import BusyPeriods
+
+            self._busy = BusyPeriods(asyncio.get_running_loop())
         await asyncio.gather(*(self._client(c, until) for c in range(self.workload.num_clients)))
+        if self._busy is not None:
+            from seedance.real.storage import atomic_write
+
+            atomic_write(Path(profile_path), json.dumps({"busy_periods": self._busy.periods}).encode())
+            self._busy = None
 
     async def warm_up(self, within_s: float = 60.0) -> bool:
         """Write once (process 2,000,000, value -1) until it succeeds: the cluster has a leader and commits."""

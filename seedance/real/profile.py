@@ -5,11 +5,17 @@ Method (each part a measurement of the real backend's own code paths on this mac
 * fsync: 300 appends of 128 bytes to a file in the profile's directory, each followed by ``os.fsync`` (the shape of
   a node's log append), timed with ``perf_counter``; write bandwidth: 4 writes of 8 MiB, each fsynced.
 * loopback: 2,000 round trips of a 64-byte message to an echo process over TCP on 127.0.0.1; one-way = RTT / 2.
+* handoff: 1,000 round trips from an idle asyncio loop to a one-thread executor and back (the path of every fsync in
+  the real runtime: submit to the storage thread, its wake-up, the result handed back through the loop's self-pipe).
 * CPU: a real Raft run (``--nodes`` processes, ``--clients`` closed-loop clients, ``--duration`` s, fsync on) with
   ``SEEDANCE_CPU_PROFILE=1``: every node samples the loop thread's CPU time (``thread_time``) of each input it
-  handles (handler and effect execution), by input kind, and its loop thread's total CPU; the difference per input
-  is the frame I/O the handler timing does not see (receive, HMAC, decode; encode and send of what follows). The
-  client process's CPU during the load divided by the operations it ran is the client cost per operation.
+  handles (handler and effect execution), by input kind, and records its loop's *busy periods* (from a wake-up out
+  of ``select`` to the next ``select`` that may block; :class:`seedance.real.runtime.BusyPeriods`): the CPU outside
+  the timed handlers and the items handled in each (inputs and fsync completions). The client process records its
+  own busy periods (CPU, replies handled). Amortisation is fitted per process kind as
+  ``CPU(period) = wake + per_item * items`` by non-negative least squares weighted by 1 / items (the variance of a
+  period grows with its items), pooled over the nodes: ``wake`` and ``io_per_input`` for the nodes, ``client_wake``
+  and ``client_per_op`` for the client process.
 * Fits: log-normal per kind by maximum likelihood (location 0), capped at the 99.9th percentile.
 
 The profile records the machine (CPU model, cores, kernel, the filesystem of the directory, load average) and the
@@ -95,29 +101,85 @@ def measure_loopback(round_trips: int = 2000) -> list[float]:
         echo.wait(timeout=10)
 
 
+def measure_handoff(round_trips: int = 1000) -> list[float]:
+    """Round-trip latency samples (s): an idle asyncio loop hands a no-op to a one-thread executor and gets the
+    result back (as the real runtime's fsync path does: loop -> storage thread -> loop)."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    async def probe() -> list[float]:
+        loop = asyncio.get_running_loop()
+        samples = []
+        with ThreadPoolExecutor(1) as pool:
+            await asyncio.wrap_future(pool.submit(int))  # the thread exists before the first sample
+            for _ in range(round_trips):
+                await asyncio.sleep(0.0002)  # the loop and the thread go idle between samples, as between fsyncs
+                start = time.perf_counter()
+                await asyncio.wrap_future(pool.submit(int), loop=loop)
+                samples.append(time.perf_counter() - start)
+        return samples
+
+    return asyncio.run(probe())
+
+
+def fit_amortisation(periods: list[Any]) -> tuple[float, float]:
+    """``(wake_s, per_item_s)`` of busy periods ``(cpu_ns, items, ...)``: CPU = wake + per_item * items, by
+    non-negative least squares weighted by 1 / items; (0, mean CPU per item) when there are too few periods."""
+    from scipy.optimize import nnls
+
+    data = np.asarray([p[:2] for p in periods if p[1] > 0], dtype=float).reshape(-1, 2)
+    if len(data) < 10 or len(np.unique(data[:, 1])) < 2:
+        return 0.0, float(data[:, 0].sum() / max(data[:, 1].sum(), 1) / 1e9) if len(data) else 0.0
+    cpu, items = data[:, 0] / 1e9, data[:, 1]
+    weight = 1.0 / np.sqrt(items)
+    (wake, per_item), _ = nnls(np.column_stack([np.ones_like(items), items]) * weight[:, None], cpu * weight)
+    return float(wake), float(per_item)
+
+
 def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, seed: int) -> dict[str, Any]:
     """Handler CPU samples per input kind, frame I/O per input and client CPU per op, from a real Raft run."""
     from seedance.real.clients import Workload
     from seedance.real.run import run_real
     from seedance.real.runtime import CPU_PROFILE_ENV
 
+    from seedance.real.clients import CLIENT_PROFILE_ENV
+
     run_dir = work_dir / "raft"
-    summary = run_real(protocol="raft", nodes=nodes, clients=clients, duration_s=duration_s, seed=seed, out=run_dir,
-                       workload=Workload(num_clients=clients, read_fraction=0.0, cas_fraction=0.0), check=False,
-                       extra_env={CPU_PROFILE_ENV: "1"}, trace=False)
+    client_file = work_dir / "client-profile.json"
+    client_file.unlink(missing_ok=True)
+    before = os.environ.get(CLIENT_PROFILE_ENV)
+    os.environ[CLIENT_PROFILE_ENV] = str(client_file)  # this process runs the clients
+    try:
+        summary = run_real(protocol="raft", nodes=nodes, clients=clients, duration_s=duration_s, seed=seed,
+                           out=run_dir, workload=Workload(num_clients=clients, read_fraction=0.0, cas_fraction=0.0),
+                           check=False, extra_env={CPU_PROFILE_ENV: "1"}, trace=False)
+    finally:
+        if before is None:
+            os.environ.pop(CLIENT_PROFILE_ENV, None)
+        else:
+            os.environ[CLIENT_PROFILE_ENV] = before
     handler: dict[str, list[float]] = {k: [] for k in KINDS}
-    loop_cpu = 0.0
+    periods: list[Any] = []
+    syncs: list[Any] = []
     for path in sorted(run_dir.glob("node-*/cpu-profile-*.json")):
         data = json.loads(path.read_text())
-        loop_cpu += data["loop_cpu_ns"] / 1e9
+        periods.extend(data.get("busy_periods", []))
+        syncs.extend(data.get("syncs", []))
         for kind, samples in data["handler_ns"].items():
             handler.setdefault(kind, []).extend(s / 1e9 for s in samples)
-    inputs = sum(len(v) for v in handler.values())
-    handled_cpu = sum(sum(v) for v in handler.values())
-    ops = summary["ops_ok"] + summary["ops_failed"] + summary["ops_info"]
-    return {"handler": handler, "io_per_input_s": max(0.0, loop_cpu - handled_cpu) / max(inputs, 1),
-            "client_per_op_s": (summary.get("client_cpu_s") or 0.0) / max(ops, 1), "summary": summary,
-            "inputs": inputs}
+    client_periods = json.loads(client_file.read_text())["busy_periods"] if client_file.exists() else []
+    wake, per_item = fit_amortisation(periods)
+    client_wake, client_per_op = fit_amortisation(client_periods)
+    items = np.asarray([p[1] for p in periods], dtype=float)
+    client_items = np.asarray([p[1] for p in client_periods], dtype=float)
+    return {"handler": handler, "wake_s": wake, "io_per_input_s": per_item, "client_wake_s": client_wake,
+            "client_per_op_s": client_per_op, "summary": summary, "inputs": sum(len(v) for v in handler.values()),
+            "busy_periods": {"node": len(periods), "node_items_mean": float(items.mean()) if items.size else None,
+                             "client": len(client_periods),
+                             "client_items_mean": float(client_items.mean()) if client_items.size else None},
+            "group_commit": {"syncs": len(syncs),
+                             "group_mean": float(np.mean([s[0] for s in syncs])) if syncs else None,
+                             "handoff_median_s": float(np.median([s[1] for s in syncs]) / 1e9) if syncs else None}}
 
 
 def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s: float = 3.0,
@@ -127,6 +189,7 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
     facts = machine_facts(work_dir)
     fsync_samples, bandwidth = measure_fsync(work_dir)
     loopback = measure_loopback()
+    handoff = measure_handoff()
     cpu = measure_cpu(work_dir, nodes=nodes, clients=clients, duration_s=duration_s, seed=seed)
     summary = cpu["summary"]
     try:
@@ -137,6 +200,9 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
         cores=cores,
         cpu={k: LogNormal.fit(v) for k, v in cpu["handler"].items() if k in KINDS},
         io_per_input=LogNormal(cpu["io_per_input_s"]),
+        wake=LogNormal(cpu["wake_s"]),
+        client_wake=LogNormal(cpu["client_wake_s"]),
+        handoff=LogNormal.fit(handoff),
         fsync=LogNormal.fit(fsync_samples),
         write_bandwidth_GBps=bandwidth,
         loopback=LogNormal.fit(loopback),
@@ -144,7 +210,9 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
         measured={**facts, "cores_used": cores, "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   "config": {"protocol": "raft", "nodes": nodes, "clients": clients, "duration_s": duration_s,
                              "seed": seed, "fsync": True},
-                  "samples": {"fsync": len(fsync_samples), "loopback": len(loopback), "inputs": cpu["inputs"]},
+                  "samples": {"fsync": len(fsync_samples), "loopback": len(loopback), "handoff": len(handoff),
+                              "inputs": cpu["inputs"]},
+                  "busy_periods": cpu["busy_periods"], "group_commit": cpu["group_commit"],
                   "raft_run": {k: summary.get(k) for k in ("throughput_ops_s", "latency_ms_p50", "latency_ms_p99",
                                                            "ops_ok")}},
     )

@@ -57,6 +57,51 @@ CPU_PROFILE_ENV = "SEEDANCE_CPU_PROFILE"
 PEER_QUEUE_LIMIT = 10_000
 
 
+class BusyPeriods:
+    """``SEEDANCE_CPU_PROFILE`` hook: the loop thread's busy periods (amortisation of the host model).
+
+    A busy period runs from a wake-up (the loop's ``select`` returning after it could block: nothing was ready) to
+    the next such ``select``. Per period it records the loop thread's CPU outside the timed handlers (frame I/O,
+    task steps, select, sends after a fsync), the number of items handled in it (inputs, fsync completions or, in
+    the client process, replies) and of frames received and sent, so ``seedance real profile`` can fit
+    CPU = per-wake-up + per-item * items + per-frame costs.
+    """
+
+    LIMIT = 50_000
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.items = 0
+        self.frames_in = 0
+        self.frames_out = 0
+        self.excluded_ns = 0  # CPU already sampled elsewhere (the handlers), not the period's overhead
+        self.periods: list[tuple[int, int, int, int]] = []  # (overhead ns, items, frames in, frames out)
+        self._start: tuple[int, ...] | None = None
+        selector = getattr(loop, "_selector", None)
+        if selector is None:
+            return  # not a selector loop: no periods (the profile falls back to CPU per input)
+        original = selector.select
+
+        def select(timeout: float | None = None) -> Any:
+            if timeout is not None and timeout <= 0:
+                return original(timeout)
+            self._close()
+            events = original(timeout)
+            self._start = (time.thread_time_ns(), self.items, self.excluded_ns, self.frames_in, self.frames_out)
+            return events
+
+        selector.select = select
+
+    def _close(self) -> None:
+        if self._start is None or len(self.periods) >= self.LIMIT:
+            return
+        cpu0, items0, excluded0, in0, out0 = self._start
+        self._start = None
+        items = self.items - items0
+        if items:
+            self.periods.append((time.thread_time_ns() - cpu0 - (self.excluded_ns - excluded0), items,
+                                 self.frames_in - in0, self.frames_out - out0))
+
+
 class AddressBook:
     """Where node ``i`` listens. ``publish`` is called once the node serves; ``lookup`` may return None."""
 
@@ -148,6 +193,8 @@ class NodeRuntime:
         # SEEDANCE_CPU_PROFILE=1 (seedance real profile): per-input handler CPU samples of the loop thread
         self._cpu_profile: dict[int, list[int]] | None = {} if os.environ.get(CPU_PROFILE_ENV) == "1" else None
         self._loop_cpu_start = 0
+        self._busy: BusyPeriods | None = None
+        self._sync_stats: list[tuple[int, int]] = []  # profile: (durable effects in the group, handoff ns)
         self.failed = False
         self._peer_queues: dict[int, asyncio.Queue] = {}
         self._clients: dict[Any, Connection] = {}
@@ -163,6 +210,8 @@ class NodeRuntime:
     async def run(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._loop_cpu_start = time.thread_time_ns()
+        if self._cpu_profile is not None:
+            self._busy = BusyPeriods(self._loop)
         self._stopping = asyncio.Event()
         if self._listen_socket is not None:
             self._server = await asyncio.start_server(self._accept, sock=self._listen_socket,
@@ -234,7 +283,9 @@ class NodeRuntime:
             return
         data = {"node": self.cfg.node_id, "incarnation": self.cfg.incarnation,
                 "loop_cpu_ns": time.thread_time_ns() - self._loop_cpu_start,
-                "handler_ns": {INPUT_NAMES[k]: v for k, v in self._cpu_profile.items()}}
+                "handler_ns": {INPUT_NAMES[k]: v for k, v in self._cpu_profile.items()},
+                "busy_periods": self._busy.periods if self._busy is not None else [],
+                "syncs": self._sync_stats}
         atomic_write(self.cfg.state_dir.parent / f"cpu-profile-{self.cfg.incarnation}.json",
                      json.dumps(data).encode())
 
@@ -285,9 +336,15 @@ class NodeRuntime:
         if self._cpu_profile is not None:
             start = time.thread_time_ns()
             self._handle_input(kind, value)
+            spent = time.thread_time_ns() - start
             samples = self._cpu_profile.setdefault(kind, [])
             if len(samples) < 50_000:
-                samples.append(time.thread_time_ns() - start)
+                samples.append(spent)
+            if self._busy is not None:
+                self._busy.items += 1
+                self._busy.excluded_ns += spent
+                if kind == CLIENT or (kind == MESSAGE and value[0] != self.cfg.node_id):
+                    self._busy.frames_in += 1
             return
         self._handle_input(kind, value)
 
@@ -398,14 +455,22 @@ class NodeRuntime:
         def sync() -> int:
             for effect in group:
                 storage.stage(effect)
-            return storage.sync()
+            count = storage.sync()
+            if profiling:
+                ended[0] = time.perf_counter_ns()
+            return count
+
+        profiling, ended = self._busy is not None, [0]
 
         assert self._loop is not None and self._io is not None
         self._sync_future = asyncio.wrap_future(self._io.submit(sync), loop=self._loop)
-        self._sync_future.add_done_callback(lambda fut: self._synced(fut, group, start))
+        self._sync_future.add_done_callback(lambda fut: self._synced(fut, group, start, ended))
 
-    def _synced(self, future: Any, group: list, start: float) -> None:
+    def _synced(self, future: Any, group: list, start: float, ended: list[int] | None = None) -> None:
         self._sync_future = None
+        if self._busy is not None and ended and ended[0] and len(self._sync_stats) < BusyPeriods.LIMIT:
+            self._sync_stats.append((len(group), time.perf_counter_ns() - ended[0]))  # storage thread -> loop
+            self._busy.items += 1
         if future.cancelled() or future.exception() is not None:
             if not self.failed:
                 log.error("node %d: durable write failed: %r", self.cfg.node_id,
@@ -447,6 +512,8 @@ class NodeRuntime:
             self._spawn(self._peer_sender(effect.dst, queue))
         try:
             queue.put_nowait(self.codec.encode(effect.message))
+            if self._busy is not None:
+                self._busy.frames_out += 1
         except asyncio.QueueFull:
             log.debug("dropping message to %d: queue full", effect.dst)
 
@@ -535,6 +602,8 @@ class NodeRuntime:
             return  # the client is gone; it records the operation as indeterminate
         try:
             conn.send_nowait("rep", self.cfg.node_id, self.codec.encode(effect))
+            if self._busy is not None:
+                self._busy.frames_out += 1
         except (OSError, RuntimeError) as err:
             log.debug("reply to client %s lost: %s", effect.client_id, err)
 

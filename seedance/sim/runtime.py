@@ -48,6 +48,7 @@ from seedance.sim.storage import Storage
 from seedance.tracing import Trace
 
 HOST_STREAM = 0x686F7374  # "host": the host model's draws, apart from every other stream of the root seed
+SYNCED = 6  # an amortised host's fsync completion, queued for the node's CPU like an input (not a node input)
 
 __all__ = ["CLIENT", "COLLECTIVE", "MESSAGE", "PERSISTED", "TIMER", "WORK", "Host", "Runtime"]
 
@@ -65,7 +66,7 @@ class Host:
 
     __slots__ = ("node_id", "runtime", "node", "engine", "up", "incarnation", "boots", "paused", "busy_until",
                  "inbox", "timer_rate", "storage", "wake_at", "deferred", "handled", "stream_free", "device_kind",
-                 "syncs")
+                 "syncs", "woke", "wakeups")
 
     def __init__(self, node_id: int, runtime: Runtime, storage: Storage, device_kind: str | None) -> None:
         self.node_id = node_id
@@ -86,6 +87,8 @@ class Host:
         self.stream_free = 0.0
         self.device_kind = device_kind
         self.syncs = 0
+        self.woke = False  # an amortised host: the next input handled starts a busy period (pays the wake-up)
+        self.wakeups = 0  # busy periods started (an amortised host)
 
     @property
     def waiting(self) -> bool:
@@ -143,7 +146,13 @@ class Host:
         for effect in group:
             storage.stage(effect)
         model = runtime.host
-        done = storage.sync_done_s(cursor, None if model is None else model.fsync.draw(runtime._host_rng))
+        if model is None:
+            done = storage.sync_done_s(cursor, None)
+        else:  # the fsync, and the loop's round trip to its storage thread and back when measured
+            fsync = model.fsync.draw(runtime._host_rng)
+            if model.handoff is not None:
+                fsync += model.handoff.draw(runtime._host_rng)
+            done = storage.sync_done_s(cursor, fsync)
         self.syncs += 1
         if runtime._tracing:
             runtime._record((cursor, "persist", self.node_id, len(storage.staged), storage.staged_bytes, done))
@@ -183,6 +192,7 @@ class Runtime:
         self.host = host
         self._host_rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(HOST_STREAM,)))
         self.cores = CorePool(host.cores) if host is not None else None
+        self._amortised = host is not None and host.amortised
         self._client_busy = 0.0
         kinds = network.topology.device_kinds
         self.hosts = [
@@ -294,8 +304,9 @@ class Runtime:
         it is done. Without a host profile clients cost nothing."""
         if self.host is None:
             return now
+        woke = now >= self._client_busy  # the reply found the client process idle: a wake-up (amortisation)
         start = now if now > self._client_busy else self._client_busy
-        self._client_busy = self.cores.take(start, self.host.client_per_op.draw(self._host_rng))
+        self._client_busy = self.cores.take(start, self.host.client_cost(self._host_rng, woke))
         return self._client_busy
 
     def extra_latency(self) -> float:
@@ -360,6 +371,9 @@ class Runtime:
 
     def _arrive(self, host: Host, kind: int, value: Any) -> None:
         now = self.env._now
+        if self._amortised and not host.inbox and host.busy_until <= now and not host.woke:
+            host.woke = True  # the loop was idle: this input starts a busy period
+            host.wakeups += 1
         if host.paused or host.inbox or self._ready_at(host) > now:
             host.inbox.append((kind, value))
             self._arm(host)
@@ -399,6 +413,12 @@ class Runtime:
 
     def _handle(self, host: Host, kind: int, value: Any, now: float) -> None:
         engine = host.engine
+        if kind == SYNCED:  # an amortised host's fsync completion: the effects behind it run on the loop's CPU
+            cursor = self.cores.take(now, self.host.completion_cost(self._host_rng, host.woke))
+            host.woke = False
+            host.busy_until = cursor
+            engine.durable(value, cursor)
+            return
         if kind == TIMER:
             name, token = value
             if not engine.timer_due(name, token):  # cancelled or replaced while waiting in the inbox
@@ -413,7 +433,8 @@ class Runtime:
         if self.host is None:
             cursor = now + self._cost[kind]
         else:
-            cursor = self.cores.take(now, self.host.cpu_cost(kind, self._host_rng))
+            cursor = self.cores.take(now, self.host.cpu_cost(kind, self._host_rng, host.woke))
+            host.woke = False
         host.busy_until = cursor
         if effects:
             engine.perform(effects, cursor)
@@ -440,6 +461,9 @@ class Runtime:
             self._record((now, "durable", host.node_id, count))
         if host.paused:
             host.deferred = group
+            return
+        if self._amortised:
+            self._arrive(host, SYNCED, group)
             return
         host.engine.durable(group, now)
         self._arm(host)
