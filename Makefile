@@ -9,7 +9,7 @@ BIN         := $(VENV)/bin
 STAMP       := $(VENV)/.seedance-installed
 PYTEST_ARGS ?=
 
-.PHONY: setup run test test-campaign test-slow bench paper clean
+.PHONY: setup run test test-campaign test-slow test-consensus bench paper clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,13 @@ test-campaign: $(STAMP)
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
+
+# The seed's verification command: real training under the commit protocol with faults throughout, checked.
+#   make test-consensus GPU_COUNT=4 TEST_DURATION=300s CONSISTENCY_CHECK_LEVEL=full MEMCHECK_ENABLE=true
+# Also SCENARIO=F1..F8 VARIANT=buggy|fixed SEED NEMESIS COMMIT_EVERY METRICS_PORT MEMCHECK_DRIFT_PCT OUT; unset
+# variables take the defaults listed by `seedance real test-consensus --help` and in the README.
+test-consensus: $(STAMP)
+	$(BIN)/seedance real test-consensus --from-env
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'

@@ -230,6 +230,11 @@ from seedance.cli.train import real_train as _real_train  # noqa: E402  (validat
 
 command.add_command(_real_train)
 
+from seedance.cli.consensus import soak as _soak, test_consensus as _test_consensus  # noqa: E402  (issue T)
+
+command.add_command(_test_consensus)
+command.add_command(_soak)
+
 
 @command.command(name="profile")
 @click.option("--nodes", type=Integer(1, 16), default=3, show_default=True, help="Raft processes for the CPU run.")

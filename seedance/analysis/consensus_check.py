@@ -1,0 +1,653 @@
+"""The seed's verification command (``make test-consensus``) and the memory soak (``seedance real soak``).
+
+``test-consensus`` runs real data-parallel training under the validate-and-commit protocol
+(:mod:`seedance.models.protocols.commit`) on ``ranks`` processes (GPUs when CUDA is available, one per rank; CPU
+processes on gloo otherwise) for a wall-clock duration, with the real backend's seeded faults (crash and restart
+from the checkpoint, pause, partition) over the first 60 % of it and, optionally, one of the seed's scenarios
+F1–F8 (buggy or fixed) injected every ``inject_period`` steps throughout. Then it checks the run
+(:func:`check_run`) and, with the memory monitor on, the ranks' memory (:mod:`seedance.monitor.memory`), and writes
+``report.json``, ``figure.pdf``/``.png`` and ``commits.trace.json`` (commits and rollbacks, Chrome trace format).
+
+Check levels:
+
+* ``basic`` — digests at commits: every commit of a step carries one parameter digest (across ranks and epochs);
+  no commit of replicas whose true digests differ (false convergence); no vote where ranks at the same epoch, step
+  and view hold different parameters unless an injected state fault explains it (F1 is the only scenario that
+  corrupts a replica by design; a divergence the protocol then catches is expected, any other is not); no false
+  consistency alarm; no false offline verdict the faults do not explain; no leaked buffer handle or leak alarm; no
+  split view; every rank finished, with identical final parameters.
+* ``full`` — ``basic`` plus the replica L2 distance at every commit (from the parameters each rank reports with its
+  vote; must be 0), the protocol-history checks (every commit follows an agreeing vote of the same rank, epoch and
+  step whose rows are identical; each rank's commits move forward — epochs never decrease, steps increase within
+  an epoch; every rollback returns to a step that rank committed; every resync adopts a committed step), and the
+  memory monitor's verdicts when it is on. The commit protocol has no client operations, so there is no client
+  history to check for linearizability; the report says so.
+
+A violation fails the run (exit status 1) and is named in the report's ``causes``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import re
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from seedance.errors import SpecError
+
+LEVELS = ("basic", "full")
+SCENARIO_NAMES = ("F1", "F2", "F3", "F4", "F6", "F7", "F8")  # F5 is simulator-only (see training_run)
+REAL_FAULTS = ("crash", "pause", "partition")
+STATE_FAULTS = {"F1"}  # scenarios whose injection corrupts a replica's state on purpose (the protocol must catch it)
+MAX_DURATION_S = 72 * 3600.0  # the seed's 72-hour soak
+_UNITS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+# ------------------------------------------------------------------------------------------------ inputs
+def parse_duration(name: str, text: Any, *, lo: float = 1.0, hi: float = MAX_DURATION_S) -> float:
+    """``300s``, ``5m``, ``1.5h``, ``250ms`` or a bare number of seconds → seconds, within [lo, hi]."""
+    valid = f"a duration like 300s, 5m or 1h (units ms, s, m, h; bare numbers are seconds), {lo:g} s .. {hi / 3600:g} h"
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*(ms|s|min|m|h)?\s*", str(text))
+    if match is None:
+        raise SpecError(name, f"{text!r} is not a duration", valid)
+    seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"]
+    if not math.isfinite(seconds) or not lo <= seconds <= hi:
+        raise SpecError(name, f"{text!r} is out of range", valid)
+    return seconds
+
+
+def parse_bool(name: str, text: Any) -> bool:
+    value = str(text).strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise SpecError(name, f"{text!r} is not a boolean", "true or false (also 1/0, yes/no, on/off)")
+
+
+def parse_int(name: str, text: Any, lo: int, hi: int, why: str = "") -> int:
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise SpecError(name, f"{text!r} is not an integer", f"an integer {lo}..{hi}{why}") from None
+    if not lo <= value <= hi:
+        raise SpecError(name, f"{value} is out of range", f"an integer {lo}..{hi}{why}")
+    return value
+
+
+def parse_choice(name: str, text: Any, choices: Sequence[str], *, none_ok: bool = False) -> str:
+    value = str(text).strip()
+    if none_ok and value.lower() in ("", "none"):
+        return ""
+    for choice in choices:
+        if value.lower() == choice.lower():
+            return choice
+    raise SpecError(name, f"{text!r} is not allowed", "one of " + ", ".join(choices) + (" or none" if none_ok else ""))
+
+
+def parse_faults(name: str, text: Any) -> tuple[str, ...]:
+    value = str(text).strip().lower()
+    if value in ("", "none"):
+        return ()
+    names = tuple(dict.fromkeys(p.strip() for p in value.split(",") if p.strip()))
+    bad = [n for n in names if n not in REAL_FAULTS]
+    if bad or not names:
+        raise SpecError(name, f"{text!r} names {', '.join(bad) or 'no fault'}",
+                        f"a comma-separated subset of {', '.join(REAL_FAULTS)}, or none")
+    return names
+
+
+def max_ranks() -> tuple[int, str]:
+    """How many ranks this machine runs, and why (one per GPU with CUDA; 4 per CPU core otherwise)."""
+    from seedance import validation as V
+    from seedance.real.devices import default_backend
+
+    if default_backend() == "nccl":  # pragma: no cover - needs a GPU
+        import torch
+
+        count = torch.cuda.device_count()
+        return count, f" (one rank per GPU: {count} visible)"
+    return V.max_real_nodes(), f" (CPU processes on gloo: {V.why_real_nodes()})"
+
+
+@dataclass
+class Options:
+    """What ``test-consensus`` runs; :data:`VARIABLES` maps each field to its make variable and default."""
+
+    ranks: int = 4
+    duration_s: float = 300.0
+    level: str = "full"
+    memcheck: bool = True
+    scenario: str = ""
+    variant: str = "fixed"
+    seed: int = 0
+    nemesis: tuple[str, ...] = REAL_FAULTS
+    commit_every: int = 10
+    metrics_port: int = 0
+    drift_threshold_pct: float = 1.0
+    out: str = "out/test-consensus"
+    given: dict[str, str] = field(default_factory=dict)  # the variables as set (for the report / reproduction)
+
+
+# make variable -> (field, default as text, parser, what it means) — the defaults are documented here and in README
+VARIABLES: dict[str, tuple[str, str, Callable[[str, str], Any], str]] = {
+    "GPU_COUNT": ("ranks", "4", lambda n, v: parse_int(n, v, 1, max_ranks()[0], max_ranks()[1]),
+                  "ranks: one per GPU with CUDA, CPU processes on gloo otherwise"),
+    "TEST_DURATION": ("duration_s", "300s", lambda n, v: parse_duration(n, v, lo=5.0), "wall-clock training time"),
+    "CONSISTENCY_CHECK_LEVEL": ("level", "full", lambda n, v: parse_choice(n, v, LEVELS), "basic or full"),
+    "MEMCHECK_ENABLE": ("memcheck", "true", parse_bool, "sample every rank's memory each second; leak verdicts"),
+    "SCENARIO": ("scenario", "none", lambda n, v: parse_choice(n, v, SCENARIO_NAMES, none_ok=True),
+                 "one of the seed's scenarios, injected throughout"),
+    "VARIANT": ("variant", "fixed", lambda n, v: parse_choice(n, v, ("buggy", "fixed")), "buggy or fixed"),
+    "SEED": ("seed", "0", lambda n, v: parse_int(n, v, 0, 2**63 - 1), "seeds data, faults and injections"),
+    "NEMESIS": ("nemesis", "crash,pause,partition", parse_faults, "real faults over the first 60 % of the run"),
+    "COMMIT_EVERY": ("commit_every", "10", lambda n, v: parse_int(n, v, 1, 10_000), "steps between commits"),
+    "METRICS_PORT": ("metrics_port", "0", lambda n, v: parse_int(n, v, 0, 65535),
+                     "Prometheus endpoint on 127.0.0.1 (0: off)"),
+    "MEMCHECK_DRIFT_PCT": ("drift_threshold_pct", "1.0",
+                           lambda n, v: _parse_pct(n, v), "memory drift over the run that counts as a leak, %"),
+    "OUT": ("out", "out/test-consensus", lambda n, v: str(v), "directory for the report"),
+}
+
+
+def _parse_pct(name: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise SpecError(name, f"{text!r} is not a number", "a percentage > 0 and <= 100") from None
+    if not math.isfinite(value) or not 0 < value <= 100:
+        raise SpecError(name, f"{text!r} is out of range", "a percentage > 0 and <= 100")
+    return value
+
+
+def options_from(values: Mapping[str, str | None], names: Mapping[str, str] | None = None) -> Options:
+    """Parse variables (unset or empty: the default); the first bad one raises a SpecError naming it (by its
+    variable name, or by ``names[variable]``, e.g. the CLI option that set it)."""
+    from seedance import validation as V
+
+    names = dict(names or {})
+    unknown = sorted(set(values) - set(VARIABLES))
+    if unknown:
+        raise SpecError(unknown[0], "is not a test-consensus variable", "valid: " + ", ".join(VARIABLES))
+    opts = Options()
+    for name, (attr, default, parse, _) in VARIABLES.items():
+        raw = values.get(name)
+        text = default if raw is None or str(raw).strip() == "" else str(raw)
+        setattr(opts, attr, parse(names.get(name, name), text))
+        if raw not in (None, ""):
+            opts.given[name] = str(raw)
+    V.check_writable_dir(names.get("OUT", "OUT"), opts.out)
+    return opts
+
+
+def variables_help() -> str:
+    return "\n".join(f"  {name:<24} default {default:<22} {what}" for name, (_, default, _, what) in VARIABLES.items())
+
+
+# ------------------------------------------------------------------------------------------------- reading
+def read_events(run_dir: Path, world: int) -> list[dict[str, Any]]:
+    events = []
+    for rank in range(world):
+        path = Path(run_dir) / f"node-{rank}" / "state" / "observations.jsonl"
+        if not path.exists():
+            continue
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # the torn last line of a killed rank
+                events.append({"node": int(record["node"]), "key": record["key"], "value": record.get("value"),
+                               "time": float(record.get("time", 0.0))})
+    events.sort(key=lambda e: e["time"])
+    return events
+
+
+# -------------------------------------------------------------------------------------------------- checks
+def _check(name: str, violations: list[str], detail: str) -> dict[str, Any]:
+    return {"name": name, "ok": not violations, "detail": detail, "violations": violations[:20],
+            "violation_count": len(violations)}
+
+
+def _l2(a: Any, b: Any) -> float:
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return float(np.linalg.norm(x - y)) if x.shape == y.shape else math.inf
+
+
+def check_run(events: Sequence[Mapping[str, Any]], summary: Mapping[str, Any], *, level: str, scenario: str,
+              variant: str, world: int, nemesis: Sequence[str] = (), tolerance: float = 1e-6) -> list[dict[str, Any]]:
+    """The checks of ``level`` over a run's replica events and its training summary (see the module docstring)."""
+    votes: dict[tuple[int, int], dict[int, dict[str, Any]]] = defaultdict(dict)
+    commits: list[tuple[int, int, int, tuple[int, ...], float]] = []
+    committed_by: dict[int, set[int]] = defaultdict(set)
+    for e in events:
+        v = e["value"]
+        if e["key"] == "vote":
+            votes[(v["epoch"], v["step"])][e["node"]] = v
+        elif e["key"] == "commit":
+            commits.append((e["node"], v["epoch"], v["step"], tuple(v["digest"]), e["time"]))
+            committed_by[e["node"]].add(v["step"])
+    checks = []
+
+    # basic: digests at commits
+    bad: list[str] = []
+    by_round: dict[tuple[int, int], set] = defaultdict(set)
+    by_step: dict[int, set] = defaultdict(set)
+    for _node, epoch, step, digest, _t in commits:
+        by_round[(epoch, step)].add(digest)
+        by_step[step].add(digest)
+    bad += [f"commit of epoch {e} step {s} with {len(d)} different digests" for (e, s), d in by_round.items()
+            if len(d) > 1]
+    bad += [f"step {s} committed with {len(d)} different digests (across epochs)" for s, d in by_step.items()
+            if len(d) > 1]
+    checks.append(_check("digests_at_commits", bad, f"{len(commits)} commits by {world} ranks, "
+                         f"{len(by_round)} distinct (epoch, step)"))
+    checks.append(_check("no_false_convergence", [f"{summary['false_convergence']} commits of replicas whose true "
+                                                  "digests differ"] if summary["false_convergence"] else [],
+                         "votes that agreed although the ranks' parameters differed"))
+
+    # divergence at votes (same epoch, step and view), explained only by an injected state fault
+    explained = scenario in STATE_FAULTS
+    divergent: list[str] = []
+    l2_max = 0.0
+    for (epoch, step), by_node in sorted(votes.items()):
+        groups: dict[tuple[int, ...], list[dict[str, Any]]] = defaultdict(list)
+        for value in by_node.values():
+            groups[tuple(value.get("view") or ())].append(value)
+        for view, members in groups.items():
+            digests = {tuple(m["true"]) for m in members if m.get("true") is not None}
+            if len(digests) <= 1:
+                continue
+            params = [m["params"] for m in members if m.get("params") is not None]
+            l2 = max((_l2(a, b) for a, b in itertools.combinations(params, 2)), default=math.nan)
+            if math.isfinite(l2):
+                l2_max = max(l2_max, l2)
+            divergent.append(f"epoch {epoch} step {step} view {list(view)}: {len(digests)} different parameter "
+                             f"digests" + (f", L2 {l2:.3g}" if math.isfinite(l2) else ""))
+    unexplained = [] if explained else divergent
+    detail = (f"{len(divergent)} votes with diverged replicas"
+              + (f" (largest L2 {l2_max:.3g})" if divergent and l2_max else "")
+              + (f"; explained: scenario {scenario} corrupts a replica on purpose and the protocol must catch it"
+                 if explained and divergent else ""))
+    checks.append(_check("no_unexplained_divergence", [f"unexplained replica divergence at {d}" for d in unexplained],
+                         detail))
+    checks.append(_check("no_false_alarm", [f"{summary['false_alarms']} false consistency alarms (mismatched votes "
+                                            "of identical replicas)"] if summary["false_alarms"] else [],
+                         "a vote that failed although the ranks' parameters were identical"))
+    pauses = bool({"pause", "partition"} & set(nemesis))
+    retracted = summary.get("false_offline_retracted", 0)
+    checks.append(_check("no_false_offline", ([f"{summary['false_offline']} offline verdicts about live ranks"]
+                                              if summary["false_offline"] else [])
+                         + ([f"{retracted} offline verdicts retracted (the rank was alive)"]
+                            if retracted and not pauses else []),
+                         f"{summary.get('offline_verdicts', 0)} offline verdicts, {retracted} retracted"
+                         + (" (pauses and partitions explain retractions)" if pauses else "")))
+    leak = []
+    if summary["leaked_handles"]:
+        leak.append(f"{summary['leaked_handles']} buffer handles leaked (protocol accounting at the end)")
+    if summary.get("leak_alarms"):
+        leak.append(f"{summary['leak_alarms']} leak alarms (live handles grew at three commits in a row)")
+    checks.append(_check("no_leaked_handles", leak, "the protocol's own handle accounting"))
+    checks.append(_check("no_split_view", [f"{summary['split_views']} split views"] if summary["split_views"] else [],
+                         "two commits of one step with different states"))
+    end = []
+    if not summary.get("finished"):
+        end.append(f"the run did not finish ({summary['ranks_finished']} of {world} ranks reported final "
+                   "parameters at one epoch)")
+    if not math.isfinite(summary["param_l2_deviation"]) or summary["param_l2_deviation"] > tolerance:
+        end.append(f"final parameters differ: L2 {summary['param_l2_deviation']:.3g} > {tolerance:g}")
+    checks.append(_check("final_replicas_identical", end, f"final L2 {summary['param_l2_deviation']:.3g}, "
+                         f"{summary['ranks_finished']}/{world} ranks"))
+    if level == "basic":
+        return checks
+
+    # full: replica L2 at every commit
+    rounds = sorted({(e, s) for _, e, s, _, _ in commits})
+    l2s = []
+    bad = []
+    missing = 0
+    for epoch, step in rounds:
+        params = [v["params"] for v in votes.get((epoch, step), {}).values() if v.get("params") is not None]
+        if len(params) < 2:
+            missing += 1
+            continue
+        l2 = max(_l2(a, b) for a, b in itertools.combinations(params, 2))
+        l2s.append(l2)
+        if not l2 <= tolerance:
+            bad.append(f"commit of epoch {epoch} step {step}: replica L2 {l2:.3g}")
+    checks.append(_check("replica_l2_at_commits", bad, f"{len(l2s)} commits checked, max L2 "
+                         f"{max(l2s, default=0.0):.3g}" + (f" ({missing} with fewer than two ranks' parameters)"
+                                                          if missing else "")))
+    checks.append(_check("protocol_history", history_violations(events, votes), "commit after an agreeing vote; "
+                         "monotone commits; rollbacks and resyncs to committed steps"))
+    return checks
+
+
+def history_violations(events: Sequence[Mapping[str, Any]],
+                       votes: Mapping[tuple[int, int], Mapping[int, Mapping[str, Any]]]) -> list[str]:
+    """The protocol-history rules of ``full`` (see the module docstring)."""
+    bad: list[str] = []
+    last: dict[int, tuple[int, int]] = {}
+    committed: dict[int, set[int]] = defaultdict(set)
+    all_committed: set[int] = set()
+    for e in events:
+        node, key, v = e["node"], e["key"], e["value"]
+        if key == "commit":
+            epoch, step = v["epoch"], v["step"]
+            vote = votes.get((epoch, step), {}).get(node)
+            if vote is None or not vote.get("agree"):
+                bad.append(f"rank {node} committed epoch {epoch} step {step} without an agreeing vote")
+            elif len({tuple(r[:5]) for r in vote.get("rows", [])}) > 1:
+                bad.append(f"rank {node} committed epoch {epoch} step {step} on differing vote rows")
+            prev = last.get(node)
+            if prev is not None and (epoch < prev[0] or (epoch == prev[0] and step <= prev[1])):
+                bad.append(f"rank {node} committed epoch {epoch} step {step} after epoch {prev[0]} step {prev[1]}")
+            last[node] = (epoch, step)
+            committed[node].add(step)
+            all_committed.add(step)
+        elif key == "rollback":
+            to = v.get("to_step", -1)
+            if to >= 0 and to not in committed[node]:
+                bad.append(f"rank {node} rolled back to step {to}, which it never committed")
+        elif key == "resync":
+            if v["step"] not in all_committed:
+                bad.append(f"rank {node} resynced to step {v['step']}, which no rank committed")
+            committed[node].add(v["step"])
+    return bad
+
+
+# ------------------------------------------------------------------------------------------------- running
+@dataclass
+class Live:
+    """The tail, the metrics endpoint and the progress bar of one run, driven by ``real_train``'s ``on_poll``."""
+
+    world: int
+    duration_s: float
+    metrics_port: int = 0
+    progress: Any = None
+    tail: Any = None
+    server: Any = None
+    scrapes: list[str] = field(default_factory=list)
+    _last: float = 0.0
+
+    def start(self, run_dir: Path) -> None:
+        from seedance.monitor.metrics import MetricsServer, RunTail
+
+        self.tail = RunTail(run_dir, self.world)
+        if self.metrics_port:
+            self.server = MetricsServer(self.metrics_port)
+
+    def poll(self, run_dir: Path, elapsed_s: float) -> None:
+        if self.tail is None:
+            self.start(run_dir)
+        now = time.monotonic()
+        if now - self._last < 1.0:
+            return
+        self._last = now
+        state = self.tail.poll(elapsed_s)
+        if self.server is not None:
+            self.server.export(state)
+        if self.progress is not None:
+            self.progress(state, elapsed_s)
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+
+
+def _device_text(world: int) -> str:
+    from seedance.real.devices import default_backend
+
+    if default_backend() == "nccl":  # pragma: no cover - needs a GPU
+        return f"{world} GPU ranks (cuda:LOCAL_RANK, NCCL)"
+    return f"{world} CPU ranks (gloo; no CUDA here)"
+
+
+def run_test_consensus(opts: Options, *, progress: Callable[[Any, float], None] | None = None,
+                       argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run, check and report (see the module docstring); ``report["passed"]`` and ``report["causes"]``."""
+    from seedance.analysis.training_run import real_train
+    from seedance.monitor import memory
+    from seedance.provenance import run_metadata
+
+    out = Path(opts.out)
+    out.mkdir(parents=True, exist_ok=True)
+    load_start = os.getloadavg()
+    live = Live(opts.ranks, opts.duration_s, opts.metrics_port, progress)
+    settings: dict[str, Any] = {"observe_params": opts.level == "full"}
+    try:
+        summary = real_train(world=opts.ranks, steps=10, commit_every=opts.commit_every, scenario=opts.scenario,
+                             variant=opts.variant, seed=opts.seed, settings=settings, out=out,
+                             nemesis=opts.nemesis, faulty_s=0.6 * opts.duration_s, duration_s=opts.duration_s,
+                             memcheck_s=1.0 if opts.memcheck else None, on_poll=live.poll)
+    finally:
+        live.close()
+    run_dir = Path(summary["run_dir"])
+    events = read_events(run_dir, opts.ranks)
+    checks = check_run(events, summary, level=opts.level, scenario=opts.scenario, variant=opts.variant,
+                       world=opts.ranks, nemesis=opts.nemesis)
+    mem = None
+    if opts.memcheck:
+        samples = memory.load_run(run_dir, opts.ranks)
+        mem = memory.analyze_run(samples, drift_threshold_pct=opts.drift_threshold_pct)
+        checks.append(_check("memory", mem["causes"], f"largest fluctuation ±{mem['max_fluctuation_pct']:.3f} %, "
+                             f"largest drift {mem['max_drift_pct']:.3f} % (threshold {opts.drift_threshold_pct:g} %)"))
+    causes = [f"{c['name']}: {v}" for c in checks for v in c["violations"][:3]]
+    spec = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(opts).items() if k != "given"}
+    report = {
+        "command": "test-consensus", "passed": not causes, "causes": causes, "device": _device_text(opts.ranks),
+        "options": spec, "variables": opts.given, "checks": checks,
+        "client_histories": "none: the commit protocol has no client operations (nothing to check for "
+                            "linearizability or causal consistency)",
+        "training": {k: v for k, v in summary.items() if k not in ("config",)},
+        "memory": mem, "load_average": {"start": list(load_start), "end": list(os.getloadavg())},
+        "reproduce": reproduce(opts),
+        "provenance": run_metadata(seed=opts.seed, spec=spec, argv=list(argv) if argv is not None else None),
+    }
+    report["artifacts"] = write_artifacts(report, events, run_dir, out, opts.ranks)
+    return report
+
+
+def reproduce(opts: Options) -> str:
+    args = [f"GPU_COUNT={opts.ranks}", f"TEST_DURATION={opts.duration_s:g}s",
+            f"CONSISTENCY_CHECK_LEVEL={opts.level}", f"MEMCHECK_ENABLE={'true' if opts.memcheck else 'false'}",
+            f"SCENARIO={opts.scenario or 'none'}", f"VARIANT={opts.variant}", f"SEED={opts.seed}",
+            f"NEMESIS={','.join(opts.nemesis) or 'none'}", f"COMMIT_EVERY={opts.commit_every}"]
+    return "make test-consensus " + " ".join(args)
+
+
+def run_soak(*, ranks: int, duration_s: float, scenario: str = "", variant: str = "fixed", seed: int = 0,
+             commit_every: int = 1, interval_s: float = 1.0, drift_threshold_pct: float = 1.0, metrics_port: int = 0,
+             out: str | Path, progress: Callable[[Any, float], None] | None = None,
+             argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """The memory monitor on its own over a long fault-free commit-protocol run (see ``seedance real soak``)."""
+    from seedance.analysis.training_run import real_train
+    from seedance.monitor import memory
+    from seedance.provenance import run_metadata
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    load_start = os.getloadavg()
+    live = Live(ranks, duration_s, metrics_port, progress)
+    try:
+        summary = real_train(world=ranks, steps=10, commit_every=commit_every, scenario=scenario, variant=variant,
+                             seed=seed, settings={"observe_params": False}, out=out, duration_s=duration_s,
+                             memcheck_s=interval_s, on_poll=live.poll)
+    finally:
+        live.close()
+    run_dir = Path(summary["run_dir"])
+    samples = memory.load_run(run_dir, ranks)
+    mem = memory.analyze_run(samples, drift_threshold_pct=drift_threshold_pct)
+    counts = {}
+    for rank, result in mem["ranks"].items():
+        counts[rank] = {k: {"start": result[k]["first"], "end": result[k]["last"], "floor_start": result[k]["start"],
+                            "floor_end": result[k]["end"], "leaked": max(0, result[k]["growth"])}
+                        for k in memory.COUNTS if k in result}
+    events = read_events(run_dir, ranks)
+    spec = {"ranks": ranks, "duration_s": duration_s, "scenario": scenario, "variant": variant,
+            "commit_every": commit_every, "interval_s": interval_s, "drift_threshold_pct": drift_threshold_pct}
+    report = {
+        "command": "soak", "passed": not mem["causes"], "causes": mem["causes"], "device": _device_text(ranks),
+        "options": spec, "commits": summary["commits"], "steps": summary["steps"],
+        "commits_per_rank": summary["commits"], "leaked_handles_protocol": summary["leaked_handles"],
+        "memory": mem, "counts": counts, "max_fluctuation_pct": mem["max_fluctuation_pct"],
+        "slope_significant": any(r.get("rss", {}).get("fit", {}).get("significant") and
+                                 r["rss"]["fit"]["slope"] > 0 for r in mem["ranks"].values()),
+        "load_average": {"start": list(load_start), "end": list(os.getloadavg())},
+        "training": {k: v for k, v in summary.items() if k not in ("config",)},
+        "provenance": run_metadata(seed=seed, spec=spec, argv=list(argv) if argv is not None else None),
+    }
+    report["artifacts"] = write_artifacts(report, events, run_dir, out, ranks)
+    return report
+
+
+# ------------------------------------------------------------------------------------------------ artifacts
+def commit_trace_records(events: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
+    """Trace records (:mod:`seedance.tracing`) of the commits (vote → durable commit spans), rollbacks (rollback →
+    resync spans) and alarms of a run's replica events."""
+    records: list[tuple[Any, ...]] = []
+    voted: dict[tuple[int, int, int], float] = {}
+    rolled: dict[int, tuple[float, dict[str, Any]]] = {}
+    for e in events:
+        node, key, v, t = e["node"], e["key"], e["value"], e["time"]
+        if key == "vote":
+            voted[(node, v["epoch"], v["step"])] = t
+            if not v.get("agree"):
+                records.append((t, "annotate", node, "alarm", {"epoch": v["epoch"], "step": v["step"]}))
+        elif key == "commit":
+            start = voted.pop((node, v["epoch"], v["step"]), t)
+            records.append((start, "span", node, f"commit {v['step']}", "commit", t - start,
+                            {"epoch": v["epoch"], "step": v["step"], "live_handles": v.get("live_handles")}))
+        elif key == "rollback":
+            rolled[node] = (t, v)
+        elif key == "resync":
+            start, cause = rolled.pop(node, (t, {}))
+            records.append((start, "span", node, f"rollback to {v['step']}", "rollback", t - start,
+                            {"epoch": v["epoch"], "reason": cause.get("reason"), "root": v.get("root"),
+                             "from_step": cause.get("from_step")}))
+        elif key in ("offline", "false-offline", "leak", "split-view"):
+            records.append((t, "annotate", node, key, dict(v)))
+    for node, (start, cause) in rolled.items():  # a rollback without its resync (the run ended first)
+        records.append((start, "annotate", node, "rollback", dict(cause)))
+    records.sort(key=lambda r: float(r[0]))
+    return records
+
+
+def write_artifacts(report: dict[str, Any], events: Sequence[Mapping[str, Any]], run_dir: Path, out: Path,
+                    world: int) -> list[str]:
+    from seedance.monitor import memory
+    from seedance.real.storage import atomic_write
+    from seedance.tracing import Trace
+
+    paths = []
+    trace = Trace(num_nodes=world)
+    trace.records.extend(commit_trace_records(events))
+    paths.append(str(trace.write_chrome(out / "commits.trace.json", metadata={"command": report["command"]})))
+    paths += [str(p) for p in figure(events, memory.load_run(run_dir, world), report.get("memory"), out / "figure",
+                                     world)]
+    target = out / "report.json"
+    paths.append(str(target))
+    report["artifacts"] = paths
+    atomic_write(target, (json.dumps(memory.finite(report), indent=1, default=str) + "\n").encode())
+    return paths
+
+
+def figure(events: Sequence[Mapping[str, Any]], samples: Mapping[int, Any], mem: Mapping[str, Any] | None,
+           stem: Path, world: int) -> list[Path]:
+    """Memory per rank over time with the fitted line (and live handles), and the commit/rollback timeline."""
+    from matplotlib.figure import Figure
+
+    from seedance.analysis.figures_cost import save_figure
+    from seedance.monitor import memory
+
+    panels = 3 if mem else 1
+    fig = Figure(figsize=(8, 2.6 * panels), layout="constrained")
+    axes = fig.subplots(panels, 1, squeeze=False)[:, 0]
+    colors = [f"C{r % 10}" for r in range(world)]
+    if mem:
+        rss = memory.series(samples, "rss")
+        handles = memory.series(samples, "handles")
+        for rank in range(world):
+            t, y = rss.get(rank, ([], []))
+            axes[0].plot(t, [v / 2**20 for v in y], ".", ms=2, color=colors[rank], label=f"rank {rank}")
+            result = mem["ranks"].get(str(rank), {}).get("rss")
+            if result:
+                f = result["fit"]
+                segment = max(samples[rank], key=lambda s: s[-1]["t"] - s[0]["t"])
+                t0, t1 = segment[0]["t"] + (segment[-1]["t"] - segment[0]["t"]) - f["span_s"], segment[-1]["t"]
+                axes[0].plot([t0, t1], [(f["intercept"] + f["slope"] * x) / 2**20 for x in (t0, t1)], "-",
+                             color=colors[rank], lw=1,
+                             label=f"fit r{rank}: {f['slope'] / 1024:+.2f} KiB/s{' LEAK' if f['leak'] else ''}")
+            th, yh = handles.get(rank, ([], []))
+            axes[1].step(th, yh, where="post", color=colors[rank], label=f"rank {rank}")
+        axes[0].set_ylabel("RSS (MiB)")
+        axes[0].set_title("memory per rank (fit over the steady part of each rank's longest incarnation)")
+        axes[0].legend(fontsize="x-small", ncol=2)
+        axes[1].set_ylabel("live buffer handles")
+        axes[1].legend(fontsize="x-small", ncol=4)
+    ax = axes[-1]
+    for rank in range(world):
+        times = [e["time"] for e in events if e["node"] == rank and e["key"] == "commit"]
+        ax.step(times, range(1, len(times) + 1), where="post", color=colors[rank], label=f"rank {rank} commits")
+        rb = [e["time"] for e in events if e["node"] == rank and e["key"] == "rollback"]
+        if rb:
+            counts = [sum(1 for t in times if t <= x) for x in rb]
+            ax.plot(rb, counts, "x", color=colors[rank], ms=6, label=f"rank {rank} rollbacks ({len(rb)})")
+    ax.set_xlabel("seconds since the run started")
+    ax.set_ylabel("commits")
+    ax.set_title("commits and rollbacks")
+    ax.legend(fontsize="x-small", ncol=2)
+    return save_figure(fig, stem)
+
+
+def report_lines(report: Mapping[str, Any]) -> list[str]:
+    """The report as text (what the command prints without --json)."""
+    from seedance.monitor.memory import table_lines
+
+    tr = report["training"]
+    opts = report["options"]
+    lines = [f"{report['command']}: {report['device']}, {opts['duration_s']:g} s"
+             + (f", level {opts['level']}, memcheck {'on' if opts['memcheck'] else 'off'}, nemesis "
+                f"{','.join(opts['nemesis']) or 'none'}" if "level" in opts else "")
+             + f", scenario {opts['scenario'] or 'none'} ({opts['variant']}), seed {opts.get('seed', 0)}",
+             f"  steps {tr['steps']}, commits {tr['commits']}, rollbacks {tr['rollbacks']}, alarms {tr['alarms']}, "
+             f"replica L2 max {tr['replica_l2_max']:.3g}, final L2 {tr['param_l2_deviation']:.3g}, leaked handles "
+             f"{tr['leaked_handles']}, finished {tr['finished']}, wall {tr['wall_s']:.0f} s"]
+    for check in report.get("checks", []):
+        lines.append(f"  [{'ok' if check['ok'] else 'FAIL'}] {check['name']}: {check['detail']}"
+                     + (f" — {check['violation_count']} violations" if not check["ok"] else ""))
+    mem = report.get("memory")
+    if mem:
+        lines.append("  memory (RSS) per period:")
+        lines += ["    " + line for line in table_lines(mem)]
+        for rank, result in mem["ranks"].items():
+            if "rss" not in result:
+                continue
+            f = result["rss"]["fit"]
+            counts = ", ".join(f"{k} {result[k]['first']}->{result[k]['last']}" for k in ("handles", "fds", "threads")
+                               if k in result)
+            lines.append(f"    rank {rank}: slope {f['slope'] / 1024:+.3f} KiB/s (95% CI {f['ci'][0] / 1024:+.3f}.."
+                         f"{f['ci'][1] / 1024:+.3f}), drift {f['drift_pct']:+.3f} %, "
+                         f"{'LEAK' if f['leak'] else 'no leak'}; {counts}")
+    load = report["load_average"]
+    lines.append(f"  load average: {load['start'][0]:.2f} at start, {load['end'][0]:.2f} at the end")
+    if report["passed"]:
+        lines.append("PASS")
+    else:
+        lines.append("FAIL: " + "; ".join(report["causes"][:6]))
+    if report.get("reproduce"):
+        lines.append(f"  reproduce: {report['reproduce']}")
+    lines.append(f"  wrote {', '.join(report['artifacts'])}")
+    return lines
