@@ -1,0 +1,76 @@
+"""The worker process that runs a sweep's points, one at a time (``python -m seedance.sweep.worker``).
+
+Protocol: one JSON object per line on stdin (``{"target": "module:function", "params": {...}, "seed": N,
+"point_dir": PATH}``), one JSON object per line back on the original stdout (``{"status": "ok" | "failed",
+"metrics", "error", "traceback", "wall_s"}``). JSON only, both ways: nothing is unpickled. Whatever a runner prints
+goes to stderr (the driver points it at a log file), so it cannot corrupt the replies.
+
+The process leads its own session (the driver kills the whole group on a timeout: SIGTERM, which raises
+SystemExit here so the runner's ``finally`` blocks and context managers clean up, then SIGKILL after a grace
+period). On Linux it also asks to be SIGKILLed when its parent dies, and it exits when stdin closes, so a killed
+driver leaves no worker behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+from typing import Any
+
+
+def _die_with_parent() -> None:
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _terminated(signum: int, _frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+def run_one(task: dict[str, Any]) -> dict[str, Any]:
+    """Run one task in this process; never raises (a runner's exception is a failed result)."""
+    from seedance.sweep.runners import POINT_DIR_ENV, flatten, resolve
+
+    start = time.perf_counter()
+    if task.get("point_dir"):
+        os.environ[POINT_DIR_ENV] = task["point_dir"]
+    try:
+        fn = resolve(task["target"])
+        metrics = fn(dict(task["params"]), int(task["seed"]))
+        if not isinstance(metrics, dict):
+            raise TypeError(f"runner {task['target']} returned {type(metrics).__name__}, expected a dict of metrics")
+        return {"status": "ok", "metrics": flatten(metrics), "error": None, "traceback": None,
+                "wall_s": time.perf_counter() - start}
+    except Exception as err:  # noqa: BLE001 - a failing point is data, recorded with its traceback
+        text = f"{type(err).__name__}: {err}".replace("\n", " ")
+        return {"status": "failed", "metrics": {}, "error": text, "traceback": traceback.format_exc(),
+                "wall_s": time.perf_counter() - start}
+
+
+def main() -> int:
+    _die_with_parent()
+    signal.signal(signal.SIGTERM, _terminated)
+    reply = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # runners' prints go to the log, not into the replies
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        result = run_one(json.loads(line))
+        reply.write(json.dumps(result, default=str) + "\n")
+        reply.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
