@@ -19,6 +19,8 @@ cost:
   table_sizes: [4KiB, 1GiB]
   curve_sizes: 1KiB:1GiB:32
   heatmap_presets: [[dgx-a100, 1]]
+paper:
+  items: [fabrics]
 """
 
 
@@ -47,7 +49,17 @@ def test_report_writes_tables_figures_and_provenance(report):
             assert (out / "figures" / (stem + suffix)).stat().st_size > 1000
     summary = json.loads((out / "summary.json").read_text())
     assert summary["spec"]["cost"]["presets"] == [["dgx-a100", 1], ["dgx-a100", 2]]
-    assert [s["name"] for s in summary["sections"]] == ["cost"]
+    assert [s["name"] for s in summary["sections"]] == ["cost", "paper"]
+    paper = summary["sections"][1]["summary"]
+    assert paper["suite"] == "quick" and [i["name"] for i in paper["items"]] == ["fabrics"]
+    assert paper["items"][0]["points_failed"] == 0 and paper["items"][0]["error"] is None
+    for suffix in (".pdf", ".png"):
+        assert (out / "figures" / ("fabrics" + suffix)).stat().st_size > 1000
+    assert r"\toprule" in (out / "tables" / "fabrics.tex").read_text()
+    assert (out / "fabrics" / "results.parquet").is_file()
+    page = (out / "report.html").read_text()
+    assert "src='figures/fabrics.png'" in page and "Provenance" in page and "allreduce busbw" in page
+    assert str(out / "report.html") in text
     metadata = summary["metadata"]
     assert {"seed", "spec_sha256", "git_commit", "versions", "reproduce"} <= set(metadata)
     assert metadata["reproduce"].startswith("seedance report")
@@ -56,7 +68,7 @@ def test_report_writes_tables_figures_and_provenance(report):
 def test_report_json_is_one_object(tmp_path, capsys):
     spec = tmp_path / "s.yaml"
     spec.write_text("cost: {presets: [[hgx-h100, 1]], collectives: [broadcast], table_sizes: [1MiB],"
-                    " curve_sizes: 1MiB, heatmap_presets: []}")
+                    " curve_sizes: 1MiB, heatmap_presets: []}\npaper: {items: []}")
     capsys.readouterr()
     assert main(["report", "--out", str(tmp_path / "o"), "--spec", str(spec), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -79,6 +91,10 @@ def test_report_json_is_one_object(tmp_path, capsys):
         ("cost: {colour: red}", "spec.cost"),
         ("simulation: {}", "spec"),
         ("- 1", "spec"),
+        ("paper: {items: [nope]}", "paper.items"),
+        ("paper: {items: [nccl, nccl]}", "paper.items"),
+        ("paper: {suite: huge}", "paper.suite"),
+        ("paper: {workers: 0}", "paper.workers"),
     ],
 )
 def test_bad_spec_is_one_line_and_exit_2(tmp_path, capsys, doc, field):

@@ -162,6 +162,15 @@ def new_figure(ncols: int = 1, nrows: int = 1, *, width: str | float = "full", a
     return figure, axes
 
 
+def log_scale(ax: Axes, which: str = "both", base: float = 10) -> None:
+    """Log axes with labels on the major ticks only (minor labels of a short log axis overlap)."""
+    from matplotlib.ticker import NullFormatter
+
+    for name in ("x", "y") if which == "both" else (which,):
+        getattr(ax, f"set_{name}scale")("log", base=base)
+        getattr(ax, f"{name}axis").set_minor_formatter(NullFormatter())
+
+
 def save(figure: Figure, stem: str | os.PathLike[str]) -> list[Path]:
     """Write ``stem.pdf`` (vector) and ``stem.png``, each atomically; return both paths."""
     stem = Path(stem)

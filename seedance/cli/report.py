@@ -1,13 +1,21 @@
-"""``seedance report``: the main job (``make run``) — every section of the report, on an embedded default.
+"""``seedance report``: the main job (``make run``) — the paper suite on its embedded default, and the cost tables.
 
-The report is a list of :class:`Section` s run in order; each writes its files under ``--out`` and returns a short
-summary. Later work adds sections (simulation, checking, real-backend validation) by appending to :data:`SECTIONS`.
-Every run writes ``summary.json`` with the spec, each section's summary and files, and
-:func:`seedance.provenance.run_metadata` (seed, spec hash, git commit, versions, the command that reproduces it).
+Two sections, run in order, each writing under ``--out``:
 
-Today's section, ``cost``: for every preset (1 and 4 servers; ``mixed`` 2 and 4) the predicted time, algbw and busbw
-of each collective at a few sizes with the auto algorithm (``cost.csv``, ``cost.tex``), and the figures of
-``seedance figure fabric`` (allreduce busbw against size, bandwidth heatmaps).
+* ``cost`` — for every preset (1 and 4 servers; ``mixed`` 2 and 4) the predicted time, algbw and busbw of each
+  collective at a few sizes with the auto algorithm (``cost.csv``, ``cost.tex``), and the figures of ``seedance
+  figure fabric`` (allreduce busbw against size, bandwidth heatmaps). A few seconds.
+* ``paper`` — every item of the paper (:mod:`seedance.paper.suite`: protocol comparison, failure scenarios,
+  communication cost on fabrics, convergence, pixel vs consensus, sim vs real, model vs published nccl-tests), each a
+  sweep of ``paper/specs/<item>.yaml`` in its quick size by default (``--full``: the paper's size, what ``make paper``
+  runs). Per item: ``<item>/results.parquet`` (one row per run), ``figures/<item>.{pdf,png}``, ``tables/<item>.tex``.
+  Sweeps resume: rerunning into the same ``--out`` runs only what is missing.
+
+Then ``summary.json`` (spec, each section's summary and files, :func:`seedance.provenance.run_metadata`) and
+``report.html`` (one page: headline numbers, figures, failed runs with their reproduce commands, provenance). The
+human output ends with the headline numbers of each experiment and the paths of the figures and of report.html;
+``--json`` prints one object instead. Exit status 1 when a run failed or an item could not be drawn (each listed
+with the command that reproduces it), 2 on bad input.
 """
 
 from __future__ import annotations
@@ -34,6 +42,8 @@ DEFAULT_SPEC: dict[str, Any] = {
         "heatmap_presets": [["dgx-a100", 1], ["hgx-h100", 1], ["pcie-8gpu", 1], ["mixed", 2]],
         "algorithm": "auto",
     },
+    "paper": {"suite": "quick", "items": ["protocols", "scenarios", "fabrics", "convergence", "pixel", "sim-vs-real",
+                                          "nccl"], "workers": 2},
 }
 
 
@@ -42,19 +52,20 @@ class SectionResult:
     summary: dict[str, Any]
     files: list[Path]
     lines: list[str] = field(default_factory=list)  # the human summary printed on stdout
+    items: list[Any] = field(default_factory=list)  # the paper section's ItemResults (for report.html)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Section:
     name: str
-    run: Callable[[dict[str, Any], Path], SectionResult]  # (its spec, output directory) -> result
+    run: Callable[[dict[str, Any], Path, Progress], SectionResult]  # (its spec, output directory, progress)
 
 
 def _label(name: str, nodes: int) -> str:
     return f"{name} {nodes}n"
 
 
-def cost_section(spec: dict[str, Any], out: Path) -> SectionResult:
+def cost_section(spec: dict[str, Any], out: Path, steps: Progress | None = None) -> SectionResult:
     """Predicted collective performance on every preset (seed §2.4)."""
     from seedance.analysis.figures_cost import busbw_curves, cost_frame, save_figure
     from seedance.analysis.figures_fabric import bandwidth_heatmap
@@ -143,14 +154,40 @@ def _tex(text: str) -> str:
     return text.replace("_", r"\_").replace("&", r"\&").replace("%", r"\%")
 
 
-SECTIONS: list[Section] = [Section(name="cost", run=cost_section)]
+def paper_section(spec: dict[str, Any], out: Path, steps: Progress | None = None) -> SectionResult:
+    """Every item of the paper suite in its quick or full size (see :mod:`seedance.paper.suite`)."""
+    from seedance.paper.suite import run_suite
+
+    enabled = bool(steps and steps.enabled)
+    results = run_suite(spec["suite"], out, names=spec["items"], workers=spec["workers"], progress=enabled,
+                        phase=steps.phase if steps else None)
+    lines = []
+    for r in results:
+        lines.append(f"{r.title} ({r.name}): {r.counts.get('points_total', 0)} runs, "
+                     f"{r.counts.get('points_failed', 0)} failed, {r.wall_s:.1f} s")
+        lines += [f"  {key}: {_value(value)}" for key, value in r.headline.items()]
+        if r.error:
+            lines.append(f"  not drawn: {r.error}")
+        lines += [f"  failed run: {f['error']}\n    reproduce: {f['reproduce']}" for f in r.failures[:5]]
+    files = [f for r in results for f in [*r.figures, *([r.table] if r.table else []), r.sweep_dir / "results.parquet"]]
+    return SectionResult(summary={"suite": spec["suite"], "items": [r.as_dict() for r in results]}, files=files,
+                         lines=lines, items=results)
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_value(v)}" for k, v in value.items())
+    if isinstance(value, float):
+        return f"{value:,.4g}"
+    return str(value)
+
+
+SECTIONS: list[Section] = [Section(name="cost", run=cost_section), Section(name="paper", run=paper_section)]
 
 
 def load_spec(path: str | None) -> dict[str, Any]:
     """The embedded default, with each section's keys overridden by those in the YAML/JSON file at ``path``."""
     import copy
-
-    import yaml
 
     from seedance.errors import SpecError
 
@@ -167,7 +204,25 @@ def load_spec(path: str | None) -> dict[str, Any]:
             raise SpecError(f"spec.{name}", "has unknown keys or is not a mapping", "keys: " + ", ".join(spec[name]))
         spec[name].update(override)
     check_cost_spec(spec["cost"])
+    check_paper_spec(spec["paper"])
     return spec
+
+
+def check_paper_spec(spec: dict[str, Any]) -> None:
+    """The paper section: suite quick or full, known items without duplicates (may be empty: cost only), workers."""
+    from seedance.errors import SpecError
+    from seedance.paper.suite import NAMES, SIZES
+
+    if spec["suite"] not in SIZES:
+        raise SpecError("paper.suite", f"unknown suite {spec['suite']!r}", "valid: " + ", ".join(SIZES))
+    items = spec["items"]
+    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        raise SpecError("paper.items", f"is not a list of names: {items!r}", "a list of: " + ", ".join(NAMES))
+    for name in items:
+        if name not in NAMES:
+            raise SpecError("paper.items", f"unknown item {name!r}", "valid: " + ", ".join(NAMES))
+    validation.no_duplicates("paper.items", items, "item")
+    validation.integer("paper.workers", spec["workers"], lo=1, hi=64, why="the local pool runs one process each")
 
 
 def check_cost_spec(spec: dict[str, Any]) -> None:
@@ -211,36 +266,79 @@ def check_cost_spec(spec: dict[str, Any]) -> None:
 
 @click.command("report")
 @click.option("--out", "out_dir", default="out/report", show_default=True, type=click.Path(file_okay=False),
-              help="Directory for the report's files.")
+              help="Directory for the report's files (sweeps resume in it).")
 @click.option("--spec", "spec_path", default=None, type=click.Path(dir_okay=False),
-              help="YAML/JSON overriding parts of the embedded default, e.g. {cost: {presets: [[dgx-a100, 2]]}}.")
+              help="YAML/JSON overriding parts of the embedded default, e.g. {cost: {presets: [[dgx-a100, 2]]}, "
+                   "paper: {items: [fabrics, nccl], workers: 1}}.")
+@click.option("--full", is_flag=True, help="The paper's full size of every item (what `make paper` runs; hours).")
+@click.option("--only", "only", default=None, metavar="ITEM,...",
+              help="Run only these paper items (protocols, scenarios, fabrics, convergence, pixel, sim-vs-real, "
+                   "nccl); 'none' for the cost section alone.")
+@click.option("--workers", type=click.IntRange(1, 64), default=None,
+              help="Worker processes per sweep (default 2; an item may ask for fewer).")
 @json_option
 @progress_option
-def command(out_dir: str, spec_path: str | None, as_json: bool, show_progress: bool | None) -> None:
-    """Run the main job on its embedded default: every report section, files under --out, summary.json."""
+def command(out_dir: str, spec_path: str | None, full: bool, only: str | None, workers: int | None, as_json: bool,
+            show_progress: bool | None) -> None:
+    """Run the main job: the quick paper suite (--full: the paper's size) and the cost tables; report.html."""
+    import time
+
+    from seedance.paper.suite import write_html
     from seedance.provenance import run_metadata
 
+    started = time.perf_counter()
     spec = load_spec(spec_path)  # every value checked here, before any work
+    if full:
+        spec["paper"]["suite"] = "full"
+    if only is not None:
+        spec["paper"]["items"] = [] if only.strip() == "none" else [x.strip() for x in only.split(",")]
+    if workers is not None:
+        spec["paper"]["workers"] = workers
+    check_paper_spec(spec["paper"])
+    from seedance.paper.suite import load_item_spec
+
+    for name in spec["paper"]["items"]:  # every sweep spec validated (all points) before the first run
+        load_item_spec(name, spec["paper"]["suite"])
     validation.check_writable_dir("--out", out_dir)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     sections = []
     lines: list[str] = []
     steps = Progress(show_progress, "report")
+    results: dict[str, SectionResult] = {}
     for section in SECTIONS:
-        steps.phase(f"section {section.name} -> {out}")
-        result = section.run(spec[section.name], out)
+        if section.name == "cost":  # the paper section announces each item itself
+            steps.phase(f"section {section.name} -> {out}")
+        result = section.run(spec[section.name], out, steps)
+        results[section.name] = result
         sections.append({"name": section.name, "summary": result.summary, "files": [str(f) for f in result.files]})
         lines += result.lines
-    argv = ["report", "--out", out_dir] + (["--spec", spec_path] if spec_path else []) + (["--json"] if as_json else [])
-    summary = {"spec": spec, "sections": sections, "metadata": run_metadata(seed=None, spec=spec, argv=argv)}
+    argv = ["report", "--out", out_dir] + (["--spec", spec_path] if spec_path else []) + (["--full"] if full else []) \
+        + (["--only", only] if only is not None else []) + (["--workers", str(workers)] if workers else []) \
+        + (["--json"] if as_json else [])
+    metadata = run_metadata(seed=None, spec=spec, argv=argv)
+    summary = {"spec": spec, "sections": sections, "metadata": metadata,
+               "wall_s": round(time.perf_counter() - started, 1)}
     summary_path = out / "summary.json"
-    steps.phase(f"writing {summary_path}")
+    steps.phase(f"writing {summary_path} and report.html")
     summary_path.write_text(json.dumps(json.loads(to_json(summary)), indent=2) + "\n", encoding="utf-8")
+    items = results["paper"].items
+    cost_figures = [f for f in results["cost"].files if f.suffix == ".png"][:2]
+    html_path = write_html(out / "report.html", items, size=spec["paper"]["suite"], metadata=metadata,
+                           extra_figures=cost_figures, extra_lines=results["cost"].lines[:1])
     steps.done()
+    failed = sum(len(i.failures) for i in items) + sum(1 for i in items if i.error)
     if as_json:
-        emit_json({"out": str(out), "summary": str(summary_path), "sections": sections})
-        return
-    for line in lines:
-        click.echo(line)
-    click.echo(f"summary (spec, results, provenance) -> {summary_path}")
+        emit_json({"out": str(out), "summary": str(summary_path), "report": str(html_path), "sections": sections,
+                   "failed": failed, "wall_s": summary["wall_s"]})
+    else:
+        for line in lines:
+            click.echo(line)
+        figures = [f for i in items for f in i.figures if f.suffix == ".pdf"]
+        click.echo(f"figures ({len(figures)} PDF, each with a PNG beside it): {out / 'figures'}")
+        for f in figures:
+            click.echo(f"  {f}")
+        click.echo(f"summary (spec, results, provenance) -> {summary_path}")
+        click.echo(f"report -> {html_path}   ({summary['wall_s']:.0f} s)")
+    if failed:
+        raise click.exceptions.Exit(1)

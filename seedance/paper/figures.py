@@ -79,7 +79,7 @@ def protocols(df: pd.DataFrame) -> Figure:
         for j, metric in enumerate(("throughput_ops_s", "latency_ms_p99")):
             style.ci_lines(axes[i, j], part, x="conflict_rate", metric=metric, hue="series", hue_order=order)
             axes[i, j].set_title(f"{int(n)} replicas", fontsize="small")
-        axes[i, 1].set_yscale("log")
+        style.log_scale(axes[i, 1], "y")
     _legend(figure, axes)
     return figure
 
@@ -98,7 +98,7 @@ def scenarios(df: pd.DataFrame) -> Figure:
         shown[column] = shown[column].clip(lower=floor)
     style.ci_bars(axes[0, 0], shown, x="scenario", metric="param_l2_deviation", hue="variant", order=order,
                   hue_order=["buggy", "fixed"])
-    axes[0, 0].set_yscale("log")
+    style.log_scale(axes[0, 0], "y")
     axes[0, 0].set_ylabel(f"parameter L2 deviation (floor {floor:g})")
     style.ci_bars(axes[1, 0], table, x="scenario", metric="detected", hue="variant", order=order,
                   hue_order=["buggy", "fixed"])
@@ -126,7 +126,7 @@ def fabrics(df: pd.DataFrame) -> Figure:
         style.ci_lines(ax, table[table["collective"] == collective], x="size_bytes", metric="busbw_GBps",
                        hue="cluster", band=False)
         ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
+        style.log_scale(ax, "y")
         ax.set_title(collective)
     _legend(figure, axes)
     return figure
@@ -141,7 +141,7 @@ def convergence(df: pd.DataFrame) -> Figure:
     fabrics_order = list(dict.fromkeys(data["fabric"]))
     style.ci_bars(axes[0, 0], table, x="fabric", metric="time_to_accuracy_s", hue="compressor",
                   order=fabrics_order)
-    axes[0, 0].set_yscale("log")
+    style.log_scale(axes[0, 0], "y")
     axes[0, 0].set_xticks(axes[0, 0].get_xticks(), [f.split(" (")[0] + "\n(" + f.split(" (")[1] if " (" in f
                                                     else f for f in fabrics_order], fontsize="x-small")
     iterations = table.drop_duplicates("compressor")
@@ -166,7 +166,7 @@ def pixel(df: pd.DataFrame) -> Figure:
         ax.axhline(FRAME_MS, color=style.GREY, linestyle="--", linewidth=0.9, label="one frame (16.7 ms)")
         ax.set_ylabel(f"{metric[:3]} convergence or write latency (ms)")
         ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
+        style.log_scale(ax, "y")
     _legend(figure, axes)
     return figure
 
@@ -195,8 +195,7 @@ def sim_vs_real(df: pd.DataFrame) -> Figure:
             ax.plot([lo, hi], [lo, hi], color=style.GREY, linewidth=0.8, linestyle="--", label="prediction = measured")
             ax.set_xlim(lo, hi)
             ax.set_ylim(lo, hi)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
+        style.log_scale(ax)
         ax.set_xlabel("measured " + style.label(metric))
         ax.set_ylabel("predicted " + style.label(metric))
     _legend(figure, axes)
@@ -221,7 +220,7 @@ def nccl(df: pd.DataFrame) -> Figure:
         predicted = _aggregate(part, ["model", "size_bytes"], ["predicted_busbw_GBps"])
         style.ci_lines(ax, predicted, x="size_bytes", metric="predicted_busbw_GBps", hue="model", band=False)
         ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
+        style.log_scale(ax, "y")
         ax.set_title(curve, fontsize="small")
         ax.set_ylabel(style.label("busbw_GBps"))
     for ax in list(axes.flat)[len(curves):]:
