@@ -9,6 +9,9 @@
   stale accepted value (Sutra, IPL 2020).
 * :class:`UncheckedFastPathEPaxos` — the command leader commits on the fast path as soon as it has a fast quorum
   of replies, without checking that they left its attributes unchanged (SOSP'13 §4.3 requires identical replies).
+* :class:`NoTryPreAcceptEPaxos` — the optimized fast quorum F + ⌊(F+1)/2⌋ at N ≥ 5 with a recovery that accepts
+  the attributes of ⌊(F+1)/2⌋ witnesses as they are, without TryPreAccept (technical report CMU-PDL-13-111): an
+  interfering command committed without a dependency on them is missed.
 
 ``MUTANTS`` maps a short name to a :class:`ProtocolSpec` building that mutant, for simulator campaigns.
 """
@@ -46,6 +49,12 @@ class UncheckedFastPathEPaxos(EPaxosNode):
         return True  # BUG: the replies' attributes are not compared with the leader's
 
 
+class NoTryPreAcceptEPaxos(EPaxosNode):
+    def _recover_agreed(self, iid, coord, witnesses, value, out, now) -> None:
+        # BUG: fewer than F witnesses are taken as proof enough; no TryPreAccept
+        self._start_accept(iid, coord.ballot, value.command, value.seq, value.deps, out, now)
+
+
 def _spec(name: str, base: ProtocolSpec, cls: type, config_cls: type) -> ProtocolSpec:
     def make(node_id: int, num_nodes: int, rng: np.random.Generator, config: Mapping[str, Any]):
         return cls(node_id, num_nodes, rng, config_cls.from_mapping(config))
@@ -60,6 +69,7 @@ MUTANT_CLASSES: dict[str, tuple[type, ProtocolSpec, type]] = {
     "accept-below-promise": (BelowPromiseMultiPaxos, multipaxos.SPEC, MultiPaxosConfig),
     "single-ballot": (SingleBallotEPaxos, epaxos.SPEC, EPaxosConfig),
     "unchecked-fast-path": (UncheckedFastPathEPaxos, epaxos.SPEC, EPaxosConfig),
+    "no-try-pre-accept": (NoTryPreAcceptEPaxos, epaxos.SPEC, EPaxosConfig),
 }
 
 MUTANTS: dict[str, ProtocolSpec] = {name: _spec(name, base, cls, config_cls)

@@ -33,8 +33,7 @@ import pytest
 
 from paxos_mutants import MUTANTS
 from scripted_driver import Driver, between, to
-from seedance.models.protocols.contract import ProtocolSpec
-from seedance.models.protocols.epaxos import SPEC, EPaxosConfig, EPaxosNode
+from seedance.models.protocols.epaxos import SPEC
 from seedance.models.protocols.epaxos.messages import (
     Accept, AcceptReply, Commit, PreAccept, PreAcceptReply, Prepare, PrepareReply,
 )
@@ -206,30 +205,23 @@ def test_a_restarted_replica_re_executes_its_committed_instances():
     assert d.violations == []
 
 
-# ---------------------------------------------------------------- why N >= 5 uses the 2F fast quorum by default
-class _OptimizedQuorumEPaxos(EPaxosNode):
-    """The optimized fast quorum F + ⌊(F+1)/2⌋ forced at N = 5 (3 of 5, recovery threshold 1) without TryPreAccept."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        f = self.f
-        self.fast_quorum, self.recovery_agreed = f + (f + 1) // 2, (f + 1) // 2
-
-
-OPTIMIZED_5 = ProtocolSpec(name="epaxos-optimized-5", factory=lambda i, n, rng, cfg: _OptimizedQuorumEPaxos(
-    i, n, rng, EPaxosConfig.from_mapping(cfg)), message_types=SPEC.message_types, default_config=SPEC.default_config,
-    monitor=SPEC.monitor, routing=SPEC.routing)
+# ------------------------------------------------ the optimized fast quorum at N >= 5 and its TryPreAccept recovery
 FAST = {"heartbeat_s": 0.002, "election_timeout_s_min": 0.008, "election_timeout_s_max": 0.016}
+OPTIMIZED = {**FAST, "fast_quorum": "optimized"}
+SIMPLE = {**FAST, "fast_quorum": "simple"}
+GAMMA_5 = (4, 1)
 
 
-def five_replica_schedule(spec) -> Driver:
+def five_replica_schedule(spec, config) -> Driver:
     """N = 5. R0 proposes α; only R1 pre-accepts it (unchanged), then R0 crashes. R4 commits the conflicting γ with
     R2 and R3, who never saw α (no dependency on α). R1 recovers α with R2 and R3: R1 is the one witness of the
-    leader's attributes. With the optimized quorum that one witness may be all that is left of a fast commit, so
-    recovery must accept α's attributes as they are — without γ: two interfering commands with no dependency
-    between them, executed in different orders. The paper's TryPreAccept would detect γ; with the 2F quorum one
-    witness is not enough, phase 1 restarts, and α gets γ as a dependency."""
-    d = Driver(spec, 5, config=FAST).start()
+    leader's attributes. With the optimized quorum (3 of 5) that one witness may be all that is left of a fast
+    commit; recovery that accepts α's attributes as they are commits α without γ — two interfering commands with
+    no dependency between them, executed in different orders. TryPreAccept asks R2 and R3 to pre-accept α's
+    attributes; they know the committed γ (not among α's dependencies, not depending on α), which proves the fast
+    path did not commit them, so phase 1 restarts and α gets γ as a dependency. With the 2F quorum one witness is
+    not enough evidence and phase 1 restarts at once."""
+    d = Driver(spec, 5, config=config).start()
     d.request(0, "write", "x", 1, client_id=10)
     d.deliver(between(0, 1, PreAccept))
     d.drop(lambda s, dst, m: s == 0 or dst == 0)
@@ -251,17 +243,94 @@ def five_replica_schedule(spec) -> Driver:
     return d
 
 
-GAMMA_5 = (4, 1)
-
-
-def test_the_optimized_quorum_without_try_pre_accept_breaks_execution_order_at_five_replicas():
-    d = five_replica_schedule(OPTIMIZED_5)
-    assert any("Execution consistency" in v for v in d.violations), (d.violations, d.story())
-
-
-def test_the_default_two_f_quorum_is_safe_on_the_same_schedule():
-    d = five_replica_schedule(SPEC)
+def _consistent(d: Driver) -> None:
     assert d.violations == [], d.story()
     assert d.nodes[1].instances[ALPHA].deps[4] == 1  # α depends on γ
     orders = {tuple(iid for _, iid in n.exec_log) for n in d.nodes.values()}
     assert len(orders) == 1, orders
+
+
+def test_the_optimized_quorum_recovers_with_try_pre_accept_on_the_five_replica_schedule():
+    d = five_replica_schedule(SPEC, OPTIMIZED)
+    assert d.nodes[1].fast_quorum == 3 and d.nodes[1].try_preaccepts >= 1
+    _consistent(d)
+
+
+def test_the_optimized_quorum_is_the_default():
+    assert Driver(SPEC, 5).start().nodes[0].fast_quorum == 3
+    assert Driver(SPEC, 7).start().nodes[0].fast_quorum == 5
+
+
+def test_without_try_pre_accept_the_optimized_quorum_breaks_execution_order():
+    d = five_replica_schedule(MUTANTS["no-try-pre-accept"], OPTIMIZED)
+    assert any("Execution consistency" in v for v in d.violations), (d.violations, d.story())
+
+
+def test_the_two_f_quorum_is_safe_on_the_same_schedule():
+    d = five_replica_schedule(SPEC, SIMPLE)
+    assert d.nodes[1].fast_quorum == 4 and d.nodes[1].try_preaccepts == 0
+    _consistent(d)
+
+
+def test_try_pre_accept_keeps_the_witnessed_attributes_when_nothing_conflicts():
+    """R0 proposes α, only R1 pre-accepts it, R0 crashes; R1 recovers with R2, R3, which never heard of α:
+    TryPreAccept succeeds (R2, R3 know no conflicting command) and α commits with its leader's attributes."""
+    d = Driver(SPEC, 5, config=OPTIMIZED).start()
+    d.request(0, "write", "x", 1, client_id=10)
+    proposed = d.nodes[0].instances[ALPHA].deps
+    d.deliver(between(0, 1, PreAccept))
+    d.drop()
+    d.crash(0)
+    d.call(1, "recover alpha", lambda node, out: node._start_recovery(ALPHA, d.now, out))
+    d.drop(lambda s, dst, m: dst in (0, 4))
+    d.deliver_all(lambda s, dst, m: {s, dst} <= {1, 2, 3})
+    assert d.nodes[1].try_preaccepts == 1
+    assert all(d.nodes[k].instances[ALPHA].status == COMMITTED for k in (1, 2, 3)), d.story()
+    assert d.nodes[2].instances[ALPHA].deps == proposed and d.violations == []
+
+
+def test_try_pre_accept_defers_rather_than_overturn_a_possible_fast_commit():
+    """R0 commits α on the fast path with R1 and R2 (3 of 5); its Commits are lost and it crashes; R2 is cut off.
+    R4 proposes the conflicting δ, pre-accepted by R3 only (neither knew α), and is then cut off too. R3 recovers α
+    with R1 and R4: one witness (R1); TryPreAccept meets δ at R3 and R4 — a conflict, but not a committed one, and
+    two non-witnesses are not enough to rule out the fast commit, so recovery must neither accept nor restart: it
+    defers. δ then commits with α among its dependencies (R4's retransmitted PreAccept reaches R1, which knows α),
+    and a later recovery of α commits exactly what R0 committed."""
+    d = Driver(SPEC, 5, config=OPTIMIZED).start()
+    d.request(0, "write", "x", 1, client_id=10)
+    d.deliver(between(0, 1, PreAccept))
+    d.deliver(between(0, 2, PreAccept))
+    d.drop(lambda s, dst, m: dst in (3, 4) and type(m) is PreAccept)
+    d.deliver(between(1, 0, PreAcceptReply))
+    d.deliver(between(2, 0, PreAcceptReply))
+    assert d.nodes[0].fast_commits == 1 and d.nodes[0].instances[ALPHA].status == COMMITTED
+    committed = (d.nodes[0].instances[ALPHA].seq, d.nodes[0].instances[ALPHA].deps)
+    d.drop()
+    d.crash(0)
+    delta = (4, 1)
+    d.request(4, "write", "x", 2, client_id=11)
+    d.deliver(between(4, 3, PreAccept))
+    d.drop()
+    d.call(3, "recover alpha", lambda node, out: node._start_recovery(ALPHA, d.now, out))
+    cut = {0, 2}
+    reachable = lambda s, dst, m: s not in cut and dst not in cut  # noqa: E731
+    d.deliver_all(reachable)
+    coordinator = d.nodes[3]
+    assert coordinator.try_preaccepts == 1, d.story()
+    assert ALPHA in coordinator.coords and coordinator.coords[ALPHA].phase == "trypreaccept"
+    for _ in range(60):  # timeouts: R3 defers and retries while R0 and R2 stay cut off
+        d.drop(lambda s, dst, m: not reachable(s, dst, m))
+        due = min((t, i, n) for i, ts in d.timers.items() for n, t in ts.items() if i in d.nodes and i != 2)
+        d.fire(due[1], due[2])
+        d.deliver_all(reachable)
+    assert ALPHA not in coordinator.coords or coordinator.coords[ALPHA].ballot > 8  # deferred
+    assert d.violations == [], d.story()
+    d.drop(lambda s, dst, m: not reachable(s, dst, m))
+    cut.discard(2)  # R2 comes back
+    d.run_timers(until=d.now + 0.3)
+    assert d.violations == [], d.story()
+    for k in (1, 3, 4):
+        inst = d.nodes[k].instances[ALPHA]
+        assert inst.status == COMMITTED and (inst.seq, inst.deps) == committed, (k, d.story())
+        assert d.nodes[k].instances[delta].status == COMMITTED
+        assert d.nodes[k].instances[delta].deps[0] == 1  # δ depends on α

@@ -19,10 +19,14 @@ class EPaxosConfig(Options):
     heartbeat_s: float = 0.05
     election_timeout_s_min: float = 0.15
     election_timeout_s_max: float = 0.30
-    # "optimized": F + floor((F+1)/2) (SOSP'13 §4.3); "simple": 2F; "auto": optimized where the two coincide
-    # (N <= 4), simple above (the optimized quorum's recovery needs TryPreAccept, not implemented: see node.py)
+    # "optimized": F + floor((F+1)/2) (SOSP'13 §4.3; recovery with TryPreAccept at N >= 5); "simple": 2F;
+    # "auto": the optimized quorum
     fast_quorum: str = "auto"
     fetch_batch: int = 64  # instances asked for per Fetch
+    # client commands per instance; 1: batching off (one instance per command, proposed at once). Above 1, the
+    # commands a replica receives before its zero-delay flush timer fires are proposed together, up to this many
+    # per instance (Multi-Paxos's knob of the same name packs that many slots into one Accept)
+    max_batch: int = 1
 
     def __post_init__(self) -> None:
         check_timing("epaxos", self.heartbeat_s, self.election_timeout_s_min, self.election_timeout_s_max,
@@ -30,5 +34,5 @@ class EPaxosConfig(Options):
         if self.fast_quorum not in FAST_QUORUMS:
             raise SpecError("epaxos.fast_quorum", f"unknown fast quorum {self.fast_quorum!r}",
                             f"valid: {', '.join(FAST_QUORUMS)}")
-        check_counts("epaxos", self, ("fetch_batch",))
+        check_counts("epaxos", self, ("fetch_batch", "max_batch"))
 

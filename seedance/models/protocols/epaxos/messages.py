@@ -5,7 +5,8 @@ An instance is ``(replica, number)``: the ``number``-th instance led by ``replic
 sequence number ``seq`` and its dependencies ``deps``, a vector with one entry per replica: ``deps[q] = j`` means
 "every instance of replica q numbered ≤ j that interferes with this command" (the representation of the authors'
 implementation, efficient/epaxos). Ballot 0 is the initial command leader's; recovery ballots are ``round * n +
-replica`` with round ≥ 1, unique per replica.
+replica`` with round ≥ 1, unique per replica. With ``max_batch`` > 1 an instance may hold a :class:`Batch` of client
+commands instead of one :class:`Command`.
 """
 
 from __future__ import annotations
@@ -18,11 +19,23 @@ HEADER_BYTES = 64
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Batch:
+    """Several client commands proposed in one instance (``max_batch`` > 1): they share one ``seq``/``deps``, commit
+    together and execute together, in this order. The batch interferes with every command on any of its keys."""
+
+    commands: tuple[Command, ...]
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(c.size_bytes for c in self.commands)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class PreAccept:
     ballot: int
     replica: int
     instance: int
-    command: Command
+    command: Command | Batch
     seq: int
     deps: tuple[int, ...]
 
@@ -47,7 +60,7 @@ class Accept:
     ballot: int
     replica: int
     instance: int
-    command: Command
+    command: Command | Batch
     seq: int
     deps: tuple[int, ...]
 
@@ -65,7 +78,7 @@ class AcceptReply:
 class Commit:
     replica: int
     instance: int
-    command: Command
+    command: Command | Batch
     seq: int
     deps: tuple[int, ...]
 
@@ -89,7 +102,7 @@ class PrepareReply:
     ok: bool
     promised: int
     status: int = 0
-    command: Command | None = None
+    command: Command | Batch | None = None
     seq: int = 0
     deps: tuple[int, ...] = ()
     vballot: int = -1
@@ -109,4 +122,30 @@ class Fetch:
     last: int
 
 
-MESSAGE_TYPES = (*MESSAGE_TYPES, Fetch)
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TryPreAccept(PreAccept):
+    """Recovery of the optimized fast quorum (Moraru et al., technical report CMU-PDL-13-111, "TryPreAccept"): the
+    recoverer asks a replica to pre-accept, at ``ballot``, the attributes a few replicas pre-accepted unchanged from
+    the command leader, unless it knows an interfering command that conflicts with them. Same fields as PreAccept."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TryPreAcceptReply:
+    """``ok`` False: refused, ``promised`` is higher. Otherwise the sender promised ``ballot`` and says one of:
+    ``witness`` (it pre-accepted these attributes from the command leader at ballot 0), ``preaccepted`` (it had no
+    conflict and pre-accepted them now), ``conflict`` = (replica, instance) of an interfering command that neither
+    is among the dependencies nor depends on the instance (``conflict_committed``: that command is committed), or
+    none of these (it holds the instance accepted: no evidence either way)."""
+
+    ballot: int
+    replica: int
+    instance: int
+    ok: bool
+    promised: int
+    witness: bool = False
+    preaccepted: bool = False
+    conflict: tuple[int, ...] = ()
+    conflict_committed: bool = False
+
+
+MESSAGE_TYPES = (*MESSAGE_TYPES, Fetch, Batch, TryPreAccept, TryPreAcceptReply)

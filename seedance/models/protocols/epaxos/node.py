@@ -6,15 +6,15 @@ Rules this module keeps:
 
 * Any replica leads the commands its clients send it, each in its own instance ``(replica, number)``.
 * Phase 1 (PreAccept): the command leader computes attributes — ``seq`` above every interfering command it knows,
-  ``deps[q]`` = the highest instance of replica q whose command interferes (same key; reads included) — and sends
-  them to every peer. Each peer merges in what it knows and answers. Fast path: with ``fast quorum − 1`` replies
-  (the fast quorum counts the leader) whose attributes are *unchanged*, the leader commits at once. The fast
-  quorum is ``F + ⌊(F+1)/2⌋`` (N = 2F + 1; §4.3, "optimized EPaxos") where that equals 2F (N = 3), and 2F (the
-  simplified EPaxos) for N ≥ 5: with the smaller optimized quorum, recovering a possibly fast-committed instance
-  needs the paper's TryPreAccept step (a replica that pre-accepted the leader's attributes may be the only witness,
-  while a conflicting command committed elsewhere without a dependency on it), which this node does not implement,
-  so ``fast_quorum="optimized"`` is refused for N ≥ 5. Otherwise, with a majority, the slow path: the union of the
-  attributes goes through Paxos-Accept at the instance's ballot, then commits.
+  ``deps[q]`` = the highest instance of replica q whose command interferes (shares a key; reads included) — and
+  sends them to every peer. Each peer merges in what it knows and answers. Fast path: with ``fast quorum − 1``
+  replies (the fast quorum counts the leader) whose attributes are *unchanged*, the leader commits at once. The
+  fast quorum is ``F + ⌊(F+1)/2⌋`` (N = 2F + 1; §4.3, "optimized EPaxos"; ``fast_quorum="simple"``: 2F).
+  Otherwise, with a majority, the slow path: the union of the attributes goes through Paxos-Accept at the
+  instance's ballot, then commits.
+* Batching (``max_batch`` > 1): the commands a replica receives before its zero-delay flush timer fires go into
+  instances of up to ``max_batch`` commands (a :class:`Batch`); a batch interferes with every command on any of its
+  keys, and executes its commands in order.
 * Ballots per instance: ballot 0 belongs to the command leader; a recovering replica uses ``round * n + id``. Each
   replica keeps, per instance, the ballot it **promised** (``bal``) apart from the ballot at which it last
   **voted** (``vbal``, set by a pre-accept or an accept) — the fix of Sutra 2020: with one variable a Prepare
@@ -22,10 +22,21 @@ Rules this module keeps:
 * Explicit prepare (Figure 3, recovery): a replica that waits on an instance that does not commit (its execution
   is blocked on it for a randomised timeout) runs Prepare at a higher ballot and, from a majority of replies, (1)
   commits a committed value; else (2) runs Paxos-Accept with the accepted value of the **highest vbal**; else (3)
-  if at least ``fast quorum − F`` replies (⌊(F+1)/2⌋, or F for 2F) pre-accepted the leader's unchanged attributes at
-  ballot 0 and the leader did not answer, runs Paxos-Accept with those (the fast path may have committed them);
-  else (4) if someone pre-accepted the command, restarts phase 1 with it at the new ballot (never a fast path);
-  else (5) commits a no-op. Before that, a blocked replica asks its peers for commits it missed (``Fetch``).
+  if the leader did not answer and at least ⌊(F+1)/2⌋ replies (F for the 2F quorum) are *witnesses* — they
+  pre-accepted the leader's attributes unchanged at ballot 0, so the fast path may have committed them — then with
+  F witnesses it runs Paxos-Accept with those attributes, and with fewer it runs **TryPreAccept** (below); else (4)
+  if someone pre-accepted the command, restarts phase 1 with it at the new ballot (never a fast path); else (5)
+  commits a no-op. Before that, a blocked replica asks its peers for commits it missed (``Fetch``).
+* TryPreAccept (the optimized quorum's recovery at N ≥ 5; Moraru et al., technical report CMU-PDL-13-111; the
+  authors' efficient/epaxos ``startRecoveryForInstance`` / ``handleTryPreAccept*`` behave alike): every replica that
+  is not a witness is asked to pre-accept the witnessed attributes at the recovery ballot. It promises the ballot
+  and refuses when it knows an interfering command that is neither among the dependencies nor depends on the
+  instance (a *conflict*). Witnesses and acceptors reaching F (with the leader, which proposed the attributes, a
+  majority that knows of no conflict) → Paxos-Accept of the attributes. The leader answering, a *committed*
+  conflict (impossible had the fast path committed the attributes), or more than N − fast quorum replicas known not
+  to be witnesses (no fast quorum can have held them) → phase 1 again. Otherwise (conflicts with uncommitted
+  commands and replicas missing) recovery is **deferred**: the conflicting instances are recovered or commit, and a
+  later recovery at a higher ballot decides; with every replica reachable it always decides.
 * Durability: every change of an instance (promise, vote, commit) is a ``PersistRecords`` put in table ``inst``
   before any message that depends on it leaves; the executed state and the kv store are volatile and rebuilt by
   re-executing the committed instances after a crash.
@@ -48,7 +59,6 @@ from typing import Any
 
 import numpy as np
 
-from seedance.errors import SpecError
 from seedance.models.kv import KVStore, Result, validate
 from seedance.models.protocols.contract import (
     Annotate,
@@ -69,27 +79,71 @@ from seedance.models.protocols.epaxos.messages import (
     HEADER_BYTES,
     Accept,
     AcceptReply,
+    Batch,
     Commit,
     Fetch,
     PreAccept,
     PreAcceptReply,
     Prepare,
     PrepareReply,
+    TryPreAccept,
+    TryPreAcceptReply,
 )
 from seedance.models.protocols.multipaxos.messages import Command
 
 NONE, PREACCEPTED, ACCEPTED, COMMITTED = 0, 1, 2, 3
 TICK = "tick"
+FLUSH = "flush"
 TABLE = "inst"
 NOOP = Command()
 
 Iid = tuple[int, int]
+Value = Command | Batch | None  # what an instance holds: one command, a batch of them, or a no-op (None)
+
+
+def _parts(value: Value) -> tuple[Command, ...]:
+    """The client commands of an instance's value, in execution order (none for a no-op)."""
+    if value is None:
+        return ()
+    if type(value) is Batch:
+        return value.commands
+    return () if value.op is None else (value,)
+
+
+def _keys(value: Value) -> tuple[Any, ...]:
+    """The keys ``value`` touches: it interferes with every command on any of them."""
+    if value is None:
+        return ()
+    if type(value) is Batch:
+        return tuple(dict.fromkeys(c.key for c in value.commands))
+    return () if value.op is None else (value.key,)
+
+
+def _decoded(value: Command | Batch) -> Value:
+    """A value off the wire: the no-op travels as an empty Command."""
+    return None if type(value) is Command and value.op is None and value.client_id is None else value
+
+
+def _value_plain(value: Value) -> Any:
+    if value is None:
+        return None
+    if type(value) is Batch:
+        return {"batch": [c.to_plain() for c in value.commands]}
+    return value.to_plain()
+
+
+def _value_from_plain(data: Any) -> Value:
+    if data is None:
+        return None
+    if isinstance(data, dict):
+        return Batch(commands=tuple(Command.from_plain(c) for c in data["batch"]))
+    return Command.from_plain(data)
 
 
 @dataclass(slots=True)
 class Instance:
     status: int = NONE
-    command: Command | None = None
+    command: Value = None
     seq: int = 0
     deps: tuple[int, ...] = ()
     bal: int = 0  # the highest ballot promised
@@ -98,13 +152,12 @@ class Instance:
     executed: bool = False  # volatile
 
     def plain(self) -> list[Any]:
-        return [self.status, None if self.command is None else self.command.to_plain(), self.seq, list(self.deps),
-                self.bal, self.vbal, self.agreed]
+        return [self.status, _value_plain(self.command), self.seq, list(self.deps), self.bal, self.vbal, self.agreed]
 
     @classmethod
     def from_plain(cls, data: Any) -> Instance:
         status, command, seq, deps, bal, vbal, agreed = data
-        return cls(status=int(status), command=None if command is None else Command.from_plain(command),
+        return cls(status=int(status), command=_value_from_plain(command),
                    seq=int(seq), deps=tuple(int(d) for d in deps), bal=int(bal), vbal=int(vbal), agreed=bool(agreed))
 
 
@@ -112,17 +165,19 @@ class Instance:
 class Coordination:
     """A phase this replica runs for one instance: as its command leader (ballot 0) or as a recoverer."""
 
-    phase: str  # "preaccept" | "accept" | "prepare"
+    phase: str  # "preaccept" | "accept" | "prepare" | "trypreaccept"
     ballot: int
-    command: Command | None = None
+    command: Value = None
     seq: int = 0
     deps: tuple[int, ...] = ()
     replies: dict[int, Any] = field(default_factory=dict)
     sent_s: float = 0.0
     started_s: float = 0.0
+    witnesses: set[int] = field(default_factory=set)  # TryPreAccept: pre-accepted the leader's attributes at 0
+    others: set[int] = field(default_factory=set)  # TryPreAccept: known not to have
 
 
-def _size(command: Command | None, n: int) -> int:
+def _size(command: Value, n: int) -> int:
     return HEADER_BYTES + 8 * n + (command.size_bytes if command is not None else 0)
 
 
@@ -137,15 +192,10 @@ class EPaxosNode:
         self.rng = rng
         self.config = config if isinstance(config, EPaxosConfig) else EPaxosConfig.from_mapping(config)
         self.f = f = (n - 1) // 2
-        optimized, simple = f + (f + 1) // 2, 2 * f
-        if self.config.fast_quorum == "optimized" and optimized != simple:
-            raise SpecError("epaxos.fast_quorum", f"the optimized fast quorum ({optimized} of {n}) needs the "
-                            "TryPreAccept step of recovery, which this node does not implement",
-                            f"'simple' ({simple} of {n}) or 'auto'")
-        if self.config.fast_quorum == "optimized" or (self.config.fast_quorum == "auto" and optimized == simple):
-            self.fast_quorum, self.recovery_agreed = optimized, (f + 1) // 2
+        if self.config.fast_quorum == "simple":
+            self.fast_quorum, self.recovery_agreed = 2 * f, f
         else:
-            self.fast_quorum, self.recovery_agreed = simple, f
+            self.fast_quorum, self.recovery_agreed = f + (f + 1) // 2, (f + 1) // 2
         self.fast_quorum = max(self.fast_quorum, f + 1)
         self.instances: dict[Iid, Instance] = {}
         self.next_instance = 1
@@ -159,7 +209,10 @@ class EPaxosNode:
         self._missing: dict[Iid, tuple[float, float]] = {}  # missing -> (first seen, recovery timeout)
         self._fetched: dict[Iid, float] = {}
         self.coords: dict[Iid, Coordination] = {}
-        self.pending: dict[Iid, tuple[int, int, float]] = {}  # own instance -> (client, request, proposed at)
+        self.pending: dict[Iid, list[tuple[int, int, float]]] = {}  # own instance -> (client, request, proposed at)
+        self._queue: list[tuple[Command, float]] = []  # batching: commands waiting for the flush timer
+        self._key_instances: dict[Any, set[Iid]] = {}  # key -> instances known to touch it (TryPreAccept's check)
+        self.try_preaccepts = 0
         self._committed_at: dict[Iid, float] = {}
         self.latencies: list[tuple[float, float]] = []  # (commit latency, execution latency) of own commands
         self.fast_commits = 0
@@ -216,11 +269,17 @@ class EPaxosNode:
             return self._on_prepare_reply(src, m, now)
         if kind is Fetch:
             return self._on_fetch(src, m, now)
+        if kind is TryPreAccept:
+            return self._on_try_preaccept(src, m, now)
+        if kind is TryPreAcceptReply:
+            return self._on_try_preaccept_reply(src, m, now)
         return []
 
     def on_timer(self, name: Any, now: float) -> Effects:
         if name == TICK:
             return self._on_tick(now)
+        if name == FLUSH:
+            return self._on_flush(now)
         return []
 
     def on_client_request(self, request: ClientRequest, now: float) -> Effects:
@@ -234,51 +293,74 @@ class EPaxosNode:
         op = request.op.value if isinstance(request.op, Operation) else str(request.op)
         command = Command(client_id=request.client_id, request_id=request.request_id, op=op, key=request.key,
                           value=request.value)
+        if self.config.max_batch == 1:
+            out: Effects = []
+            self._propose([(command, now)], out, now)
+            return self._emit(out)
+        armed = bool(self._queue)
+        self._queue.append((command, now))
+        return [] if armed else [SetTimer(name=FLUSH, delay_s=0.0)]
+
+    def _on_flush(self, now: float) -> Effects:
+        """Batching: every command received since the timer was armed, ``max_batch`` per instance."""
+        queue, self._queue = self._queue, []
+        out: Effects = []
+        size = self.config.max_batch
+        for k in range(0, len(queue), size):
+            self._propose(queue[k:k + size], out, now)
+        return self._emit(out)
+
+    def _propose(self, commands: list[tuple[Command, float]], out: Effects, now: float) -> None:
+        """Phase 1 as command leader for a new instance holding ``commands`` (one: the command itself)."""
+        value: Value = commands[0][0] if len(commands) == 1 else Batch(commands=tuple(c for c, _ in commands))
         iid = (self.node_id, self.next_instance)
         self.next_instance += 1
-        seq, deps = self._attributes(command, iid, 0, (0,) * self.num_nodes)
-        inst = Instance(status=PREACCEPTED, command=command, seq=seq, deps=deps, bal=0, vbal=0, agreed=True)
+        seq, deps = self._attributes(value, iid, 0, (0,) * self.num_nodes)
+        inst = Instance(status=PREACCEPTED, command=value, seq=seq, deps=deps, bal=0, vbal=0, agreed=True)
         self.instances[iid] = inst
-        self._register(iid, command, seq)
+        self._register(iid, value, seq)
         self._persist(iid)
-        self.pending[iid] = (request.client_id, request.request_id, now)
-        self.coords[iid] = Coordination(phase="preaccept", ballot=0, command=command, seq=seq, deps=deps,
+        self.pending[iid] = [(c.client_id, c.request_id, at) for c, at in commands]
+        self.coords[iid] = Coordination(phase="preaccept", ballot=0, command=value, seq=seq, deps=deps,
                                         sent_s=now, started_s=now)
-        out: Effects = []
-        message = PreAccept(ballot=0, replica=iid[0], instance=iid[1], command=command, seq=seq, deps=deps)
-        out.extend(Send(dst=p, message=message, size_bytes=_size(command, self.num_nodes)) for p in self.peers)
+        message = PreAccept(ballot=0, replica=iid[0], instance=iid[1], command=value, seq=seq, deps=deps)
+        out.extend(Send(dst=p, message=message, size_bytes=_size(value, self.num_nodes)) for p in self.peers)
         if self.num_nodes == 1:
-            self._commit(iid, command, seq, deps, out, now)
-        return self._emit(out)
+            self._commit(iid, value, seq, deps, out, now)
 
     def on_collective_done(self, done: CollectiveDone, now: float) -> Effects:
         return []
 
     # ============================================================================================= attributes
-    def _attributes(self, command: Command | None, iid: Iid, seq: int,
+    def _attributes(self, command: Value, iid: Iid, seq: int,
                     deps: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
-        """Merge what this replica knows of commands interfering with ``command`` into (seq, deps)."""
-        if command is None or command.op is None:
+        """Merge what this replica knows of commands interfering with ``command`` (on any of its keys) into
+        (seq, deps)."""
+        keys = _keys(command)
+        if not keys:
             return seq, deps
-        known = self.conf.get(command.key)
-        if known is None:
-            return max(seq, 1), deps
         merged = list(deps)
-        for q, top in enumerate(known):
-            if top > merged[q] and (q, top) != iid:
-                merged[q] = top
-        return max(seq, 1 + self.key_seq.get(command.key, 0)), tuple(merged)
+        for key in keys:
+            known = self.conf.get(key)
+            if known is None:
+                seq = max(seq, 1)
+                continue
+            for q, top in enumerate(known):
+                if top > merged[q] and (q, top) != iid:
+                    merged[q] = top
+            seq = max(seq, 1 + self.key_seq.get(key, 0))
+        return seq, tuple(merged)
 
-    def _register(self, iid: Iid, command: Command | None, seq: int) -> None:
-        if command is None or command.op is None:
-            return
-        known = self.conf.get(command.key)
-        if known is None:
-            known = self.conf[command.key] = [0] * self.num_nodes
-        if iid[1] > known[iid[0]]:
-            known[iid[0]] = iid[1]
-        if seq > self.key_seq.get(command.key, 0):
-            self.key_seq[command.key] = seq
+    def _register(self, iid: Iid, command: Value, seq: int) -> None:
+        for key in _keys(command):
+            known = self.conf.get(key)
+            if known is None:
+                known = self.conf[key] = [0] * self.num_nodes
+            if iid[1] > known[iid[0]]:
+                known[iid[0]] = iid[1]
+            if seq > self.key_seq.get(key, 0):
+                self.key_seq[key] = seq
+            self._key_instances.setdefault(key, set()).add(iid)
 
     # ================================================================================================ phase 1
     def _on_preaccept(self, src: NodeId, m: PreAccept, now: float) -> Effects:
@@ -350,19 +432,26 @@ class EPaxosNode:
         self._start_accept(iid, coord.ballot, coord.command, seq, tuple(deps), out, now)
 
     # ================================================================================================ phase 2
-    def _start_accept(self, iid: Iid, ballot: int, command: Command | None, seq: int, deps: tuple[int, ...],
-                      out: Effects, now: float) -> None:
+    def _coordinate(self, iid: Iid, phase: str, ballot: int, command: Value, seq: int, deps: tuple[int, ...],
+                    out: Effects, now: float) -> None:
+        """Vote for (command, seq, deps) at ``ballot`` here and run ``phase`` ("accept" or "preaccept") for it."""
         inst = self.instances.setdefault(iid, Instance())
-        inst.status, inst.command, inst.seq, inst.deps = ACCEPTED, command, seq, deps
+        inst.status = ACCEPTED if phase == "accept" else PREACCEPTED
+        inst.command, inst.seq, inst.deps = command, seq, deps
         inst.bal = max(inst.bal, ballot)
         inst.vbal = ballot
         inst.agreed = False
         self._register(iid, command, seq)
         self._persist(iid)
-        self.coords[iid] = Coordination(phase="accept", ballot=ballot, command=command, seq=seq, deps=deps,
+        self.coords[iid] = Coordination(phase=phase, ballot=ballot, command=command, seq=seq, deps=deps,
                                         sent_s=now, started_s=now)
-        message = Accept(ballot=ballot, replica=iid[0], instance=iid[1], command=command or NOOP, seq=seq, deps=deps)
+        kind = Accept if phase == "accept" else PreAccept
+        message = kind(ballot=ballot, replica=iid[0], instance=iid[1], command=command or NOOP, seq=seq, deps=deps)
         out.extend(Send(dst=p, message=message, size_bytes=_size(command, self.num_nodes)) for p in self.peers)
+
+    def _start_accept(self, iid: Iid, ballot: int, command: Value, seq: int, deps: tuple[int, ...],
+                      out: Effects, now: float) -> None:
+        self._coordinate(iid, "accept", ballot, command, seq, deps, out, now)
         if self.f == 0:
             self.slow_commits += 1
             self._commit(iid, command, seq, deps, out, now)
@@ -377,7 +466,7 @@ class EPaxosNode:
                                                       ok=False, promised=inst.bal), size_bytes=HEADER_BYTES)]
         inst = inst or Instance()
         self.instances[iid] = inst
-        command = None if m.command.op is None and m.command.client_id is None else m.command
+        command = _decoded(m.command)
         inst.status, inst.command, inst.seq, inst.deps = ACCEPTED, command, m.seq, m.deps
         inst.bal = inst.vbal = m.ballot
         inst.agreed = False
@@ -399,7 +488,7 @@ class EPaxosNode:
         return self._emit(out)
 
     # ================================================================================================= commit
-    def _commit(self, iid: Iid, command: Command | None, seq: int, deps: tuple[int, ...], out: Effects,
+    def _commit(self, iid: Iid, command: Value, seq: int, deps: tuple[int, ...], out: Effects,
                 now: float) -> None:
         """This replica decided ``iid`` (as its coordinator): write the commit with a durability notice; the commit
         takes effect — Commit messages, execution, the monitors' view — only once the write has landed
@@ -425,7 +514,7 @@ class EPaxosNode:
             self._execute([iid, *self._blocked.pop(iid, ())], out, now)
         return self._emit(out)
 
-    def _commit_local(self, iid: Iid, command: Command | None, seq: int, deps: tuple[int, ...], now: float,
+    def _commit_local(self, iid: Iid, command: Value, seq: int, deps: tuple[int, ...], now: float,
                       *, mark: bool = True) -> bool:
         inst = self.instances.setdefault(iid, Instance())
         if inst.status == COMMITTED:
@@ -448,10 +537,10 @@ class EPaxosNode:
                 break
             prefix += 1
         self.committed_prefix[q] = prefix
-        if inst.command is not None and inst.command.op is not None:
-            lists = self._unexec.get(inst.command.key)
+        for key in _keys(inst.command):
+            lists = self._unexec.get(key)
             if lists is None:
-                lists = self._unexec[inst.command.key] = [[] for _ in range(self.num_nodes)]
+                lists = self._unexec[key] = [[] for _ in range(self.num_nodes)]
             bisect.insort(lists[q], i)
         self._missing.pop(iid, None)
         if iid in self.pending:
@@ -463,7 +552,7 @@ class EPaxosNode:
 
     def _on_commit(self, m: Commit, now: float) -> Effects:
         iid = (m.replica, m.instance)
-        command = None if m.command.op is None and m.command.client_id is None else m.command
+        command = _decoded(m.command)
         out: Effects = []
         self.coords.pop(iid, None)
         if self._commit_local(iid, command, m.seq, m.deps, now):
@@ -546,27 +635,175 @@ class EPaxosNode:
             return
         leader = iid[0]
         pre = [(node, r) for node, r in sorted(replies.items()) if r.status == PREACCEPTED]
-        agreed = [r for node, r in pre if r.agreed and r.vballot == 0 and node != leader]
+        agreed = [node for node, r in pre if r.agreed and r.vballot == 0 and node != leader]
         if leader not in replies and agreed and len(agreed) >= self.recovery_agreed:
-            self._start_accept(iid, ballot, agreed[0].command, agreed[0].seq, agreed[0].deps, out, now)
+            self._recover_agreed(iid, coord, agreed, replies[agreed[0]], out, now)
             return
         if pre:
             best = max((r for _, r in pre), key=lambda r: r.vballot)
-            command = best.command
-            seq, deps = self._attributes(command, iid, best.seq, best.deps)
-            inst = self.instances.setdefault(iid, Instance())
-            inst.status, inst.command, inst.seq, inst.deps = PREACCEPTED, command, seq, deps
-            inst.bal = max(inst.bal, ballot)
-            inst.vbal = ballot
-            inst.agreed = False
-            self._register(iid, command, seq)
-            self._persist(iid)
-            self.coords[iid] = Coordination(phase="preaccept", ballot=ballot, command=command, seq=seq, deps=deps,
-                                            sent_s=now, started_s=now)
-            message = PreAccept(ballot=ballot, replica=iid[0], instance=iid[1], command=command, seq=seq, deps=deps)
-            out.extend(Send(dst=p, message=message, size_bytes=_size(command, self.num_nodes)) for p in self.peers)
+            self._restart_phase1(iid, ballot, _decoded(best.command), best.seq, best.deps, out, now)
             return
         self._start_accept(iid, ballot, None, 0, (0,) * self.num_nodes, out, now)
+
+    def _restart_phase1(self, iid: Iid, ballot: int, command: Value, seq: int, deps: tuple[int, ...], out: Effects,
+                        now: float) -> None:
+        """Recovery found no evidence of a fast commit: phase 1 again for ``command`` at ``ballot`` (never a fast
+        path), with the attributes merged with what this replica knows."""
+        seq, deps = self._attributes(command, iid, seq, deps)
+        self._coordinate(iid, "preaccept", ballot, command, seq, deps, out, now)
+
+    # ======================================================================== recovery of the optimized quorum
+    def _recover_agreed(self, iid: Iid, coord: Coordination, witnesses: list[int], value: PrepareReply,
+                        out: Effects, now: float) -> None:
+        """The prepare replies hold ``witnesses`` (≥ ⌊(F+1)/2⌋ replicas, not the leader, that pre-accepted the
+        leader's attributes unchanged at ballot 0): the fast path may have committed those attributes. With F
+        witnesses they are safe to accept as they are (with the leader, a majority knew the command with them).
+        With fewer (the optimized quorum at N ≥ 5), TryPreAccept first establishes that."""
+        command = _decoded(value.command)
+        if len(witnesses) >= self.f:
+            self._start_accept(iid, coord.ballot, command, value.seq, value.deps, out, now)
+            return
+        self._start_try_preaccept(iid, coord, witnesses, command, value.seq, value.deps, out, now)
+
+    def _start_try_preaccept(self, iid: Iid, prepare: Coordination, witnesses: list[int], command: Value, seq: int,
+                             deps: tuple[int, ...], out: Effects, now: float) -> None:
+        """TryPreAccept (technical report CMU-PDL-13-111; efficient/epaxos ``bcastTryPreAccept``): ask every replica
+        that is not a witness to pre-accept the witnessed attributes at our ballot. Decided in :meth:`_decide_tpa`."""
+        ballot = prepare.ballot
+        self.try_preaccepts += 1
+        coord = Coordination(phase="trypreaccept", ballot=ballot, command=command, seq=seq, deps=deps, sent_s=now,
+                             started_s=now, witnesses=set(witnesses),
+                             others={node for node in prepare.replies if node not in witnesses})
+        coord.replies = {node: prepare.replies[node] for node in witnesses}
+        self.coords[iid] = coord
+        out.append(Annotate(name="try-pre-accept", attrs={"replica": iid[0], "instance": iid[1], "ballot": ballot,
+                                                          "witnesses": len(witnesses)}))
+        if self.node_id not in coord.witnesses:
+            coord.replies[self.node_id] = self._try_preaccept_here(iid, ballot, command, seq, deps)
+            self._persist(iid)
+        if self._decide_tpa(iid, coord, out, now):
+            return
+        message = TryPreAccept(ballot=ballot, replica=iid[0], instance=iid[1], command=command or NOOP, seq=seq,
+                               deps=deps)
+        out.extend(Send(dst=p, message=message, size_bytes=_size(command, self.num_nodes))
+                   for p in self.peers if p not in coord.replies)
+
+    def _tpa_conflict(self, iid: Iid, command: Value, deps: tuple[int, ...]) -> tuple[Iid, bool] | None:
+        """An instance this replica knows that interferes with ``command``, is not covered by ``deps`` and does not
+        depend on ``iid`` — (it, committed?), a committed one first; None when there is none. Such an instance
+        means the attributes cannot have been committed on the fast path unless it is itself never committed with
+        what this replica holds (SOSP'13 §4.5: two interfering committed commands, one depends on the other)."""
+        keys = _keys(command)
+        found: tuple[Iid, bool] | None = None
+        seen: set[Iid] = set()
+        leader, number = iid
+        for key in keys:
+            for other in sorted(self._key_instances.get(key, ())):
+                q, j = other
+                if other == iid or other in seen or j <= deps[q]:
+                    continue
+                seen.add(other)
+                inst = self.instances.get(other)
+                if inst is None or inst.status == NONE or key not in _keys(inst.command):
+                    continue
+                if inst.deps and inst.deps[leader] >= number:
+                    continue
+                if inst.status == COMMITTED:
+                    return other, True
+                if found is None:
+                    found = (other, False)
+        return found
+
+    def _try_preaccept_here(self, iid: Iid, ballot: int, command: Value, seq: int,
+                            deps: tuple[int, ...]) -> TryPreAcceptReply:
+        """This replica's answer to TryPreAccept at ``ballot`` (the caller persists): promise the ballot, then say
+        whether it is a witness, pre-accepts the attributes, or knows a conflicting command."""
+        inst = self.instances.setdefault(iid, Instance())
+        base = {"ballot": ballot, "replica": iid[0], "instance": iid[1]}
+        if ballot < inst.bal:
+            return TryPreAcceptReply(**base, ok=False, promised=inst.bal)
+        inst.bal = ballot
+        self._max_ballot = max(self._max_ballot, ballot)
+        if inst.status >= ACCEPTED:  # neither evidence: it voted at a ballot above 0 since
+            return TryPreAcceptReply(**base, ok=True, promised=ballot)
+        if inst.status == PREACCEPTED and inst.agreed and inst.vbal == 0 and (inst.seq, inst.deps) == (seq, deps):
+            return TryPreAcceptReply(**base, ok=True, promised=ballot, witness=True)
+        conflict = self._tpa_conflict(iid, command, deps)
+        if conflict is not None:
+            return TryPreAcceptReply(**base, ok=True, promised=ballot, conflict=conflict[0],
+                                     conflict_committed=conflict[1])
+        inst.status, inst.command, inst.seq, inst.deps = PREACCEPTED, command, seq, deps
+        inst.vbal = ballot
+        inst.agreed = False
+        self._register(iid, command, seq)
+        self._drop_coordination(iid, ballot)
+        return TryPreAcceptReply(**base, ok=True, promised=ballot, preaccepted=True)
+
+    def _on_try_preaccept(self, src: NodeId, m: TryPreAccept, now: float) -> Effects:
+        iid = (m.replica, m.instance)
+        inst = self.instances.get(iid)
+        if inst is not None and inst.status == COMMITTED:
+            return [] if iid in self._unmarked else [self._commit_message(src, iid, inst)]
+        reply = self._try_preaccept_here(iid, m.ballot, _decoded(m.command), m.seq, m.deps)
+        if reply.ok:
+            self._persist(iid)
+        return self._emit([Send(dst=src, message=reply, size_bytes=HEADER_BYTES)])
+
+    def _on_try_preaccept_reply(self, src: NodeId, m: TryPreAcceptReply, now: float) -> Effects:
+        iid = (m.replica, m.instance)
+        coord = self._reply_to(iid, "trypreaccept", src, m)
+        if coord is None:
+            return []
+        out: Effects = []
+        self._decide_tpa(iid, coord, out, now)
+        return self._emit(out)
+
+    def _decide_tpa(self, iid: Iid, coord: Coordination, out: Effects, now: float, *, timed_out: bool = False) -> bool:
+        """TryPreAccept's outcome, once it is known (True: decided; the coordination is over):
+
+        * witnesses + replicas that pre-accepted reach F: with the command leader they are a majority that holds the
+          attributes and knows no conflicting command, so any interfering command that commits later depends on
+          this one or is among its dependencies — Paxos-Accept them (safe whether or not the fast path committed);
+        * the leader answered (it did not commit, and has promised our ballot: it never will on the fast path), a
+          conflicting command is committed (the fast path cannot have committed these attributes), or more than
+          N − fast quorum replicas are known not to be witnesses (no fast quorum can have held the attributes):
+          phase 1 again;
+        * otherwise, once every replica answered or the wait ran out: defer — the instance stays blocked, the
+          conflicting commands are recovered or commit, and a later recovery (higher ballot) decides
+          (efficient/epaxos defers the same way to avoid livelock)."""
+        leader = iid[0]
+        ayes, noes, conflicts = set(coord.witnesses), set(coord.others), []
+        restart = False
+        for node, r in coord.replies.items():
+            if type(r) is not TryPreAcceptReply:
+                continue
+            if node == leader:
+                restart = True
+            elif r.witness:
+                ayes.add(node)
+            elif r.preaccepted:
+                ayes.add(node)
+                noes.add(node)
+            elif r.conflict:
+                noes.add(node)
+                restart = restart or r.conflict_committed
+                conflicts.append((r.conflict[0], r.conflict[1]))
+        if not restart and len(ayes) >= self.f:
+            self._start_accept(iid, coord.ballot, coord.command, coord.seq, coord.deps, out, now)
+            return True
+        if restart or len(noes) > self.num_nodes - self.fast_quorum:
+            self._restart_phase1(iid, coord.ballot, coord.command, coord.seq, coord.deps, out, now)
+            return True
+        if timed_out or sum(1 for node in coord.replies if node != leader) >= self.num_nodes - 1:
+            del self.coords[iid]
+            out.append(Annotate(name="recovery-deferred", attrs={"replica": iid[0], "instance": iid[1],
+                                                                 "conflicts": len(conflicts)}))
+            lo, hi = self.config.election_timeout_s_min, self.config.election_timeout_s_max
+            for other in conflicts:
+                if other not in self._missing and self.instances.get(other, Instance()).status != COMMITTED:
+                    self._missing[other] = (now, float(self.rng.uniform(lo, hi)))
+            return True
+        return False
 
     def _drop_coordination(self, iid: Iid, ballot: int) -> None:
         """A higher ballot for ``iid`` reached us: a phase we ran at a lower one is over."""
@@ -592,21 +829,24 @@ class EPaxosNode:
     def _edges(self, iid: Iid) -> tuple[list[Iid], Iid | None]:
         """Committed, unexecuted instances ``iid`` depends on; or the first instance not committed here."""
         inst = self.instances[iid]
-        command = inst.command
-        if command is None or command.op is None:
+        keys = _keys(inst.command)
+        if not keys:
             return [], None
-        lists = self._unexec.get(command.key)
         found: list[Iid] = []
         for q, top in enumerate(inst.deps):
             if top <= 0:
                 continue
             if self.committed_prefix[q] < top:
                 return [], (q, self.committed_prefix[q] + 1)
-            if lists is not None:
-                numbers = lists[q]
-                for i in numbers[: bisect.bisect_right(numbers, top)]:
-                    if (q, i) != iid:
-                        found.append((q, i))
+            for key in keys:
+                lists = self._unexec.get(key)
+                if lists is not None:
+                    numbers = lists[q]
+                    for i in numbers[: bisect.bisect_right(numbers, top)]:
+                        if (q, i) != iid:
+                            found.append((q, i))
+        if len(keys) > 1:
+            found = list(dict.fromkeys(found))
         return found, None
 
     def _run_scc(self, start: Iid, out: Effects, now: float) -> Iid | None:
@@ -665,29 +905,30 @@ class EPaxosNode:
     def _apply(self, iid: Iid, out: Effects, now: float) -> None:
         inst = self.instances[iid]
         inst.executed = True
-        command = inst.command
-        result = None
-        if command is not None and command.op is not None:
-            lists = self._unexec[command.key]
-            numbers = lists[iid[0]]
+        for key in _keys(inst.command):
+            numbers = self._unexec[key][iid[0]]
             del numbers[bisect.bisect_left(numbers, iid[1])]
-            self.exec_log.append((command.key, iid))
+            self.exec_log.append((key, iid))
+        results: dict[tuple[Any, int], Result] = {}
+        for command in _parts(inst.command):
             pair = (command.client_id, command.request_id)
             result = self.results.get(pair) if command.client_id is not None else None
             if result is None:
                 result = self.kv.apply(None, command.request_id, command.op, command.key, command.value)
                 if command.client_id is not None:
                     self.results[pair] = result
+            results[pair] = result
         waiting = self.pending.pop(iid, None)
         if waiting is not None:
-            client_id, request_id, proposed = waiting
             committed = self._committed_at.pop(iid, now)
-            if result is not None and command.client_id == client_id and command.request_id == request_id:
-                self.latencies.append((committed - proposed, now - committed))
-                out.append(_reply(client_id, request_id, result))
-            else:
-                out.append(Reply(client_id=client_id, request_id=request_id, outcome=Outcome.INFO,
-                                 error="superseded"))
+            for client_id, request_id, proposed in waiting:
+                result = results.get((client_id, request_id))
+                if result is not None:
+                    self.latencies.append((committed - proposed, now - committed))
+                    out.append(_reply(client_id, request_id, result))
+                else:  # the instance was committed with something else (a recovery's no-op)
+                    out.append(Reply(client_id=client_id, request_id=request_id, outcome=Outcome.INFO,
+                                     error="superseded"))
 
     # =================================================================================================== tick
     def _on_tick(self, now: float) -> Effects:
@@ -700,10 +941,16 @@ class EPaxosNode:
                 self._decide_preaccept(iid, coord, out, now, waited=True)
                 if self.coords.get(iid) is not coord:
                     continue
+            if coord.phase == "trypreaccept" and now - coord.started_s >= 4 * hb:
+                self._decide_tpa(iid, coord, out, now, timed_out=True)
+                continue
             coord.sent_s = now
             inst = self.instances.get(iid)
             if coord.phase == "prepare":
                 message: Any = Prepare(ballot=coord.ballot, replica=iid[0], instance=iid[1])
+            elif coord.phase == "trypreaccept":
+                message = TryPreAccept(ballot=coord.ballot, replica=iid[0], instance=iid[1],
+                                       command=coord.command or NOOP, seq=coord.seq, deps=coord.deps)
             elif coord.phase == "preaccept":
                 message = PreAccept(ballot=coord.ballot, replica=iid[0], instance=iid[1], command=coord.command,
                                     seq=coord.seq, deps=coord.deps)
