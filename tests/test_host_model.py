@@ -81,6 +81,7 @@ def test_profiles_round_trip_and_are_part_of_the_reproduce_command(tmp_path):
     ({"device": {"kind": "B200"}}, "device.kind"), ({"device": {"kind": "H100", "count": 0}}, "device.count"),
     ({"device": {"kind": "H100", "memory_GiB": -1}}, "device.memory_GiB"),
     ({"device": {"kind": "H100", "tflops": 1}}, "device: unknown field"),
+    ({"tenants": {"busy_cores": -1, "slice": 1e-4}}, "tenants.busy_cores"), ({"tenants": {"busy": 1}}, "tenants"),
 ])
 def test_a_bad_profile_is_refused_naming_the_field(tmp_path, change, field):
     data = amortised().to_dict()  # every field, the optional ones (amortisation, handoff) included
@@ -163,8 +164,11 @@ def test_fit_amortisation_recovers_wake_and_per_item_cost():
 def test_profiles_with_amortisation_and_a_gpu_round_trip(tmp_path):
     from seedance.models.host import DeviceProfile
 
+    from seedance.models.host import TenantProfile
+
     host = amortised(device=DeviceProfile(kind="H200", name="NVIDIA H200", memory_GiB=139.8, count=1,
-                                          kernel_launch_s=LogNormal(6e-6, 0.2, 2e-5), h2d_GBps=50.0))
+                                          kernel_launch_s=LogNormal(6e-6, 0.2, 2e-5), h2d_GBps=50.0),
+                     tenants=TenantProfile(0.5, LogNormal(3e-5, 1.4, 3e-3)))
     path = tmp_path / "gpu.yaml"
     atomic_write(path, host.to_yaml().encode())
     assert load_profile(path) == host
@@ -193,3 +197,33 @@ def test_busy_periods_and_the_handoff_are_measured_on_a_real_loop():
     assert [p[1] for p in periods] == [1, 3, 1, 5] and all(p[0] > 0 for p in periods)
     samples = measure_handoff(round_trips=50)
     assert len(samples) == 50 and 0 < np.median(samples) < 0.05
+
+
+def test_other_tenants_hold_cores_for_their_share_and_preempt():
+    from seedance.models.host import TenantProfile
+
+    def mean_wall(busy: float) -> float:
+        pool = CorePool(2, TenantProfile(busy, LogNormal(50e-6, 1.0, 2e-3)), np.random.default_rng(7))
+        return float(np.mean([pool.take(i * 1e-3, 100e-6) - i * 1e-3 for i in range(2000)]))
+
+    idle, half, most = mean_wall(0.0), mean_wall(1.0), mean_wall(1.8)
+    assert idle == pytest.approx(100e-6) and idle < half < most  # waits and preemptions grow with their share
+    busy = TenantProfile(1.0, LogNormal(50e-6, 1.0, 2e-3))
+    a = CorePool(2, busy, np.random.default_rng(7))
+    b = CorePool(2, busy, np.random.default_rng(7))
+    assert [a.take(t, 1e-4) for t in np.arange(0, 0.05, 1e-3)] == [b.take(t, 1e-4) for t in np.arange(0, 0.05, 1e-3)]
+    host = amortised(tenants=busy)
+    assert run(host, clients=8, duration_s=0.3).latency_ms_p50 > run(amortised(), clients=8, duration_s=0.3).latency_ms_p50
+    assert run(host, clients=8, duration_s=0.3).throughput_ops_s == run(host, clients=8, duration_s=0.3).throughput_ops_s
+
+
+def test_tenants_are_measured_for_real():
+    import time
+
+    from seedance.real.profile import TenantMeter, measure_tenants
+
+    busy, late = measure_tenants(cycles=100)
+    assert busy >= 0 and len(late) == 100 and min(late) == 0.0
+    with TenantMeter(interval_s=0.02) as meter:
+        time.sleep(0.1)
+    assert meter.busy_cores is not None and meter.busy_cores >= 0

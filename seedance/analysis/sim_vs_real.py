@@ -42,13 +42,30 @@ QUICK_CONFIGS = (Config(2), Config(8), Config(32))
 
 
 def _real(protocol: str, nodes: int, config: Config, duration_s: float, seed: int, out: Path) -> dict[str, Any]:
+    """One real run, and the machine's other tenants meanwhile (busy cores less this process tree's, load)."""
+    import os
+
     from seedance.real.clients import Workload
+    from seedance.real.profile import TenantMeter
     from seedance.real.run import run_real
 
     workload = Workload(num_clients=config.clients, read_fraction=0.0, cas_fraction=0.0,
                         value_size_bytes=config.value_size)
-    return run_real(protocol=protocol, nodes=nodes, clients=config.clients, duration_s=duration_s, seed=seed,
-                    out=out, workload=workload, check=False, trace=False)  # the election is in both sides
+    with TenantMeter() as meter:
+        summary = run_real(protocol=protocol, nodes=nodes, clients=config.clients, duration_s=duration_s, seed=seed,
+                           out=out, workload=workload, check=False, trace=False)  # the election is in both sides
+    return {**summary, "tenant_cores": meter.busy_cores, "loadavg_1min": os.getloadavg()[0]}
+
+
+def with_tenants(profile: Any, busy_cores: float | None) -> Any:
+    """The profile with the other tenants measured during a run (their bursts' length stays the profile's)."""
+    import dataclasses
+
+    from seedance.models.host import TenantProfile
+
+    if profile.tenants is None or busy_cores is None:
+        return profile
+    return dataclasses.replace(profile, tenants=TenantProfile(busy_cores, profile.tenants.slice))
 
 
 def _sim(protocol: str, nodes: int, config: Config, duration_s: float, seed: int, profile: Any) -> dict[str, Any]:
@@ -61,6 +78,10 @@ def _sim(protocol: str, nodes: int, config: Config, duration_s: float, seed: int
                                 workload=workload, trace=False, check=False, host_profile=profile), liveness=False)
     return {"throughput_ops_s": result.throughput_ops_s, "latency_ms_p50": result.latency_ms_p50,
             "latency_ms_p99": result.latency_ms_p99}
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None or value != value else float(value)
 
 
 def _rel(predicted: float | None, real: float | None) -> float | None:
@@ -84,13 +105,20 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
             if progress is not None:
                 progress(f"{config.name} round {rnd + 1}/{repeats}")
             real = _real(protocol, nodes, config, duration_s, rnd + 1, out / "runs" / f"{config.name}-{rnd}")
-            sim = _sim(protocol, nodes, config, duration_s, rnd + 1, profile)
+            # the simulator on the profile, with the other tenants measured during this real run (an input
+            # condition of the machine, like its fsync; not an outcome of the run) ...
+            sim = _sim(protocol, nodes, config, duration_s, rnd + 1, with_tenants(profile, real["tenant_cores"]))
+            # ... and on the profile alone (the tenants as they were when it was measured): a pure prediction
+            alone = _sim(protocol, nodes, config, duration_s, rnd + 1, profile) if profile.tenants is not None \
+                else sim
             rows.append({"protocol": protocol, "config": config.name, "clients": config.clients,
                          "value_size": config.value_size, "round": rnd, "held_out": held_out,
                          "real_ops_s": real["throughput_ops_s"], "sim_ops_s": sim["throughput_ops_s"],
                          "real_p50_ms": real["latency_ms_p50"], "sim_p50_ms": sim["latency_ms_p50"],
                          "real_p99_ms": real["latency_ms_p99"], "sim_p99_ms": sim["latency_ms_p99"],
-                         "real_loadavg": (real.get("provenance") or {}).get("loadavg_1min")})
+                         "real_loadavg": real["loadavg_1min"], "real_tenant_cores": real["tenant_cores"],
+                         "profile_sim_ops_s": alone["throughput_ops_s"], "profile_sim_p50_ms": alone["latency_ms_p50"],
+                         "profile_sim_p99_ms": alone["latency_ms_p99"]})
     frame = pd.DataFrame(rows)
     per_config = []
     for name, group in frame.groupby("config", sort=False):
@@ -103,11 +131,16 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
                            "ratio_ops": float(med.sim_ops_s / med.real_ops_s),
                            "ratio_ops_range": [float(ratio.min()), float(ratio.max())],
                            "spread_ratio": float((med.sim_p99_ms / med.sim_p50_ms) / (med.real_p99_ms /
-                                                                                      med.real_p50_ms))})
+                                                                                      med.real_p50_ms)),
+                           "real_loadavg": _float(med.real_loadavg),
+                           "real_tenant_cores": _float(med.real_tenant_cores),
+                           "profile_sim_ops_s": float(med.profile_sim_ops_s),
+                           "profile_sim_p50_ms": float(med.profile_sim_p50_ms),
+                           "profile_sim_p99_ms": float(med.profile_sim_p99_ms)})
     held = [r for r in per_config if r["held_out"]]
 
-    def median_error(key: str, rows_: list[dict[str, Any]]) -> float | None:
-        errors = [_rel(r[f"sim_{key}"], r[f"real_{key}"]) for r in rows_]
+    def median_error(key: str, rows_: list[dict[str, Any]], side: str = "sim") -> float | None:
+        errors = [_rel(r[f"{side}_{key}"], r[f"real_{key}"]) for r in rows_]
         errors = [e for e in errors if e is not None]
         return float(np.median(errors)) if errors else None
 
@@ -131,6 +164,11 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
         "throughput_error_by_round_heldout": rounds,
         "throughput_error_round_spread_pp": (100 * (max(rounds) - min(rounds))) if len(rounds) > 1 else None,
         "spread_ratio_heldout": [r["spread_ratio"] for r in held],
+        # the same errors for the simulator on the profile alone (tenants as at profiling, not as during each run)
+        "profile_only_median_abs_rel_error_heldout": {
+            key: median_error(key, held, "profile_sim") for key in ("ops_s", "p50_ms", "p99_ms")},
+        "real_loadavg_range": [_float(frame.real_loadavg.min()), _float(frame.real_loadavg.max())],
+        "real_tenant_cores_range": [_float(frame.real_tenant_cores.min()), _float(frame.real_tenant_cores.max())],
     }
     return {"frame": frame, "summary": summary}
 

@@ -17,6 +17,11 @@ simulator's textbook constants leave out:
   loop's busy periods; without it, ``io_per_input`` is the old average per input and fsync completions are free;
 * ``handoff`` (optional): the latency of the round trip from the event loop to its storage thread and back (thread
   wake-up, the loop's wake-up by its self-pipe), added to every fsync;
+* ``tenants`` (optional): the machine's other tenants (other users' processes on a shared machine): the cores' worth
+  of CPU they use (``busy_cores``, from ``/proc/stat`` less this process tree's own CPU) and how long one of their
+  bursts keeps a core from a waking process (``slice``: the lateness of a sleeping thread's wake-ups beyond the
+  quietest one). In the simulator they hold each core for drawn slices, ``busy_cores / cores`` of the time, and a
+  node or client process that needs the core waits, or is preempted, until the slice ends;
 * ``device`` (optional): a GPU host's accelerator (kind, name, memory, count, and optional CUDA-side costs: kernel
   launch, host-to-device and device-to-host bandwidth). Recorded and validated; the simulator's device compute
   times come from the compute model (:mod:`seedance.models.compute`), keyed by the device kind;
@@ -122,6 +127,11 @@ class HostProfile:
     client_wake: LogNormal | None = None  # the client process's CPU per wake-up
     handoff: LogNormal | None = None  # loop -> storage thread -> loop latency, added to each fsync
     device: DeviceProfile | None = None  # a GPU host's accelerator (recorded; not used by the CPU model)
+    tenants: TenantProfile | None = None  # other tenants' CPU on the shared cores
+
+    def __post_init__(self) -> None:
+        if set(self.cpu) != set(KINDS):  # a kind never measured costs nothing beyond its frame I/O
+            object.__setattr__(self, "cpu", {k: self.cpu.get(k, LogNormal(0.0)) for k in KINDS})
 
     def cpu_cost(self, kind: int, rng: np.random.Generator, woke: bool = False) -> float:
         """CPU of one input of ``kind``: the handler, the per-item frame I/O and, when it woke the loop, the
@@ -154,6 +164,8 @@ class HostProfile:
                 del out[key]
         if self.device is not None:
             out["device"] = self.device.to_dict()
+        if self.tenants is not None:
+            out["tenants"] = {"busy_cores": self.tenants.busy_cores, "slice": asdict(self.tenants.slice)}
         return out
 
     def to_yaml(self) -> str:
@@ -198,10 +210,34 @@ class HostProfile:
             **{key: None if data.get(key) is None else LogNormal.from_dict(data[key], f"{where}: {key}")
                for key in ("wake", "client_wake", "handoff")},
             device=None if data.get("device") is None else DeviceProfile.from_dict(data["device"], f"{where}: device"),
+            tenants=None if data.get("tenants") is None else TenantProfile.from_dict(data["tenants"],
+                                                                                   f"{where}: tenants"),
         )
 
 
-_OPTIONAL = ("wake", "client_wake", "handoff", "device")
+_OPTIONAL = ("wake", "client_wake", "handoff", "device", "tenants")
+
+
+@dataclass(frozen=True)
+class TenantProfile:
+    """Other tenants of a shared machine: ``busy_cores`` cores' worth of CPU, in bursts of ``slice``."""
+
+    busy_cores: float
+    slice: LogNormal
+
+    def __post_init__(self) -> None:
+        value = self.busy_cores
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise SpecError("host profile tenants.busy_cores", f"must be a finite number >= 0, got {value!r}")
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> TenantProfile:
+        if not isinstance(data, Mapping) or set(data) != {"busy_cores", "slice"}:
+            raise SpecError(where, f"expected {{busy_cores, slice}}, got {data!r}", "busy_cores (cores), slice")
+        busy = data["busy_cores"]
+        if isinstance(busy, bool) or not isinstance(busy, (int, float)) or not math.isfinite(busy) or busy < 0:
+            raise SpecError(f"{where}.busy_cores", f"must be a finite number >= 0, got {busy!r}")
+        return cls(float(busy), LogNormal.from_dict(data["slice"], f"{where}.slice"))
 
 
 @dataclass(frozen=True)
@@ -277,18 +313,69 @@ def load_profile(path: str | Path) -> HostProfile:
 
 
 class CorePool:
-    """``cores`` cores shared by every process of the modelled host (a min-heap of the times each core frees)."""
+    """``cores`` cores shared by every process of the modelled host (a min-heap of the times each core frees).
 
-    def __init__(self, cores: int) -> None:
+    With ``tenants`` (and a generator), each core is also held by other tenants' bursts: a burst of ``slice`` starts
+    after an exponential gap whose mean makes the held fraction ``busy_cores / cores`` (at most 0.95); work that
+    would start in a burst starts at its end, and work running when a burst starts is preempted for its length.
+    """
+
+    def __init__(self, cores: int, tenants: TenantProfile | None = None,
+                 rng: np.random.Generator | None = None) -> None:
         self.free = [0.0] * cores
         heapq.heapify(self.free)
+        self._tenants = None
+        if tenants is not None and tenants.busy_cores > 0 and rng is not None:
+            held = min(0.95, tenants.busy_cores / cores)
+            mean_gap = tenants.slice.mean_s * (1.0 - held) / held
+            self._tenants = (tenants.slice, mean_gap, rng)
+            self.free = [0.0] * cores  # per core, in core order (a heap no longer: each has its own bursts)
+            self._bursts: list[list[float]] = [[] for _ in range(cores)]  # flat [start, end, start, end, ...]
+            self._drawn = [0.0] * cores  # bursts are drawn up to here
+
+    def _burst_after(self, core: int, t: float) -> tuple[float, float]:
+        """The first burst on ``core`` that ends after ``t`` (drawn as needed)."""
+        bursts = self._bursts[core]
+        slice_, mean_gap, rng = self._tenants  # type: ignore[misc]
+        while bursts and bursts[1] <= t:
+            del bursts[:2]
+        while not bursts:
+            start = self._drawn[core] + float(rng.exponential(mean_gap))
+            end = start + slice_.draw(rng)
+            self._drawn[core] = end
+            if end > t:
+                bursts.extend((start, end))
+        return bursts[0], bursts[1]
+
+    def _run_on(self, core: int, start: float, cost: float) -> float:
+        t = max(start, self.free[core])
+        while True:
+            b_start, b_end = self._burst_after(core, t)
+            if b_start <= t:
+                t = b_end  # held by a tenant: wait for the burst to end
+                continue
+            if t + cost <= b_start:
+                return t + cost
+            cost -= b_start - t  # preempted by the burst for its length
+            t = b_end
 
     def earliest(self) -> float:
-        return self.free[0]
+        if self._tenants is None:
+            return self.free[0]
+        best = math.inf
+        for core, free in enumerate(self.free):
+            b_start, b_end = self._burst_after(core, free)
+            best = min(best, b_end if b_start <= free else free)
+        return best
 
     def take(self, start: float, cost: float) -> float:
-        """Run ``cost`` seconds on the earliest-free core, not before ``start``; when it ends."""
-        begin = max(start, heapq.heappop(self.free))
-        end = begin + cost
-        heapq.heappush(self.free, end)
-        return end
+        """Run ``cost`` seconds on the core where it ends first, not before ``start``; when it ends."""
+        if self._tenants is None:
+            begin = max(start, heapq.heappop(self.free))
+            end = begin + cost
+            heapq.heappush(self.free, end)
+            return end
+        ends = [self._run_on(core, start, cost) for core in range(len(self.free))]
+        core = min(range(len(ends)), key=ends.__getitem__)
+        self.free[core] = ends[core]
+        return ends[core]

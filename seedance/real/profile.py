@@ -16,6 +16,11 @@ Method (each part a measurement of the real backend's own code paths on this mac
   ``CPU(period) = wake + per_item * items`` by non-negative least squares weighted by 1 / items (the variance of a
   period grows with its items), pooled over the nodes: ``wake`` and ``io_per_input`` for the nodes, ``client_wake``
   and ``client_per_op`` for the client process.
+* tenants (a shared machine): for about half a second, 1,000 cycles of 0.1 ms of CPU then a 0.3 ms sleep by one
+  thread (a node's duty cycle); the lateness of each wake-up beyond the quietest one is how long another tenant's
+  burst kept a core from a waking process (fitted log-normal: the bursts' ``slice``); the machine's busy CPU over the probe (``/proc/stat``) less this process's own
+  is the other tenants' ``busy_cores``. :class:`TenantMeter` measures the same ``busy_cores`` during any run (this
+  process tree's CPU subtracted), so ``experiment sim-vs-real`` can give the simulator the tenants of each real run.
 * Fits: log-normal per kind by maximum likelihood (location 0), capped at the 99.9th percentile.
 
 The profile records the machine (CPU model, cores, kernel, the filesystem of the directory, load average) and the
@@ -37,7 +42,7 @@ import numpy as np
 
 import platform
 
-from seedance.models.host import KINDS, HostProfile, LogNormal
+from seedance.models.host import KINDS, HostProfile, LogNormal, TenantProfile
 
 _ECHO = r"""
 import socket, sys
@@ -99,6 +104,101 @@ def measure_loopback(round_trips: int = 2000) -> list[float]:
     finally:
         echo.kill()
         echo.wait(timeout=10)
+
+
+def _machine_busy_s() -> float:
+    """CPU seconds the whole machine has been busy (all cores; ``/proc/stat``), or NaN where unavailable."""
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return float("nan")
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")  # less idle and iowait
+
+
+def _timer_slack(ns: int) -> int | None:
+    """Set this thread's timer slack (Linux prctl); the previous value, or None where unavailable."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        before = libc.prctl(30, 0, 0, 0, 0)  # PR_GET_TIMERSLACK
+        if before < 0 or libc.prctl(29, ns, 0, 0, 0) != 0:  # PR_SET_TIMERSLACK
+            return None
+        return int(before)
+    except (OSError, AttributeError):
+        return None
+
+
+def measure_tenants(cycles: int = 1000, work_s: float = 100e-6, sleep_s: float = 300e-6) -> tuple[float, list[float]]:
+    """Other tenants' busy cores, and how long they keep a core from a process shaped like a node (``cycles`` of
+    ``work_s`` of CPU then a ``sleep_s`` sleep, about a node's duty cycle under load): the lateness samples (s) of
+    its wake-ups beyond the quietest one. (A thread that only sleeps is woken at once by the scheduler, whatever
+    the load, and would say nothing of what a process that also uses its share of CPU waits.)"""
+    slack = _timer_slack(1)  # 1 ns: the kernel's timer slack (50 us by default) would hide short bursts
+    busy0, own0, wall0 = _machine_busy_s(), time.process_time(), time.perf_counter()
+    late = []
+    try:
+        for _ in range(cycles):
+            until = time.thread_time() + work_s
+            while time.thread_time() < until:
+                pass
+            start = time.perf_counter()
+            time.sleep(sleep_s)
+            late.append(time.perf_counter() - start - sleep_s)
+    finally:
+        if slack is not None:
+            _timer_slack(slack)
+    busy = (_machine_busy_s() - busy0 - (time.process_time() - own0)) / (time.perf_counter() - wall0)
+    floor = min(late)
+    return max(0.0, busy) if busy == busy else 0.0, [t - floor for t in late]
+
+
+class TenantMeter:
+    """Other tenants' busy cores while it is entered: the machine's busy CPU less this process tree's (sampled every
+    0.1 s by a thread, so children that come and go are counted; a child's last 0.1 s before it exits is not)."""
+
+    def __init__(self, interval_s: float = 0.1) -> None:
+        self.interval_s = interval_s
+        self.busy_cores: float | None = None
+        self._ours: dict[int, tuple[float, float]] = {}  # pid -> (first seen CPU or 0 if born after start, last)
+        self._stop = None
+        self._thread = None
+
+    def _sample(self, first: bool) -> None:
+        import psutil
+
+        me = psutil.Process()
+        for proc in [me, *me.children(recursive=True)]:
+            try:
+                times = proc.cpu_times()
+            except psutil.Error:
+                continue
+            cpu = times.user + times.system
+            base = self._ours.get(proc.pid, (cpu if first else 0.0, cpu))[0]
+            self._ours[proc.pid] = (base, cpu)
+
+    def __enter__(self) -> TenantMeter:
+        import threading
+
+        self._stop = threading.Event()
+        self._busy0, self._wall0 = _machine_busy_s(), time.perf_counter()
+        self._sample(first=True)
+
+        def loop() -> None:
+            while not self._stop.wait(self.interval_s):  # type: ignore[union-attr]
+                self._sample(first=False)
+
+        self._thread = threading.Thread(target=loop, daemon=True, name="tenant-meter")
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()  # type: ignore[union-attr]
+        self._thread.join()  # type: ignore[union-attr]
+        self._sample(first=False)
+        ours = sum(last - base for base, last in self._ours.values())
+        busy = (_machine_busy_s() - self._busy0 - ours) / max(time.perf_counter() - self._wall0, 1e-9)
+        self.busy_cores = max(0.0, busy) if busy == busy else None
 
 
 def measure_handoff(round_trips: int = 1000) -> list[float]:
@@ -190,6 +290,7 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
     fsync_samples, bandwidth = measure_fsync(work_dir)
     loopback = measure_loopback()
     handoff = measure_handoff()
+    tenants_busy, tenant_slices = measure_tenants()
     cpu = measure_cpu(work_dir, nodes=nodes, clients=clients, duration_s=duration_s, seed=seed)
     summary = cpu["summary"]
     try:
@@ -203,6 +304,7 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
         wake=LogNormal(cpu["wake_s"]),
         client_wake=LogNormal(cpu["client_wake_s"]),
         handoff=LogNormal.fit(handoff),
+        tenants=TenantProfile(tenants_busy, LogNormal.fit(tenant_slices)),
         fsync=LogNormal.fit(fsync_samples),
         write_bandwidth_GBps=bandwidth,
         loopback=LogNormal.fit(loopback),

@@ -191,7 +191,9 @@ class Runtime:
         # a measured host (seedance.models.host): service times drawn per input, processes sharing its cores
         self.host = host
         self._host_rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(HOST_STREAM,)))
-        self.cores = CorePool(host.cores) if host is not None else None
+        self.cores = None if host is None else CorePool(
+            host.cores, host.tenants,  # other tenants' bursts: their own stream, apart from the service times
+            np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(HOST_STREAM, 1))))
         self._amortised = host is not None and host.amortised
         self._client_busy = 0.0
         kinds = network.topology.device_kinds
