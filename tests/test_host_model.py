@@ -126,7 +126,8 @@ def test_real_profile_command_writes_a_usable_profile(tmp_path):
 # ------------------------------------------------------------------------------------ amortisation (issue V, round 2)
 def amortised(**over) -> HostProfile:
     base = dict(wake=LogNormal(80e-6), io_per_input=LogNormal(40e-6), client_wake=LogNormal(100e-6),
-                handoff=LogNormal(70e-6, 0.3, 3e-4), fsync=LogNormal(1.2e-4, 0.1, 4e-4))
+                handoff=LogNormal(70e-6, 0.3, 3e-4), fsync=LogNormal(1.2e-4, 0.1, 4e-4),
+                connect=LogNormal(2e-3, 0.5, 1e-2))
     base.update(over)
     return profile(**base)
 
@@ -143,6 +144,12 @@ def test_amortisation_cpu_per_op_falls_with_concurrency_and_is_deterministic():
     gain_flat = run(flat, clients=32, duration_s=0.5).throughput_ops_s / run(flat, clients=2,
                                                                               duration_s=0.5).throughput_ops_s
     assert high.throughput_ops_s / low.throughput_ops_s > gain_flat
+
+
+def test_a_clients_first_request_to_a_node_waits_for_the_connection():
+    slow = run(amortised(connect=LogNormal(0.2)), clients=8, duration_s=0.5)
+    assert slow.latency_ms_p50 < 50 and slow.latency_ms_p99 >= 200  # only each client's first operation pays
+    assert run(amortised(connect=None), clients=8, duration_s=0.5).latency_ms_p99 < 50
 
 
 def test_wake_up_cost_adds_latency_at_low_load():

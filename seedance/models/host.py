@@ -15,6 +15,8 @@ simulator's textbook constants leave out:
   several share one wake-up and the CPU per input falls. With ``wake`` set, ``io_per_input`` is the per-item part
   (an fsync completion is an item too: the sends and replies that waited behind it), both fitted from the real
   loop's busy periods; without it, ``io_per_input`` is the old average per input and fsync completions are free;
+* ``connect`` (optional): a client's connection set-up to a node (TCP, the authenticated handshake, its first
+  frame), paid before its first request to that node; measured by the profile run's client process;
 * ``handoff`` (optional): the latency of the round trip from the event loop to its storage thread and back (thread
   wake-up, the loop's wake-up by its self-pipe), added to every fsync;
 * ``tenants`` (optional): the machine's other tenants (other users' processes on a shared machine): the cores' worth
@@ -128,6 +130,7 @@ class HostProfile:
     handoff: LogNormal | None = None  # loop -> storage thread -> loop latency, added to each fsync
     device: DeviceProfile | None = None  # a GPU host's accelerator (recorded; not used by the CPU model)
     tenants: TenantProfile | None = None  # other tenants' CPU on the shared cores
+    connect: LogNormal | None = None  # a client's connection set-up to a node (before its first request there)
 
     def __post_init__(self) -> None:
         if set(self.cpu) != set(KINDS):  # a kind never measured costs nothing beyond its frame I/O
@@ -208,14 +211,14 @@ class HostProfile:
             client_per_op=LogNormal.from_dict(data["client_per_op"], f"{where}: client_per_op"),
             measured=dict(data.get("measured") or {}),
             **{key: None if data.get(key) is None else LogNormal.from_dict(data[key], f"{where}: {key}")
-               for key in ("wake", "client_wake", "handoff")},
+               for key in ("wake", "client_wake", "handoff", "connect")},
             device=None if data.get("device") is None else DeviceProfile.from_dict(data["device"], f"{where}: device"),
             tenants=None if data.get("tenants") is None else TenantProfile.from_dict(data["tenants"],
                                                                                    f"{where}: tenants"),
         )
 
 
-_OPTIONAL = ("wake", "client_wake", "handoff", "device", "tenants")
+_OPTIONAL = ("wake", "client_wake", "handoff", "device", "tenants", "connect")
 
 
 @dataclass(frozen=True)

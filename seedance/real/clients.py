@@ -77,6 +77,7 @@ class ClientPool:
         self._stop = False
         self._contexts: dict[int, Any] = {}  # client -> session context of the last reply carrying one
         self._busy: Any = None  # CLIENT_PROFILE_ENV: the loop's busy periods (seedance.real.runtime.BusyPeriods)
+        self._connects: list[float] = []  # CLIENT_PROFILE_ENV: connection set-up times (s)
 
     # --------------------------------------------------------------------------------------------- history
     def _record(self, process: int, kind: str, op: Operation, key: str | None, value: Any) -> None:
@@ -97,6 +98,7 @@ class ClientPool:
         address = self.lookup(node)
         if address is None:
             return None
+        opened = time.perf_counter()
         try:
             conn = await Connection.open(*address, self.key, timeout_s=0.5)
         except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, FrameError):
@@ -107,6 +109,8 @@ class ClientPool:
             conn.close()
             return None
         self._conns[(client, node)] = conn
+        if self._busy is not None:  # profiling: how long a client's connection set-up took
+            self._connects.append(time.perf_counter() - opened)
         self._readers[(client, node)] = asyncio.ensure_future(self._read_replies(client, node, conn))
         return conn
 
@@ -238,7 +242,8 @@ class ClientPool:
         if self._busy is not None:
             from seedance.real.storage import atomic_write
 
-            atomic_write(Path(profile_path), json.dumps({"busy_periods": self._busy.periods}).encode())
+            atomic_write(Path(profile_path), json.dumps({"busy_periods": self._busy.periods,
+                                                             "connects_s": self._connects}).encode())
             self._busy = None
 
     async def warm_up(self, within_s: float = 60.0) -> bool:

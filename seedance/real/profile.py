@@ -15,7 +15,8 @@ Method (each part a measurement of the real backend's own code paths on this mac
   own busy periods (CPU, replies handled). Amortisation is fitted per process kind as
   ``CPU(period) = wake + per_item * items`` by non-negative least squares weighted by 1 / items (the variance of a
   period grows with its items), pooled over the nodes: ``wake`` and ``io_per_input`` for the nodes, ``client_wake``
-  and ``client_per_op`` for the client process.
+  and ``client_per_op`` for the client process. The client process also times each connection it opens (TCP,
+  handshake, first frame): ``connect``.
 * tenants (a shared machine): for about half a second, 1,000 cycles of 0.1 ms of CPU then a 0.3 ms sleep by one
   thread (a node's duty cycle); the lateness of each wake-up beyond the quietest one is how long another tenant's
   burst kept a core from a waking process (fitted log-normal: the bursts' ``slice``); the machine's busy CPU over the probe (``/proc/stat``) less this process's own
@@ -267,13 +268,15 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
         syncs.extend(data.get("syncs", []))
         for kind, samples in data["handler_ns"].items():
             handler.setdefault(kind, []).extend(s / 1e9 for s in samples)
-    client_periods = json.loads(client_file.read_text())["busy_periods"] if client_file.exists() else []
+    client_data = json.loads(client_file.read_text()) if client_file.exists() else {}
+    client_periods = client_data.get("busy_periods", [])
     wake, per_item = fit_amortisation(periods)
     client_wake, client_per_op = fit_amortisation(client_periods)
     items = np.asarray([p[1] for p in periods], dtype=float)
     client_items = np.asarray([p[1] for p in client_periods], dtype=float)
     return {"handler": handler, "wake_s": wake, "io_per_input_s": per_item, "client_wake_s": client_wake,
-            "client_per_op_s": client_per_op, "summary": summary, "inputs": sum(len(v) for v in handler.values()),
+            "client_per_op_s": client_per_op, "summary": summary, "connects_s": client_data.get("connects_s", []),
+            "inputs": sum(len(v) for v in handler.values()),
             "busy_periods": {"node": len(periods), "node_items_mean": float(items.mean()) if items.size else None,
                              "client": len(client_periods),
                              "client_items_mean": float(client_items.mean()) if client_items.size else None},
@@ -305,6 +308,7 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
         client_wake=LogNormal(cpu["client_wake_s"]),
         handoff=LogNormal.fit(handoff),
         tenants=TenantProfile(tenants_busy, LogNormal.fit(tenant_slices)),
+        connect=LogNormal.fit(cpu["connects_s"]) if cpu["connects_s"] else None,
         fsync=LogNormal.fit(fsync_samples),
         write_bandwidth_GBps=bandwidth,
         loopback=LogNormal.fit(loopback),

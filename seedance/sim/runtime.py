@@ -196,6 +196,7 @@ class Runtime:
             np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(HOST_STREAM, 1))))
         self._amortised = host is not None and host.amortised
         self._client_busy = 0.0
+        self._connected: set[tuple[int, int]] = set()  # (client, node) connections opened (a modelled host)
         kinds = network.topology.device_kinds
         self.hosts = [
             Host(i, self, Storage(fsync_s=storage.fsync_s, write_bandwidth_GBps=storage.write_bandwidth_GBps),
@@ -310,6 +311,14 @@ class Runtime:
         start = now if now > self._client_busy else self._client_busy
         self._client_busy = self.cores.take(start, self.host.client_cost(self._host_rng, woke))
         return self._client_busy
+
+    def connect_latency(self, client: int, node: int) -> float:
+        """On a modelled host that measured it: a client's first request to a node opens the connection first (TCP,
+        the authenticated handshake, the client frame) — one draw of its set-up time; else 0."""
+        if self.host is None or self.host.connect is None or (client, node) in self._connected:
+            return 0.0
+        self._connected.add((client, node))
+        return self.host.connect.draw(self._host_rng)
 
     def extra_latency(self) -> float:
         """On a modelled host: one draw of its process-to-process (loopback) latency; else 0."""
