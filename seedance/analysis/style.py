@@ -79,6 +79,7 @@ LABELS: dict[str, str] = {
     "iterations_to_target": "iterations to target",
     "final_gap": "optimality gap f(x) − f*",
     "rss_mib": "resident memory (MiB)",
+    "rss_period_mib": "rank 0 resident memory (MiB)",
     "rss_growth_mib": "memory growth (MiB)",
     "elapsed_s": "elapsed time (s)",
     "grid": "grid side (cells)",

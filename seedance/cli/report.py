@@ -6,7 +6,8 @@ Two sections, run in order, each writing under ``--out``:
   collective at a few sizes with the auto algorithm (``cost.csv``, ``cost.tex``), and the figures of ``seedance
   figure fabric`` (allreduce busbw against size, bandwidth heatmaps). A few seconds.
 * ``paper`` — every item of the paper (:mod:`seedance.paper.suite`: protocol comparison, failure scenarios,
-  communication cost on fabrics, convergence, pixel vs consensus, sim vs real, model vs published nccl-tests), each a
+  communication cost on fabrics, convergence, pixel vs consensus, sim vs real, memory stability, model vs
+  published nccl-tests), each a
   sweep of ``paper/specs/<item>.yaml`` in its quick size by default (``--full``: the paper's size, what ``make paper``
   runs). Per item: ``<item>/results.parquet`` (one row per run), ``figures/<item>.{pdf,png}``, ``tables/<item>.tex``.
   Sweeps resume: rerunning into the same ``--out`` runs only what is missing.
@@ -43,7 +44,7 @@ DEFAULT_SPEC: dict[str, Any] = {
         "algorithm": "auto",
     },
     "paper": {"suite": "quick", "items": ["protocols", "scenarios", "fabrics", "convergence", "pixel", "sim-vs-real",
-                                          "nccl"], "workers": 2},
+                                          "memory", "nccl"], "workers": 2},
 }
 
 
@@ -273,7 +274,7 @@ def check_cost_spec(spec: dict[str, Any]) -> None:
 @click.option("--full", is_flag=True, help="The paper's full size of every item (what `make paper` runs; hours).")
 @click.option("--only", "only", default=None, metavar="ITEM,...",
               help="Run only these paper items (protocols, scenarios, fabrics, convergence, pixel, sim-vs-real, "
-                   "nccl); 'none' for the cost section alone.")
+                   "memory, nccl); 'none' for the cost section alone.")
 @click.option("--workers", type=click.IntRange(1, 64), default=None,
               help="Worker processes per sweep (default 2; an item may ask for fewer).")
 @json_option

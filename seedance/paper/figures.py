@@ -227,3 +227,39 @@ def nccl(df: pd.DataFrame) -> Figure:
         ax.set_visible(False)
     _legend(figure, axes)
     return figure
+
+
+# -------------------------------------------------------------------------------------------------- memory
+def memory_case(df: pd.DataFrame) -> pd.DataFrame:
+    """A ``case`` column: ``fixed`` (no fault) or ``buggy F8`` (variant first: it picks the colour)."""
+    out = df.copy()
+    out["case"] = [str(v) if s in (None, "none", "") else f"{v} {s}" for v, s in zip(out["variant"], out["scenario"])]
+    return out
+
+
+def memory(df: pd.DataFrame) -> Figure:
+    """Rank 0's mean RSS in each of the three periods after warm-up (left) and the largest growth of live
+    device-buffer handles over the ranks (right), per case; CIs over seeds."""
+    data = memory_case(ok_rows(df))
+    periods = sorted(c for c in data.columns if c.startswith("rss_p") and c.endswith("_mib"))
+    long = data.melt(id_vars=["case", "seed"], value_vars=periods, var_name="period",
+                     value_name="rss_period_mib")
+    long["period"] = long["period"].str.extract(r"rss_p(\d+)_mib")[0].astype(int)
+    table = _aggregate(long, ["case", "period"], ["rss_period_mib"])
+    figure, axes = style.new_figure(2, 1, aspect=0.8)
+    style.ci_lines(axes[0, 0], table, x="period", metric="rss_period_mib", hue="case", band=False)
+    axes[0, 0].set_xticks(sorted(table["period"].unique()))
+    axes[0, 0].set_xlabel("period (equal thirds of the run after warm-up)")
+    growth = _aggregate(data, ["case"], ["handles_growth", "fds_growth", "threads_growth"])
+    rows = []
+    for r in growth.itertuples():
+        for kind in ("handles", "fds", "threads"):
+            rows.append({"case": r.case, "count": kind, **{f"growth_{s}": getattr(r, f"{kind}_growth_{s}")
+                                                          for s in ("mean", "lo", "hi")}})
+    import pandas as pd
+
+    style.ci_bars(axes[0, 1], pd.DataFrame(rows), x="count", metric="growth", hue="case")
+    axes[0, 1].set_ylabel("growth of the floor (count)")
+    axes[0, 1].set_xlabel("")
+    _legend(figure, axes)
+    return figure

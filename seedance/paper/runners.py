@@ -1,7 +1,7 @@
 """Runners of the paper's sweeps that the built-in ones do not cover: ``fn(params, seed) -> dict[str, scalar]``.
 
 Specs name them as ``seedance.paper.runners:NAME`` (importable in any worker process; also registered under the
-names ``paper-pixel``, ``paper-convergence``, ``paper-nccl``, ``paper-sim-vs-real`` when this module is imported).
+names ``paper-pixel``, ``paper-convergence``, ``paper-nccl``, ``paper-sim-vs-real``, ``paper-memory`` when this module is imported).
 Each checks its parameters first (``validate_NAME``; an unknown or bad one is a one-line
 :class:`~seedance.errors.SpecError` naming ``params.X``) and returns flat metrics.
 
@@ -14,6 +14,8 @@ Each checks its parameters first (``validate_NAME``; an unknown or bad one is a 
   the compressor's collective on that fabric).
 * :func:`nccl` — one row of a published nccl-tests curve (``tests/data/nccl``) against the cost model's prediction:
   measured and predicted time and busbw, their ratio; ``present: false`` when the curve has no row at that size.
+* :func:`memory` — one memory soak of the commit protocol on real processes (seed §4.4): RSS per period, drift,
+  slope with its CI, growth of live handles, fds and threads.
 * :func:`sim_vs_real` — the same protocol, clients and duration on real processes and in the simulator on a
   measured host profile: both throughputs and latencies and the relative errors.
 """
@@ -269,6 +271,62 @@ def sim_vs_real(params: dict[str, Any], seed: int) -> dict[str, Any]:
     return out
 
 
+# ---------------------------------------------------------------------------------------------------- memory
+MEMORY_PARAMS: dict[str, Any] = {"ranks": 2, "duration_s": 60.0, "scenario": "none", "variant": "fixed",
+                                 "commit_every": 1, "interval_s": 1.0, "drift_threshold_pct": 1.0}
+
+
+def _memory_setup(params: dict[str, Any]) -> dict[str, Any]:
+    from seedance import validation as V
+    from seedance.analysis import consensus_check as C
+
+    p = known("paper-memory", params, MEMORY_PARAMS)
+    limit, why = C.max_ranks()
+    V.integer("params.ranks", p["ranks"], lo=1, hi=limit, why=why)
+    V.number("params.duration_s", p["duration_s"], lo=5, hi=C.MAX_DURATION_S)
+    _choice("scenario", p["scenario"], ("none", *C.SCENARIO_NAMES))
+    _choice("variant", p["variant"], ("buggy", "fixed"))
+    V.integer("params.commit_every", p["commit_every"], lo=1, hi=10_000)
+    V.number("params.interval_s", p["interval_s"], lo=0.05, hi=60)
+    V.number("params.drift_threshold_pct", p["drift_threshold_pct"], lo=0, hi=100, lo_open=True)
+    return p
+
+
+def validate_memory(params: dict[str, Any]) -> None:
+    _memory_setup(params)
+
+
+def memory(params: dict[str, Any], seed: int) -> dict[str, Any]:
+    """One memory soak (``seedance real soak``: a fault-free or F-scenario commit-protocol training run on real
+    processes, every rank sampled): rank 0's RSS per period (the seed's §4.4 table: three periods), its fluctuation
+    and drift, the slope with its CI, and the largest growth of live handles, fds and threads over the ranks."""
+    from seedance.analysis.consensus_check import run_soak
+
+    p = _memory_setup(params)
+    report = run_soak(ranks=p["ranks"], duration_s=float(p["duration_s"]),
+                      scenario="" if p["scenario"] == "none" else p["scenario"], variant=p["variant"], seed=seed,
+                      commit_every=p["commit_every"], interval_s=float(p["interval_s"]),
+                      drift_threshold_pct=float(p["drift_threshold_pct"]), out=current_point_dir())
+    mem = report["memory"]
+    out: dict[str, Any] = {"leak": not report["passed"], "leaks": len(mem["leaks"]),
+                           "max_fluctuation_pct": mem["max_fluctuation_pct"], "max_drift_pct": mem["max_drift_pct"],
+                           "commits": report["commits"] if not isinstance(report["commits"], (list, dict)) else None,
+                           "cause": "; ".join(report["causes"])[:500] or None}
+    rss = mem["ranks"].get("0", {}).get("rss")
+    if rss:
+        out["rss_mib"] = rss["mean"] / 2**20
+        out["rss_slope_kib_s"] = rss["fit"]["slope"] / 1024
+        out["rss_slope_lo_kib_s"], out["rss_slope_hi_kib_s"] = (c / 1024 for c in rss["fit"]["ci"])
+        out["rss_drift_pct"] = rss["fit"]["drift_pct"]
+        for row in rss["table"]:
+            out[f"rss_p{row['period']}_mib"] = row["mean"] / 2**20
+            out[f"fluctuation_p{row['period']}_pct"] = row["fluctuation_pct"]
+    for kind in ("handles", "fds", "threads"):
+        growth = [c[kind]["leaked"] for c in report["counts"].values() if kind in c]
+        out[f"{kind}_growth"] = max(growth) if growth else None
+    return out
+
+
 for _name, _fn in (("pixel", "pixel"), ("convergence", "convergence"), ("nccl", "nccl"),
-                   ("sim-vs-real", "sim_vs_real")):
+                   ("sim-vs-real", "sim_vs_real"), ("memory", "memory")):
     register_runner(f"paper-{_name}", f"{__name__}:{_fn}", validate=f"{__name__}:validate_{_fn}")

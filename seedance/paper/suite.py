@@ -73,6 +73,11 @@ ITEMS: tuple[Item, ...] = (
          shows="Raft with 3 replicas on this machine's real processes against the simulator on a host profile "
                "measured in the same sweep: predicted against measured throughput and p99 latency per client "
                "count; points on the diagonal are exact predictions."),
+    Item(name="memory", title="Memory stability", seed_section="§4.4", figure="memory", table="memory",
+         headline="memory_headline",
+         shows="A memory soak of the commit protocol's training on real processes: rank 0's mean RSS in three "
+               "periods after warm-up and the growth of live buffer handles, fds and threads, for the fixed "
+               "protocol without faults and for F8's buggy variant (a handle leak the monitor must flag)."),
     Item(name="nccl", title="Cost model against published nccl-tests curves", figure="nccl", table="nccl",
          headline="nccl_headline",
          shows="Published nccl-tests allreduce bus bandwidth (black) against the NCCL cost model and the "

@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from seedance.paper.figures import FRAME_MS, cluster, ok_rows, series, with_background
+from seedance.paper.figures import FRAME_MS, cluster, memory_case, ok_rows, series, with_background
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -255,6 +255,35 @@ def nccl_errors(df: pd.DataFrame) -> pd.DataFrame:
 def nccl_headline(df: pd.DataFrame) -> dict[str, Any]:
     errors = nccl_errors(df)
     return {f"{r.curve} {r.model}: median |error|": f"{100 * r.median_abs_error:.1f} %" for r in errors.itertuples()}
+
+
+# --------------------------------------------------------------------------------------------------- memory
+def memory(df: pd.DataFrame) -> str:
+    data = memory_case(ok_rows(df))
+    periods = sorted(c.removeprefix("rss_p").removesuffix("_mib") for c in data.columns
+                     if c.startswith("rss_p") and c.endswith("_mib"))
+    metrics = [f"rss_p{k}_mib" for k in periods] + [f"fluctuation_p{k}_pct" for k in periods] + [
+        "rss_drift_pct", "rss_slope_kib_s", "handles_growth", "leak"]
+    table = _aggregate(data, ["case"], metrics)
+    rows = [[tex(r.case), str(int(r.n)),
+             *[f"{number(getattr(r, f'rss_p{k}_mib_mean'))} $\\pm${number(getattr(r, f'fluctuation_p{k}_pct_mean'), 2)}\\%"
+               for k in periods],
+             cell(r, "rss_drift_pct", 2), cell(r, "rss_slope_kib_s"), number(r.handles_growth_mean),
+             number(r.leak_mean)] for r in table.itertuples()]
+    header = ["case", "runs", *[f"period {k} RSS (MiB)" for k in periods], r"drift (\%)", "slope (KiB/s)",
+              "handles growth", "leak flagged"]
+    return booktabs(header, rows, "lr" + "r" * (len(periods) + 4))
+
+
+def memory_headline(df: pd.DataFrame) -> dict[str, Any]:
+    data = memory_case(ok_rows(df))
+    table = _aggregate(data, ["case"], ["max_fluctuation_pct", "rss_drift_pct", "handles_growth", "leak"])
+    out: dict[str, Any] = {}
+    for r in table.itertuples():
+        out[r.case] = {"fluctuation_pct": _round(r.max_fluctuation_pct_mean, 3),
+                       "rss_drift_pct": _round(r.rss_drift_pct_mean, 3),
+                       "handles_growth": _round(r.handles_growth_mean, 3), "leak_flagged": _round(r.leak_mean, 3)}
+    return out
 
 
 def _round(value: Any, digits: int = 4) -> Any:
