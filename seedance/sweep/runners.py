@@ -506,7 +506,8 @@ def validate_experiment(params: dict[str, Any]) -> None:
 
 def run_experiment(params: dict[str, Any], seed: int) -> dict[str, Any]:
     """``seedance experiment NAME [--quick] [--seed SEED] --out RUN_DIR --json`` in this process; its headline
-    numbers (the scalars of the JSON object it prints, nested keys dotted, lists left out) and ``out_dir``."""
+    numbers (the scalars of the JSON object it prints, nested keys dotted, lists left out: e.g. ``headline.*``,
+    ``summary.*``, ``artifacts.*`` paths; ``rows``: how many rows its table has) and ``out_dir``."""
     import click
 
     command, p = _experiment_setup(params)
@@ -539,8 +540,11 @@ def run_experiment(params: dict[str, Any], seed: int) -> dict[str, Any]:
             raise SpecError("params.options", err.format_message()) from None
     text = buffer.getvalue().strip().splitlines()
     document = json.loads(text[-1]) if text else {}
-    headline = {k: v for k, v in flatten({k: v for k, v in document.items() if k not in ("rows", "artifacts")}).items()
+    rows = document.pop("rows", None) if isinstance(document, dict) else None
+    headline = {k: v for k, v in flatten(document if isinstance(document, dict) else {}).items()
                 if not (isinstance(v, str) and v.startswith("["))}
+    if isinstance(rows, list):
+        headline["rows"] = len(rows)
     headline["out_dir"] = str(out)
     headline["command"] = "seedance experiment " + " ".join([p["name"], *args])
     return headline
