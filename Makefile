@@ -1,6 +1,7 @@
 # seedance — the two commands of the README live here.
 #   make run    set up (venv, pinned torch) and run the main job on its embedded default
 #   make test   set up and run the default test suite (< 15 min on 2 cores)
+#   make paper  every figure and table of paper/ in the paper's full size (hours; `make run` is its quick size)
 # CUDA users: make run TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu124"
 PYTHON      ?= python3
 VENV        ?= .venv
