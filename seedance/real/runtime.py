@@ -194,7 +194,7 @@ class NodeRuntime:
         self._cpu_profile: dict[int, list[int]] | None = {} if os.environ.get(CPU_PROFILE_ENV) == "1" else None
         self._loop_cpu_start = 0
         self._busy: BusyPeriods | None = None
-        self._sync_stats: list[tuple[int, int]] = []  # profile: (durable effects in the group, handoff ns)
+        self._sync_stats: list[tuple[int, int, int]] = []  # profile: (group size, handoff ns, write+fsync ns)
         self.failed = False
         self._peer_queues: dict[int, asyncio.Queue] = {}
         self._clients: dict[Any, Connection] = {}
@@ -455,12 +455,14 @@ class NodeRuntime:
         def sync() -> int:
             for effect in group:
                 storage.stage(effect)
+            began = time.perf_counter_ns() if profiling else 0
             count = storage.sync()
             if profiling:
                 ended[0] = time.perf_counter_ns()
+                ended[1] = ended[0] - began
             return count
 
-        profiling, ended = self._busy is not None, [0]
+        profiling, ended = self._busy is not None, [0, 0]
 
         assert self._loop is not None and self._io is not None
         self._sync_future = asyncio.wrap_future(self._io.submit(sync), loop=self._loop)
@@ -469,7 +471,8 @@ class NodeRuntime:
     def _synced(self, future: Any, group: list, start: float, ended: list[int] | None = None) -> None:
         self._sync_future = None
         if self._busy is not None and ended and ended[0] and len(self._sync_stats) < BusyPeriods.LIMIT:
-            self._sync_stats.append((len(group), time.perf_counter_ns() - ended[0]))  # storage thread -> loop
+            # (durable effects in the group, storage thread -> loop ns, the write + fsync ns on the thread)
+            self._sync_stats.append((len(group), time.perf_counter_ns() - ended[0], ended[1]))
             self._busy.items += 1
         if future.cancelled() or future.exception() is not None:
             if not self.failed:
