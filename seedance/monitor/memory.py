@@ -140,8 +140,13 @@ def start_node_sampler(runtime: Any) -> Sampler | None:
         engine = runtime.engine
         return int(engine.buffers.live) if engine is not None else None
 
-    sampler = Sampler(interval_s=interval, path=path, t0=cfg.t0_monotonic or None,
-                      device=lambda: runtime.device, handles=handles,
+    def device() -> str | None:  # never the sampler's import of torch (seconds, while the node starts)
+        try:
+            return runtime.device if "torch" in sys.modules else None
+        except Exception:  # noqa: BLE001 - torch half-imported by the node's own thread
+            return None
+
+    sampler = Sampler(interval_s=interval, path=path, t0=cfg.t0_monotonic or None, device=device, handles=handles,
                       extra={"rank": cfg.node_id, "incarnation": cfg.incarnation})
     sampler.start()
     return sampler

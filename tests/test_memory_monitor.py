@@ -1,0 +1,123 @@
+"""The memory monitor (seedance.monitor.memory): verdicts on synthetic series, a real growing process, the table."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from seedance.monitor import memory
+
+
+def _series(slope: float, noise: float, n: int = 300, seed: int = 0, base: float = 200e6) -> tuple[list, list]:
+    rng = np.random.default_rng(seed)
+    t = np.arange(n, dtype=float)
+    return t.tolist(), (base + slope * t + rng.normal(0.0, noise, n)).tolist()
+
+
+def test_flat_noisy_series_is_no_leak() -> None:
+    for seed in range(5):
+        t, y = _series(0.0, 200e3, seed=seed)
+        verdict = memory.leak_verdict(t, y)
+        assert not verdict["leak"]
+        assert abs(verdict["drift_pct"]) < 1.0
+
+
+def test_growth_beyond_the_threshold_is_a_leak_and_small_growth_is_not() -> None:
+    t, y = _series(50e3, 200e3)  # 50 kB/s over 300 s: 15 MB on 200 MB, 7.5 %
+    verdict = memory.leak_verdict(t, y)
+    assert verdict["leak"] and verdict["significant"]
+    assert verdict["ci"][0] < 50e3 < verdict["ci"][1]
+    assert verdict["drift_pct"] == pytest.approx(7.5, rel=0.1)
+    t, y = _series(2e3, 10e3)  # significant, but 0.3 % over the run: below the 1 % threshold
+    small = memory.leak_verdict(t, y)
+    assert small["significant"] and not small["leak"]
+    assert memory.leak_verdict(t, y, drift_threshold_pct=0.1)["leak"]
+
+
+def test_constant_series_has_no_slope_and_no_leak() -> None:
+    verdict = memory.leak_verdict(list(range(10)), [5.0] * 10)
+    assert verdict["slope"] == 0.0 and not verdict["significant"] and not verdict["leak"]
+
+
+def test_fluctuation_and_period_table() -> None:
+    assert memory.fluctuation_pct([99.0, 100.0, 101.0]) == pytest.approx(1.0)
+    t = list(range(9))
+    y = [100.0, 100.0, 100.0, 99.0, 101.0, 100.0, 98.0, 102.0, 100.0]
+    rows = memory.period_table(t, y, periods=3)
+    assert [r["n"] for r in rows] == [3, 3, 3]
+    assert [r["fluctuation_pct"] for r in rows] == pytest.approx([0.0, 1.0, 2.0])
+    assert rows[1]["mean"] == pytest.approx(100.0) and rows[1]["std"] == pytest.approx(1.0)
+
+
+def test_counts_floor_and_transients() -> None:
+    t = list(range(60))
+    growing = [6 + i // 2 for i in t]  # one handle every two samples (a commit leaking its event)
+    verdict = memory.count_verdict(t, growing)
+    assert verdict["leak"] and verdict["growth"] == 25  # floors of the first and last 10 samples: 6 and 31
+    spiky = [20 + (3 if i % 7 == 0 else 0) for i in t]  # transient opens (a checkpoint being written)
+    assert not memory.count_verdict(t, spiky)["leak"]
+
+
+_CHILD = textwrap.dedent("""
+    import sys, time
+    grow = sys.argv[1] == "grow"
+    keep = [bytearray(8 << 20)]  # touched once: resident from the start
+    for i in range(len(keep[0]) // 4096):
+        keep[0][i * 4096] = 1
+    print("ready", flush=True)
+    deadline = time.monotonic() + float(sys.argv[2])
+    while time.monotonic() < deadline:
+        if grow:
+            block = bytearray(256 << 10)
+            for i in range(0, len(block), 4096):
+                block[i] = 1  # touch every page: resident
+            keep.append(block)
+        time.sleep(0.02)
+""")
+
+
+def _sample_child(mode: str, seconds: float) -> list[dict]:
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, mode, str(seconds)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        sampler = memory.Sampler(pid=child.pid, interval_s=0.05)
+        sampler.start()
+        child.wait(timeout=seconds + 30)
+        sampler.stop()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    return sampler.samples
+
+
+def test_a_real_allocation_loop_is_detected_and_a_steady_process_is_not() -> None:
+    grown = memory.analyze_segment(_sample_child("grow", 1.5), warmup_min_s=0.1)
+    assert "rss" in grown["leaks"], grown["rss"]["fit"]
+    assert grown["rss"]["fit"]["slope"] > 1e6  # ~12 MB/s of touched pages
+    steady = memory.analyze_segment(_sample_child("flat", 1.5), warmup_min_s=0.1)
+    assert steady["leaks"] == [], steady.get("rss", {}).get("fit")
+    assert steady["threads"]["growth"] <= 0 and steady["fds"]["growth"] <= 0
+
+
+def test_sampler_writes_json_lines_and_no_cuda_without_torch_cuda(tmp_path) -> None:
+    path = tmp_path / "m.jsonl"
+    sampler = memory.Sampler(interval_s=0.02, path=path, handles=lambda: 7, extra={"rank": 3})
+    sampler.start()
+    time.sleep(0.15)
+    sampler.stop()
+    rows = [__import__("json").loads(line) for line in path.read_text().splitlines()]
+    assert len(rows) >= 3
+    assert all(r["rank"] == 3 and r["handles"] == 7 and r["rss"] > 0 and r["threads"] >= 2 for r in rows)
+    assert memory.cuda_allocated("cpu") is None
+    cuda = memory.cuda_allocated("cuda:0")
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        assert cuda is None  # never initialises CUDA itself
+    else:  # pragma: no cover - needs a GPU
+        assert cuda == torch.cuda.memory_allocated("cuda:0")
