@@ -53,14 +53,17 @@ def busbw_curves(frame: pd.DataFrame) -> Figure:
     """Bus bandwidth (GB/s) against size (log2 x axis), a line per topology, a panel per collective."""
     import seaborn as sns  # heavy; only needed here
 
+    from seedance.analysis import style
+
+    style.apply()
     collectives = list(dict.fromkeys(frame["collective"]))
     figure = Figure(figsize=(5.5 * len(collectives), 4.2), layout="constrained")
     axes_list = figure.subplots(1, len(collectives), squeeze=False)[0]
-    palette = sns.color_palette("colorblind", n_colors=max(1, frame["topology"].nunique()))
+    palette = style.palette(frame["topology"])  # one colour per preset everywhere; server counts by dash
     for axes, collective in zip(axes_list, collectives):
         data = frame[frame["collective"] == collective]
         sns.lineplot(
-            data=data, x="size_bytes", y="busbw_GBps", hue="topology", style="topology", markers=True, dashes=False,
+            data=data, x="size_bytes", y="busbw_GBps", hue="topology", style="topology", markers=True, dashes=True,
             palette=palette, ax=axes,
         )
         axes.set_xscale("log", base=2)
@@ -74,12 +77,10 @@ def busbw_curves(frame: pd.DataFrame) -> Figure:
 
 
 def save_figure(figure: Figure, stem: Path) -> list[Path]:
-    """Write ``stem.pdf`` and ``stem.png``; return the paths."""
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    paths = [stem.with_suffix(".pdf"), stem.with_suffix(".png")]
-    for path in paths:
-        figure.savefig(path, dpi=150)
-    return paths
+    """Write ``stem.pdf`` and ``stem.png`` (the project's one way: :func:`seedance.analysis.style.save`)."""
+    from seedance.analysis import style
+
+    return style.save(figure, stem)
 
 
 def write_fabric_figures(
@@ -104,20 +105,24 @@ def _slug(label: str) -> str:
 
 def validation_figure(curve, nccl_table, alpha_beta_table=None) -> Figure:
     """Model against published nccl-tests for one curve: busbw vs size (top) and predicted/measured time (bottom)."""
+    from seedance.analysis import style
     from seedance.models.cost import bus_bandwidth_factor
 
+    style.apply()
     n = curve.topology.num_devices
     factor = bus_bandwidth_factor(curve.collective, n)
     figure = Figure(figsize=(6.4, 5.6), layout="constrained")
     top, bottom = figure.subplots(2, 1, sharex=True, height_ratios=(2, 1))
     size = nccl_table["size_bytes"].to_numpy(dtype=float)
     measured = size / (nccl_table["measured_us"].to_numpy() * 1e3) * factor
-    top.plot(size, measured, "o", color="black", markersize=3.5, label="published (nccl-tests)")
-    top.plot(size, size / (nccl_table["predicted_us"].to_numpy() * 1e3) * factor, "-", label="nccl model")
-    bottom.plot(size, nccl_table["ratio"], "-", label="nccl model")
+    top.plot(size, measured, "o", color=style.color("published"), markersize=3.5, label="published (nccl-tests)")
+    top.plot(size, size / (nccl_table["predicted_us"].to_numpy() * 1e3) * factor, "-", color=style.color("nccl"),
+             label="nccl model")
+    bottom.plot(size, nccl_table["ratio"], "-", color=style.color("nccl"), label="nccl model")
     if alpha_beta_table is not None:
-        top.plot(size, size / (alpha_beta_table["predicted_us"].to_numpy() * 1e3) * factor, ":", label="alpha-beta")
-        bottom.plot(size, alpha_beta_table["ratio"], ":", label="alpha-beta")
+        top.plot(size, size / (alpha_beta_table["predicted_us"].to_numpy() * 1e3) * factor, ":",
+                 color=style.color("alpha-beta"), label="alpha-beta")
+        bottom.plot(size, alpha_beta_table["ratio"], ":", color=style.color("alpha-beta"), label="alpha-beta")
     for axes in (top, bottom):
         axes.set_xscale("log", base=2)
         axes.grid(True, which="major", alpha=0.3)
@@ -148,10 +153,7 @@ def write_validation_figures(out_dir, data_dir=None) -> tuple[list[dict], list]:
         table = published.compare(curve)
         reference = published.compare(curve, model="alpha-beta")
         figure = validation_figure(curve, table, reference)
-        for suffix in ("pdf", "png"):
-            path = out / f"validation_{curve.id}.{suffix}"
-            figure.savefig(path, dpi=150)
-            files.append(path)
+        files += save_figure(figure, out / f"validation_{curve.id}")
         summaries.append({"curve": curve.id, "collective": curve.collective, "hardware": curve.hardware,
                           "targets": curve.targets, "nccl": published.summary(table),
                           "alpha_beta": published.summary(reference)})
