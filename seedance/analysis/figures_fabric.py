@@ -41,6 +41,9 @@ def bandwidth_heatmap(data: Topology | pd.DataFrame) -> Figure:
     """Heatmap of ``B`` (GB/s per direction, log colour scale; diagonal blank; server boundaries drawn)."""
     import seaborn as sns  # heavy; only needed here
 
+    from seedance.analysis import style
+
+    style.apply()
     frame = bandwidth_frame(data) if isinstance(data, Topology) else data
     n = int(frame.attrs.get("num_devices", max(frame["src"].max(), frame["dst"].max()) + 1))
     matrix = frame.pivot(index="src", columns="dst", values="bandwidth_GBps").reindex(index=range(n), columns=range(n))
