@@ -179,9 +179,10 @@ def figure(per_config: list[dict[str, Any]]) -> Any:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import seaborn as sns
 
-    sns.set_theme(style="whitegrid", context="paper")
+    from seedance.analysis import style
+
+    style.apply()  # the project's one style
     fig, axes = plt.subplots(1, 2, figsize=(7.0, 3.2))
     for ax, key, label in ((axes[0], "ops_s", "throughput (ops/s)"), (axes[1], "p99_ms", "p99 latency (ms)")):
         for row in per_config:
