@@ -9,7 +9,7 @@ the point files and the Parquet dataset. The driver's own imports are paid once 
 processes, one thread each, on 127.0.0.1) is started before the clock and closed after it, as a cluster would
 already be running.
 
-The four measurements (local 1, local 2, Dask 1, Dask 2) are interleaved in ``--repeats`` rounds; each speed-up is
+It also measures the pool's own cost per run (:func:`pool_overhead`). The four measurements (local 1, local 2, Dask 1, Dask 2) are interleaved in ``--repeats`` rounds; each speed-up is
 the median of the per-round ratios, so load from other processes skews both sides alike. The host's load average
 and CPU count are recorded beside the figures: on a machine with fewer than 2 idle cores no pool reaches 2x.
 
@@ -69,6 +69,22 @@ def measure(doc: dict, workers: int, dask: bool) -> dict:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def pool_overhead(runs: int = 40) -> dict:
+    """What the pool adds per run: a sweep of near-instant cost-model runs on 1 worker (IPC, the point file's
+    fsync'd write, the worker's start-up spread over the runs), minus the runs' own time."""
+    doc = {"name": "overhead", "runner": "cost", "axes": {"grid": {"size": [1 << k for k in range(10, 10 + runs)]}},
+           "timeout_s": 60}
+    scratch = Path(tempfile.mkdtemp(prefix="sweep-overhead-"))
+    try:
+        start = time.perf_counter()
+        summary = run_sweep(doc, scratch, workers=1, progress=False)
+        wall = time.perf_counter() - start
+        mean_run = float(load_results(summary.results)["wall_s"].mean())
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return {"runs": runs, "wall_s": wall, "mean_run_ms": 1e3 * mean_run, "per_run_ms": 1e3 * (wall / runs - mean_run)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="out/benchmarks", help="output directory (default out/benchmarks)")
@@ -94,13 +110,17 @@ def main(argv: list[str] | None = None) -> int:
                   f"{result['runs_per_s']:.2f} runs/s (mean run {result['mean_run_wall_s']:.2f} s, load "
                   f"{result['load_avg_1min_before']:.2f})", file=sys.stderr)
         rounds.append(row)
+    overhead = pool_overhead()
+    print(f"pool overhead: {overhead['per_run_ms']:.1f} ms per run beyond the run itself (1 worker, "
+          f"{overhead['runs']} cost-model runs of {overhead['mean_run_ms']:.2f} ms; worker start-up included)",
+          file=sys.stderr)
     speedup = {mode: statistics.median(r[f"{mode}_2"]["runs_per_s"] / r[f"{mode}_1"]["runs_per_s"] for r in rounds)
                for mode in ("local", "dask")}
     load = os.getloadavg()
     document = {
         "benchmark": "sweep_scaling", "target_speedup": TARGET, "runs": runs, "duration_s": duration,
         "repeats": repeats, "cpu_count": os.cpu_count(), "load_avg_after": list(load),
-        "speedup_2_vs_1": speedup, "meets_target": {m: s >= TARGET for m, s in speedup.items()}, "rounds": rounds,
+        "speedup_2_vs_1": speedup, "pool_overhead": overhead, "meets_target": {m: s >= TARGET for m, s in speedup.items()}, "rounds": rounds,
         "metadata": run_metadata(seed=0, spec={"benchmark": "sweep_scaling", "runs": runs, "duration_s": duration,
                                                "repeats": repeats}),
     }

@@ -141,7 +141,7 @@ def test_run_resume_and_columns(tmp_path):
 
 def test_failure_and_timeout_are_recorded_and_retried(tmp_path):
     doc = spec_doc(axes={"zip": {"x": [1, 2, 3, 4], "fail": [False, True, False, False],
-                                 "sleep_s": [0.0, 0.0, 30.0, 0.0]}}, repetitions=1, timeout_s=1.5)
+                                 "sleep_s": [0.0, 0.0, 30.0, 0.0]}}, repetitions=1, timeout_s=3)
     start = time.monotonic()
     summary = run_sweep(doc, tmp_path, workers=1, progress=False)
     assert time.monotonic() - start < 25  # the hung run was killed at its timeout, not waited for
@@ -149,7 +149,7 @@ def test_failure_and_timeout_are_recorded_and_retried(tmp_path):
     df = load_results(tmp_path).set_index("x")
     assert list(df["status"]) == ["ok", "failed", "failed", "ok"]
     assert "ValueError: asked to fail at x=2" in df.loc[2, "error"]
-    assert "timed out after 1.5 s" in df.loc[3, "error"]
+    assert "timed out after 3 s (the run)" in df.loc[3, "error"]
     assert df.loc[4, "double"] == 8  # the run after the killed one ran on a fresh worker
     record = read_point(tmp_path / "points" / f"{df.loc[2, 'point']}.json")
     assert "Traceback" in record["traceback"] and "--only" in record["reproduce"]
@@ -162,7 +162,7 @@ def test_failure_and_timeout_are_recorded_and_retried(tmp_path):
     assert json.loads(proc.stdout)["points_total"] == 1 and json.loads(proc.stdout)["points_failed"] == 1
     # a rerun retries the failed runs only
     fixed = spec_doc(axes={"zip": {"x": [1, 2, 3, 4], "fail": [False, True, False, False],
-                                   "sleep_s": [0.0, 0.0, 30.0, 0.0]}}, repetitions=1, timeout_s=1.5)
+                                   "sleep_s": [0.0, 0.0, 30.0, 0.0]}}, repetitions=1, timeout_s=3)
     again = run_sweep(fixed, tmp_path, progress=False)
     assert (again.points_run, again.points_skipped, again.points_failed) == (2, 2, 2)
     assert len(load_results(tmp_path)) == 4
@@ -199,6 +199,15 @@ def test_kill_9_of_the_driver_then_rerun_completes_the_rest(tmp_path):
     assert len(df) == 10 and sorted(df["x"]) == list(range(1, 11)) and df["point"].is_unique
     assert set(df["status"]) == {"ok"} and list(df.sort_values("x")["double"]) == [2 * x for x in range(1, 11)]
     assert all(read_point(p) is not None for p in (out / "points").glob("*.json"))  # none torn
+
+
+def test_one_driver_per_directory(tmp_path):
+    from seedance.sweep.store import DirectoryLock
+
+    with DirectoryLock(tmp_path):
+        with pytest.raises(SpecError, match=f"another sweep \\(pid {os.getpid()}\\) is running"):
+            run_sweep(spec_doc(), tmp_path, progress=False)
+    assert run_sweep(spec_doc(), tmp_path, progress=False).points_run == 6  # released on exit
 
 
 def test_cli_json_is_one_object(tmp_path):

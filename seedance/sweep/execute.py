@@ -37,6 +37,7 @@ from typing import Any
 from seedance.errors import SpecError
 
 GRACE_S = 3.0
+STARTUP_S = 120.0  # a worker's start-up and runner import, on a loaded machine
 SCHEDULER_PATTERN = re.compile(r"^(tcp|tls|ucx)://[A-Za-z0-9_.\-\[\]:]+:[0-9]{1,5}$")
 
 
@@ -65,25 +66,35 @@ class Child:
             if log is not subprocess.DEVNULL:
                 log.close()
         self._buffer = b""
+        self.loaded: set[str] = set()
 
     def alive(self) -> bool:
         return self.proc.poll() is None
 
     def run(self, task: dict[str, Any], timeout_s: float) -> tuple[dict[str, Any], bool]:
-        """The result of ``task`` and whether this worker is still usable."""
+        """The result of ``task`` and whether this worker is still usable. The worker first imports the task's
+        runner (once per worker, under its own ``STARTUP_S`` limit), so start-up never counts as the run's time."""
+        if task["target"] not in self.loaded:
+            reply, usable = self._call({"load": task["target"]}, max(STARTUP_S, timeout_s), "starting the worker")
+            if not usable or reply["status"] != "ok":
+                return reply, usable
+            self.loaded.add(task["target"])
+        return self._call(task, timeout_s, "the run")
+
+    def _call(self, message: dict[str, Any], timeout_s: float, what: str) -> tuple[dict[str, Any], bool]:
         start = time.perf_counter()
         try:
             assert self.proc.stdin is not None
-            self.proc.stdin.write((json.dumps(task) + "\n").encode())
+            self.proc.stdin.write((json.dumps(message) + "\n").encode())
         except (BrokenPipeError, OSError):
-            return _failed(f"worker process died before the run (exit status {self.proc.poll()})", 0.0), False
+            return _failed(f"worker process died before {what} (exit status {self.proc.poll()})", 0.0), False
         deadline = time.monotonic() + timeout_s
         fd = self.proc.stdout.fileno()  # type: ignore[union-attr]
         while b"\n" not in self._buffer:
             left = deadline - time.monotonic()
             if left <= 0:
                 self.kill()
-                return _failed(f"timed out after {timeout_s:g} s (timeout_s); the worker was killed",
+                return _failed(f"timed out after {timeout_s:g} s ({what}); the worker was killed",
                                time.perf_counter() - start), False
             ready, _, _ = select.select([fd], [], [], min(left, 1.0))
             if ready:
@@ -91,7 +102,7 @@ class Child:
                 if not chunk:
                     code = self.proc.wait()
                     how = f"signal {-code}" if code < 0 else f"exit status {code}"
-                    return _failed(f"worker process died during the run ({how})", time.perf_counter() - start), False
+                    return _failed(f"worker process died during {what} ({how})", time.perf_counter() - start), False
                 self._buffer += chunk
         line, _, self._buffer = self._buffer.partition(b"\n")
         return json.loads(line), True
@@ -268,10 +279,7 @@ def run_sweep(spec: Any, out: str | Path, *, workers: int = 1, scheduler: str | 
     ``only``: run just the runs whose key starts with one of these prefixes (what a failed run's reproduce
     command uses). Returns the counts and the path of the Parquet dataset, rebuilt from the point files.
     """
-    from seedance.provenance import git_commit, spec_hash, versions
-    from seedance.real.storage import atomic_write
     from seedance.sweep import expand, store
-    from seedance.sweep.runners import entry
     from seedance.sweep.spec import load_spec
 
     spec = load_spec(spec)
@@ -290,6 +298,17 @@ def run_sweep(spec: Any, out: str | Path, *, workers: int = 1, scheduler: str | 
                             "a key prefix from a point file name or a failed run's reproduce command")
     (out / store.POINTS).mkdir(parents=True, exist_ok=True)
     (out / "logs").mkdir(exist_ok=True)
+    with store.DirectoryLock(out):
+        return _run_locked(spec, out, all_runs, selected, workers=workers, scheduler=scheduler, progress=progress)
+
+
+def _run_locked(spec: Any, out: Path, all_runs: list[Any], selected: list[Any], *, workers: int,
+                scheduler: str | None, progress: bool | None) -> SweepSummary:
+    from seedance.provenance import git_commit, spec_hash, versions
+    from seedance.real.storage import atomic_write
+    from seedance.sweep import store
+    from seedance.sweep.runners import entry
+
     target = entry(spec.runner).target
     plugin = target.partition(":")[0]
     if spec.runner != target and plugin != "seedance.sweep.runners" and plugin not in spec.plugins:

@@ -8,7 +8,7 @@ Layout of ``DIR``::
     logs/                the worker processes' stderr
     results.parquet      one row per run of the spec (rebuilt from points/ at the end of every sweep)
 
-Every file is written atomically (temp file, fsync, rename, fsync of the directory), so a sweep killed at any
+A metric that is NaN or infinite is stored as missing (strict JSON). Every file is written atomically (temp file, fsync, rename, fsync of the directory), so a sweep killed at any
 moment leaves each point file whole or absent, never torn; a leftover ``*.tmp`` is ignored. A point file is the
 only record of a run: the Parquet file is derived and can always be rebuilt (:func:`build_dataset`).
 
@@ -38,13 +38,46 @@ BOOKKEEPING = ("seed", "point", "spec_hash", "sweep", "runner", "status", "error
                "reproduce")
 
 
+class DirectoryLock:
+    """An exclusive ``flock`` on ``DIR/.lock`` for one driver at a time (released by the kernel when the driver
+    exits or is killed, so a ``kill -9`` leaves no stale lock)."""
+
+    def __init__(self, out: Path) -> None:
+        self.path = out / ".lock"
+        self.fd: int | None = None
+
+    def __enter__(self) -> DirectoryLock:
+        import fcntl
+        import os
+
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise SpecError("--out", f"another sweep (pid {holder}) is running in {self.path.parent}",
+                            "wait for it, or use another --out directory") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self.fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import os
+
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
 def point_path(out: Path, key: str) -> Path:
     return out / POINTS / f"{key}.json"
 
 
 def _json_safe(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
-        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
+        return None  # strict JSON; a missing value in the dataset
     if isinstance(value, Mapping):
         return {str(k): _json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

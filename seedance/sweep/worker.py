@@ -1,7 +1,8 @@
 """The worker process that runs a sweep's points, one at a time (``python -m seedance.sweep.worker``).
 
-Protocol: one JSON object per line on stdin (``{"target": "module:function", "params": {...}, "seed": N,
-"point_dir": PATH}``), one JSON object per line back on the original stdout (``{"status": "ok" | "failed",
+Protocol: one JSON object per line on stdin — ``{"load": "module:function"}`` (import a runner: start-up and
+imports are not part of any run's time or timeout) or a run ``{"target": "module:function", "params": {...},
+"seed": N, "point_dir": PATH}`` — and one JSON object per line back on the original stdout (``{"status": "ok" | "failed",
 "metrics", "error", "traceback", "wall_s"}``). JSON only, both ways: nothing is unpickled. Whatever a runner prints
 goes to stderr (the driver points it at a log file), so it cannot corrupt the replies.
 
@@ -58,6 +59,20 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
                 "wall_s": time.perf_counter() - start}
 
 
+def load(target: str) -> dict[str, Any]:
+    """Import a runner before its first run (so start-up and imports do not count against the run's timeout)."""
+    from seedance.sweep.runners import resolve
+
+    start = time.perf_counter()
+    try:
+        resolve(target)
+    except Exception as err:  # noqa: BLE001 - reported as every run's failure
+        return {"status": "failed", "metrics": {}, "error": f"cannot import runner {target}: "
+                f"{type(err).__name__}: {err}".replace("\n", " "), "traceback": traceback.format_exc(),
+                "wall_s": time.perf_counter() - start}
+    return {"status": "ok", "wall_s": time.perf_counter() - start}
+
+
 def main() -> int:
     _die_with_parent()
     signal.signal(signal.SIGTERM, _terminated)
@@ -66,7 +81,8 @@ def main() -> int:
     for line in sys.stdin:
         if not line.strip():
             continue
-        result = run_one(json.loads(line))
+        message = json.loads(line)
+        result = load(message["load"]) if "load" in message else run_one(message)
         reply.write(json.dumps(result, default=str) + "\n")
         reply.flush()
     return 0
