@@ -517,8 +517,9 @@ def run_experiment(params: dict[str, Any], seed: int) -> dict[str, Any]:
     if p["quick"] and "quick" in flags:
         args.append("--quick")
     options = {k.replace("-", "_"): v for k, v in p["options"].items()}
-    if "root_seed" in flags and "root_seed" not in options:
-        options["root_seed"] = seed
+    seed_flag = next((name for name in ("root_seed", "seed") if name in flags), None)
+    if seed_flag is not None and seed_flag not in options:  # the sweep's seed is the study's (when it takes one)
+        options[seed_flag] = seed
     for name, value in options.items():
         opt = flags[name]
         flag = max(opt.opts, key=len)
