@@ -101,15 +101,17 @@ class RandomAxis(_Model):
         out = {}
         for name, dist in v.items():
             if not isinstance(dist, dict) or len(dist) != 1 or next(iter(dist)) not in DISTRIBUTIONS:
-                raise ValueError(f"{name}: expected one of {{uniform: [lo, hi]}}, {{loguniform: [lo, hi]}}, "
-                                 f"{{choice: [..]}}, {{randint: [lo, hi]}}; got {dist!r}")
+                raise SpecError(f"axes.random.params.{name}", f"not a distribution: {dist!r}",
+                                "one of {uniform: [lo, hi]}, {loguniform: [lo, hi]}, {choice: [...]}, "
+                                "{randint: [lo, hi]}")
             kind = next(iter(dist))
             model = {"uniform": Uniform, "loguniform": LogUniform, "choice": Choice, "randint": RandInt}[kind]
             try:
                 out[name] = model.model_validate(dist)
             except ValidationError as err:
                 first = err.errors()[0]
-                raise ValueError(f"{name}.{kind}: {first['msg'].removeprefix('Value error, ')}") from None
+                raise SpecError(f"axes.random.params.{name}.{kind}",
+                                first["msg"].removeprefix("Value error, ")) from None
         return out
 
 
@@ -123,7 +125,8 @@ class Axes(_Model):
     def _grid(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
         for name, values in v.items():
             if not values:
-                raise ValueError(f"{name}: an empty list of values (the sweep would have no points)")
+                raise SpecError(f"axes.grid.{name}", "is an empty list (the sweep would have no points)",
+                                "at least one value")
         return v
 
     @field_validator("zip")
@@ -224,7 +227,7 @@ def spec_error(err: ValidationError, where: str = "") -> SpecError:
     kind = first.get("type", "")
     cause = (first.get("ctx") or {}).get("error")
     if isinstance(cause, SpecError):
-        msg, valid = cause.problem, cause.valid
+        path, msg, valid = cause.field, cause.problem, cause.valid
     elif kind == "extra_forbidden":
         allowed = _allowed_fields(loc)
         msg = "unknown field"
