@@ -127,7 +127,7 @@ def test_real_profile_command_writes_a_usable_profile(tmp_path):
 def amortised(**over) -> HostProfile:
     base = dict(wake=LogNormal(80e-6), io_per_input=LogNormal(40e-6), client_wake=LogNormal(100e-6),
                 handoff=LogNormal(70e-6, 0.3, 3e-4), fsync=LogNormal(1.2e-4, 0.1, 4e-4),
-                connect=LogNormal(2e-3, 0.5, 1e-2))
+                connect=LogNormal(2e-3, 0.5, 1e-2), sync_cpu=LogNormal(60e-6))
     base.update(over)
     return profile(**base)
 

@@ -17,6 +17,8 @@ simulator's textbook constants leave out:
   loop's busy periods; without it, ``io_per_input`` is the old average per input and fsync completions are free;
 * ``connect`` (optional): a client's connection set-up to a node (TCP, the authenticated handshake, its first
   frame), paid before its first request to that node; measured by the profile run's client process;
+* ``sync_cpu`` (optional): the storage thread's CPU per fsync (the writes and the fsync's kernel work), taken on a
+  shared core before the fsync's wait;
 * ``handoff`` (optional): the latency of the round trip from the event loop to its storage thread and back (thread
   wake-up, the loop's wake-up by its self-pipe), added to every fsync;
 * ``tenants`` (optional): the machine's other tenants (other users' processes on a shared machine): the cores' worth
@@ -131,6 +133,7 @@ class HostProfile:
     device: DeviceProfile | None = None  # a GPU host's accelerator (recorded; not used by the CPU model)
     tenants: TenantProfile | None = None  # other tenants' CPU on the shared cores
     connect: LogNormal | None = None  # a client's connection set-up to a node (before its first request there)
+    sync_cpu: LogNormal | None = None  # the storage thread's CPU per fsync (writes, the fsync's kernel work)
 
     def __post_init__(self) -> None:
         if set(self.cpu) != set(KINDS):  # a kind never measured costs nothing beyond its frame I/O
@@ -211,14 +214,14 @@ class HostProfile:
             client_per_op=LogNormal.from_dict(data["client_per_op"], f"{where}: client_per_op"),
             measured=dict(data.get("measured") or {}),
             **{key: None if data.get(key) is None else LogNormal.from_dict(data[key], f"{where}: {key}")
-               for key in ("wake", "client_wake", "handoff", "connect")},
+               for key in ("wake", "client_wake", "handoff", "connect", "sync_cpu")},
             device=None if data.get("device") is None else DeviceProfile.from_dict(data["device"], f"{where}: device"),
             tenants=None if data.get("tenants") is None else TenantProfile.from_dict(data["tenants"],
                                                                                    f"{where}: tenants"),
         )
 
 
-_OPTIONAL = ("wake", "client_wake", "handoff", "device", "tenants", "connect")
+_OPTIONAL = ("wake", "client_wake", "handoff", "device", "tenants", "connect", "sync_cpu")
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,8 @@ Method (each part a measurement of the real backend's own code paths on this mac
   ``CPU(period) = wake + per_item * items`` by non-negative least squares weighted by 1 / items (the variance of a
   period grows with its items), pooled over the nodes: ``wake`` and ``io_per_input`` for the nodes, ``client_wake``
   and ``client_per_op`` for the client process. The client process also times each connection it opens (TCP,
-  handshake, first frame): ``connect``.
+  handshake, first frame): ``connect``. Each node also reports its whole process's CPU: what its other threads
+  used (the storage thread's writes and fsyncs) per fsync is ``sync_cpu``.
 * tenants (a shared machine): for about half a second, 1,000 cycles of 0.1 ms of CPU then a 0.3 ms sleep by one
   thread (a node's duty cycle); the lateness of each wake-up beyond the quietest one is how long another tenant's
   burst kept a core from a waking process (fitted log-normal: the bursts' ``slice``); the machine's busy CPU over the probe (``/proc/stat``) less this process's own
@@ -115,7 +116,8 @@ def _machine_busy_s() -> float:
         fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     except (OSError, ValueError):
         return float("nan")
-    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")  # less idle and iowait
+    # user .. steal (guest time is already in user), less idle and iowait; steal is capacity other VMs took
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def _timer_slack(ns: int) -> int | None:
@@ -204,6 +206,37 @@ class TenantMeter:
         self.busy_cores = max(0.0, busy) if busy == busy else None
 
 
+def calibrate_tenants(profile: HostProfile, *, real_ops_s: float, nodes: int, clients: int, duration_s: float,
+                      steps: int = 8) -> HostProfile:
+    """Scale the tenants' burst length so the simulator reproduces the profile run's own throughput (the fitted
+    configuration; bisection on a log scale in [1/30, 30]). The probe sees the bursts' shape; how much of a node's
+    time they cost also depends on how CPU-hungry the node is, which only the run shows. A machine without other
+    tenants (under 0.1 busy cores) is left as it is."""
+    import dataclasses
+
+    from seedance.analysis.sim_vs_real import Config, _sim
+
+    tenants = profile.tenants
+    if tenants is None or tenants.busy_cores < 0.1 or not real_ops_s:
+        return profile
+
+    def scaled(k: float) -> HostProfile:
+        slice_ = tenants.slice
+        return dataclasses.replace(profile, tenants=TenantProfile(tenants.busy_cores, LogNormal(
+            slice_.median_s * k, slice_.sigma, None if slice_.cap_s is None else slice_.cap_s * k)))
+
+    lo, hi = np.log(1 / 30), np.log(30)
+    for _ in range(steps):  # the simulated throughput falls as the bursts grow
+        mid = (lo + hi) / 2
+        predicted = _sim("raft", nodes, Config(clients), duration_s, 1, scaled(float(np.exp(mid))))["throughput_ops_s"]
+        lo, hi = (mid, hi) if predicted > real_ops_s else (lo, mid)
+    k = float(np.exp((lo + hi) / 2))
+    out = scaled(k)
+    sim_ops = _sim("raft", nodes, Config(clients), duration_s, 1, out)["throughput_ops_s"]
+    return dataclasses.replace(out, measured={**profile.measured, "tenant_calibration": {
+        "slice_scale": k, "real_ops_s": real_ops_s, "sim_ops_s": sim_ops, "probe_slice": asdict(tenants.slice)}})
+
+
 def measure_handoff(round_trips: int = 1000) -> list[float]:
     """Round-trip latency samples (s): an idle asyncio loop hands a no-op to a one-thread executor and gets the
     result back (as the real runtime's fsync path does: loop -> storage thread -> loop)."""
@@ -253,9 +286,11 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
     before = os.environ.get(CLIENT_PROFILE_ENV)
     os.environ[CLIENT_PROFILE_ENV] = str(client_file)  # this process runs the clients
     try:
-        summary = run_real(protocol="raft", nodes=nodes, clients=clients, duration_s=duration_s, seed=seed,
-                           out=run_dir, workload=Workload(num_clients=clients, read_fraction=0.0, cas_fraction=0.0),
-                           check=False, extra_env={CPU_PROFILE_ENV: "1"}, trace=False)
+        with TenantMeter() as meter:
+            summary = run_real(protocol="raft", nodes=nodes, clients=clients, duration_s=duration_s, seed=seed,
+                               out=run_dir, workload=Workload(num_clients=clients, read_fraction=0.0,
+                                                              cas_fraction=0.0),
+                               check=False, extra_env={CPU_PROFILE_ENV: "1"}, trace=False)
     finally:
         if before is None:
             os.environ.pop(CLIENT_PROFILE_ENV, None)
@@ -264,8 +299,11 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
     handler: dict[str, list[float]] = {k: [] for k in KINDS}
     periods: list[Any] = []
     syncs: list[Any] = []
+    other_threads_s = 0.0  # CPU of the nodes' threads other than the loop (the storage thread's writes and fsyncs)
     for path in sorted(run_dir.glob("node-*/cpu-profile-*.json")):
         data = json.loads(path.read_text())
+        if "process_cpu_ns" in data:
+            other_threads_s += max(0, data["process_cpu_ns"] - data["loop_cpu_ns"]) / 1e9
         periods.extend(data.get("busy_periods", []))
         syncs.extend(data.get("syncs", []))
         for kind, samples in data["handler_ns"].items():
@@ -279,7 +317,8 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
     return {"handler": handler, "wake_s": wake, "io_per_input_s": per_item, "client_wake_s": client_wake,
             "client_per_op_s": client_per_op, "summary": summary, "connects_s": client_data.get("connects_s", []),
             "inputs": sum(len(v) for v in handler.values()),
-            "fsync_s": [s[2] / 1e9 for s in syncs if len(s) > 2 and s[2] > 0],
+            "fsync_s": [s[2] / 1e9 for s in syncs if len(s) > 2 and s[2] > 0], "tenant_cores": meter.busy_cores,
+            "sync_cpu_s": other_threads_s / len(syncs) if syncs else None,
             "busy_periods": {"node": len(periods), "node_items_mean": float(items.mean()) if items.size else None,
                              "client": len(client_periods),
                              "client_items_mean": float(client_items.mean()) if client_items.size else None},
@@ -303,15 +342,19 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         cores = os.cpu_count() or 1
-    return HostProfile(
+    profile = HostProfile(
         cores=cores,
         cpu={k: LogNormal.fit(v) for k, v in cpu["handler"].items() if k in KINDS},
         io_per_input=LogNormal(cpu["io_per_input_s"]),
         wake=LogNormal(cpu["wake_s"]),
         client_wake=LogNormal(cpu["client_wake_s"]),
         handoff=LogNormal.fit(handoff),
-        tenants=TenantProfile(tenants_busy, LogNormal.fit(tenant_slices)),
+        # the other tenants during the profile run (as sim-vs-real measures them during each of its runs); the probe
+        # alone (its own busy cores recorded in measured) gives their bursts' shape
+        tenants=TenantProfile(cpu["tenant_cores"] if cpu["tenant_cores"] is not None else tenants_busy,
+                              LogNormal.fit(tenant_slices)),
         connect=LogNormal.fit(cpu["connects_s"]) if cpu["connects_s"] else None,
+        sync_cpu=None if cpu["sync_cpu_s"] is None else LogNormal(cpu["sync_cpu_s"]),
         # the fsyncs of the profile run itself (every node's storage thread: write and fsync, three processes on
         # one disk as in every run); the probe's, taken alone, only where the run recorded none
         fsync=LogNormal.fit(cpu["fsync_s"]) if cpu["fsync_s"] else LogNormal.fit(fsync_samples),
@@ -324,10 +367,12 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
                   "samples": {"fsync": len(fsync_samples), "loopback": len(loopback), "handoff": len(handoff),
                               "inputs": cpu["inputs"]},
                   "busy_periods": cpu["busy_periods"], "group_commit": cpu["group_commit"],
-                  "fsync_probe": asdict(LogNormal.fit(fsync_samples)),
+                  "fsync_probe": asdict(LogNormal.fit(fsync_samples)), "tenant_probe_busy_cores": tenants_busy,
                   "raft_run": {k: summary.get(k) for k in ("throughput_ops_s", "latency_ms_p50", "latency_ms_p99",
                                                            "ops_ok")}},
     )
+    return calibrate_tenants(profile, real_ops_s=summary.get("throughput_ops_s") or 0.0, nodes=nodes,
+                             clients=clients, duration_s=min(duration_s, 2.0))
 
 
 def machine_facts(directory: str | Path) -> dict[str, Any]:

@@ -193,6 +193,7 @@ class NodeRuntime:
         # SEEDANCE_CPU_PROFILE=1 (seedance real profile): per-input handler CPU samples of the loop thread
         self._cpu_profile: dict[int, list[int]] | None = {} if os.environ.get(CPU_PROFILE_ENV) == "1" else None
         self._loop_cpu_start = 0
+        self._process_cpu_start = 0
         self._busy: BusyPeriods | None = None
         self._sync_stats: list[tuple[int, int, int]] = []  # profile: (group size, handoff ns, write+fsync ns)
         self.failed = False
@@ -210,6 +211,7 @@ class NodeRuntime:
     async def run(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._loop_cpu_start = time.thread_time_ns()
+        self._process_cpu_start = time.process_time_ns()
         if self._cpu_profile is not None:
             self._busy = BusyPeriods(self._loop)
         self._stopping = asyncio.Event()
@@ -283,6 +285,7 @@ class NodeRuntime:
             return
         data = {"node": self.cfg.node_id, "incarnation": self.cfg.incarnation,
                 "loop_cpu_ns": time.thread_time_ns() - self._loop_cpu_start,
+                "process_cpu_ns": time.process_time_ns() - self._process_cpu_start,  # every thread's
                 "handler_ns": {INPUT_NAMES[k]: v for k, v in self._cpu_profile.items()},
                 "busy_periods": self._busy.periods if self._busy is not None else [],
                 "syncs": self._sync_stats}

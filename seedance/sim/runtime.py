@@ -152,6 +152,8 @@ class Host:
             fsync = model.fsync.draw(runtime._host_rng)
             if model.handoff is not None:
                 fsync += model.handoff.draw(runtime._host_rng)
+            if model.sync_cpu is not None:  # the storage thread's own CPU, on a shared core, before the wait
+                cursor = runtime.cores.take(cursor, model.sync_cpu.draw(runtime._host_rng))
             done = storage.sync_done_s(cursor, fsync)
         self.syncs += 1
         if runtime._tracing:
