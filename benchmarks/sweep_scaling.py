@@ -5,13 +5,14 @@ The spec is CPU-bound: ``--runs`` simulator runs (Raft, 3 nodes, 16 closed-loop 
 seconds each, no linearizability check, so nearly all the time is the simulator's Python), each about half a second
 to a second of CPU on an idle core. Each measurement runs the whole sweep into a fresh directory and times
 :func:`seedance.sweep.run_sweep` end to end: starting the worker processes (and their imports), every run, writing
-the point files and the Parquet dataset. The driver's own imports are paid once before any clock; a Dask cluster (``n_workers`` worker
-processes, one thread each, on 127.0.0.1) is started before the clock and closed after it, as a cluster would
-already be running.
+the point files and the Parquet dataset. The driver's own imports are paid once before any clock; a Dask cluster
+(``n_workers`` worker processes, one thread each, on 127.0.0.1) is started before the clock and closed after it, as
+a cluster would already be running.
 
-It also measures the pool's own cost per run (:func:`pool_overhead`). The four measurements (local 1, local 2, Dask 1, Dask 2) are interleaved in ``--repeats`` rounds; each speed-up is
-the median of the per-round ratios, so load from other processes skews both sides alike. The host's load average
-and CPU count are recorded beside the figures: on a machine with fewer than 2 idle cores no pool reaches 2x.
+It also measures the pool's own cost per run (:func:`pool_overhead`). The four measurements (local 1, local 2, Dask
+1, Dask 2) are interleaved in ``--repeats`` rounds; each speed-up is the median of the per-round ratios, so load
+from other processes skews both sides alike. The host's load average and CPU count are recorded beside the figures:
+on a machine with fewer than 2 idle cores no pool reaches 2x.
 
 Usage: ``python benchmarks/sweep_scaling.py [--out DIR] [--quick] [--repeats N] [--runs N] [--duration S]``; prints
 the figures and writes ``DIR/sweep_scaling.json``.
@@ -120,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     document = {
         "benchmark": "sweep_scaling", "target_speedup": TARGET, "runs": runs, "duration_s": duration,
         "repeats": repeats, "cpu_count": os.cpu_count(), "load_avg_after": list(load),
-        "speedup_2_vs_1": speedup, "pool_overhead": overhead, "meets_target": {m: s >= TARGET for m, s in speedup.items()}, "rounds": rounds,
+        "speedup_2_vs_1": speedup, "pool_overhead": overhead,
+        "meets_target": {m: s >= TARGET for m, s in speedup.items()}, "rounds": rounds,
         "metadata": run_metadata(seed=0, spec={"benchmark": "sweep_scaling", "runs": runs, "duration_s": duration,
                                                "repeats": repeats}),
     }

@@ -17,6 +17,7 @@ says ``ok`` and runs the rest (failed ones included).
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import queue
@@ -333,7 +334,8 @@ def _run_locked(spec: Any, out: Path, all_runs: list[Any], selected: list[Any], 
         record = {**base, "point": task["point"], "params": task["params"], "seed": task["seed"],
                   "status": result["status"], "metrics": result.get("metrics") or {}, "error": result.get("error"),
                   "traceback": result.get("traceback"), "wall_s": result.get("wall_s"),
-                  "reproduce": reproduce(out, task["point"])}
+                  "reproduce": reproduce(out, task["point"]),
+                  "finished_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")}
         store.write_point(out, record)
         if result["status"] != "ok":
             failed += 1

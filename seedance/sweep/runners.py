@@ -433,7 +433,8 @@ def _train_setup(params: Mapping[str, Any], seed: int) -> dict[str, Any]:
         raise SpecError("params.runtime", f"unknown runtime {p['runtime']!r}", "valid: sim, real")
     scenario = "" if p["scenario"] in (None, "", "none") else str(p["scenario"]).upper()
     if scenario and scenario not in SCENARIOS:
-        raise SpecError("params.scenario", f"unknown scenario {p['scenario']!r}", f"valid: {', '.join(SCENARIOS)}, none")
+        raise SpecError("params.scenario", f"unknown scenario {p['scenario']!r}",
+                        f"valid: {', '.join(SCENARIOS)}, none")
     if p["variant"] not in ("buggy", "fixed"):
         raise SpecError("params.variant", f"unknown variant {p['variant']!r}", "valid: buggy, fixed")
     V.integer("params.ranks", p["ranks"], lo=1, hi=V.MAX_SIM_NODES if p["runtime"] == "sim" else V.max_real_nodes())

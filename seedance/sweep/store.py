@@ -8,15 +8,16 @@ Layout of ``DIR``::
     logs/                the worker processes' stderr
     results.parquet      one row per run of the spec (rebuilt from points/ at the end of every sweep)
 
-A metric that is NaN or infinite is stored as missing (strict JSON). Every file is written atomically (temp file, fsync, rename, fsync of the directory), so a sweep killed at any
-moment leaves each point file whole or absent, never torn; a leftover ``*.tmp`` is ignored. A point file is the
-only record of a run: the Parquet file is derived and can always be rebuilt (:func:`build_dataset`).
+A metric that is NaN or infinite is stored as missing (strict JSON). Every file is written atomically (temp file,
+fsync, rename, fsync of the directory), so a sweep killed at any moment leaves each point file whole or absent,
+never torn; a leftover ``*.tmp`` is ignored. A point file is the only record of a run: the Parquet file is derived
+and can always be rebuilt (:func:`build_dataset`).
 
 Columns of a row: every parameter (nested ones dotted: ``set.heartbeat_s``; lists as JSON text), every metric (a
-metric named like a parameter or a bookkeeping column is stored as ``metric.<name>``), then ``seed``, ``point``
-(the run's key), ``spec_hash``, ``sweep``, ``runner``, ``status``, ``error``, ``wall_s``, ``git_commit``,
-``version.<package>`` and ``reproduce``. A column whose values mix types (e.g. ``linearizable``: true, false or
-"unknown") is stored as text.
+metric named like a parameter or a bookkeeping column is stored as ``metric.<name>``), then ``seed``, ``point`` (the
+run's key), ``spec_hash``, ``sweep``, ``runner``, ``status``, ``error``, ``wall_s``, ``finished_at`` (UTC, ISO
+8601), ``git_commit``, ``version.<package>`` and ``reproduce``. A column whose values mix types (e.g.
+``linearizable``: true, false or "unknown") is stored as text.
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ from seedance.real.storage import atomic_write
 POINTS = "points"
 RESULTS = "results.parquet"
 SPEC = "spec.json"
-BOOKKEEPING = ("seed", "point", "spec_hash", "sweep", "runner", "status", "error", "wall_s", "git_commit",
-               "reproduce")
+BOOKKEEPING = ("seed", "point", "spec_hash", "sweep", "runner", "status", "error", "wall_s", "finished_at",
+               "git_commit", "reproduce")
 
 
 class DirectoryLock:

@@ -1,8 +1,8 @@
 """The worker process that runs a sweep's points, one at a time (``python -m seedance.sweep.worker``).
 
-Protocol: one JSON object per line on stdin — ``{"load": "module:function"}`` (import a runner: start-up and
-imports are not part of any run's time or timeout) or a run ``{"target": "module:function", "params": {...},
-"seed": N, "point_dir": PATH}`` — and one JSON object per line back on the original stdout (``{"status": "ok" | "failed",
+Protocol: one JSON object per line on stdin — ``{"load": "module:function"}`` (import a runner: start-up and imports
+are not part of any run's time or timeout) or a run ``{"target": "module:function", "params": {...}, "seed": N,
+"point_dir": PATH}`` — and one JSON object per line back on the original stdout (``{"status": "ok" | "failed",
 "metrics", "error", "traceback", "wall_s"}``). JSON only, both ways: nothing is unpickled. Whatever a runner prints
 goes to stderr (the driver points it at a log file), so it cannot corrupt the replies.
 
