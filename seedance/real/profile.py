@@ -207,9 +207,9 @@ class TenantMeter:
 
 
 def calibrate_tenants(profile: HostProfile, *, real_ops_s: float, nodes: int, clients: int, duration_s: float,
-                      steps: int = 8) -> HostProfile:
+                      steps: int = 9) -> HostProfile:
     """Scale the tenants' burst length so the simulator reproduces the profile run's own throughput (the fitted
-    configuration; bisection on a log scale in [1/30, 30]). The probe sees the bursts' shape; how much of a node's
+    configuration; bisection on a log scale in [1/30, 300]). The probe sees the bursts' shape; how much of a node's
     time they cost also depends on how CPU-hungry the node is, which only the run shows. A machine without other
     tenants (under 0.1 busy cores) is left as it is."""
     import dataclasses
@@ -225,7 +225,7 @@ def calibrate_tenants(profile: HostProfile, *, real_ops_s: float, nodes: int, cl
         return dataclasses.replace(profile, tenants=TenantProfile(tenants.busy_cores, LogNormal(
             slice_.median_s * k, slice_.sigma, None if slice_.cap_s is None else slice_.cap_s * k)))
 
-    lo, hi = np.log(1 / 30), np.log(30)
+    lo, hi = np.log(1 / 30), np.log(300)
     for _ in range(steps):  # the simulated throughput falls as the bursts grow
         mid = (lo + hi) / 2
         predicted = _sim("raft", nodes, Config(clients), duration_s, 1, scaled(float(np.exp(mid))))["throughput_ops_s"]
