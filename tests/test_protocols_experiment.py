@@ -45,3 +45,40 @@ def test_bad_input_exits_2_naming_the_field(args, field, tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and field in err[0]
     assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
+
+
+def test_batching_rows_say_how_each_protocol_batches():
+    cases = study.grid(quick=True)
+    assert {c.protocol for c in cases if c.batch} == {"multipaxos", "epaxos"}
+    assert study.batching(study.Case("raft", 0.0, 3)).startswith("always")
+    assert study.batching(study.Case("epaxos", 0.0, 3)) == "off"
+    row = study.run_case(study.Case("epaxos", 0.0, 3, batch=True), seed=0, duration_s=0.05)
+    assert row["protocol"] == "epaxos+batch" and row["batching"] == "max_batch=64" and row["linearizable"] is True
+
+
+@pytest.mark.multiprocess
+def test_a_real_run_with_kills_next_to_its_prediction(tmp_path):
+    """One row of the --real table: EPaxos on 3 real processes with the crash fault (SIGKILL), and the simulator's
+    prediction of the same run on a host profile (a hand-made one here; the CLI measures this machine's)."""
+    from seedance.models.host import HostProfile, LogNormal
+
+    profile = HostProfile(cores=2, cpu={"message": LogNormal(30e-6), "client": LogNormal(8e-6)},
+                          io_per_input=LogNormal(45e-6), fsync=LogNormal(1.2e-4, 0.3, 1e-3), write_bandwidth_GBps=1.0,
+                          loopback=LogNormal(2e-5), client_per_op=LogNormal(1e-4), wake=LogNormal(8e-5),
+                          client_wake=LogNormal(1e-4), measured={"config": {"protocol": "raft", "clients": 8}})
+    row = study.run_real_case(study.RealCase("epaxos", 3, kills=True), profile=profile, seed=1, duration_s=2.0,
+                              out=tmp_path / "run")
+    assert row["real_linearizable"] is True, row["reproduce"]
+    assert row["kills"] > 0 and row["real_ops_s"] > 0 and row["predicted_ops_s"] > 0
+    assert row["ratio_ops"] == pytest.approx(row["real_ops_s"] / row["predicted_ops_s"])
+    artifacts = study.save([], tmp_path / "out", provenance={}, real_rows=[row])
+    assert "SIGKILL" in (tmp_path / "out" / "protocols_real.tex").read_text()
+    with open(artifacts["real_csv"]) as fh:
+        assert list(csv.DictReader(fh))[0]["protocol"] == "epaxos"
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["real_rows"][0]["kills"] == row["kills"]
+
+
+def test_host_profile_without_real_is_refused(tmp_path, capsys):
+    assert main(["experiment", "protocols", "--out", str(tmp_path / "o"), "--host-profile", "x.yaml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--host-profile" in err[0]

@@ -13,7 +13,18 @@ invoke to reply), ``commit_latency_ms_p50/p99`` and ``execution_latency_ms_p50/p
 leader's propose → commit and commit → executed of its own commands (it answers after executing); Raft and
 Multi-Paxos apply an entry in the step that commits it, so their commit latency is the client latency and their
 execution latency 0 — ``messages_per_op`` / ``bytes_per_op`` (everything the protocol sent, per completed
-operation), ``linearizable`` (the kv checker's verdict), and, for EPaxos, ``fast_path_fraction``.
+operation), ``linearizable`` (the kv checker's verdict), and, for EPaxos, ``fast_path_fraction``. ``batching`` says
+how a row batches: Raft always does (up to 256 entries per AppendEntries, one with new entries in flight per
+follower: what arrives meanwhile rides in the next one); Multi-Paxos and EPaxos rows run with batching off and,
+marked ``+batch``, with ``max_batch=64`` (Multi-Paxos: slots per Accept; EPaxos: commands per instance).
+
+With ``real=True`` (``--real``) a second table puts the three protocols on the real backend — 3 and 5 processes on
+loopback, without faults and with the ``crash`` fault (SIGKILL, restart from the fsynced state at the window's end)
+— next to the simulator's prediction of the same run on a host profile measured on this machine
+(:mod:`seedance.models.host`, as ``experiment sim-vs-real`` uses; the other tenants measured during each real run
+are fed to its prediction): same protocol, nodes, 8 closed-loop writers on 8 keys, duration, seed and fault windows
+(both sides draw them from the seed). Columns: real and predicted throughput and p99, their ratios real / predicted,
+kills, and the real run's linearizability.
 """
 
 from __future__ import annotations
@@ -28,10 +39,14 @@ from typing import Any
 import numpy as np
 
 PROTOCOLS = ("raft", "multipaxos", "epaxos")
+BATCHABLE = ("multipaxos", "epaxos")  # batching is a knob (max_batch, off by default); Raft always batches
+MAX_BATCH = 64
+RAFT_BATCHING = "always (256 entries/AppendEntries, 1 in flight)"
 TIMING = {"heartbeat_s": 0.002, "election_timeout_s_min": 0.008, "election_timeout_s_max": 0.016}
 BACKGROUND = "allreduce:1GiB@0.2"
 TOPOLOGY = "dgx-a100"
-ROW_FIELDS = ("protocol", "workload", "conflict_rate", "replicas", "topology", "background", "fault", "seed",
+ROW_FIELDS = ("protocol", "batching", "workload", "conflict_rate", "replicas", "topology", "background", "fault",
+              "seed",
               "throughput_ops_s", "latency_ms_p50", "latency_ms_p99", "commit_latency_ms_p50",
               "commit_latency_ms_p99", "execution_latency_ms_p50", "execution_latency_ms_p99", "messages_per_op",
               "bytes_per_op", "fast_path_fraction", "linearizable")
@@ -45,7 +60,7 @@ class Case:
     background: bool = False
     fault: str | None = None  # a nemesis fault name, e.g. "partition-one"
     zipf: bool = False
-    batch: bool = False  # Multi-Paxos with max_batch=64 (Raft always batches; EPaxos has no batching)
+    batch: bool = False  # Multi-Paxos / EPaxos with max_batch=64 (Raft always batches)
 
     @property
     def workload(self) -> str:
@@ -56,7 +71,7 @@ def grid(quick: bool) -> list[Case]:
     conflicts = (0.0, 0.25, 1.0) if quick else (0.0, 0.02, 0.25, 1.0)
     replicas = (3, 5) if quick else (3, 5, 7)
     cases = [Case(p, c, r) for p in PROTOCOLS for r in replicas for c in conflicts]
-    cases += [Case("multipaxos", c, 3, batch=True) for c in conflicts]
+    cases += [Case(p, c, 3, batch=True) for p in BATCHABLE for c in conflicts]
     cases += [Case(p, 0.02, 3, background=True) for p in PROTOCOLS]
     cases += [Case(p, 0.02, 3, fault="partition-one") for p in PROTOCOLS]
     if 0.02 not in conflicts:
@@ -65,6 +80,12 @@ def grid(quick: bool) -> list[Case]:
         cases += [Case(p, c, 5, background=True) for p in PROTOCOLS for c in (0.0, 1.0)]
         cases += [Case(p, None, r, zipf=True) for p in PROTOCOLS for r in (3, 5)]
     return cases
+
+
+def batching(case: Case) -> str:
+    if case.protocol == "raft":
+        return RAFT_BATCHING
+    return f"max_batch={MAX_BATCH}" if case.batch else "off"
 
 
 def latency_breakdown(protocol: str, result: Any) -> dict[str, Any]:
@@ -103,12 +124,14 @@ def run_case(case: Case, *, seed: int, duration_s: float) -> dict[str, Any]:
     nemesis = NemesisConfig(faults=(case.fault,), faulty_fraction=0.6) if case.fault else NemesisConfig()
     config = SimConfig(protocol=case.protocol, nodes=case.replicas, duration_s=duration_s, seed=seed,
                        topology=TOPOLOGY, topology_hosts=case.replicas, nodes_per_host=1,
-                       protocol_config={**TIMING, **({"max_batch": 64} if case.batch else {})}, workload=workload, nemesis=nemesis, trace=False, check=True,
+                       protocol_config={**TIMING, **({"max_batch": MAX_BATCH} if case.batch else {})},
+                       workload=workload, nemesis=nemesis, trace=False, check=True,
                        check_timeout_s=60.0, background=(BACKGROUND,) if case.background else ())
     result = simulate(config)
     breakdown = latency_breakdown(case.protocol, result)
     return {
-        "protocol": case.protocol + ("+batch" if case.batch else ""), "workload": case.workload, "conflict_rate": case.conflict_rate,
+        "protocol": case.protocol + ("+batch" if case.batch else ""), "batching": batching(case),
+        "workload": case.workload, "conflict_rate": case.conflict_rate,
         "replicas": case.replicas, "topology": TOPOLOGY, "background": BACKGROUND if case.background else None,
         "fault": case.fault, "seed": seed,
         "throughput_ops_s": result.throughput_ops_s, "latency_ms_p50": result.latency_ms_p50,
@@ -124,10 +147,106 @@ def run(*, quick: bool, seed: int = 0, duration_s: float | None = None,
     rows = []
     for k, case in enumerate(cases):
         if progress is not None:
-            progress(f"[{k + 1}/{len(cases)}] {case.protocol}{'+batch' if case.batch else ''} {case.workload} replicas={case.replicas}"
+            progress(f"[{k + 1}/{len(cases)}] {case.protocol}{'+batch' if case.batch else ''} {case.workload} "
+                     f"replicas={case.replicas}"
                      f"{' background' if case.background else ''}{' ' + case.fault if case.fault else ''}")
         rows.append(run_case(case, seed=seed, duration_s=duration))
     return rows
+
+
+# ------------------------------------------------------------------------------------- real vs the simulator
+REAL_FIELDS = ("protocol", "replicas", "fault", "seed", "duration_s", "clients", "real_ops_s", "predicted_ops_s",
+               "ratio_ops", "real_p99_ms", "predicted_p99_ms", "ratio_p99", "real_p50_ms", "predicted_p50_ms",
+               "kills", "real_linearizable", "tenant_cores")
+REAL_CLIENTS = 8
+REAL_FAULT = "crash"  # SIGKILL at the window's start, restart from the fsynced state at its end (both backends)
+FAULTY_FRACTION = 0.6
+
+
+@dataclass(frozen=True)
+class RealCase:
+    protocol: str
+    replicas: int
+    kills: bool
+
+
+def real_grid() -> list[RealCase]:
+    return [RealCase(p, n, k) for n in (3, 5) for k in (False, True) for p in PROTOCOLS]
+
+
+def _ratio(real: Any, predicted: Any) -> float | None:
+    if real is None or predicted is None or predicted != predicted or not predicted:
+        return None
+    return float(real) / float(predicted)
+
+
+def run_real_case(case: RealCase, *, profile: Any, seed: int, duration_s: float, out: Path) -> dict[str, Any]:
+    """One real run of ``case`` and the simulator's prediction of it (see the module docstring)."""
+    from seedance.analysis.sim_vs_real import with_tenants
+    from seedance.real.clients import Workload
+    from seedance.real.profile import TenantMeter
+    from seedance.real.run import run_real
+    from seedance.sim import NemesisConfig, SimConfig, WorkloadConfig, simulate
+
+    faults = (REAL_FAULT,) if case.kills else ()
+    with TenantMeter() as meter:
+        real = run_real(protocol=case.protocol, nodes=case.replicas, clients=REAL_CLIENTS, duration_s=duration_s,
+                        seed=seed, out=out, nemesis=faults, faulty_fraction=FAULTY_FRACTION, trace=False,
+                        workload=Workload(num_clients=REAL_CLIENTS, keys=8, read_fraction=0.0, cas_fraction=0.0),
+                        check=True, check_timeout_s=30.0)
+    predicted = simulate(SimConfig(
+        protocol=case.protocol, nodes=case.replicas, duration_s=duration_s, seed=seed, trace=False, check=False,
+        workload=WorkloadConfig(clients=REAL_CLIENTS, keys=8, mix=(0.0, 1.0, 0.0), op_timeout_s=1.0),
+        nemesis=NemesisConfig(faults=faults, faulty_fraction=FAULTY_FRACTION) if faults else NemesisConfig(),
+        host_profile=with_tenants(profile, meter.busy_cores)), liveness=False)
+    return {
+        "protocol": case.protocol, "replicas": case.replicas, "fault": REAL_FAULT if case.kills else None,
+        "seed": seed, "duration_s": duration_s, "clients": REAL_CLIENTS,
+        "real_ops_s": real["throughput_ops_s"], "predicted_ops_s": predicted.throughput_ops_s,
+        "ratio_ops": _ratio(real["throughput_ops_s"], predicted.throughput_ops_s),
+        "real_p99_ms": real["latency_ms_p99"], "predicted_p99_ms": predicted.latency_ms_p99,
+        "ratio_p99": _ratio(real["latency_ms_p99"], predicted.latency_ms_p99),
+        "real_p50_ms": real["latency_ms_p50"], "predicted_p50_ms": predicted.latency_ms_p50,
+        "kills": real["kills"], "real_linearizable": real["linearizable"], "tenant_cores": meter.busy_cores,
+        "reproduce": real["reproduce"], "predicted_reproduce": predicted.reproduce,
+    }
+
+
+def run_real(*, profile: Any, out: Path, seed: int = 0, duration_s: float = 3.0,
+             progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    cases = real_grid()
+    rows = []
+    for k, case in enumerate(cases):
+        name = f"{case.protocol}-n{case.replicas}{'-kills' if case.kills else ''}"
+        if progress is not None:
+            progress(f"[real {k + 1}/{len(cases)}] {name}")
+        rows.append(run_real_case(case, profile=profile, seed=seed, duration_s=duration_s, out=out / "real" / name))
+    return rows
+
+
+def real_latex_table(rows: Sequence[dict[str, Any]]) -> str:
+    lines = [r"\begin{tabular}{lrlrrrrrrrl}", r"\toprule",
+             r"protocol & processes & fault & real (ops/s) & predicted (ops/s) & real/predicted & real p99 (ms) & "
+             r"predicted p99 (ms) & real/predicted & kills & linearizable \\", r"\midrule"]
+    for r in rows:
+        lines.append(" & ".join([r["protocol"], str(r["replicas"]), "SIGKILL" if r["fault"] else "none",
+                                 _fmt(r["real_ops_s"], 0), _fmt(r["predicted_ops_s"], 0), _fmt(r["ratio_ops"], 2),
+                                 _fmt(r["real_p99_ms"], 1), _fmt(r["predicted_p99_ms"], 1), _fmt(r["ratio_p99"], 2),
+                                 str(r["kills"]), _fmt(r["real_linearizable"])]) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}", ""]
+    return "\n".join(lines)
+
+
+def save_real(rows: Sequence[dict[str, Any]], out: Path) -> dict[str, str]:
+    from seedance.real.storage import atomic_write
+
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "protocols_real.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=[*REAL_FIELDS, "reproduce", "predicted_reproduce"])
+        writer.writeheader()
+        writer.writerows(rows)
+    atomic_write(out / "protocols_real.tex", real_latex_table(rows).encode())
+    return {"real_csv": str(out / "protocols_real.csv"), "real_latex": str(out / "protocols_real.tex")}
 
 
 # -------------------------------------------------------------------------------------------------- outputs
@@ -142,13 +261,14 @@ def _fmt(value: Any, digits: int = 1) -> str:
 
 
 def latex_table(rows: Sequence[dict[str, Any]]) -> str:
-    lines = [r"\begin{tabular}{llrlrrrrl}", r"\toprule",
-             r"protocol & workload & replicas & background & throughput (ops/s) & p99 (ms) & commit p99 (ms) & "
-             r"execution p99 (ms) & linearizable \\", r"\midrule"]
+    lines = [r"\begin{tabular}{lllrlrrrrl}", r"\toprule",
+             r"protocol & batching & workload & replicas & background & throughput (ops/s) & p99 (ms) & "
+             r"commit p99 (ms) & execution p99 (ms) & linearizable \\", r"\midrule"]
     for r in rows:
         if r["fault"]:
             continue
-        lines.append(" & ".join([r["protocol"], r["workload"], str(r["replicas"]), "yes" if r["background"] else "no",
+        lines.append(" & ".join([r["protocol"], r.get("batching", "--"), r["workload"], str(r["replicas"]),
+                                 "yes" if r["background"] else "no",
                                  _fmt(r["throughput_ops_s"], 0), _fmt(r["latency_ms_p99"], 2),
                                  _fmt(r["commit_latency_ms_p99"], 2), _fmt(r["execution_latency_ms_p99"], 2),
                                  _fmt(r["linearizable"])]) + r" \\")
@@ -168,7 +288,7 @@ def figure(rows: Sequence[dict[str, Any]]):
 
     fig, axes = plt.subplots(2, 2, figsize=(10, 7))
     plain = [r for r in rows if not r["background"] and not r["fault"] and r["workload"].startswith("conflict")]
-    for protocol in (*PROTOCOLS, "multipaxos+batch"):
+    for protocol in (*PROTOCOLS, *(f"{p}+batch" for p in BATCHABLE)):
         by_conflict = sorted((r["conflict_rate"], r) for r in plain if r["protocol"] == protocol and r["replicas"] == 3)
         xs = [100 * c for c, _ in by_conflict]
         axes[0][0].plot(xs, [r["throughput_ops_s"] for _, r in by_conflict], marker="o", label=protocol)
@@ -204,9 +324,10 @@ def figure(rows: Sequence[dict[str, Any]]):
     return fig
 
 
-def save(rows: Sequence[dict[str, Any]], out: Path, *, provenance: dict[str, Any]) -> dict[str, str]:
+def save(rows: Sequence[dict[str, Any]], out: Path, *, provenance: dict[str, Any],
+         real_rows: Sequence[dict[str, Any]] | None = None) -> dict[str, str]:
     out.mkdir(parents=True, exist_ok=True)
-    artifacts: dict[str, str] = {}
+    artifacts: dict[str, str] = {} if real_rows is None else save_real(real_rows, out)
     with open(out / "protocols.csv", "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=[*ROW_FIELDS, "reproduce"])
         writer.writeheader()
@@ -218,7 +339,9 @@ def save(rows: Sequence[dict[str, Any]], out: Path, *, provenance: dict[str, Any
     for ext in ("pdf", "png"):
         fig.savefig(out / f"protocols.{ext}", dpi=150)
         artifacts[ext] = str(out / f"protocols.{ext}")
-    (out / "summary.json").write_text(json.dumps({"rows": list(rows), "provenance": provenance}, indent=1,
-                                                 default=str))
+    summary = {"rows": list(rows), "provenance": provenance}
+    if real_rows is not None:
+        summary["real_rows"] = list(real_rows)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     artifacts["summary"] = str(out / "summary.json")
     return artifacts

@@ -13,6 +13,7 @@ simulator (:mod:`seedance.analysis.protocols`): protocols.csv, protocols.tex, pr
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
@@ -20,6 +21,11 @@ from seedance.cli._common import emit_json, json_option
 from seedance.cli._progress import Progress, progress_option
 from seedance.cli._types import SEED, Integer, Number
 from seedance.validation import check_writable_dir
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from seedance.models.host import HostProfile
 
 MAX_SEEDS = 1024
 WHY_SEEDS = "the full study takes about a minute per 8 seeds here; 1,024 seeds is already hours"
@@ -100,21 +106,12 @@ def sim_vs_real(protocol: str, out_dir: str, host_profile: str | None, quick: bo
     from seedance.analysis import sim_vs_real as svr
     from seedance.models.protocols import registry
     from seedance.provenance import run_metadata
-    from seedance.models.host import load_profile
-    from seedance.real.storage import atomic_write
 
     registry.get(protocol)  # unknown -> one line listing the valid names
     check_writable_dir("--out", out_dir)
     out = Path(out_dir)
     steps = Progress(show_progress, "experiment sim-vs-real")
-    if host_profile is not None:
-        profile = load_profile(host_profile)
-    else:
-        from seedance.real.profile import profile_host
-
-        steps.phase("measuring the host profile (fsync, loopback, CPU per input)")
-        profile = profile_host(out / "profile-work", nodes=nodes)
-        atomic_write(out / "host.yaml", profile.to_yaml().encode())
+    profile = _host_profile(host_profile, out, nodes, steps)
     configs = svr.QUICK_CONFIGS if quick else svr.DEFAULT_CONFIGS
     if quick:
         duration = min(duration, 2.0)
@@ -141,16 +138,36 @@ def sim_vs_real(protocol: str, out_dir: str, host_profile: str | None, quick: bo
     click.echo(f"wrote {len(artifacts)} files to {out_dir}")
 
 
+def _host_profile(path: str | None, out: Path, nodes: int, steps: Progress) -> HostProfile:
+    """The host profile at ``path``, or one measured now on this machine (written to ``out``/host.yaml)."""
+    from seedance.models.host import load_profile
+    from seedance.real.storage import atomic_write
+
+    if path is not None:
+        return load_profile(path)
+    from seedance.real.profile import profile_host
+
+    steps.phase("measuring the host profile (fsync, loopback, CPU per input)")
+    profile = profile_host(out / "profile-work", nodes=nodes)
+    atomic_write(out / "host.yaml", profile.to_yaml().encode())
+    return profile
+
+
 @command.command("protocols")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory for results.")
 @click.option("--quick", is_flag=True, help="2-3 conflict rates, 3 and 5 replicas, 0.3 s runs (under 3 minutes).")
 @click.option("--seed", "root_seed", type=SEED, default=0, show_default=True, help="Seed of every run.")
 @click.option("--duration", type=Number(0.05, 60), default=None,
               help="Simulated seconds per run (default: 0.3 with --quick, else 1.0).")
+@click.option("--real", "with_real", is_flag=True,
+              help="Also run the three protocols on the real backend (3 and 5 processes on loopback, without and "
+                   "with SIGKILLs) next to the simulator's prediction on a host profile: a few minutes with --quick.")
+@click.option("--host-profile", default=None, type=click.Path(dir_okay=False),
+              help="With --real: a host profile from `seedance real profile` (default: measure one, into --out).")
 @json_option
 @progress_option
-def protocols(out_dir: str, quick: bool, root_seed: int, duration: float | None, as_json: bool,
-              show_progress: bool | None) -> None:
+def protocols(out_dir: str, quick: bool, root_seed: int, duration: float | None, with_real: bool,
+              host_profile: str | None, as_json: bool, show_progress: bool | None) -> None:
     """Raft, Multi-Paxos and EPaxos on the same fabric, workloads and seeds: throughput, latencies, linearizable."""
     from pathlib import Path
 
@@ -159,20 +176,35 @@ def protocols(out_dir: str, quick: bool, root_seed: int, duration: float | None,
 
     check_writable_dir("--out", out_dir)
     steps = Progress(show_progress, "experiment protocols")
+    if host_profile is not None and not with_real:
+        raise SpecError("--host-profile", "is only used with --real", "add --real or drop --host-profile")
+    profile = _host_profile(host_profile, Path(out_dir), 3, steps) if with_real else None
     rows = study.run(quick=quick, seed=root_seed, duration_s=duration, progress=steps.phase)
-    provenance = run_metadata(seed=root_seed, spec={"quick": quick, "duration_s": duration,
-                                                    "cases": len(rows), "topology": study.TOPOLOGY})
+    real_rows = None
+    if with_real:
+        real_rows = study.run_real(profile=profile, out=Path(out_dir), seed=root_seed,
+                                   duration_s=2.0 if quick else 4.0, progress=steps.phase)
+    provenance = run_metadata(seed=root_seed, spec={"quick": quick, "duration_s": duration, "real": with_real,
+                                                    "cases": len(rows), "topology": study.TOPOLOGY,
+                                                    "host_profile": profile.to_dict() if profile else None})
     steps.phase(f"writing tables and figures to {out_dir}")
-    artifacts = study.save(rows, Path(out_dir), provenance=provenance)
+    artifacts = study.save(rows, Path(out_dir), provenance=provenance, real_rows=real_rows)
     steps.done()
     if as_json:
-        emit_json({"rows": rows, "artifacts": artifacts})
+        emit_json({"rows": rows, **({"real_rows": real_rows} if real_rows is not None else {}),
+                   "artifacts": artifacts})
         return
     for r in rows:
         click.echo(f"{r['protocol']:>17} {r['workload']:>14} n={r['replicas']} "
                    f"{'bg ' if r['background'] else '   '}{(r['fault'] or ''):>13} {r['throughput_ops_s']:>9.0f} ops/s "
                    f"p99 {r['latency_ms_p99'] or 0:6.2f} ms  exec p99 {r['execution_latency_ms_p99'] or 0:5.2f} ms  "
                    f"linearizable={r['linearizable']}")
+    for r in real_rows or ():
+        click.echo(f"real {r['protocol']:>10} n={r['replicas']} {'SIGKILL' if r['fault'] else 'no faults':>9}: "
+                   f"{r['real_ops_s']:7.0f} ops/s p99 {r['real_p99_ms'] or 0:7.1f} ms | predicted "
+                   f"{r['predicted_ops_s']:7.0f} ops/s p99 {r['predicted_p99_ms'] or 0:7.1f} ms | real/predicted "
+                   f"{study._fmt(r['ratio_ops'], 2)} / {study._fmt(r['ratio_p99'], 2)}  kills {r['kills']}  "
+                   f"linearizable={r['real_linearizable']}")
     click.echo(f"wrote {len(artifacts)} files to {out_dir}")
 
 

@@ -213,6 +213,7 @@ class EPaxosNode:
         self._queue: list[tuple[Command, float]] = []  # batching: commands waiting for the flush timer
         self._key_instances: dict[Any, set[Iid]] = {}  # key -> instances known to touch it (TryPreAccept's check)
         self.try_preaccepts = 0
+        self.try_preaccept_outcomes = {"accept": 0, "restart": 0, "defer": 0}
         self._committed_at: dict[Iid, float] = {}
         self.latencies: list[tuple[float, float]] = []  # (commit latency, execution latency) of own commands
         self.fast_commits = 0
@@ -789,13 +790,16 @@ class EPaxosNode:
                 restart = restart or r.conflict_committed
                 conflicts.append((r.conflict[0], r.conflict[1]))
         if not restart and len(ayes) >= self.f:
+            self.try_preaccept_outcomes["accept"] += 1
             self._start_accept(iid, coord.ballot, coord.command, coord.seq, coord.deps, out, now)
             return True
         if restart or len(noes) > self.num_nodes - self.fast_quorum:
+            self.try_preaccept_outcomes["restart"] += 1
             self._restart_phase1(iid, coord.ballot, coord.command, coord.seq, coord.deps, out, now)
             return True
         if timed_out or sum(1 for node in coord.replies if node != leader) >= self.num_nodes - 1:
             del self.coords[iid]
+            self.try_preaccept_outcomes["defer"] += 1
             out.append(Annotate(name="recovery-deferred", attrs={"replica": iid[0], "instance": iid[1],
                                                                  "conflicts": len(conflicts)}))
             lo, hi = self.config.election_timeout_s_min, self.config.election_timeout_s_max
