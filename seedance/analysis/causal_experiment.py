@@ -140,12 +140,16 @@ def _figure(curves: dict[str, list[float]], stem: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from seedance.analysis import style
+
+    style.apply()
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     for label, times in curves.items():
         if not times:
             continue
         x = np.sort(np.asarray(times))
-        ax.step(np.maximum(x, 1e-3), np.arange(1, x.size + 1) / x.size, where="post", label=label)
+        ax.step(np.maximum(x, 1e-3), np.arange(1, x.size + 1) / x.size, where="post", label=label,
+                color=style.color(label), linestyle=style.line_style(label))
     ax.axvline(FRAME_MS, color="grey", linestyle="--", linewidth=1, label="one frame (16.7 ms)")
     ax.set_xscale("log")
     ax.set_xlabel("ms (causal: convergence to every replica; raft: write latency)")
@@ -153,6 +157,5 @@ def _figure(curves: dict[str, list[float]], stem: Path) -> None:
     ax.set_title("dgx-a100, 8 nodes, 16 clients at 60 Hz")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(stem.with_suffix(".pdf"))
-    fig.savefig(stem.with_suffix(".png"), dpi=120)
+    style.save(fig, stem)
     plt.close(fig)
