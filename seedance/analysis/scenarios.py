@@ -125,10 +125,12 @@ def save(rows: list[dict[str, Any]], summary: dict[str, Any], out: Path) -> dict
 def _figure(rows: list[dict[str, Any]], png: Path, pdf: Path) -> None:
     from matplotlib.figure import Figure
 
+    from seedance.analysis import style
+
+    style.apply()
     names = list(SCENARIOS)
     fig = Figure(figsize=(10.0, 3.4), constrained_layout=True)
-    series = [("sim", "buggy", "#c0392b"), ("sim", "fixed", "#27ae60"), ("real", "buggy", "#e67e22"),
-              ("real", "fixed", "#2980b9")]
+    series = [(runtime, variant, style.color(variant)) for runtime in ("sim", "real") for variant in ("buggy", "fixed")]
     floor, width = 1e-9, 0.2
     panels = [("replica_l2_max", "largest replica L2 at any vote"), ("param_l2_deviation", "replica L2 at the end")]
     for p, (key, label) in enumerate(panels):
@@ -143,7 +145,8 @@ def _figure(rows: list[dict[str, Any]], png: Path, pdf: Path) -> None:
                 xs.append(i + (k - 1.5) * width)
                 ys.append(max(row[key], floor))
                 marks.append(variant == "buggy" and row["detected"] >= 1.0)
-            ax.bar(xs, ys, width, color=color, label=f"{runtime} {variant}")
+            ax.bar(xs, ys, width, color=color, label=f"{runtime} {variant}", hatch="//" if runtime == "real" else None,
+                   edgecolor="white", linewidth=0.5)
             if p == 0:
                 for x, y, m in zip(xs, ys, marks):
                     if m:
