@@ -17,10 +17,13 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from seedance.analysis import style  # noqa: E402
+
 
 def gap_vs_bound(curves: pd.DataFrame) -> plt.Figure:
     """Small multiples, one per compressor: log-log gap E f(x̄_T) − f* vs T, the bound dashed, the wrong bound
     (compression term dropped) dotted."""
+    style.apply()
     chosen = curves[curves.schedule == "theorem"]
     names = list(dict.fromkeys(chosen.compressor))
     columns = 4
@@ -50,12 +53,14 @@ def gap_vs_bound(curves: pd.DataFrame) -> plt.Figure:
 
 def gap_curves(curves: pd.DataFrame) -> plt.Figure:
     """Common-schedule runs, one panel per problem: mean gap vs iterations for every compressor."""
+    style.apply()
     chosen = curves[curves.schedule == "common"]
     problems = list(dict.fromkeys(chosen.problem))
     fig, axes = plt.subplots(1, len(problems), figsize=(5.5 * len(problems), 3.8), squeeze=False)
     for ax, problem in zip(axes.flat, problems):
         part = chosen[chosen.problem == problem]
-        sns.lineplot(data=part, x="horizon", y="gap_mean", hue="compressor", ax=ax, linewidth=1)
+        sns.lineplot(data=part, x="horizon", y="gap_mean", hue="compressor", ax=ax, linewidth=1,
+                     palette=style.palette(part.compressor))
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_title(f"{problem}: common step sizes")
@@ -69,6 +74,7 @@ def gap_curves(curves: pd.DataFrame) -> plt.Figure:
 def time_to_accuracy_heatmap(rows: pd.DataFrame, problem: str = "logistic", schedule: str = "common") -> plt.Figure:
     """Fabric × compressor heatmap of time to accuracy (s, nominal model); blank cells never reached the target.
     Each fabric's fastest method is boxed red, its fastest compressor (local SGD aside) boxed white, dashed."""
+    style.apply()
     chosen = rows[(rows.problem == problem) & (rows.schedule == schedule)]
     table = chosen.pivot(index="topology", columns="compressor", values="time_to_accuracy_s").astype(float)
     table = table.loc[list(dict.fromkeys(chosen.topology)), list(dict.fromkeys(chosen.compressor))]
