@@ -179,7 +179,9 @@ def _value(value: Any) -> str:
     if isinstance(value, dict):
         return ", ".join(f"{k} {_value(v)}" for k, v in value.items())
     if isinstance(value, float):
-        return f"{value:,.4g}"
+        from seedance.paper.tables import number
+
+        return number(value, 4)
     return str(value)
 
 

@@ -54,6 +54,16 @@ def _aggregate(df: pd.DataFrame, by: list[str], metrics: list[str]) -> pd.DataFr
     return aggregate(df, by=by, metrics=metrics)
 
 
+def log_if_positive(ax: Any, values: Any, which: str = "y") -> None:
+    """Log scale when some value is positive (a log axis of no positive data cannot be drawn): a study whose runs
+    all missed their target still gets its figure, on a linear axis."""
+    import numpy as np
+
+    x = np.asarray(values, dtype=float)
+    if (np.isfinite(x) & (x > 0)).any():
+        style.log_scale(ax, which)
+
+
 def _legend(figure: Figure, axes: Any) -> None:
     handles, labels = [], []
     for ax in axes.flat:
@@ -79,7 +89,7 @@ def protocols(df: pd.DataFrame) -> Figure:
         for j, metric in enumerate(("throughput_ops_s", "latency_ms_p99")):
             style.ci_lines(axes[i, j], part, x="conflict_rate", metric=metric, hue="series", hue_order=order)
             axes[i, j].set_title(f"{int(n)} replicas", fontsize="small")
-        style.log_scale(axes[i, 1], "y")
+        log_if_positive(axes[i, 1], part["latency_ms_p99_mean"])
     _legend(figure, axes)
     return figure
 
@@ -141,7 +151,7 @@ def convergence(df: pd.DataFrame) -> Figure:
     fabrics_order = list(dict.fromkeys(data["fabric"]))
     style.ci_bars(axes[0, 0], table, x="fabric", metric="time_to_accuracy_s", hue="compressor",
                   order=fabrics_order)
-    style.log_scale(axes[0, 0], "y")
+    log_if_positive(axes[0, 0], table["time_to_accuracy_s_mean"])
     axes[0, 0].set_xticks(axes[0, 0].get_xticks(), [f.split(" (")[0] + "\n(" + f.split(" (")[1] if " (" in f
                                                     else f for f in fabrics_order], fontsize="x-small")
     iterations = table.drop_duplicates("compressor")
@@ -195,7 +205,7 @@ def sim_vs_real(df: pd.DataFrame) -> Figure:
             ax.plot([lo, hi], [lo, hi], color=style.GREY, linewidth=0.8, linestyle="--", label="prediction = measured")
             ax.set_xlim(lo, hi)
             ax.set_ylim(lo, hi)
-        style.log_scale(ax)
+            style.log_scale(ax)
         ax.set_xlabel("measured " + style.label(metric))
         ax.set_ylabel("predicted " + style.label(metric))
     _legend(figure, axes)

@@ -1,7 +1,8 @@
 """Runners of the paper's sweeps that the built-in ones do not cover: ``fn(params, seed) -> dict[str, scalar]``.
 
 Specs name them as ``seedance.paper.runners:NAME`` (importable in any worker process; also registered under the
-names ``paper-pixel``, ``paper-convergence``, ``paper-nccl``, ``paper-sim-vs-real``, ``paper-memory`` when this module is imported).
+names ``paper-pixel``, ``paper-convergence``, ``paper-nccl``, ``paper-sim-vs-real``, ``paper-memory``
+when this module is imported).
 Each checks its parameters first (``validate_NAME``; an unknown or bad one is a one-line
 :class:`~seedance.errors.SpecError` naming ``params.X``) and returns flat metrics.
 

@@ -265,8 +265,8 @@ def write_html(path: Path, results: list[ItemResult], *, size: str, metadata: di
         parts.append(_headline_html(r.headline))
         for f in r.figures:
             if f.suffix == ".png":
-                parts.append(f"<p><a href='{rel(f.with_suffix('.pdf'))}'><img src='{rel(f)}' alt='{html.escape(r.name)}'>"
-                             "</a></p>")
+                parts.append(f"<p><a href='{rel(f.with_suffix('.pdf'))}'><img src='{rel(f)}' "
+                             f"alt='{html.escape(r.name)}'></a></p>")
         if r.table:
             parts.append(f"<p>Table (LaTeX, booktabs): <a href='{rel(r.table)}'>{rel(r.table)}</a></p>")
         if r.failures:

@@ -195,7 +195,8 @@ def pixel_headline(df: pd.DataFrame) -> dict[str, Any]:
         out[f"{r.protocol}{' +training' if r.training else ''} p99_ms"] = _round(r.p99_ms_mean)
     causal = table[table["protocol"] == "causal"]
     if not causal.empty and causal["bytes_full_state_mean"].sum() > 0:
-        out["delta / full-state bytes"] = _round(causal["bytes_delta_mean"].sum() / causal["bytes_full_state_mean"].sum())
+        ratio = causal["bytes_delta_mean"].sum() / causal["bytes_full_state_mean"].sum()
+        out["delta / full-state bytes"] = _round(ratio)
     return out
 
 
@@ -266,8 +267,8 @@ def memory(df: pd.DataFrame) -> str:
         "rss_drift_pct", "rss_slope_kib_s", "handles_growth", "leak"]
     table = _aggregate(data, ["case"], metrics)
     rows = [[tex(r.case), str(int(r.n)),
-             *[f"{number(getattr(r, f'rss_p{k}_mib_mean'))} $\\pm${number(getattr(r, f'fluctuation_p{k}_pct_mean'), 2)}\\%"
-               for k in periods],
+             *[f"{number(getattr(r, f'rss_p{k}_mib_mean'))} "
+               f"$\\pm${number(getattr(r, f'fluctuation_p{k}_pct_mean'), 2)}\\%" for k in periods],
              cell(r, "rss_drift_pct", 2), cell(r, "rss_slope_kib_s"), number(r.handles_growth_mean),
              number(r.leak_mean)] for r in table.itertuples()]
     header = ["case", "runs", *[f"period {k} RSS (MiB)" for k in periods], r"drift (\%)", "slope (KiB/s)",
