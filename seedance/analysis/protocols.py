@@ -286,16 +286,21 @@ def figure(rows: Sequence[dict[str, Any]]):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from seedance.analysis import style
+
+    style.apply()
     fig, axes = plt.subplots(2, 2, figsize=(10, 7))
     plain = [r for r in rows if not r["background"] and not r["fault"] and r["workload"].startswith("conflict")]
     for protocol in (*PROTOCOLS, *(f"{p}+batch" for p in BATCHABLE)):
         by_conflict = sorted((r["conflict_rate"], r) for r in plain if r["protocol"] == protocol and r["replicas"] == 3)
         xs = [100 * c for c, _ in by_conflict]
-        axes[0][0].plot(xs, [r["throughput_ops_s"] for _, r in by_conflict], marker="o", label=protocol)
-        axes[0][1].plot(xs, [_num(r["latency_ms_p99"]) for _, r in by_conflict], marker="o", label=protocol)
+        look = {"marker": "o", "label": protocol, "color": style.color(protocol),
+                "linestyle": style.line_style(protocol)}  # one colour per protocol; +batch dashed
+        axes[0][0].plot(xs, [r["throughput_ops_s"] for _, r in by_conflict], **look)
+        axes[0][1].plot(xs, [_num(r["latency_ms_p99"]) for _, r in by_conflict], **look)
         hot = min((c for c, _ in by_conflict), default=0.0, key=lambda c: abs(c - 0.25))
         by_n = sorted((r["replicas"], r) for r in plain if r["protocol"] == protocol and r["conflict_rate"] == hot)
-        axes[1][0].plot([n for n, _ in by_n], [r["throughput_ops_s"] for _, r in by_n], marker="o", label=protocol)
+        axes[1][0].plot([n for n, _ in by_n], [r["throughput_ops_s"] for _, r in by_n], **look)
     axes[0][0].set(xlabel="conflict rate (%)", ylabel="throughput (ops/s)", title="3 replicas")
     axes[0][1].set(xlabel="conflict rate (%)", ylabel="p99 latency (ms)", title="3 replicas")
     axes[1][0].set(xlabel="replicas", ylabel="throughput (ops/s)", title="25 % conflicts")
