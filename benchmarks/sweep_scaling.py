@@ -12,7 +12,9 @@ a cluster would already be running.
 It also measures the pool's own cost per run (:func:`pool_overhead`). The four measurements (local 1, local 2, Dask
 1, Dask 2) are interleaved in ``--repeats`` rounds; each speed-up is the median of the per-round ratios, so load
 from other processes skews both sides alike. The host's load average and CPU count are recorded beside the figures:
-on a machine with fewer than 2 idle cores no pool reaches 2x.
+on a machine with fewer than 2 idle cores no pool reaches 2x. So each measurement also reports the runs' mean
+CPU time and the cores the sweep obtained (the runs' CPU seconds over the wall time): with 2 workers on 2 idle
+cores it approaches 2; when it stays near 1, the host, not the pool, capped the speed-up.
 
 Usage: ``python benchmarks/sweep_scaling.py [--out DIR] [--quick] [--repeats N] [--runs N] [--duration S]``; prints
 the figures and writes ``DIR/sweep_scaling.json``.
@@ -63,6 +65,7 @@ def measure(doc: dict, workers: int, dask: bool) -> dict:
         df = load_results(summary.results)
         return {"mode": "dask" if dask else "local", "workers": workers, "runs": summary.points_run, "wall_s": wall,
                 "runs_per_s": summary.points_run / wall, "mean_run_wall_s": float(df["wall_s"].mean()),
+                "mean_run_cpu_s": float(df["cpu_s"].mean()), "cores_obtained": float(df["cpu_s"].sum()) / wall,
                 "load_avg_1min_before": load}
     finally:
         if cluster is not None:
@@ -108,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
             result = measure(doc, workers, mode == "dask")
             row[f"{mode}_{workers}"] = result
             print(f"round {k + 1}: {mode} {workers} worker(s): {result['runs']} runs in {result['wall_s']:.2f} s = "
-                  f"{result['runs_per_s']:.2f} runs/s (mean run {result['mean_run_wall_s']:.2f} s, load "
+                  f"{result['runs_per_s']:.2f} runs/s (mean run {result['mean_run_wall_s']:.2f} s wall, "
+                  f"{result['mean_run_cpu_s']:.2f} s CPU; cores obtained {result['cores_obtained']:.2f}; load "
                   f"{result['load_avg_1min_before']:.2f})", file=sys.stderr)
         rounds.append(row)
     overhead = pool_overhead()

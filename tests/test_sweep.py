@@ -136,7 +136,7 @@ def test_run_resume_and_columns(tmp_path):
     assert list(df["double"]) == [2, 2, 4, 4, 6, 6] and list(df["seed"]) == [0, 1] * 3
     assert list(df["seeded"]) == [1, 1001, 2, 1002, 3, 1003]
     for column in ("x", "double", "label", "even", "seed", "point", "spec_hash", "git_commit", "version.numpy",
-                   "finished_at", "wall_s", "status", "error", "reproduce", "runner", "sweep"):
+                   "finished_at", "wall_s", "cpu_s", "status", "error", "reproduce", "runner", "sweep"):
         assert column in df.columns, column
     assert df["point"].is_unique and df["spec_hash"].nunique() == 1
     assert df["reproduce"].iloc[0].startswith("seedance sweep ") and "--only" in df["reproduce"].iloc[0]

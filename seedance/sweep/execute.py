@@ -109,7 +109,10 @@ class Child:
         return json.loads(line), True
 
     def kill(self) -> None:
-        """SIGTERM the worker's process group, then SIGKILL what is left after the grace period."""
+        """SIGTERM the worker's process group, then SIGKILL it if the worker is still there after the grace period.
+
+        The group is signalled only while its leader (the worker) has not been reaped, so its id cannot have been
+        reused by an unrelated process group."""
         if self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGTERM)
@@ -117,12 +120,11 @@ class Child:
             except (ProcessLookupError, PermissionError):
                 pass
             except subprocess.TimeoutExpired:
-                pass
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        self.proc.wait()
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)  # the leader is alive: the group id is still ours
+                except (ProcessLookupError, PermissionError):
+                    pass
+            self.proc.wait()
         self._close_pipes()
 
     def close(self) -> None:
@@ -334,6 +336,7 @@ def _run_locked(spec: Any, out: Path, all_runs: list[Any], selected: list[Any], 
         record = {**base, "point": task["point"], "params": task["params"], "seed": task["seed"],
                   "status": result["status"], "metrics": result.get("metrics") or {}, "error": result.get("error"),
                   "traceback": result.get("traceback"), "wall_s": result.get("wall_s"),
+                  "cpu_s": result.get("cpu_s"),
                   "reproduce": reproduce(out, task["point"]),
                   "finished_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")}
         store.write_point(out, record)

@@ -15,9 +15,9 @@ and can always be rebuilt (:func:`build_dataset`).
 
 Columns of a row: every parameter (nested ones dotted: ``set.heartbeat_s``; lists as JSON text), every metric (a
 metric named like a parameter or a bookkeeping column is stored as ``metric.<name>``), then ``seed``, ``point`` (the
-run's key), ``spec_hash``, ``sweep``, ``runner``, ``status``, ``error``, ``wall_s``, ``finished_at`` (UTC, ISO
-8601), ``git_commit``, ``version.<package>`` and ``reproduce``. A column whose values mix types (e.g.
-``linearizable``: true, false or "unknown") is stored as text.
+run's key), ``spec_hash``, ``sweep``, ``runner``, ``status``, ``error``, ``wall_s``, ``cpu_s`` (the worker process's
+CPU time for the run), ``finished_at`` (UTC, ISO 8601), ``git_commit``, ``version.<package>`` and ``reproduce``. A
+column whose values mix types (e.g. ``linearizable``: true, false or "unknown") is stored as text.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from seedance.real.storage import atomic_write
 POINTS = "points"
 RESULTS = "results.parquet"
 SPEC = "spec.json"
-BOOKKEEPING = ("seed", "point", "spec_hash", "sweep", "runner", "status", "error", "wall_s", "finished_at",
+BOOKKEEPING = ("seed", "point", "spec_hash", "sweep", "runner", "status", "error", "wall_s", "cpu_s", "finished_at",
                "git_commit", "reproduce")
 
 

@@ -43,7 +43,7 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
     """Run one task in this process; never raises (a runner's exception is a failed result)."""
     from seedance.sweep.runners import POINT_DIR_ENV, flatten, resolve
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     if task.get("point_dir"):
         os.environ[POINT_DIR_ENV] = task["point_dir"]
     try:
@@ -52,11 +52,11 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(metrics, dict):
             raise TypeError(f"runner {task['target']} returned {type(metrics).__name__}, expected a dict of metrics")
         return {"status": "ok", "metrics": flatten(metrics), "error": None, "traceback": None,
-                "wall_s": time.perf_counter() - start}
+                "wall_s": time.perf_counter() - start, "cpu_s": time.process_time() - cpu}
     except Exception as err:  # noqa: BLE001 - a failing point is data, recorded with its traceback
         text = f"{type(err).__name__}: {err}".replace("\n", " ")
         return {"status": "failed", "metrics": {}, "error": text, "traceback": traceback.format_exc(),
-                "wall_s": time.perf_counter() - start}
+                "wall_s": time.perf_counter() - start, "cpu_s": time.process_time() - cpu}
 
 
 def load(target: str) -> dict[str, Any]:
