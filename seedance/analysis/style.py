@@ -164,12 +164,15 @@ def new_figure(ncols: int = 1, nrows: int = 1, *, width: str | float = "full", a
 
 
 def log_scale(ax: Axes, which: str = "both", base: float = 10) -> None:
-    """Log axes with labels on the major ticks only (minor labels of a short log axis overlap)."""
-    from matplotlib.ticker import NullFormatter
+    """Log axes labelled in plain numbers (1, 10, 200): minor ticks labelled only on an axis shorter than a decade
+    or so, where there would otherwise be one label or none."""
+    from matplotlib.ticker import LogFormatter
 
     for name in ("x", "y") if which == "both" else (which,):
         getattr(ax, f"set_{name}scale")("log", base=base)
-        getattr(ax, f"{name}axis").set_minor_formatter(NullFormatter())
+        axis = getattr(ax, f"{name}axis")
+        axis.set_major_formatter(LogFormatter(base=base))
+        axis.set_minor_formatter(LogFormatter(base=base, labelOnlyBase=False, minor_thresholds=(1, 0.5)))
 
 
 def save(figure: Figure, stem: str | os.PathLike[str]) -> list[Path]:
