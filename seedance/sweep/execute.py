@@ -49,8 +49,11 @@ def _failed(error: str, wall_s: float) -> dict[str, Any]:
 def _worker_env() -> dict[str, str]:
     """The driver's environment, with its import path (a runner defined in a test or script module imports)."""
     paths = [p or os.getcwd() for p in sys.path]
+    from seedance.real.node import ENV
+
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    env[ENV["parent"]] = str(os.getpid())  # the worker checks it still has this parent after PR_SET_PDEATHSIG
     return env
 
 

@@ -24,15 +24,11 @@ from typing import Any
 
 
 def _die_with_parent() -> None:
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
+    """The real backend's PR_SET_PDEATHSIG (it exits at once if the driver died before the call took effect)."""
+    from seedance.real.node import ENV, set_parent_death_signal
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    set_parent_death_signal()
+    os.environ.pop(ENV["parent"], None)  # not inherited by what a runner starts
 
 
 def _terminated(signum: int, _frame: Any) -> None:
