@@ -17,9 +17,10 @@ pytestmark = pytest.mark.multiprocess
 def test_real_run_converges_causally(tmp_path):
     workload = Workload(num_clients=4, keys=64, frame_rate_hz=60.0, writes_per_frame=3, read_fraction=0.5,
                         cas_fraction=0.0, op_timeout_s=2.0)
-    summary = run_real(protocol="causal", nodes=3, clients=4, duration_s=2.0, seed=3, out=tmp_path,
+    summary = run_real(protocol="causal", nodes=3, clients=4, duration_s=3.0, seed=3, out=tmp_path,
                        config={"width": 8, "height": 8}, workload=workload, check=False)
-    assert summary["ops_ok"] > 100 and summary["ops_failed"] == 0
+    # a quiet machine completes several hundred operations here; a loaded one (load average 8) as few as 24 in 2 s
+    assert summary["ops_ok"] > 20 and summary["ops_failed"] == 0
     assert summary["causal_violations"] == 0 and summary["converged"] is True, summary["causal"]
     assert summary["convergence_ms_p99"] is not None and summary["convergence_ms_p99"] > 0
     assert 0 < summary["bytes_delta"] < summary["bytes_full_state"]

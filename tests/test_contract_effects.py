@@ -219,7 +219,7 @@ def test_real_run_writes_observations_into_the_history_and_judges_with_the_proto
 
     record = tmp_path / "record"
     record.mkdir()
-    summary = run_real(protocol="_conformance_protocol:SPEC", nodes=3, clients=1, duration_s=1.0, seed=7,
+    summary = run_real(protocol="_conformance_protocol:SPEC", nodes=3, clients=1, duration_s=3.0, seed=7,
                        out=tmp_path / "run", config={"record_dir": str(record)}, extra_env=child_env(),
                        workload=Workload(num_clients=1, op_timeout_s=0.2))
     replicas = read_jsonl(tmp_path / "run" / "history.jsonl", replicas=True)
