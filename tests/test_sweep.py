@@ -26,6 +26,8 @@ ROOT = TESTS.parent
 # ------------------------------------------------------------------------------------------------ test runners
 def echo(params: dict, seed: int) -> dict:
     """A cheap deterministic runner: optionally sleeps, raises or hangs on request."""
+    if params.get("crash"):
+        os._exit(7)  # a worker that dies under the run (segfault, OOM killer)
     if params.get("fail"):
         raise ValueError(f"asked to fail at x={params['x']}")
     time.sleep(float(params.get("sleep_s", 0.0)))
@@ -34,7 +36,7 @@ def echo(params: dict, seed: int) -> dict:
 
 
 def check_echo(params: dict) -> None:
-    unknown = set(params) - {"x", "fail", "sleep_s", "y", "z"}
+    unknown = set(params) - {"x", "fail", "crash", "sleep_s", "y", "z"}
     if unknown:
         raise SpecError(f"params.{sorted(unknown)[0]}", "unknown parameter of runner echo",
                         "valid: x, fail, sleep_s, y, z")
@@ -147,18 +149,21 @@ def test_run_resume_and_columns(tmp_path):
     assert len(load_results(tmp_path)) == 8
 
 
-def test_failure_and_timeout_are_recorded_and_retried(tmp_path):
-    doc = spec_doc(axes={"zip": {"x": [1, 2, 3, 4], "fail": [False, True, False, False],
-                                 "sleep_s": [0.0, 0.0, 30.0, 0.0]}}, repetitions=1, timeout_s=3)
+def test_failure_crash_and_timeout_are_recorded_and_retried(tmp_path):
+    doc = spec_doc(axes={"zip": {"x": [1, 2, 3, 4, 5], "fail": [False, True, False, False, False],
+                                 "crash": [False, False, False, True, False],
+                                 "sleep_s": [0.0, 0.0, 30.0, 0.0, 0.0]}}, repetitions=1, timeout_s=3)
     start = time.monotonic()
     summary = run_sweep(doc, tmp_path, workers=1, progress=False)
     assert time.monotonic() - start < 25  # the hung run was killed at its timeout, not waited for
-    assert (summary.points_run, summary.points_failed) == (4, 2)
+    assert (summary.points_run, summary.points_failed) == (5, 3)
     df = load_results(tmp_path).set_index("x")
-    assert list(df["status"]) == ["ok", "failed", "failed", "ok"]
+    assert list(df["status"]) == ["ok", "failed", "failed", "failed", "ok"]
     assert "ValueError: asked to fail at x=2" in df.loc[2, "error"]
     assert "timed out after 3 s (the run)" in df.loc[3, "error"]
-    assert df.loc[4, "double"] == 8  # the run after the killed one ran on a fresh worker
+    assert "worker process died during the run (exit status 7)" in df.loc[4, "error"]
+    assert df.loc[5, "double"] == 10  # the run after the crashed one ran on a fresh worker
+    assert df.loc[[2, 3, 4], "double"].isna().all()
     record = read_point(tmp_path / "points" / f"{df.loc[2, 'point']}.json")
     assert "Traceback" in record["traceback"] and "--only" in record["reproduce"]
     # the reproduce command reruns just that run (it fails again: exit 1, one JSON object)
@@ -167,13 +172,13 @@ def test_failure_and_timeout_are_recorded_and_retried(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "seedance", *command[1:]], capture_output=True, text=True,
                           cwd=ROOT, timeout=120, env=env)
     assert proc.returncode == 1, proc.stderr
-    assert json.loads(proc.stdout)["points_total"] == 1 and json.loads(proc.stdout)["points_failed"] == 1
-    # a rerun retries the failed runs only
-    fixed = spec_doc(axes={"zip": {"x": [1, 2, 3, 4], "fail": [False, True, False, False],
-                                   "sleep_s": [0.0, 0.0, 30.0, 0.0]}}, repetitions=1, timeout_s=3)
-    again = run_sweep(fixed, tmp_path, progress=False)
-    assert (again.points_run, again.points_skipped, again.points_failed) == (2, 2, 2)
-    assert len(load_results(tmp_path)) == 4
+    assert json.loads(proc.stdout) == {"points_total": 1, "points_run": 1, "points_skipped": 0, "points_failed": 1,
+                                       "results": str(tmp_path / RESULTS)}
+    assert len(load_results(tmp_path)) == 5  # the dataset still has every run of the spec
+    # a rerun of the sweep retries the failed runs only
+    again = run_sweep(doc, tmp_path, progress=False)
+    assert (again.points_run, again.points_skipped, again.points_failed) == (3, 2, 3)
+    assert len(load_results(tmp_path)) == 5
 
 
 def test_kill_9_of_the_driver_then_rerun_completes_the_rest(tmp_path):

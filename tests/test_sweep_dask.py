@@ -10,12 +10,13 @@ from seedance.sweep import load_results, run_sweep
 distributed = pytest.importorskip("distributed")
 
 SIM = {"name": "dask-sim", "runner": "sim",
-       "fixed": {"nodes": 3, "clients": 4, "duration": 0.1, "keys": 8, "check": True,
+       "fixed": {"nodes": 3, "clients": 4, "duration": 0.1, "keys": 8, "check": True, "trace": True,
                  "set": {"heartbeat_s": 0.002, "election_timeout_s_min": 0.008, "election_timeout_s_max": 0.016}},
        "axes": {"grid": {"protocol": ["raft", "epaxos"]}, "zip": {"conflict_rate": [0.0, 0.5]}},
        "repetitions": 2, "timeout_s": 120}
 METRICS = ["throughput_ops_s", "latency_ms_p50", "latency_ms_p99", "ops_ok", "messages_per_op", "bytes_per_op",
            "commit_latency_ms_p99", "linearizable", "trace_sha256", "command"]
+# the trace's hash pins down every simulated event: equal hashes, equal runs
 
 
 @pytest.fixture(scope="module")

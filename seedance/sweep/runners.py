@@ -259,6 +259,7 @@ SIM_PARAMS: dict[str, Any] = {
     "keys": 8, "key_distribution": "uniform", "conflict_rate": 0.5, "zipf_s": 1.1, "op_timeout": 0.5,
     "frame_rate": None, "writes_per_frame": None, "nemesis": (), "faulty_fraction": 0.6, "background": (),
     "host_profile": None, "set": None, "extra": None, "check": True, "check_timeout": 30.0, "monitor": True,
+    "trace": False,
 }
 
 
@@ -284,7 +285,7 @@ def sim_config(params: Mapping[str, Any], seed: int) -> Any:
     V.number("params.check_timeout", p["check_timeout"], lo=0, hi=V.MAX_TIMEOUT_S, lo_open=True)
     V.number("params.conflict_rate", p["conflict_rate"], lo=0, hi=1)
     V.number("params.faulty_fraction", p["faulty_fraction"], lo=0, hi=1, lo_open=True)
-    for flag in ("check", "monitor"):
+    for flag in ("check", "monitor", "trace"):
         if not isinstance(p[flag], bool):
             raise SpecError(f"params.{flag}", f"expected true or false, got {p[flag]!r}")
     workload = p["workload"]
@@ -312,7 +313,7 @@ def sim_config(params: Mapping[str, Any], seed: int) -> Any:
             nemesis=NemesisConfig(faults=faults, faulty_fraction=float(p["faulty_fraction"]),
                                   **more.get("nemesis", {})),
             cpu=CpuConfig(**more.get("cpu", {})), storage=StorageConfig(**more.get("storage", {})),
-            check=p["check"], check_timeout_s=float(p["check_timeout"]), trace=False,
+            check=p["check"], check_timeout_s=float(p["check_timeout"]), trace=p["trace"],
             background=_names("params.background", p["background"]), monitor=p["monitor"],
             host_profile=p["host_profile"])
         check_protocol_config(p["protocol"], dict(config.protocol_config), p["nodes"])
@@ -330,14 +331,16 @@ def validate_sim(params: dict[str, Any]) -> None:
 
 
 def run_sim(params: dict[str, Any], seed: int) -> dict[str, Any]:
-    """One ``seedance sim run`` (no trace, history kept in memory); its flattened summary."""
+    """One ``seedance sim run`` (history in memory, nothing written; ``trace: true`` records the trace for its
+    ``trace_sha256``); its flattened summary."""
     from seedance.analysis.protocols import latency_breakdown
     from seedance.sim import simulate
 
     config = sim_config(params, seed)
     result = simulate(config)
     summary = result.summary()
-    for key in ("protocol", "seed", "nodes", "duration_s", "history", "reproduce", "faults", "violations"):
+    for key in ("protocol", "seed", "nodes", "duration_s", "history", "reproduce", "faults", "violations",
+                *(() if config.trace else ("trace_sha256",))):  # without a trace its hash is the empty trace's
         summary.pop(key, None)
     out = flatten(summary)
     out["sim_wall_s"] = out.pop("wall_s", None)
