@@ -332,7 +332,9 @@ def _run_locked(spec: Any, out: Path, all_runs: list[Any], selected: list[Any], 
 
     from seedance.cli._progress import Progress
 
-    bar = Progress(progress, "sweep").bar(len(tasks), unit="run", desc=spec.name)
+    steps = Progress(progress, "sweep")
+    bar = steps.bar(len(tasks), unit="run", desc=f"{spec.name} ({len(done)} of {len(selected)} done before)") \
+        if tasks else None
 
     def on_result(task: dict[str, Any], result: dict[str, Any]) -> None:
         nonlocal failed
@@ -357,6 +359,8 @@ def _run_locked(spec: Any, out: Path, all_runs: list[Any], selected: list[Any], 
     finally:
         if bar is not None:
             bar.close()
+    steps.phase(f"writing {out / store.RESULTS} ({len(all_runs)} runs)")
     results = store.build_dataset(out, [r.key for r in all_runs])
+    steps.done()
     return SweepSummary(points_total=len(selected), points_run=len(pending), points_skipped=len(done),
                         points_failed=failed, results=results)
