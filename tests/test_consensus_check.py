@@ -206,3 +206,15 @@ def test_soak_reports_the_f8_leak_and_a_clean_fixed_run(tmp_path) -> None:
     report = json.loads(leaky.stdout)
     assert any("handles" in leak for leak in report["memory"]["leaks"])
     assert all(c["handles"]["leaked"] > 0 for c in report["counts"].values())
+
+
+def test_a_busy_metrics_port_is_an_input_error_before_any_process(tmp_path, capsys) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        code = main(["real", "test-consensus", "--ranks", "2", "--duration", "5s", "--metrics-port", str(port),
+                     "--out", str(tmp_path)])
+    assert code == 2
+    assert capsys.readouterr().err.startswith(f"seedance: error: --metrics-port: cannot listen on 127.0.0.1:{port}")
+    assert not (tmp_path / "run").exists()

@@ -381,12 +381,17 @@ class Live:
     scrapes: list[str] = field(default_factory=list)
     _last: float = 0.0
 
-    def start(self, run_dir: Path) -> None:
+    def start(self, run_dir: Path, port_name: str = "METRICS_PORT") -> None:
+        """Bind the endpoint now (before any process starts): a port in use is an input error."""
         from seedance.monitor.metrics import MetricsServer, RunTail
 
         self.tail = RunTail(run_dir, self.world)
-        if self.metrics_port:
-            self.server = MetricsServer(self.metrics_port)
+        if self.metrics_port and self.server is None:
+            try:
+                self.server = MetricsServer(self.metrics_port)
+            except OSError as err:
+                raise SpecError(port_name, f"cannot listen on 127.0.0.1:{self.metrics_port} ({err.strerror})",
+                                "a free port, or 0 for no endpoint") from None
 
     def poll(self, run_dir: Path, elapsed_s: float) -> None:
         if self.tail is None:
@@ -416,7 +421,7 @@ def _device_text(world: int) -> str:
 
 
 def run_test_consensus(opts: Options, *, progress: Callable[[Any, float], None] | None = None,
-                       argv: Sequence[str] | None = None) -> dict[str, Any]:
+                       argv: Sequence[str] | None = None, port_name: str = "METRICS_PORT") -> dict[str, Any]:
     """Run, check and report (see the module docstring); ``report["passed"]`` and ``report["causes"]``."""
     from seedance.analysis.training_run import real_train
     from seedance.monitor import memory
@@ -426,6 +431,7 @@ def run_test_consensus(opts: Options, *, progress: Callable[[Any, float], None] 
     out.mkdir(parents=True, exist_ok=True)
     load_start = os.getloadavg()
     live = Live(opts.ranks, opts.duration_s, opts.metrics_port, progress)
+    live.start(out / "run", port_name)
     settings: dict[str, Any] = {"observe_params": opts.level == "full"}
     try:
         summary = real_train(world=opts.ranks, steps=10, commit_every=opts.commit_every, scenario=opts.scenario,
@@ -481,6 +487,7 @@ def run_soak(*, ranks: int, duration_s: float, scenario: str = "", variant: str 
     out.mkdir(parents=True, exist_ok=True)
     load_start = os.getloadavg()
     live = Live(ranks, duration_s, metrics_port, progress)
+    live.start(out / "run", "--metrics-port")
     try:
         summary = real_train(world=ranks, steps=10, commit_every=commit_every, scenario=scenario, variant=variant,
                              seed=seed, settings={"observe_params": False}, out=out, duration_s=duration_s,
@@ -496,13 +503,21 @@ def run_soak(*, ranks: int, duration_s: float, scenario: str = "", variant: str 
                             "floor_end": result[k]["end"], "leaked": max(0, result[k]["growth"])}
                         for k in memory.COUNTS if k in result}
     events = read_events(run_dir, ranks)
+    detected = {}  # leak -> when the samples so far first gave the verdict, and after how many commits
+    for leak in mem["leaks"]:
+        rank, key = int(leak.split()[1].rstrip(":")), leak.split()[-1]
+        longest = max(samples[rank], key=lambda s: s[-1]["t"] - s[0]["t"])
+        at = memory.detection_time(longest, key, drift_threshold_pct=drift_threshold_pct)
+        if at is not None:
+            commits = sum(1 for e in events if e["node"] == rank and e["key"] == "commit" and e["time"] <= at)
+            detected[leak] = {"at_s": at, "after_commits": commits}
     spec = {"ranks": ranks, "duration_s": duration_s, "scenario": scenario, "variant": variant,
             "commit_every": commit_every, "interval_s": interval_s, "drift_threshold_pct": drift_threshold_pct}
     report = {
         "command": "soak", "passed": not mem["causes"], "causes": mem["causes"], "device": _device_text(ranks),
         "options": spec, "commits": summary["commits"], "steps": summary["steps"],
         "commits_per_rank": summary["commits"], "leaked_handles_protocol": summary["leaked_handles"],
-        "memory": mem, "counts": counts, "max_fluctuation_pct": mem["max_fluctuation_pct"],
+        "memory": mem, "counts": counts, "max_fluctuation_pct": mem["max_fluctuation_pct"], "detected": detected,
         "slope_significant": any(r.get("rss", {}).get("fit", {}).get("significant") and
                                  r["rss"]["fit"]["slope"] > 0 for r in mem["ranks"].values()),
         "load_average": {"start": list(load_start), "end": list(os.getloadavg())},
@@ -641,6 +656,8 @@ def report_lines(report: Mapping[str, Any]) -> list[str]:
             lines.append(f"    rank {rank}: slope {f['slope'] / 1024:+.3f} KiB/s (95% CI {f['ci'][0] / 1024:+.3f}.."
                          f"{f['ci'][1] / 1024:+.3f}), drift {f['drift_pct']:+.3f} %, "
                          f"{'LEAK' if f['leak'] else 'no leak'}; {counts}")
+    for leak, when in (report.get("detected") or {}).items():
+        lines.append(f"  {leak} leak first detected at {when['at_s']:.0f} s, after {when['after_commits']} commits")
     load = report["load_average"]
     lines.append(f"  load average: {load['start'][0]:.2f} at start, {load['end'][0]:.2f} at the end")
     if report["passed"]:

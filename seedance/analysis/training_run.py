@@ -206,7 +206,9 @@ def real_train(*, world: int = 3, steps: int = 40, commit_every: int = 10, scena
         deadline = time.monotonic() + timeout_s
         if nemesis:
             launch.wait_ready(60.0)
-            healed_at = _run_faults(launch, nemesis, seed, faulty_s, world)
+            healed_at = _run_faults(launch, nemesis, seed, faulty_s, world,
+                                    poll=(lambda: on_poll(run_dir, time.monotonic() - launch.t0_monotonic))
+                                    if on_poll is not None else None)
         while time.monotonic() < deadline:
             launch.raise_if_failed()
             elapsed = time.monotonic() - launch.t0_monotonic
@@ -242,8 +244,10 @@ def real_train(*, world: int = 3, steps: int = 40, commit_every: int = 10, scena
             "wall_s": time.perf_counter() - wall, "run_dir": str(run_dir)}
 
 
-def _run_faults(launch: Any, nemesis: tuple[str, ...], seed: int, faulty_s: float, world: int) -> float:
-    """Apply the seeded schedule for ``faulty_s`` seconds, heal; the launcher-relative time of the heal."""
+def _run_faults(launch: Any, nemesis: tuple[str, ...], seed: int, faulty_s: float, world: int,
+                poll: Callable[[], None] | None = None) -> float:
+    """Apply the seeded schedule for ``faulty_s`` seconds, heal; the launcher-relative time of the heal. ``poll``
+    is called about every 0.5 s meanwhile."""
     import asyncio
 
     from seedance.faults import draw_schedule
@@ -254,11 +258,19 @@ def _run_faults(launch: Any, nemesis: tuple[str, ...], seed: int, faulty_s: floa
     schedule = draw_schedule(nemesis, num_nodes=world, faulty_end_s=faulty_s, rng=nemesis_rng(seed))
     recorder = TraceRecorder(None, launch.t0_monotonic)
 
+    async def ticker() -> None:
+        while True:
+            poll()
+            await asyncio.sleep(0.5)
+
     async def drive() -> float:
         nem = RealNemesis(launch, schedule, faulty_end_s=faulty_s, trace=recorder)
+        tick = asyncio.ensure_future(ticker()) if poll is not None else None
         try:
             await nem.run(time.monotonic())
         finally:
+            if tick is not None:
+                tick.cancel()
             await nem.close()
         return (nem.healed_at_monotonic or time.monotonic()) - launch.t0_monotonic
 

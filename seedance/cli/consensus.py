@@ -101,7 +101,8 @@ def test_consensus(from_env: bool, show_progress: bool | None, as_json: bool, **
         opts = C.options_from(values, names={var: "--" + opt.replace("_", "-") for opt, var in _OPTIONS.items()})
     update = _reporter(show_progress, "test-consensus", opts.duration_s)
     try:
-        report = C.run_test_consensus(opts, progress=update, argv=sys.argv)
+        report = C.run_test_consensus(opts, progress=update, argv=sys.argv,
+                                      port_name="METRICS_PORT" if from_env else "--metrics-port")
     finally:
         update.close()
     _finish(report, as_json, "test-consensus")

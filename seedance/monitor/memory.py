@@ -320,6 +320,17 @@ def analyze_run(by_rank: Mapping[int, Sequence[Sequence[Mapping[str, Any]]]], *,
             "drift_threshold_pct": drift_threshold_pct, "periods": periods}
 
 
+def detection_time(samples: Sequence[Mapping[str, Any]], key: str, *, drift_threshold_pct: float = 1.0,
+                   warmup_fraction: float = 0.1, warmup_min_s: float = 5.0) -> float | None:
+    """The earliest sample time at which the samples so far already give ``key``'s leak verdict (None: never)."""
+    for end in range(4, len(samples) + 1):
+        result = analyze_segment(samples[:end], drift_threshold_pct=drift_threshold_pct,
+                                 warmup_fraction=warmup_fraction, warmup_min_s=warmup_min_s)
+        if key in result["leaks"]:
+            return float(samples[end - 1]["t"])
+    return None
+
+
 def _cause(rank: int, key: str, result: Mapping[str, Any]) -> str:
     if key in SERIES:
         f = result["fit"]
