@@ -166,6 +166,9 @@ def paper_section(spec: dict[str, Any], out: Path, steps: Progress | None = None
     for r in results:
         lines.append(f"{r.title} ({r.name}): {r.counts.get('points_total', 0)} runs, "
                      f"{r.counts.get('points_failed', 0)} failed, {r.wall_s:.1f} s")
+        if r.counts.get("points_from_other_commits"):
+            lines.append(f"  note: {r.counts['points_from_other_commits']} runs were resumed from another git commit "
+                         f"(delete {r.sweep_dir} to rerun them)")
         lines += [f"  {key}: {_value(value)}" for key, value in r.headline.items()]
         if r.error:
             lines.append(f"  not drawn: {r.error}")

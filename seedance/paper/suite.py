@@ -196,6 +196,10 @@ def run_item(it: Item, size: str, out: Path, *, workers: int, progress: bool,
     summary = run_sweep(spec.sweep, result.sweep_dir, workers=spec.workers or workers, progress=progress)
     result.counts = {k: v for k, v in summary.as_dict().items() if k.startswith("points_")}
     df = load_results(summary.results)
+    if "git_commit" in df.columns:  # resumed runs made by other code: said, not hidden (delete the sweep to redo)
+        from seedance.provenance import git_commit
+
+        result.counts["points_from_other_commits"] = int((df["git_commit"] != git_commit()).sum())
     for row in df[df["status"] != "ok"].itertuples():
         result.failures.append({"error": str(row.error), "reproduce": str(row.reproduce)})
     try:
