@@ -82,6 +82,7 @@ def test_profiles_round_trip_and_are_part_of_the_reproduce_command(tmp_path):
     ({"device": {"kind": "H100", "memory_GiB": -1}}, "device.memory_GiB"),
     ({"device": {"kind": "H100", "tflops": 1}}, "device: unknown field"),
     ({"tenants": {"busy_cores": -1, "slice": 1e-4}}, "tenants.busy_cores"), ({"tenants": {"busy": 1}}, "tenants"),
+    ({"tenants": {"busy_cores": 1, "slice": 1e-4, "share": 3}}, "tenants.share"),
 ])
 def test_a_bad_profile_is_refused_naming_the_field(tmp_path, change, field):
     data = amortised().to_dict()  # every field, the optional ones (amortisation, handoff) included
@@ -175,7 +176,7 @@ def test_profiles_with_amortisation_and_a_gpu_round_trip(tmp_path):
 
     host = amortised(device=DeviceProfile(kind="H200", name="NVIDIA H200", memory_GiB=139.8, count=1,
                                           kernel_launch_s=LogNormal(6e-6, 0.2, 2e-5), h2d_GBps=50.0),
-                     tenants=TenantProfile(0.5, LogNormal(3e-5, 1.4, 3e-3)))
+                     tenants=TenantProfile(0.5, LogNormal(3e-5, 1.4, 3e-3), 0.7))
     path = tmp_path / "gpu.yaml"
     atomic_write(path, host.to_yaml().encode())
     assert load_profile(path) == host

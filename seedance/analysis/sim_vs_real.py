@@ -3,8 +3,12 @@
 Method:
 
 1. A host profile (:mod:`seedance.models.host`) measured on this machine by ``seedance real profile`` (or given): its
-   CPU samples come from one real run (the *fitted* configuration, recorded in the profile); every other
-   configuration is *held out* — the simulator never saw a run of it.
+   CPU samples, fsyncs and the calibration of the other tenants' bursts come from one real run (the *fitted*
+   configuration, recorded in the profile); every other configuration is *held out* — the simulator never saw a
+   run of it. On a shared machine the other tenants' busy cores are metered during each real run
+   (:class:`seedance.real.profile.TenantMeter`: a condition of the machine at that moment, like its load average,
+   not an outcome of the run) and given to that round's simulation; the simulation on the profile alone (tenants
+   as when it was measured) is reported beside it (``profile_sim_*``, and ``x`` in the figure).
 2. For each configuration (closed-loop client count × value size; writes only, fsync on) and each of ``repeats``
    rounds: one real run (``seedance real run``, the protocol's processes on loopback) and one simulated run with
    the profile (``sim run --host-profile``, seed = round), the same protocol, nodes, clients and duration.
@@ -65,7 +69,8 @@ def with_tenants(profile: Any, busy_cores: float | None) -> Any:
 
     if profile.tenants is None or busy_cores is None:
         return profile
-    return dataclasses.replace(profile, tenants=TenantProfile(busy_cores, profile.tenants.slice))
+    return dataclasses.replace(profile, tenants=TenantProfile(busy_cores, profile.tenants.slice,
+                                                              profile.tenants.share))
 
 
 def _sim(protocol: str, nodes: int, config: Config, duration_s: float, seed: int, profile: Any) -> dict[str, Any]:
@@ -189,15 +194,19 @@ def figure(per_config: list[dict[str, Any]]) -> Any:
             real, sim = row[f"real_{key}"], row[f"sim_{key}"]
             ax.scatter([real], [sim], marker="o", s=36, facecolors="C0" if row["held_out"] else "none",
                        edgecolors="C0")
+            if row.get(f"profile_sim_{key}") is not None:  # the profile alone: tenants as when it was measured
+                ax.scatter([real], [row[f"profile_sim_{key}"]], marker="x", s=24, color="C3", lw=0.8)
             ax.annotate(row["config"], (real, sim), fontsize=6, xytext=(3, 3), textcoords="offset points")
-        values = [row[f"{side}_{key}"] for row in per_config for side in ("real", "sim")]
+        values = [row[f"{side}_{key}"] for row in per_config for side in ("real", "sim", "profile_sim")
+                  if row.get(f"{side}_{key}") is not None]
         lo, hi = min(values) * 0.8, max(values) * 1.25
         ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel(f"measured {label}")
         ax.set_ylabel(f"simulated {label}")
-    axes[0].set_title("filled: held out; hollow: the profile's own run", fontsize=7)
+    axes[0].set_title("held out: filled; fitted (the profile's configuration): hollow", fontsize=7)
+    axes[1].set_title("o: tenants metered during each run; x: the profile alone", fontsize=7)
     fig.tight_layout()
     return fig
 

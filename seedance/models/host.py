@@ -171,7 +171,8 @@ class HostProfile:
         if self.device is not None:
             out["device"] = self.device.to_dict()
         if self.tenants is not None:
-            out["tenants"] = {"busy_cores": self.tenants.busy_cores, "slice": asdict(self.tenants.slice)}
+            out["tenants"] = {"busy_cores": self.tenants.busy_cores, "slice": asdict(self.tenants.slice),
+                              "share": self.tenants.share}
         return out
 
     def to_yaml(self) -> str:
@@ -226,10 +227,13 @@ _OPTIONAL = ("wake", "client_wake", "handoff", "device", "tenants", "connect", "
 
 @dataclass(frozen=True)
 class TenantProfile:
-    """Other tenants of a shared machine: ``busy_cores`` cores' worth of CPU, in bursts of ``slice``."""
+    """Other tenants of a shared machine: ``busy_cores`` cores' worth of CPU, in bursts of ``slice``; ``share`` is
+    the fraction of the metered busy cores that holds cores against this host's processes (fitted on the profile's
+    own run: under contention the scheduler's fair share and the meter's granularity make the two differ)."""
 
     busy_cores: float
     slice: LogNormal
+    share: float = 1.0
 
     def __post_init__(self) -> None:
         value = self.busy_cores
@@ -238,12 +242,17 @@ class TenantProfile:
 
     @classmethod
     def from_dict(cls, data: Any, where: str) -> TenantProfile:
-        if not isinstance(data, Mapping) or set(data) != {"busy_cores", "slice"}:
-            raise SpecError(where, f"expected {{busy_cores, slice}}, got {data!r}", "busy_cores (cores), slice")
+        if not isinstance(data, Mapping) or not {"busy_cores", "slice"} <= set(data) <= {"busy_cores", "slice",
+                                                                                        "share"}:
+            raise SpecError(where, f"expected {{busy_cores, slice, share}}, got {data!r}",
+                            "busy_cores (cores), slice, share (optional, 0..2)")
+        share = data.get("share", 1.0)
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 2:
+            raise SpecError(f"{where}.share", f"must be a number in 0..2, got {share!r}")
         busy = data["busy_cores"]
         if isinstance(busy, bool) or not isinstance(busy, (int, float)) or not math.isfinite(busy) or busy < 0:
             raise SpecError(f"{where}.busy_cores", f"must be a finite number >= 0, got {busy!r}")
-        return cls(float(busy), LogNormal.from_dict(data["slice"], f"{where}.slice"))
+        return cls(float(busy), LogNormal.from_dict(data["slice"], f"{where}.slice"), float(share))
 
 
 @dataclass(frozen=True)
@@ -331,8 +340,8 @@ class CorePool:
         self.free = [0.0] * cores
         heapq.heapify(self.free)
         self._tenants = None
-        if tenants is not None and tenants.busy_cores > 0 and rng is not None:
-            held = min(0.95, tenants.busy_cores / cores)
+        if tenants is not None and tenants.busy_cores * tenants.share > 0 and rng is not None:
+            held = min(0.95, tenants.share * tenants.busy_cores / cores)
             mean_gap = tenants.slice.mean_s * (1.0 - held) / held
             self._tenants = (tenants.slice, mean_gap, rng)
             self.free = [0.0] * cores  # per core, in core order (a heap no longer: each has its own bursts)
@@ -340,18 +349,24 @@ class CorePool:
             self._drawn = [0.0] * cores  # bursts are drawn up to here
 
     def _burst_after(self, core: int, t: float) -> tuple[float, float]:
-        """The first burst on ``core`` that ends after ``t`` (drawn as needed)."""
+        """The first burst on ``core`` that ends after ``t`` (drawn as needed). Bursts are forgotten only once the
+        core's own work has passed them: a later request may start earlier than this ``t`` (it was asked of a
+        core that was not chosen), and must still meet them."""
         bursts = self._bursts[core]
         slice_, mean_gap, rng = self._tenants  # type: ignore[misc]
-        while bursts and bursts[1] <= t:
+        free = self.free[core]
+        while bursts and bursts[1] <= free:
             del bursts[:2]
-        while not bursts:
-            start = self._drawn[core] + float(rng.exponential(mean_gap))
-            end = start + slice_.draw(rng)
-            self._drawn[core] = end
-            if end > t:
+        i = 0
+        while True:
+            while i >= len(bursts):
+                start = self._drawn[core] + float(rng.exponential(mean_gap))
+                end = start + slice_.draw(rng)
+                self._drawn[core] = end
                 bursts.extend((start, end))
-        return bursts[0], bursts[1]
+            if bursts[i + 1] > t:
+                return bursts[i], bursts[i + 1]
+            i += 2
 
     def _run_on(self, core: int, start: float, cost: float) -> float:
         t = max(start, self.free[core])

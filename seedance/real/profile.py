@@ -207,11 +207,12 @@ class TenantMeter:
 
 
 def calibrate_tenants(profile: HostProfile, *, real_ops_s: float, nodes: int, clients: int, duration_s: float,
-                      steps: int = 9) -> HostProfile:
-    """Scale the tenants' burst length so the simulator reproduces the profile run's own throughput (the fitted
-    configuration; bisection on a log scale in [1/30, 300]). The probe sees the bursts' shape; how much of a node's
-    time they cost also depends on how CPU-hungry the node is, which only the run shows. A machine without other
-    tenants (under 0.1 busy cores) is left as it is."""
+                      steps: int = 8) -> HostProfile:
+    """Fit the tenants' ``share`` (0..1.5) so the simulator reproduces the profile run's own throughput (the fitted
+    configuration only; bisection: the simulated throughput falls as the share grows). The meter sees what the
+    other tenants used; how much of it kept cores from this host's processes depends on the scheduler's fair share
+    while both wanted them, which only the run shows. A machine without other tenants (under 0.1 busy cores) is
+    left as it is."""
     import dataclasses
 
     from seedance.analysis.sim_vs_real import Config, _sim
@@ -220,21 +221,19 @@ def calibrate_tenants(profile: HostProfile, *, real_ops_s: float, nodes: int, cl
     if tenants is None or tenants.busy_cores < 0.1 or not real_ops_s:
         return profile
 
-    def scaled(k: float) -> HostProfile:
-        slice_ = tenants.slice
-        return dataclasses.replace(profile, tenants=TenantProfile(tenants.busy_cores, LogNormal(
-            slice_.median_s * k, slice_.sigma, None if slice_.cap_s is None else slice_.cap_s * k)))
+    def shared(share: float) -> HostProfile:
+        return dataclasses.replace(profile, tenants=TenantProfile(tenants.busy_cores, tenants.slice, share))
 
-    lo, hi = np.log(1 / 30), np.log(300)
-    for _ in range(steps):  # the simulated throughput falls as the bursts grow
+    lo, hi = 0.0, 1.5
+    for _ in range(steps):
         mid = (lo + hi) / 2
-        predicted = _sim("raft", nodes, Config(clients), duration_s, 1, scaled(float(np.exp(mid))))["throughput_ops_s"]
+        predicted = _sim("raft", nodes, Config(clients), duration_s, 1, shared(mid))["throughput_ops_s"]
         lo, hi = (mid, hi) if predicted > real_ops_s else (lo, mid)
-    k = float(np.exp((lo + hi) / 2))
-    out = scaled(k)
+    share = (lo + hi) / 2
+    out = shared(share)
     sim_ops = _sim("raft", nodes, Config(clients), duration_s, 1, out)["throughput_ops_s"]
     return dataclasses.replace(out, measured={**profile.measured, "tenant_calibration": {
-        "slice_scale": k, "real_ops_s": real_ops_s, "sim_ops_s": sim_ops, "probe_slice": asdict(tenants.slice)}})
+        "share": share, "real_ops_s": real_ops_s, "sim_ops_s": sim_ops}})
 
 
 def measure_handoff(round_trips: int = 1000) -> list[float]:
