@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import html
+import importlib
 import json
 import os
 import time
@@ -116,7 +117,7 @@ def load_item_spec(name: str, size: str, spec_dir: str | os.PathLike[str] | None
     from seedance import validation
     from seedance.sweep import load_spec
 
-    import seedance.paper.runners  # noqa: F401  (registers the paper's runners)
+    importlib.import_module("seedance.paper.runners")  # registers the paper's runners (paper-pixel, ...)
 
     if size not in SIZES:
         raise SpecError("paper.suite", f"unknown size {size!r}", f"valid: {', '.join(SIZES)}")
