@@ -447,9 +447,12 @@ def run_test_consensus(opts: Options, *, progress: Callable[[Any, float], None] 
     mem = None
     if opts.memcheck:
         samples = memory.load_run(run_dir, opts.ranks)
-        mem = memory.analyze_run(samples, drift_threshold_pct=opts.drift_threshold_pct)
+        # with faults: the verdicts from the healed phase on (the settle time after the heal included)
+        since = summary["healed_at_s"] + 5.0 if summary.get("healed_at_s") is not None else 0.0
+        mem = memory.analyze_run(samples, drift_threshold_pct=opts.drift_threshold_pct, since_s=since)
         checks.append(_check("memory", mem["causes"], f"largest fluctuation ±{mem['max_fluctuation_pct']:.3f} %, "
-                             f"largest drift {mem['max_drift_pct']:.3f} % (threshold {opts.drift_threshold_pct:g} %)"))
+                             f"largest drift {mem['max_drift_pct']:.3f} % (threshold {opts.drift_threshold_pct:g} %)"
+                             + (f", from {since:.0f} s (after the faults healed)" if since else "")))
     causes = [f"{c['name']}: {v}" for c in checks for v in c["violations"][:3]]
     spec = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(opts).items() if k != "given"}
     report = {

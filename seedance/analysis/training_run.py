@@ -163,8 +163,9 @@ def real_train(*, world: int = 3, steps: int = 40, commit_every: int = 10, scena
     rules), drawn from ``seed`` over the first ``faulty_s`` seconds after every rank is ready, then healed; the run
     ends when every rank has finished after the heal.
 
-    ``duration_s`` (a long run): the ranks train for that many wall seconds instead of ``steps`` (the protocol's
-    ``duration_s``: they stop together at the first commit after it), the scenario's injection repeats every
+    ``duration_s`` (a long run): the run lasts that many wall seconds from its launch instead of ``steps`` (the
+    protocol's ``deadline_s`` on the machine's monotonic clock: the ranks stop together at the first commit after
+    it, whichever of them restarted meanwhile), the scenario's injection repeats every
     ``inject_period`` steps (default: the first multiple of ``commit_every`` and ``epoch_steps`` ≥ 60) and the
     learning rate cycles (``lr_cycle`` 4), so faults keep biting for the whole run; faults last at most 60 % of
     it. ``memcheck_s``: every rank samples its memory, fds, threads and buffer handles at that interval
@@ -183,7 +184,8 @@ def real_train(*, world: int = 3, steps: int = 40, commit_every: int = 10, scena
         steps = 1_000_000_000  # an upper bound: the ranks stop on time
         epoch_steps = int(merged.get("epoch_steps", 15))
         period = math.lcm(commit_every, epoch_steps)
-        merged = {"duration_s": float(duration_s), "inject_period": period * max(1, math.ceil(60 / period)),
+        t0 = time.monotonic()
+        merged = {"deadline_s": t0 + float(duration_s), "inject_period": period * max(1, math.ceil(60 / period)),
                   "lr_cycle": 4, **merged}
         faulty_s = min(faulty_s, 0.6 * duration_s)
         timeout_s = max(timeout_s, duration_s + 180.0)
@@ -201,7 +203,8 @@ def real_train(*, world: int = 3, steps: int = 40, commit_every: int = 10, scena
     wall = time.perf_counter()
     finished = False
     with LocalLauncher(protocol="commit", num_nodes=world, run_dir=run_dir, seed=seed, config=config,
-                       extra_env=dict(extra_env or {})) as launch:
+                       extra_env=dict(extra_env or {}),
+                       **({"t0_monotonic": t0} if duration_s is not None else {})) as launch:
         launch.start_all()
         deadline = time.monotonic() + timeout_s
         if nemesis:
@@ -240,7 +243,7 @@ def real_train(*, world: int = 3, steps: int = 40, commit_every: int = 10, scena
             "commit_every": commit_every, "steps_requested": None if duration_s is not None else steps,
             **({"duration_s": duration_s, "config": config} if duration_s is not None else {}),
             **summary, "finished": finished,
-            **({"nemesis": list(nemesis)} if nemesis else {}),
+            **({"nemesis": list(nemesis), "healed_at_s": healed_at} if nemesis else {}),
             "wall_s": time.perf_counter() - wall, "run_dir": str(run_dir)}
 
 

@@ -292,9 +292,14 @@ def analyze_segment(samples: Sequence[Mapping[str, Any]], *, periods: int = 3, d
 
 def analyze_run(by_rank: Mapping[int, Sequence[Sequence[Mapping[str, Any]]]], *, periods: int = 3,
                 drift_threshold_pct: float = 1.0, warmup_fraction: float = 0.1,
-                warmup_min_s: float = 5.0) -> dict[str, Any]:
+                warmup_min_s: float = 5.0, since_s: float = 0.0) -> dict[str, Any]:
     """Every rank's verdicts from its longest incarnation (a restarted process starts a new series), and the run's:
-    ``leaks`` (``"rank 2: handles"``), the largest fluctuation and drift, and the causes to report."""
+    ``leaks`` (``"rank 2: handles"``), the largest fluctuation and drift, and the causes to report. ``since_s``:
+    only samples from then on (a run with faults: after the heal, when no process is killed, paused or cut off and
+    process groups are no longer rebuilt)."""
+    if since_s:
+        by_rank = {r: [kept for seg in segs if (kept := [s for s in seg if s["t"] >= since_s])]
+                   for r, segs in by_rank.items()}
     ranks: dict[str, Any] = {}
     leaks: list[str] = []
     causes: list[str] = []
@@ -317,7 +322,7 @@ def analyze_run(by_rank: Mapping[int, Sequence[Sequence[Mapping[str, Any]]]], *,
             leaks.append(f"rank {rank}: {key}")
             causes.append(_cause(rank, key, result[key]))
     return {"ranks": ranks, "leaks": leaks, "causes": causes, "max_fluctuation_pct": fluct, "max_drift_pct": drift,
-            "drift_threshold_pct": drift_threshold_pct, "periods": periods}
+            "drift_threshold_pct": drift_threshold_pct, "periods": periods, "since_s": since_s}
 
 
 def detection_time(samples: Sequence[Mapping[str, Any]], key: str, *, drift_threshold_pct: float = 1.0,

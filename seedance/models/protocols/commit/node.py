@@ -79,11 +79,12 @@ class CommitConfig:
     step_flops: float = 1.5e9  # what one training step of the modelled model costs (simulator)
     grad_bytes: int = 4_000_000  # what its gradient allreduce moves (simulator)
     observe_params: bool = True  # votes report the parameters too (replica L2 distances); off for large models
-    # long runs (`seedance real test-consensus` / `soak`): train for duration_s seconds from the node's start (0: for
-    # `steps`); the ranks stop together at the first commit whose vote carries a rank's "time is up" flag. The
-    # scenario's injection repeats every inject_period steps (0: once); the learning rate cycles through lr_cycle
-    # epochs (0: decays for ever), so a long run keeps training and an injection keeps its effect.
-    duration_s: float = 0.0
+    # long runs (`seedance real test-consensus` / `soak`): train until the runtime's clock reads deadline_s (one
+    # clock for every rank and incarnation: the real backend's is the machine's monotonic clock, the simulator's its
+    # virtual time; 0: train for `steps`); the ranks stop together at the first commit whose vote carries a rank's
+    # "time is up" flag. The scenario's injection repeats every inject_period steps (0: once); the learning rate
+    # cycles through lr_cycle epochs (0: decays for ever), so a long run keeps training and an injection keeps biting.
+    deadline_s: float = 0.0
     inject_period: int = 0
     lr_cycle: int = 0
 
@@ -107,7 +108,7 @@ class CommitConfig:
             if isinstance(value, bool) or not isinstance(value, int) or value < lo:
                 raise SpecError(f"--set {name}", f"must be an integer >= {lo}, got {value!r}")
         positive = ("lr", "heartbeat_s", "phi_threshold", "phi_min_std_s", "collective_timeout_s")
-        for name in (*positive, "lr_decay", "phi_acceptable_pause_s", "step_flops", "duration_s"):
+        for name in (*positive, "lr_decay", "phi_acceptable_pause_s", "step_flops", "deadline_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
                     or value < 0 or (value == 0 and name in positive):
@@ -147,7 +148,7 @@ class CommitNode:
                                         dim=cfg.dim, epoch_steps=cfg.epoch_steps,
                                         collective_timeout_s=cfg.collective_timeout_s, heartbeat_s=cfg.heartbeat_s,
                                         acceptable_pause_s=cfg.phi_acceptable_pause_s, period=cfg.inject_period)
-        self.stop_at: int | None = None  # duration_s: the step of the commit that ended the run
+        self.stop_at: int | None = None  # deadline_s: the step of the commit that ended the run
         self.fired: set[tuple[str, int]] = set()
         self.view: tuple[int, ...] = tuple(range(num_nodes))
         self.epoch = 0
@@ -507,8 +508,8 @@ class CommitNode:
         true = self.pending["digests"]["true"]
         self.pending["true"] = true
         row = [self.epoch, k, voted[0], voted[1], self._view_hash()]
-        if self.cfg.duration_s:  # not agreed on: a sixth column, "my time is up" (any rank's flag ends the run)
-            row.append(int(self.t_start is not None and now - self.t_start >= self.cfg.duration_s))
+        if self.cfg.deadline_s:  # not agreed on: a sixth column, "my time is up" (any rank's flag ends the run)
+            row.append(int(now >= self.cfg.deadline_s))
         return [self._collective(("vote", self.epoch, k), "allgather", np.array(row, dtype=np.int64),
                                  timeout_s=self._sync_timeout, nominal=40)]
 
@@ -537,7 +538,7 @@ class CommitNode:
                   "voted": tuple(mine[2:4]), "true": tuple(true.get("digest") or mine[2:4]), "t": now}
         self.commits = [*self.commits[-63:], record]
         self.commits_total += 1
-        if rows.shape[1] > 5 and rows[:, 5].any():  # duration_s: time is up, every rank of the view stops here
+        if rows.shape[1] > 5 and rows[:, 5].any():  # deadline_s: time is up, every rank of the view stops here
             self.stop_at = k
         effects: Effects = [observe, self._free("cmeta"),
                             self._create("cmeta", data=np.array([self.epoch, k, mine[2], mine[3]], dtype=np.int64)),
@@ -675,7 +676,7 @@ class CommitNode:
             return effects
         row = [self.epoch, self.committed_step, self.committed_digest[0], self.committed_digest[1],
                self._view_hash()]
-        if self.cfg.duration_s:  # whether my last commit ended the run (a rank that missed that vote learns it here)
+        if self.cfg.deadline_s:  # whether my last commit ended the run (a rank that missed that vote learns it here)
             row.append(int(self.stop_at is not None and self.stop_at == self.committed_step))
         row = np.array(row, dtype=np.int64)
         effects.append(self._collective(("view", self.epoch), "allgather", row, timeout_s=self._sync_timeout,
