@@ -250,6 +250,12 @@ class EPaxosNode:
         for iid in sorted(committed):
             self._mark_committed(iid, now)
         self._execute(sorted(committed, reverse=True), out, now)
+        # our own instances that did not commit lost their coordination with the crash: recover them after the
+        # usual wait (no one else may know them, so no one else would ever be blocked on them)
+        lo, hi = self.config.election_timeout_s_min, self.config.election_timeout_s_max
+        for iid, inst in sorted(self.instances.items()):
+            if iid[0] == self.node_id and inst.status != COMMITTED and iid not in self._missing:
+                self._missing[iid] = (now, float(self.rng.uniform(lo, hi)))
         return self._emit(out)
 
     def on_message(self, src: NodeId, m: Any, now: float) -> Effects:
