@@ -235,3 +235,30 @@ def test_cli_json_is_one_object(tmp_path):
     h100 = df[(df["topology"] == "hgx-h100") & (df["size"] == "1GiB")].sort_values("nodes")
     assert (h100["time_s"].diff().dropna() >= 0).all()  # more servers, not faster for one allreduce
     assert (df["busbw_GBps"] > 0).all()
+
+
+def test_dataset_column_types_and_bad_paths(tmp_path):
+    from seedance.sweep.store import build_dataset, write_point
+
+    base = {"sweep": "t", "runner": "echo", "status": "ok", "seed": 0, "versions": {"numpy": "2"}}
+    write_point(tmp_path, {**base, "point": "a", "params": {"x": 1, "set": {"k": 0.5}, "mix": [0.5, 0.5]},
+                           "metrics": {"linearizable": True, "n": 3, "nan": float("nan"), "x": 9}})
+    write_point(tmp_path, {**base, "point": "b", "params": {"x": 2.5, "set": {"k": 1}, "mix": [1, 0]},
+                           "metrics": {"linearizable": "unknown", "n": 4.5, "nan": 1.0, "x": 9}})
+    df = load_results(build_dataset(tmp_path, ["a", "b"]))
+    assert list(df["x"]) == [1.0, 2.5] and list(df["set.k"]) == [0.5, 1.0] and list(df["mix"]) == ["[0.5,0.5]", "[1,0]"]
+    assert list(df["linearizable"]) == ["true", "unknown"]  # mixed bool and text: stored as text
+    assert list(df["n"]) == [3.0, 4.5] and df["nan"].isna().tolist() == [True, False]
+    assert list(df["metric.x"]) == [9, 9] and list(df["version.numpy"]) == ["2", "2"]
+    with pytest.raises(SpecError, match="does not exist"):
+        load_results(tmp_path / "nowhere")
+
+
+def test_unreachable_scheduler_is_one_error(tmp_path):
+    from seedance.sweep.execute import run_dask
+
+    with pytest.raises(SpecError, match="--scheduler: cannot connect to tcp://127.0.0.1:9"):
+        run_dask([{"target": "test_sweep:echo"}], scheduler="tcp://127.0.0.1:9", timeout_s=5,
+                 on_result=lambda task, result: None, connect_timeout_s=2)
+    with pytest.raises(SpecError, match="tcp://HOST:PORT"):
+        run_sweep(spec_doc(), tmp_path, scheduler="127.0.0.1:8786", progress=False)

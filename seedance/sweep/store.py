@@ -89,6 +89,7 @@ def _json_safe(value: Any) -> Any:
 def write_point(out: Path, record: Mapping[str, Any]) -> Path:
     """Write one run's record atomically (NaN becomes null: strict JSON)."""
     path = point_path(out, record["point"])
+    path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(_json_safe(dict(record)), sort_keys=True, allow_nan=False, default=str)
     atomic_write(path, (text + "\n").encode())
     return path
