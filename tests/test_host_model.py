@@ -128,7 +128,7 @@ def test_real_profile_command_writes_a_usable_profile(tmp_path):
 def amortised(**over) -> HostProfile:
     base = dict(wake=LogNormal(80e-6), io_per_input=LogNormal(40e-6), client_wake=LogNormal(100e-6),
                 handoff=LogNormal(70e-6, 0.3, 3e-4), fsync=LogNormal(1.2e-4, 0.1, 4e-4),
-                connect=LogNormal(2e-3, 0.5, 1e-2), sync_cpu=LogNormal(60e-6))
+                connect=LogNormal(2e-3, 0.5, 1e-2), accept=LogNormal(1e-4), sync_cpu=LogNormal(60e-6))
     base.update(over)
     return profile(**base)
 
@@ -235,3 +235,14 @@ def test_tenants_are_measured_for_real():
     with TenantMeter(interval_s=0.02) as meter:
         time.sleep(0.1)
     assert meter.busy_cores is not None and meter.busy_cores >= 0
+
+
+def test_connection_set_ups_at_one_node_queue_and_are_fitted_from_sorted_times():
+    from seedance.real.profile import fit_connects
+
+    fitted = fit_connects([0.002 + 0.001 * k for k in (3, 0, 5, 1, 2, 4, 7, 6)])
+    assert fitted["accept"].median_s == pytest.approx(0.001) and fitted["connect"].median_s == pytest.approx(0.002)
+    assert fit_connects([]) == {"connect": None, "accept": None}
+    queued = amortised(connect=LogNormal(1e-3), accept=LogNormal(5e-3))
+    few, many = run(queued, clients=4, duration_s=0.5), run(queued, clients=32, duration_s=0.5)
+    assert many.latency_ms_p99 > 2 * few.latency_ms_p99  # 32 set-ups at the leader wait for each other

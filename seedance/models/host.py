@@ -16,7 +16,8 @@ simulator's textbook constants leave out:
   (an fsync completion is an item too: the sends and replies that waited behind it), both fitted from the real
   loop's busy periods; without it, ``io_per_input`` is the old average per input and fsync completions are free;
 * ``connect`` (optional): a client's connection set-up to a node (TCP, the authenticated handshake, its first
-  frame), paid before its first request to that node; measured by the profile run's client process;
+  frame), paid before its first request to that node; measured by the profile run's client process; ``accept``
+  (optional) is the node's serial part of it: simultaneous set-ups at one node queue behind each other;
 * ``sync_cpu`` (optional): the storage thread's CPU per fsync (the writes and the fsync's kernel work), taken on a
   shared core before the fsync's wait;
 * ``handoff`` (optional): the latency of the round trip from the event loop to its storage thread and back (thread
@@ -133,6 +134,7 @@ class HostProfile:
     device: DeviceProfile | None = None  # a GPU host's accelerator (recorded; not used by the CPU model)
     tenants: TenantProfile | None = None  # other tenants' CPU on the shared cores
     connect: LogNormal | None = None  # a client's connection set-up to a node (before its first request there)
+    accept: LogNormal | None = None  # the node's serial part of a set-up (set-ups at one node queue behind it)
     sync_cpu: LogNormal | None = None  # the storage thread's CPU per fsync (writes, the fsync's kernel work)
 
     def __post_init__(self) -> None:
@@ -215,14 +217,14 @@ class HostProfile:
             client_per_op=LogNormal.from_dict(data["client_per_op"], f"{where}: client_per_op"),
             measured=dict(data.get("measured") or {}),
             **{key: None if data.get(key) is None else LogNormal.from_dict(data[key], f"{where}: {key}")
-               for key in ("wake", "client_wake", "handoff", "connect", "sync_cpu")},
+               for key in ("wake", "client_wake", "handoff", "connect", "accept", "sync_cpu")},
             device=None if data.get("device") is None else DeviceProfile.from_dict(data["device"], f"{where}: device"),
             tenants=None if data.get("tenants") is None else TenantProfile.from_dict(data["tenants"],
                                                                                    f"{where}: tenants"),
         )
 
 
-_OPTIONAL = ("wake", "client_wake", "handoff", "device", "tenants", "connect", "sync_cpu")
+_OPTIONAL = ("wake", "client_wake", "handoff", "device", "tenants", "connect", "accept", "sync_cpu")
 
 
 @dataclass(frozen=True)

@@ -236,6 +236,21 @@ def calibrate_tenants(profile: HostProfile, *, real_ops_s: float, nodes: int, cl
         "share": share, "real_ops_s": real_ops_s, "sim_ops_s": sim_ops}})
 
 
+def fit_connects(samples: list[float]) -> dict[str, LogNormal | None]:
+    """``connect`` and ``accept`` from the set-up times of connections opened at once (the clients' first requests):
+    the k-th fastest took about base + k * accept (least squares over the sorted times, both >= 0); ``connect`` is
+    the spread of the base (the times less their queueing), ``accept`` the serial part per set-up."""
+    if not samples:
+        return {"connect": None, "accept": None}
+    times = np.sort(np.asarray(samples, dtype=float))
+    if times.size < 3:
+        return {"connect": LogNormal.fit(times), "accept": None}
+    rank = np.arange(times.size, dtype=float)
+    slope, _ = np.polyfit(rank, times, 1)
+    accept = max(0.0, float(slope))
+    return {"connect": LogNormal.fit(np.maximum(times - accept * rank, 1e-6)), "accept": LogNormal(accept)}
+
+
 def measure_handoff(round_trips: int = 1000) -> list[float]:
     """Round-trip latency samples (s): an idle asyncio loop hands a no-op to a one-thread executor and gets the
     result back (as the real runtime's fsync path does: loop -> storage thread -> loop)."""
@@ -352,7 +367,7 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
         # alone (its own busy cores recorded in measured) gives their bursts' shape
         tenants=TenantProfile(cpu["tenant_cores"] if cpu["tenant_cores"] is not None else tenants_busy,
                               LogNormal.fit(tenant_slices)),
-        connect=LogNormal.fit(cpu["connects_s"]) if cpu["connects_s"] else None,
+        **fit_connects(cpu["connects_s"]),
         sync_cpu=None if cpu["sync_cpu_s"] is None else LogNormal(cpu["sync_cpu_s"]),
         # the fsyncs of the profile run itself (every node's storage thread: write and fsync, three processes on
         # one disk as in every run); the probe's, taken alone, only where the run recorded none

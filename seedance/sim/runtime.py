@@ -199,6 +199,7 @@ class Runtime:
         self._amortised = host is not None and host.amortised
         self._client_busy = 0.0
         self._connected: set[tuple[int, int]] = set()  # (client, node) connections opened (a modelled host)
+        self._accept_free: dict[int, float] = {}  # per node: when its last connection set-up is done
         kinds = network.topology.device_kinds
         self.hosts = [
             Host(i, self, Storage(fsync_s=storage.fsync_s, write_bandwidth_GBps=storage.write_bandwidth_GBps),
@@ -314,13 +315,19 @@ class Runtime:
         self._client_busy = self.cores.take(start, self.host.client_cost(self._host_rng, woke))
         return self._client_busy
 
-    def connect_latency(self, client: int, node: int) -> float:
+    def connect_latency(self, client: int, node: int, depart: float) -> float:
         """On a modelled host that measured it: a client's first request to a node opens the connection first (TCP,
-        the authenticated handshake, the client frame) — one draw of its set-up time; else 0."""
-        if self.host is None or self.host.connect is None or (client, node) in self._connected:
+        the authenticated handshake, the client frame): a draw of its set-up time and, where measured, the node's
+        serial part of it (accepting, the handshake) queued behind the other set-ups at that node; else 0."""
+        host = self.host
+        if host is None or host.connect is None or (client, node) in self._connected:
             return 0.0
         self._connected.add((client, node))
-        return self.host.connect.draw(self._host_rng)
+        ready = depart + host.connect.draw(self._host_rng)
+        if host.accept is not None:
+            ready = max(ready, self._accept_free.get(node, 0.0)) + host.accept.draw(self._host_rng)
+            self._accept_free[node] = ready
+        return ready - depart
 
     def extra_latency(self) -> float:
         """On a modelled host: one draw of its process-to-process (loopback) latency; else 0."""

@@ -241,7 +241,7 @@ class Clients:
 
     def _send(self, client: _Client, now: float) -> None:
         depart = self.runtime.client_cpu(now)  # a modelled host: the client process's CPU per operation first
-        depart += self.runtime.connect_latency(client.slot, client.target)  # and its first request: the connection
+        depart += self.runtime.connect_latency(client.slot, client.target, depart)  # a first request: the connection
         arrive = self.network.transit(client.device, client.target, self.config.request_bytes, depart) \
             + self.runtime.extra_latency()
         call_at(self.env, arrive, self._request_arrives, (client.target, client, client.op_seq))
