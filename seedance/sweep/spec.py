@@ -31,7 +31,7 @@ import os
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from seedance.errors import SpecError
 
@@ -152,6 +152,7 @@ class SweepSpec(_Model):
     seeds: list[Annotated[int, Field(ge=0)]] | None = Field(default=None, min_length=1, max_length=MAX_SEEDS)
     timeout_s: float = Field(default=3600.0, gt=0, le=MAX_TIMEOUT_S)
     description: str = ""
+    _points_checked: bool = PrivateAttr(default=False)  # load_spec checked every point's parameters
 
     @field_validator("plugins")
     @classmethod
@@ -267,11 +268,10 @@ def load_spec(source: str | os.PathLike[str] | dict[str, Any] | SweepSpec, *, ch
             spec = SweepSpec.model_validate(doc)
         except ValidationError as err:
             raise spec_error(err, where) from None
-    if check_points:
+    if check_points and not spec._points_checked:
+        from seedance.provenance import spec_hash
         from seedance.sweep.expand import points
         from seedance.sweep.runners import validate_params
-
-        from seedance.provenance import spec_hash
 
         seen: set[str] = set()
         for params in points(spec):
@@ -279,4 +279,5 @@ def load_spec(source: str | os.PathLike[str] | dict[str, Any] | SweepSpec, *, ch
             if key not in seen:
                 seen.add(key)
                 validate_params(spec.runner, params)
+        spec._points_checked = True
     return spec
