@@ -263,6 +263,10 @@ SIM_PARAMS: dict[str, Any] = {
 }
 
 
+_SIM_WORKLOAD_NAMES = {"mode": "workload", "rate_ops_s": "rate", "op_timeout_s": "op_timeout",
+                       "frame_rate_hz": "frame_rate"}
+
+
 def sim_config(params: Mapping[str, Any], seed: int) -> Any:
     """The :class:`seedance.sim.SimConfig` of a ``sim`` point (every value checked; errors name ``params.X``)."""
     from seedance import faults as fault_table
@@ -295,12 +299,15 @@ def sim_config(params: Mapping[str, Any], seed: int) -> Any:
     if workload == "frame":
         frame = {"frame_rate_hz": 60.0 if p["frame_rate"] is None else p["frame_rate"],
                  "writes_per_frame": 1 if p["writes_per_frame"] is None else p["writes_per_frame"]}
+    for name, hi in (("hosts", V.MAX_DEVICES), ("nodes_per_host", V.MAX_SIM_NODES)):
+        if p[name] is not None:
+            V.integer(f"params.{name}", p[name], lo=1, hi=hi)
     more = _mapping("params.extra", p["extra"])
-    from seedance.sim.config import parse_extra
-
-    more = parse_extra(json.dumps(more)) if more else {}
     protocol_config = _mapping("params.set", p["set"])
     try:
+        from seedance.sim.config import parse_extra
+
+        more = parse_extra(json.dumps(more)) if more else {}
         faults = fault_table.parse(",".join(_names("params.nemesis", p["nemesis"])), fault_table.SIM)
         config = SimConfig(
             protocol=p["protocol"], nodes=p["nodes"], duration_s=float(p["duration"]), seed=seed,
@@ -322,6 +329,9 @@ def sim_config(params: Mapping[str, Any], seed: int) -> Any:
             _topology("params.topology", p["topology"], p["hosts"])
     except SpecError as err:
         field = err.field.lstrip("-").replace("-", "_").replace("set ", "set.")
+        section, _, name = field.partition(".")
+        if section == "workload":  # a WorkloadConfig field: the sweep parameter that sets it
+            field = _SIM_WORKLOAD_NAMES.get(name, name if name in SIM_PARAMS else f"extra.workload.{name}")
         raise SpecError(field if field.startswith("params.") else f"params.{field}", err.problem, err.valid) from None
     return config
 
