@@ -80,6 +80,10 @@ def spec_doc(**over) -> dict:
      "params.extra.workload.think_s", None),
     ({"name": "s", "runner": "cost", "fixed": {"topology": "dgx-h100"}}, "params.topology", "hgx-h100"),
     ({"name": "s", "runner": "train", "fixed": {"scenario": "F9"}}, "params.scenario", "F1"),
+    ({"name": "s", "runner": "train", "fixed": {"runtime": "real", "scenario": "F5"}}, "params.scenario", None),
+    ({"name": "s", "runner": "real", "fixed": {"nemesis": "skew"}}, "params.nemesis", "partition"),
+    ({"name": "s", "runner": "sim", "fixed": {"set": {"heartbeat_s": -1}}}, "params.set.heartbeat_s", None),
+    ({"name": "s", "runner": "cost", "fixed": {"collective": "allreduc"}}, "params.collective", "allreduce"),
     ({"name": "s", "runner": "experiment", "fixed": {"name": "nope"}}, "params.name", "protocols"),
 ])
 def test_spec_errors_name_the_field(doc, field, valid, tmp_path):

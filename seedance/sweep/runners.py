@@ -108,10 +108,21 @@ def check_runner_name(name: str) -> None:
         raise SpecError("runner", f"{found.target!r} is not callable", "a function fn(params, seed) -> dict")
 
 
+def param_field(field: str) -> str:
+    """A library error's field as the sweep parameter's: ``--nemesis`` → ``params.nemesis``, ``--set k`` →
+    ``params.set.k``, ``collective`` → ``params.collective``."""
+    field = field.lstrip("-").replace("set ", "set.").replace("-", "_")
+    return field if field.startswith("params.") else f"params.{field}"
+
+
 def validate_params(name: str, params: dict[str, Any]) -> None:
+    """The runner's own check of one point's parameters (a SpecError names ``params.X``)."""
     found = entry(name)
     if found.validate is not None:
-        resolve(found.validate)(dict(params))
+        try:
+            resolve(found.validate)(dict(params))
+        except SpecError as err:
+            raise SpecError(param_field(err.field), err.problem, err.valid) from None
 
 
 def current_point_dir() -> Path:
@@ -196,6 +207,17 @@ def _mix(p: Mapping[str, Any]) -> tuple[float, float, float]:
         raise SpecError("params.mix", err.problem, err.valid) from None
 
 
+def _protocol_options(protocol: str, settings: dict[str, Any], nodes: int) -> None:
+    """The CLI's check of ``--set`` options (unknown or bad ones), with errors named ``params.set.<option>``."""
+    from seedance.cli._common import check_protocol_config
+
+    try:
+        check_protocol_config(protocol, settings, nodes)
+    except SpecError as err:
+        field = err.field.removeprefix("--set ").removeprefix(f"{protocol}.")
+        raise SpecError(f"params.set.{field}", err.problem, err.valid) from None
+
+
 def _topology(field: str, spec: Any, nodes: int | None) -> Any:
     """The topology a preset name or file describes (a bad one is a SpecError naming ``field``)."""
     from seedance.models.topology import load
@@ -271,7 +293,6 @@ def sim_config(params: Mapping[str, Any], seed: int) -> Any:
     """The :class:`seedance.sim.SimConfig` of a ``sim`` point (every value checked; errors name ``params.X``)."""
     from seedance import faults as fault_table
     from seedance import validation as V
-    from seedance.cli._common import check_protocol_config
     from seedance.models.protocols import registry
     from seedance.sim import CpuConfig, NemesisConfig, SimConfig, StorageConfig, WorkloadConfig
 
@@ -323,16 +344,16 @@ def sim_config(params: Mapping[str, Any], seed: int) -> Any:
             check=p["check"], check_timeout_s=float(p["check_timeout"]), trace=p["trace"],
             background=_names("params.background", p["background"]), monitor=p["monitor"],
             host_profile=p["host_profile"])
-        check_protocol_config(p["protocol"], dict(config.protocol_config), p["nodes"])
+        _protocol_options(p["protocol"], dict(config.protocol_config), p["nodes"])
         V.check_topology_spec("params.topology", p["topology"], p["hosts"], nodes_field="params.hosts")
         if p["topology"] is not None:
             _topology("params.topology", p["topology"], p["hosts"])
     except SpecError as err:
-        field = err.field.lstrip("-").replace("-", "_").replace("set ", "set.")
+        field = err.field
         section, _, name = field.partition(".")
         if section == "workload":  # a WorkloadConfig field: the sweep parameter that sets it
             field = _SIM_WORKLOAD_NAMES.get(name, name if name in SIM_PARAMS else f"extra.workload.{name}")
-        raise SpecError(field if field.startswith("params.") else f"params.{field}", err.problem, err.valid) from None
+        raise SpecError(param_field(field), err.problem, err.valid) from None
     return config
 
 
@@ -373,7 +394,6 @@ REAL_PARAMS: dict[str, Any] = {
 def _real_setup(params: Mapping[str, Any]) -> dict[str, Any]:
     from seedance import faults as fault_table
     from seedance import validation as V
-    from seedance.cli._common import check_protocol_config
     from seedance.real.clients import Workload
     from seedance.real.node import resolve_protocol
 
@@ -393,10 +413,7 @@ def _real_setup(params: Mapping[str, Any]) -> dict[str, Any]:
         if not isinstance(p[flag], bool):
             raise SpecError(f"params.{flag}", f"expected true or false, got {p[flag]!r}")
     settings = _mapping("params.set", p["set"])
-    try:
-        check_protocol_config(p["protocol"], settings, p["nodes"])
-    except SpecError as err:
-        raise SpecError("params.set." + err.field.removeprefix("--set "), err.problem, err.valid) from None
+    _protocol_options(p["protocol"], settings, p["nodes"])
     nemesis = fault_table.parse(",".join(_names("params.nemesis", p["nemesis"])), fault_table.REAL)
     read, _, cas = _mix(p)
     workload = Workload(num_clients=p["clients"], keys=p["keys"], read_fraction=read, cas_fraction=cas,
@@ -456,12 +473,11 @@ def _train_setup(params: Mapping[str, Any], seed: int) -> dict[str, Any]:
     V.number("params.max_sim_s", p["max_sim_s"], lo=0, hi=V.MAX_TIMEOUT_S, lo_open=True)
     V.number("params.timeout_s", p["timeout_s"], lo=0, hi=V.MAX_TIMEOUT_S, lo_open=True)
     settings = _mapping("params.set", p["set"])
-    try:
-        protocol_config(steps=p["steps"], commit_every=p["commit_every"], scenario=scenario, variant=p["variant"],
-                        seed=seed, settings=settings)
-    except SpecError as err:
-        raise SpecError("params." + err.field.removeprefix("--").replace("set ", "set."), err.problem,
-                        err.valid) from None
+    if p["runtime"] == "real" and scenario == "F5":
+        raise SpecError("params.scenario", "F5 needs a partition during a collective, which only the simulator "
+                        "injects", "runtime: sim for F5; F1-F4, F6-F8 on real processes")
+    protocol_config(steps=p["steps"], commit_every=p["commit_every"], scenario=scenario, variant=p["variant"],
+                    seed=seed, settings=settings)
     runtime = fault_table.SIM if p["runtime"] == "sim" else fault_table.REAL
     nemesis = fault_table.parse(",".join(_names("params.nemesis", p["nemesis"])), runtime)
     return {**p, "scenario": scenario, "set": settings, "nemesis": nemesis}
