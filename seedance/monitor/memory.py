@@ -75,7 +75,7 @@ def sample(process: Any, *, t0: float, device: str | None = None,
 
 class Sampler(threading.Thread):
     """Samples one process every ``interval_s`` into ``path`` (JSON lines, flushed per sample) and ``samples``
-    (the latest ``keep`` of them). ``stop()`` ends it."""
+    (the latest ``keep`` of them; 0: none kept in memory, as a long-running node must). ``stop()`` ends it."""
 
     def __init__(self, *, pid: int | None = None, interval_s: float = 1.0, path: Path | None = None,
                  t0: float | None = None, device: str | Callable[[], str] | None = None,
@@ -108,9 +108,10 @@ class Sampler(threading.Thread):
                 except Exception:  # noqa: BLE001 - the process is gone, or /proc is unreadable for a moment
                     record = None
                 if record is not None:
-                    self.samples.append(record)
-                    if len(self.samples) > self.keep:
-                        del self.samples[: len(self.samples) - self.keep]
+                    if self.keep:
+                        self.samples.append(record)
+                        if len(self.samples) > self.keep:
+                            del self.samples[: len(self.samples) - self.keep]
                     if fh is not None:
                         fh.write(json.dumps(record) + "\n")
                         fh.flush()
@@ -147,7 +148,7 @@ def start_node_sampler(runtime: Any) -> Sampler | None:
             return None
 
     sampler = Sampler(interval_s=interval, path=path, t0=cfg.t0_monotonic or None, device=device, handles=handles,
-                      extra={"rank": cfg.node_id, "incarnation": cfg.incarnation})
+                      extra={"rank": cfg.node_id, "incarnation": cfg.incarnation}, keep=0)
     sampler.start()
     return sampler
 
