@@ -53,7 +53,14 @@ def command(spec_path: str, out_dir: str, workers: int | None, scheduler: str | 
                    f"{summary.points_skipped} already done, {summary.points_failed} failed")
         click.echo(f"results: {summary.results}")
     if summary.points_failed:
-        click.echo(f"seedance: {summary.points_failed} run(s) failed; their errors and reproduce commands are in "
-                   f"{out_dir}/points/ (columns error, reproduce of {summary.results})", err=True)
+        from seedance.sweep import load_results
+
+        failed = load_results(summary.results)
+        failed = failed[failed["status"] != "ok"]
+        for row in failed.head(3).itertuples():
+            click.echo(f"seedance: run {row.point[:16]} failed: {row.error}; reproduce with: {row.reproduce}",
+                       err=True)
+        click.echo(f"seedance: {len(failed)} run(s) failed in all; their errors, tracebacks and reproduce commands "
+                   f"are in {out_dir}/points/ (columns error, reproduce of {summary.results})", err=True)
         return 1
     return 0
