@@ -11,7 +11,9 @@ Sampling (:class:`Sampler`, a daemon thread, every ``interval_s``, 1 s by defaul
 A real node samples itself when ``SEEDANCE_MEMCHECK_S`` is set (:func:`start_node_sampler`), into
 ``node-<rank>/memory-<incarnation>.jsonl`` beside its state; times are seconds since the run's start.
 
-Analysis, per series (after a warm-up, the first ``warmup_fraction`` of the series, at least ``warmup_min_s``):
+Analysis, per series (after a warm-up, the first ``warmup_fraction`` of the series, at least ``warmup_min_s`` — a
+fresh rank's RSS climbs for about half a minute and it starts its collectives' threads at its first commit — and
+never more than half of it):
 
 * :func:`period_table`: the run cut into equal periods (the seed's table: three periods of a 72-hour run), each
   with mean, standard deviation, and fluctuation ``±100·(max−min)/(2·mean)`` % (half the range around the mean;
@@ -193,7 +195,7 @@ def _stats(values: Sequence[float]) -> dict[str, float]:
 
 
 def steady(t: Sequence[float], y: Sequence[float], *, warmup_fraction: float = 0.1,
-           warmup_min_s: float = 5.0) -> tuple[list[float], list[float]]:
+           warmup_min_s: float = 30.0) -> tuple[list[float], list[float]]:
     """The series without its warm-up (the first ``warmup_fraction`` of its time span, at least ``warmup_min_s``;
     never more than half the span)."""
     if not t:
@@ -268,7 +270,7 @@ def count_verdict(t: Sequence[float], counts: Sequence[float], *, window: int = 
 
 
 def analyze_segment(samples: Sequence[Mapping[str, Any]], *, periods: int = 3, drift_threshold_pct: float = 1.0,
-                    warmup_fraction: float = 0.1, warmup_min_s: float = 5.0) -> dict[str, Any]:
+                    warmup_fraction: float = 0.1, warmup_min_s: float = 30.0) -> dict[str, Any]:
     """Table, fit and verdicts of one process's samples (one incarnation of a rank)."""
     out: dict[str, Any] = {"samples": len(samples),
                            "span_s": (samples[-1]["t"] - samples[0]["t"]) if samples else 0.0, "leaks": []}
@@ -293,7 +295,7 @@ def analyze_segment(samples: Sequence[Mapping[str, Any]], *, periods: int = 3, d
 
 def analyze_run(by_rank: Mapping[int, Sequence[Sequence[Mapping[str, Any]]]], *, periods: int = 3,
                 drift_threshold_pct: float = 1.0, warmup_fraction: float = 0.1,
-                warmup_min_s: float = 5.0, since_s: float = 0.0) -> dict[str, Any]:
+                warmup_min_s: float = 30.0, since_s: float = 0.0) -> dict[str, Any]:
     """Every rank's verdicts from its longest incarnation (a restarted process starts a new series), and the run's:
     ``leaks`` (``"rank 2: handles"``), the largest fluctuation and drift, and the causes to report. ``since_s``:
     only samples from then on (a run with faults: after the heal, when no process is killed, paused or cut off and
@@ -327,7 +329,7 @@ def analyze_run(by_rank: Mapping[int, Sequence[Sequence[Mapping[str, Any]]]], *,
 
 
 def detection_time(samples: Sequence[Mapping[str, Any]], key: str, *, drift_threshold_pct: float = 1.0,
-                   warmup_fraction: float = 0.1, warmup_min_s: float = 5.0) -> float | None:
+                   warmup_fraction: float = 0.1, warmup_min_s: float = 30.0) -> float | None:
     """The earliest sample time at which the samples so far already give ``key``'s leak verdict (None: never)."""
     for end in range(4, len(samples) + 1):
         result = analyze_segment(samples[:end], drift_threshold_pct=drift_threshold_pct,
