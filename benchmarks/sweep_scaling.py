@@ -91,6 +91,23 @@ def pool_overhead(runs: int = 40) -> dict:
     return {"runs": runs, "wall_s": wall, "mean_run_ms": 1e3 * mean_run, "per_run_ms": 1e3 * (wall / runs - mean_run)}
 
 
+def worker_startup(target: str = "seedance.sweep.runners:run_sim", repeats: int = 3) -> dict:
+    """Seconds from starting a worker process to its having imported the runner: what a process-per-run design
+    (instead of long-lived workers) would add to every run."""
+    from seedance.sweep.execute import Child
+
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        child = Child()
+        reply, usable = child._call({"load": target}, 120.0, "starting the worker")
+        times.append(time.perf_counter() - start)
+        child.close()
+        if not usable or reply["status"] != "ok":
+            raise RuntimeError(f"worker did not start: {reply}")
+    return {"target": target, "median_s": statistics.median(times), "all_s": times}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="out/benchmarks", help="output directory (default out/benchmarks)")
@@ -121,13 +138,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"pool overhead: {overhead['per_run_ms']:.1f} ms per run beyond the run itself (1 worker, "
           f"{overhead['runs']} cost-model runs of {overhead['mean_run_ms']:.2f} ms; worker start-up included)",
           file=sys.stderr)
+    startup = worker_startup()
+    print(f"worker start-up with the simulator imported: {startup['median_s']:.2f} s (median of 3) - what a process "
+          f"per run would add to each run", file=sys.stderr)
     speedup = {mode: statistics.median(r[f"{mode}_2"]["runs_per_s"] / r[f"{mode}_1"]["runs_per_s"] for r in rounds)
                for mode in ("local", "dask")}
     load = os.getloadavg()
     document = {
         "benchmark": "sweep_scaling", "target_speedup": TARGET, "runs": runs, "duration_s": duration,
         "repeats": repeats, "cpu_count": os.cpu_count(), "load_avg_after": list(load),
-        "speedup_2_vs_1": speedup, "pool_overhead": overhead,
+        "speedup_2_vs_1": speedup, "pool_overhead": overhead, "worker_startup": startup,
         "meets_target": {m: s >= TARGET for m, s in speedup.items()}, "rounds": rounds,
         "metadata": run_metadata(seed=0, spec={"benchmark": "sweep_scaling", "runs": runs, "duration_s": duration,
                                                "repeats": repeats}),

@@ -22,7 +22,8 @@ Built-in runners, each a thin function over the library (not the CLI through a s
 
 Validation: :func:`validate_params` applies the runner's ``validate(params)``, which raises
 :class:`~seedance.errors.SpecError` naming the parameter (``params.nodez: unknown parameter; valid: ...``). A spec
-may also name ``module:function`` directly as its runner (a plug-in without registration).
+may also name ``module:function`` directly as its runner (a plug-in without registration). A runner function may
+carry ``imports``, a tuple of module names its worker imports before the first run (kept out of run times).
 """
 
 from __future__ import annotations
@@ -580,6 +581,14 @@ def run_experiment(params: dict[str, Any], seed: int) -> dict[str, Any]:
     headline["command"] = "seedance experiment " + " ".join([p["name"], *args])
     return headline
 
+
+# what a worker imports before its first run of each (so imports are not part of any run's time or timeout)
+run_cost.imports = ("seedance.models.cost", "seedance.models.topology")  # type: ignore[attr-defined]
+run_sim.imports = ("seedance.sim", "seedance.analysis.protocols",  # type: ignore[attr-defined]
+                   "seedance.analysis.linearizability")
+run_real.imports = ("seedance.real.run",)  # type: ignore[attr-defined]
+run_train.imports = ("seedance.analysis.training_run", "seedance.sim")  # type: ignore[attr-defined]
+run_experiment.imports = ("seedance.cli.experiment",)  # type: ignore[attr-defined]
 
 for _name in ("cost", "sim", "real", "train", "experiment"):
     register_runner(_name, f"{__name__}:run_{_name}", validate=f"{__name__}:validate_{_name}")

@@ -14,6 +14,7 @@ driver leaves no worker behind.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
@@ -61,7 +62,8 @@ def load(target: str) -> dict[str, Any]:
 
     start = time.perf_counter()
     try:
-        resolve(target)
+        for module in getattr(resolve(target), "imports", ()):
+            importlib.import_module(module)
     except Exception as err:  # noqa: BLE001 - reported as every run's failure
         return {"status": "failed", "metrics": {}, "error": f"cannot import runner {target}: "
                 f"{type(err).__name__}: {err}".replace("\n", " "), "traceback": traceback.format_exc(),
