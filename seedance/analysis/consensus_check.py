@@ -343,7 +343,9 @@ def history_violations(events: Sequence[Mapping[str, Any]],
     all_committed: set[int] = set()
     for e in events:
         node, key, v = e["node"], e["key"], e["value"]
-        if key == "commit":
+        if key == "vote" and v.get("agree"):  # its checkpoint may be durable although a crash lost the commit event
+            committed[node].add(v["step"])
+        elif key == "commit":
             epoch, step = v["epoch"], v["step"]
             vote = votes.get((epoch, step), {}).get(node)
             if vote is None or not vote.get("agree"):
@@ -359,7 +361,7 @@ def history_violations(events: Sequence[Mapping[str, Any]],
         elif key == "rollback":
             to = v.get("to_step", -1)
             if to >= 0 and to not in committed[node]:
-                bad.append(f"rank {node} rolled back to step {to}, which it never committed")
+                bad.append(f"rank {node} rolled back to step {to}, which it never committed (nor voted to commit)")
         elif key == "resync":
             if v["step"] not in all_committed:
                 bad.append(f"rank {node} resynced to step {v['step']}, which no rank committed")
