@@ -184,6 +184,7 @@ def figure(per_config: list[dict[str, Any]]) -> Any:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     from seedance.analysis import style
 
@@ -203,6 +204,8 @@ def figure(per_config: list[dict[str, Any]]) -> Any:
         ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        for axis in (ax.xaxis, ax.yaxis):  # log-scale minor labels overlap over less than a decade
+            axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xlabel(f"measured {label}")
         ax.set_ylabel(f"simulated {label}")
     axes[0].set_title("held out: filled; fitted (the profile's configuration): hollow", fontsize=7)
