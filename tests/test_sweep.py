@@ -67,6 +67,7 @@ def spec_doc(**over) -> dict:
     (spec_doc(axes={"grid": {"x": []}}), "axes.grid.x", "at least one value"),
     ("name: t\nrunner: echo\nname: u\n", None, "duplicate key"),
     ("[1, 2]", "s.yaml", "a YAML mapping"),
+    ("name: t\nrunner: echo\naxes: {grid: {x: [1, 2020-01-01]}}\n", "axes.grid.x[1]", "quote dates"),
     (spec_doc(axes={"random": {"samples": 0, "params": {"x": {"uniform": [0, 1]}}}}), "axes.random.samples", None),
     (spec_doc(seeds=[1, 2]), "spec", None),
     (spec_doc(fixed={"x": 1}), "spec", None),

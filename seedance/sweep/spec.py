@@ -41,6 +41,25 @@ MAX_TIMEOUT_S = 7 * 24 * 3600.0
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
 
 
+def plain(where: str, value: Any) -> None:
+    """``value`` must be plain JSON data (str, int, float, bool, null, lists, mappings with string keys): a
+    parameter travels to worker processes as JSON and is hashed into the run's key."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return
+    if isinstance(value, (list, tuple)):
+        for k, item in enumerate(value):
+            plain(f"{where}[{k}]", item)
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise SpecError(where, f"has a non-string key {key!r}", "mappings with string keys")
+            plain(f"{where}.{key}", item)
+        return
+    raise SpecError(where, f"is a {type(value).__name__} ({value!r})",
+                    "plain values: strings, numbers, true/false, null, lists, mappings (quote dates and times)")
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
 
@@ -180,6 +199,13 @@ class SweepSpec(_Model):
             raise ValueError("give repetitions (seeds 0..n-1) or seeds (a list), not both")
         if self.seeds is not None and len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds has duplicates {self.seeds} (each seed at most once)")
+        for where, params in (("fixed", self.fixed), ("axes.grid", self.axes.grid), ("axes.zip", self.axes.zip)):
+            for name, value in params.items():
+                plain(f"{where}.{name}", value)
+        if self.axes.random is not None:
+            for name, dist in self.axes.random.params.items():
+                if isinstance(dist, Choice):
+                    plain(f"axes.random.params.{name}.choice", dist.choice)
         places: dict[str, str] = {}
         sources = [("fixed", self.fixed), ("axes.grid", self.axes.grid), ("axes.zip", self.axes.zip),
                    ("axes.random.params", self.axes.random.params if self.axes.random else {})]
