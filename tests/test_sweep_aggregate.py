@@ -24,6 +24,9 @@ def frame() -> pd.DataFrame:
     rows.append({"protocol": "flat", "seed": 0, "status": "ok", "tput": 3.0, "lin": True})
     rows.append({"protocol": "flat", "seed": 1, "status": "ok", "tput": 3.0, "lin": True})
     rows.append({"protocol": "gap", "seed": 0, "status": "ok", "tput": None, "lin": True})
+    rows.append({"protocol": "text", "seed": 0, "status": "ok", "tput": 1.0, "lin": "true"})
+    rows.append({"protocol": "text", "seed": 1, "status": "ok", "tput": 1.0, "lin": "false"})
+    rows.append({"protocol": "text", "seed": 2, "status": "ok", "tput": 1.0, "lin": "unknown"})
     return pd.DataFrame(rows)
 
 
@@ -50,6 +53,7 @@ def test_intervals_contain_the_mean_and_are_deterministic():
     assert tuple(rows.loc["one", ["n", "tput_mean", "tput_lo", "tput_hi"]]) == (1, 7.0, 7.0, 7.0)
     assert tuple(rows.loc["flat", ["n", "tput_mean", "tput_lo", "tput_hi"]]) == (2, 3.0, 3.0, 3.0)
     assert rows.loc["gap", "n"] == 1 and np.isnan(rows.loc["gap", "tput_mean"])
+    assert rows.loc["text", "n"] == 3 and rows.loc["text", "lin_mean"] == 0.5  # "unknown" is missing
 
 
 def test_coverage_of_the_interval():

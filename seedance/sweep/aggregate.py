@@ -8,7 +8,8 @@ same call gives the same interval), and ``n`` (rows in the group).
 Degenerate groups, handled without warnings or surprise NaNs:
 
 * missing values (None / NaN) of a metric are left out of that metric's statistics; booleans count as 0 / 1 (the
-  mean is a fraction); a metric with no value in a group has mean, lo and hi NaN;
+  mean is a fraction), also when stored as text ("true" / "false" in a column that mixes them with e.g.
+  "unknown", which counts as missing); a metric with no value in a group has mean, lo and hi NaN;
 * one value, or values all equal: no spread to resample, so lo = hi = mean (the ``n`` column says how much data
   stood behind it);
 * where BCa cannot be computed (its jackknife acceleration is undefined, e.g. two values with heavy ties) the
@@ -48,6 +49,15 @@ def mean_ci(values: Any, *, confidence: float = 0.95, seed: int = 0, n_resamples
     return mean, mean, mean
 
 
+def _number(value: Any) -> Any:
+    """Booleans (also as the text a mixed-type column holds: "true", "false") as 1.0 / 0.0."""
+    if isinstance(value, (bool, np.bool_)):
+        return float(value)
+    if isinstance(value, str) and value in ("true", "false"):
+        return 1.0 if value == "true" else 0.0
+    return value
+
+
 def aggregate(df: Any, by: list[str], metrics: list[str], confidence: float = 0.95, seed: int = 0, *,
               n_resamples: int = 9999) -> Any:
     """One row per group of ``by``: the ``by`` columns, ``n``, and ``<metric>_mean/_lo/_hi`` for each metric."""
@@ -67,8 +77,7 @@ def aggregate(df: Any, by: list[str], metrics: list[str], confidence: float = 0.
         out: dict[str, Any] = dict(zip(by, key))
         out["n"] = len(group)
         for metric in metrics:
-            values = pd.to_numeric(group[metric].map(lambda v: float(v) if isinstance(v, (bool, np.bool_)) else v),
-                                   errors="coerce")
+            values = pd.to_numeric(group[metric].map(_number), errors="coerce")
             out[f"{metric}_mean"], out[f"{metric}_lo"], out[f"{metric}_hi"] = mean_ci(
                 values.to_numpy(dtype=float), confidence=confidence, seed=seed, n_resamples=n_resamples)
         rows.append(out)
