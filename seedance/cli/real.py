@@ -272,4 +272,11 @@ def profile_command(nodes: int, clients: int, duration: float, seed: int, work_d
     for kind, dist in profile.cpu.items():
         if dist.median_s:
             click.echo(f"  {kind}: median {dist.median_s * 1e6:.0f} us, sigma {dist.sigma:.2f}")
+    if profile.wake is not None and profile.client_wake is not None:
+        click.echo(f"amortisation: node {profile.wake.median_s * 1e6:.0f} us per wake-up + "
+                   f"{profile.io_per_input.median_s * 1e6:.0f} us per item; client "
+                   f"{profile.client_wake.median_s * 1e6:.0f} us per wake-up")
+    if profile.tenants is not None:
+        click.echo(f"other tenants: {profile.tenants.busy_cores:.2f} busy cores during the run (share "
+                   f"{profile.tenants.share:.2f}); load average {profile.measured.get('loadavg_1min', 0.0):.2f}")
     click.echo(f"wrote {out_file}")
