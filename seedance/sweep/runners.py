@@ -250,10 +250,12 @@ def _cost_setup(params: Mapping[str, Any]) -> dict[str, Any]:
     if p["nodes"] is not None:
         V.integer("params.nodes", p["nodes"], lo=1, hi=V.MAX_DEVICES, why=V.WHY_DEVICES)
     V.check_topology_spec("params.topology", p["topology"], p["nodes"], nodes_field="params.nodes")
-    _topology("params.topology", p["topology"], p["nodes"])
+    protocol = check_protocol(p["protocol"])
+    if model != "nccl" and protocol != "auto":  # as `seedance cost` refuses it
+        raise SpecError("params.protocol", f"{protocol} applies to the nccl model only", "auto with model alpha-beta")
     return {"collective": collective, "model": model, "size_bytes": size_bytes,
-            "algorithm": check_algorithm(collective, p["algorithm"], model), "protocol": check_protocol(p["protocol"]),
-            "topology": p["topology"], "nodes": p["nodes"]}
+            "algorithm": check_algorithm(collective, p["algorithm"], model), "protocol": protocol,
+            "topology": _topology("params.topology", p["topology"], p["nodes"])}
 
 
 def validate_cost(params: dict[str, Any]) -> None:
@@ -263,12 +265,10 @@ def validate_cost(params: dict[str, Any]) -> None:
 def run_cost(params: dict[str, Any], seed: int) -> dict[str, Any]:
     """One collective's predicted cost (deterministic: the seed is recorded, not used)."""
     from seedance.models.cost import collective_time
-    from seedance.models.topology import load
 
     s = _cost_setup(params)
-    topology = load(s["topology"], nodes=s["nodes"])
-    cost = collective_time(s["collective"], s["size_bytes"], topology, algorithm=s["algorithm"], model=s["model"],
-                           protocol=s["protocol"]).as_dict()
+    cost = collective_time(s["collective"], s["size_bytes"], s["topology"], algorithm=s["algorithm"],
+                           model=s["model"], protocol=s["protocol"]).as_dict()
     out = {k: v for k, v in flatten(cost).items() if k not in ("collective", "model")}
     out["algorithm_used"] = out.pop("algorithm", None)
     out["protocol_used"] = out.pop("protocol", None)
