@@ -45,7 +45,7 @@ DEFAULT_CONFIGS = (Config(2), Config(8), Config(32), Config(8, 1024))
 QUICK_CONFIGS = (Config(2), Config(8), Config(32))
 
 
-def _real(protocol: str, nodes: int, config: Config, duration_s: float, seed: int, out: Path) -> dict[str, Any]:
+def measure_real(protocol: str, nodes: int, config: Config, duration_s: float, seed: int, out: Path) -> dict[str, Any]:
     """One real run, and the machine's other tenants meanwhile (busy cores less this process tree's, load)."""
     import os
 
@@ -73,7 +73,8 @@ def with_tenants(profile: Any, busy_cores: float | None) -> Any:
                                                               profile.tenants.share))
 
 
-def _sim(protocol: str, nodes: int, config: Config, duration_s: float, seed: int, profile: Any) -> dict[str, Any]:
+def predict(protocol: str, nodes: int, config: Config, duration_s: float, seed: int, profile: Any) -> dict[str, Any]:
+    """The simulator's prediction of :func:`measure_real` on a host profile."""
     from seedance.sim.config import SimConfig, WorkloadConfig
     from seedance.sim.run import simulate
 
@@ -109,12 +110,12 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
         for rnd in range(repeats):
             if progress is not None:
                 progress(f"{config.name} round {rnd + 1}/{repeats}")
-            real = _real(protocol, nodes, config, duration_s, rnd + 1, out / "runs" / f"{config.name}-{rnd}")
+            real = measure_real(protocol, nodes, config, duration_s, rnd + 1, out / "runs" / f"{config.name}-{rnd}")
             # the simulator on the profile, with the other tenants measured during this real run (an input
             # condition of the machine, like its fsync; not an outcome of the run) ...
-            sim = _sim(protocol, nodes, config, duration_s, rnd + 1, with_tenants(profile, real["tenant_cores"]))
+            sim = predict(protocol, nodes, config, duration_s, rnd + 1, with_tenants(profile, real["tenant_cores"]))
             # ... and on the profile alone (the tenants as they were when it was measured): a pure prediction
-            alone = _sim(protocol, nodes, config, duration_s, rnd + 1, profile) if profile.tenants is not None \
+            alone = predict(protocol, nodes, config, duration_s, rnd + 1, profile) if profile.tenants is not None \
                 else sim
             rows.append({"protocol": protocol, "config": config.name, "clients": config.clients,
                          "value_size": config.value_size, "round": rnd, "held_out": held_out,

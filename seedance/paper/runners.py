@@ -254,17 +254,19 @@ def _rel(predicted: Any, measured: Any) -> float | None:
 
 
 def sim_vs_real(params: dict[str, Any], seed: int) -> dict[str, Any]:
-    from seedance.analysis.sim_vs_real import Config, _real, _sim
+    from seedance.analysis.sim_vs_real import Config, measure_real, predict, with_tenants
 
     p = _sim_vs_real_setup(params)
     profile, profile_path = _sweep_profile(p)
     config = Config(p["clients"], p["value_size"])
-    real = _real(p["protocol"], p["nodes"], config, float(p["duration_s"]), seed + 1, current_point_dir() / "real")
-    sim = _sim(p["protocol"], p["nodes"], config, float(p["duration_s"]), seed + 1, profile)
+    duration_s = float(p["duration_s"])
+    real = measure_real(p["protocol"], p["nodes"], config, duration_s, seed + 1, current_point_dir() / "real")
+    # the simulator sees the other tenants' CPU measured during this very real run, as the experiment does
+    sim = predict(p["protocol"], p["nodes"], config, duration_s, seed + 1, with_tenants(profile, real["tenant_cores"]))
     fitted = (profile.measured or {}).get("config", {})
     out: dict[str, Any] = {"host_profile": profile_path,
                            "held_out": not (fitted.get("clients") == p["clients"] and not p["value_size"]),
-                           "loadavg_1min": (real.get("provenance") or {}).get("loadavg_1min")}
+                           "loadavg_1min": real["loadavg_1min"], "tenant_cores": real["tenant_cores"]}
     for key in ("throughput_ops_s", "latency_ms_p50", "latency_ms_p99"):
         out[f"real_{key}"] = real.get(key)
         out[f"sim_{key}"] = sim.get(key)

@@ -215,7 +215,7 @@ def calibrate_tenants(profile: HostProfile, *, real_ops_s: float, nodes: int, cl
     left as it is."""
     import dataclasses
 
-    from seedance.analysis.sim_vs_real import Config, _sim
+    from seedance.analysis.sim_vs_real import Config, predict
 
     tenants = profile.tenants
     if tenants is None or tenants.busy_cores < 0.1 or not real_ops_s:
@@ -227,11 +227,11 @@ def calibrate_tenants(profile: HostProfile, *, real_ops_s: float, nodes: int, cl
     lo, hi = 0.0, 1.5
     for _ in range(steps):
         mid = (lo + hi) / 2
-        predicted = _sim("raft", nodes, Config(clients), duration_s, 1, shared(mid))["throughput_ops_s"]
+        predicted = predict("raft", nodes, Config(clients), duration_s, 1, shared(mid))["throughput_ops_s"]
         lo, hi = (mid, hi) if predicted > real_ops_s else (lo, mid)
     share = (lo + hi) / 2
     out = shared(share)
-    sim_ops = _sim("raft", nodes, Config(clients), duration_s, 1, out)["throughput_ops_s"]
+    sim_ops = predict("raft", nodes, Config(clients), duration_s, 1, out)["throughput_ops_s"]
     return dataclasses.replace(out, measured={**profile.measured, "tenant_calibration": {
         "share": share, "real_ops_s": real_ops_s, "sim_ops_s": sim_ops}})
 
