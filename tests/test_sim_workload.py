@@ -67,3 +67,13 @@ def test_write_values_are_unique():
 def test_bad_workload_is_a_spec_error(field, value):
     with pytest.raises(SpecError):
         WorkloadConfig(**{field: value})
+
+
+@pytest.mark.parametrize(("field_name", "value"), [("duration_s", 0), ("duration_s", float("nan")), ("duration_s", "1"),
+                                                   ("seed", -1), ("seed", 1.5), ("seed", True),
+                                                   ("check_timeout_s", 0), ("check_timeout_s", float("inf"))])
+def test_bad_run_settings_are_refused_naming_the_field(field_name, value):
+    # these checks once sat after a return statement and never ran: a zero-length run was silently accepted
+    with pytest.raises(SpecError) as info:
+        SimConfig(**{field_name: value})
+    assert info.value.field == field_name

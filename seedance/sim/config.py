@@ -239,6 +239,10 @@ class SimConfig:
     def __post_init__(self) -> None:
         if isinstance(self.nodes, bool) or not isinstance(self.nodes, int) or self.nodes < 1:
             raise SpecError("nodes", f"must be an integer >= 1, got {self.nodes!r}")
+        _positive("duration_s", self.duration_s)
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise SpecError("seed", f"must be an integer >= 0, got {self.seed!r}")
+        _positive("check_timeout_s", self.check_timeout_s)
         object.__setattr__(self, "background", tuple(b if isinstance(b, BackgroundSpec) else
                                                      BackgroundSpec.parse(b) for b in self.background))
         if self.host_profile is not None:
@@ -256,10 +260,6 @@ class SimConfig:
         from seedance.models.host import HostProfile, load_profile
 
         return self.host_profile if isinstance(self.host_profile, HostProfile) else load_profile(self.host_profile)
-        _positive("duration_s", self.duration_s)
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise SpecError("seed", f"must be an integer >= 0, got {self.seed!r}")
-        _positive("check_timeout_s", self.check_timeout_s)
 
     @property
     def protocol_name(self) -> str:
