@@ -36,7 +36,8 @@ Rules this module keeps:
   conflict (impossible had the fast path committed the attributes), or more than N − fast quorum replicas known not
   to be witnesses (no fast quorum can have held them) → phase 1 again. Otherwise (conflicts with uncommitted
   commands and replicas missing) recovery is **deferred**: the conflicting instances are recovered or commit, and a
-  later recovery at a higher ballot decides; with every replica reachable it always decides.
+  later recovery at a higher ballot decides; with every replica reachable it decides unless one holds the instance
+  accepted.
 * Durability: every change of an instance (promise, vote, commit) is a ``PersistRecords`` put in table ``inst``
   before any message that depends on it leaves; the executed state and the kv store are volatile and rebuilt by
   re-executing the committed instances after a crash.
