@@ -78,17 +78,22 @@ _CHILD = textwrap.dedent("""
                 block[i] = 1  # touch every page: resident
             keep.append(block)
         time.sleep(0.02)
+    print("done", flush=True)
+    sys.stdin.readline()  # stay alive, memory held, until the parent has stopped sampling
 """)
 
 
 def _sample_child(mode: str, seconds: float) -> list[dict]:
-    child = subprocess.Popen([sys.executable, "-c", _CHILD, mode, str(seconds)], stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, mode, str(seconds)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout.readline().strip() == "ready"
         sampler = memory.Sampler(pid=child.pid, interval_s=0.05)
         sampler.start()
-        child.wait(timeout=seconds + 30)
-        sampler.stop()
+        assert child.stdout.readline().strip() == "done"
+        sampler.stop()  # before the child exits (its RSS falls while it frees its memory)
+        child.stdin.close()
+        child.wait(timeout=30)
     finally:
         if child.poll() is None:
             child.kill()
