@@ -612,15 +612,19 @@ def figure(events: Sequence[Mapping[str, Any]], samples: Mapping[int, Any], mem:
             result = mem["ranks"].get(str(rank), {}).get("rss")
             if result:
                 f = result["fit"]
-                segment = max(samples[rank], key=lambda s: s[-1]["t"] - s[0]["t"])
-                t0, t1 = segment[0]["t"] + (segment[-1]["t"] - segment[0]["t"]) - f["span_s"], segment[-1]["t"]
-                axes[0].plot([t0, t1], [(f["intercept"] + f["slope"] * x) / 2**20 for x in (t0, t1)], "-",
-                             color=colors[rank], lw=1,
+                t0, t1 = f["t_from"], f["t_to"]
+                axes[0].plot([t0, t1], [(f["intercept"] + f["slope"] * x) / 2**20 for x in (t0, t1)], "--",
+                             color="black", lw=1.5,
                              label=f"fit r{rank}: {f['slope'] / 1024:+.2f} KiB/s{' LEAK' if f['leak'] else ''}")
             th, yh = handles.get(rank, ([], []))
             axes[1].step(th, yh, where="post", color=colors[rank], label=f"rank {rank}")
+        values = sorted(v / 2**20 for _, ys in rss.values() for v in ys)
+        if values:  # the steady range: a process's first sample (before its imports) would flatten the plot
+            median = values[len(values) // 2]
+            kept = [v for v in values if v >= 0.8 * median]
+            axes[0].set_ylim(min(kept) - 0.5, max(kept) + 0.5)
         axes[0].set_ylabel("RSS (MiB)")
-        axes[0].set_title("memory per rank (fit over the steady part of each rank's longest incarnation)")
+        axes[0].set_title("memory per rank (dashed: the least-squares fit over the window the verdict uses)")
         axes[0].legend(fontsize="x-small", ncol=2)
         axes[1].set_ylabel("live buffer handles")
         axes[1].legend(fontsize="x-small", ncol=4)

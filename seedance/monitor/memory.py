@@ -242,7 +242,8 @@ def fit(t: Sequence[float], y: Sequence[float], *, confidence: float = 0.95) -> 
     drift = slope * span
     return {"n": n, "slope": slope, "intercept": intercept, "stderr": stderr, "ci": [lo, hi],
             "significant": bool(stderr > 0 and (lo > 0 or hi < 0)), "drift": drift,
-            "drift_pct": 100.0 * drift / mean if mean else 0.0, "span_s": span, "confidence": confidence}
+            "drift_pct": 100.0 * drift / mean if mean else 0.0, "span_s": span, "t_from": t[0], "t_to": t[-1],
+            "confidence": confidence}
 
 
 def leak_verdict(t: Sequence[float], y: Sequence[float], *, drift_threshold_pct: float = 1.0,
