@@ -54,7 +54,7 @@ def spec_doc(**over) -> dict:
 # ------------------------------------------------------------------------------------------------- validation
 @pytest.mark.parametrize("doc, field, valid", [
     (spec_doc(nmae="t"), "nmae", "valid fields: name, plugins, runner"),
-    (spec_doc(runner="nope"), "runner", "valid: cost, echo, experiment, real, sim, train"),
+    (spec_doc(runner="nope"), "runner", "valid: cost, echo, experiment"),
     (spec_doc(name="bad name!"), "name", "letters, digits"),
     (spec_doc(axes={"grid": {"x": [1]}, "zip": {"y": [1, 2], "z": [1]}}), "axes.zip", None),
     (spec_doc(axes={"gird": {"x": [1]}}), "axes.gird", "valid fields: grid, zip, random"),
