@@ -66,20 +66,21 @@ def _finish(report: dict[str, Any], as_json: bool, command: str) -> None:
               help="Read the settings from the make variables (GPU_COUNT, TEST_DURATION, CONSISTENCY_CHECK_LEVEL, "
                    "MEMCHECK_ENABLE, SCENARIO, VARIANT, SEED, NEMESIS, COMMIT_EVERY, METRICS_PORT, "
                    "MEMCHECK_DRIFT_PCT, OUT); `make test-consensus` uses this.")
-@click.option("--ranks", default=None, help="Ranks: one per GPU with CUDA, CPU processes on gloo otherwise [4].")
-@click.option("--duration", default=None, help="Training wall time: 300s, 5m, 1h [300s].")
-@click.option("--level", default=None, help="Consistency checks: basic or full [full].")
+@click.option("--ranks", default=None, metavar="N", help="Ranks: one per GPU with CUDA, CPU processes on gloo otherwise [4].")
+@click.option("--duration", default=None, metavar="DURATION",
+              help="Wall time of the run from its launch: 300s, 5m, 1h [300s].")
+@click.option("--level", default=None, metavar="basic|full", help="Consistency checks: basic or full [full].")
 @click.option("--memcheck/--no-memcheck", default=None, help="Memory monitor [on].")
-@click.option("--scenario", default=None, help="F1..F4, F6..F8 or none [none], injected throughout.")
-@click.option("--variant", default=None, help="buggy or fixed [fixed].")
-@click.option("--seed", default=None, help="Seed [0].")
-@click.option("--nemesis", default=None, help="Real faults: subset of crash,pause,partition, or none [all three].")
-@click.option("--commit-every", "commit_every", default=None, help="Steps between commits [10].")
-@click.option("--metrics-port", "metrics_port", default=None,
+@click.option("--scenario", default=None, metavar="NAME", help="F1..F4, F6..F8 or none [none], injected throughout.")
+@click.option("--variant", default=None, metavar="buggy|fixed", help="buggy or fixed [fixed].")
+@click.option("--seed", default=None, metavar="N", help="Seed [0].")
+@click.option("--nemesis", default=None, metavar="FAULTS", help="Real faults: subset of crash,pause,partition, or none [all three].")
+@click.option("--commit-every", "commit_every", default=None, metavar="K", help="Steps between commits [10].")
+@click.option("--metrics-port", "metrics_port", default=None, metavar="PORT",
               help="Prometheus endpoint on 127.0.0.1:PORT during the run (0: off) [0].")
-@click.option("--drift-threshold", "drift_threshold", default=None,
+@click.option("--drift-threshold", "drift_threshold", default=None, metavar="PCT",
               help="Memory drift over the run (in % of the mean) that counts as a leak [1.0].")
-@click.option("--out", default=None, help="Directory for report.json, figure.pdf/png, commits.trace.json "
+@click.option("--out", default=None, metavar="DIR", help="Directory for report.json, figure.pdf/png, commits.trace.json "
               "[out/test-consensus].")
 @progress_option
 @json_option
@@ -109,7 +110,7 @@ def test_consensus(from_env: bool, show_progress: bool | None, as_json: bool, **
 
 
 @click.command(name="soak")
-@click.option("--duration", required=True, help="Wall time: 600s, 10m, 72h.")
+@click.option("--duration", required=True, metavar="DURATION", help="Wall time from launch: 600s, 10m, 72h.")
 @click.option("--ranks", default="2", show_default=True, help="Rank processes.")
 @click.option("--scenario", default="none", show_default=True, help="F1..F4, F6..F8 or none (F8 buggy: the leak).")
 @click.option("--variant", default="fixed", show_default=True, help="buggy or fixed.")
