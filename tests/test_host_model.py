@@ -153,6 +153,33 @@ def test_a_clients_first_request_to_a_node_waits_for_the_connection():
     assert run(amortised(connect=None), clients=8, duration_s=0.5).latency_ms_p99 < 50
 
 
+def test_inputs_a_node_schedules_for_its_next_turn_join_its_busy_period(monkeypatch):
+    """The real loop runs a zero-delay timer (call_later(0): Raft's FLUSH and WRITE) and a durability notice
+    (call_soon) after a select that does not block, in the busy period that scheduled them: no wake-up. Only inputs
+    from outside the loop (requests, messages, fsync completions, timers with a delay) find it idle and wake it."""
+    from seedance.sim.runtime import PERSISTED, TIMER, Runtime
+
+    seen = []  # (kind, arrived when the previous input's CPU ended, started a busy period)
+    arrive, handle = Runtime._arrive, Runtime._handle
+
+    def spy_arrive(self, host, kind, value):
+        spy_arrive.at_end[host.node_id] = not host.inbox and host.busy_until == self.env.now
+        arrive(self, host, kind, value)
+
+    def spy_handle(self, host, kind, value, now):
+        seen.append((kind, spy_arrive.at_end.get(host.node_id, False), host.woke))
+        handle(self, host, kind, value, now)
+
+    spy_arrive.at_end = {}
+    monkeypatch.setattr(Runtime, "_arrive", spy_arrive)
+    monkeypatch.setattr(Runtime, "_handle", spy_handle)
+    result = run(amortised(), clients=2, duration_s=0.3)
+    own = [woke for kind, at_end, woke in seen if kind in (TIMER, PERSISTED) and at_end]
+    assert own and not any(own)
+    assert len(own) > result.ops_ok  # FLUSH, WRITE and the leader's durability notice: several per operation
+    assert sum(woke for *_, woke in seen) > result.ops_ok  # outside inputs still wake the loop
+
+
 def test_wake_up_cost_adds_latency_at_low_load():
     cheap, woken = amortised(wake=LogNormal(0.0)), amortised(wake=LogNormal(300e-6))
     assert run(woken, clients=2, duration_s=0.5).latency_ms_p50 > run(cheap, clients=2, duration_s=0.5).latency_ms_p50 + 0.5

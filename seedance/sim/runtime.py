@@ -391,8 +391,11 @@ class Runtime:
 
     def _arrive(self, host: Host, kind: int, value: Any) -> None:
         now = self.env._now
-        if self._amortised and not host.inbox and host.busy_until <= now and not host.woke:
-            host.woke = True  # the loop was idle: this input starts a busy period
+        # the loop was idle: this input starts a busy period. One arriving at the very moment the previous input's
+        # CPU ends was scheduled by it for the loop's next turn (a zero-delay timer, a durability notice: the real
+        # loop's call_later(0) / call_soon, which it runs after a select that does not block): the same period.
+        if self._amortised and not host.inbox and host.busy_until < now and not host.woke:
+            host.woke = True
             host.wakeups += 1
         if host.paused or host.inbox or self._ready_at(host) > now:
             host.inbox.append((kind, value))
