@@ -224,14 +224,42 @@ def test_busy_periods_and_the_handoff_are_measured_on_a_real_loop():
             await asyncio.sleep(0.002)  # idle: the next select may block
             for _ in range(batch):
                 busy.items += 1
+                busy.kinds[1] += 1  # a timer
                 sum(range(2000))  # some CPU in the period
         await asyncio.sleep(0.002)
         return busy.periods
 
     periods = asyncio.run(main())
     assert [p[1] for p in periods] == [1, 3, 1, 5] and all(p[0] > 0 for p in periods)
+    assert [p[4][1] for p in periods] == [1, 3, 1, 5] and all(sum(p[4]) == p[1] for p in periods)
     samples = measure_handoff(round_trips=50)
     assert len(samples) == 50 and 0 < np.median(samples) < 0.05
+
+
+def test_fit_by_kind_separates_costly_items_from_the_wake_up_that_the_pooled_fit_confounds():
+    """Followers' periods hold one costly item (an AppendEntries: decode, hand the fsync to the storage thread),
+    the leader's several cheap ones (timers): the pooled fit's one per-item cost moves the costly items into
+    ``wake``; the fit by kind recovers the wake-up and each kind's cost."""
+    from seedance.real.profile import PERIOD_KINDS, fit_amortisation, fit_amortisation_by_kind
+
+    rng = np.random.default_rng(5)
+    message, timer, done = PERIOD_KINDS.index("message"), PERIOD_KINDS.index("timer"), PERIOD_KINDS.index("fsync_done")
+    periods = []
+    for i in range(3000):
+        kinds = [0] * len(PERIOD_KINDS)
+        if i % 2:  # a follower: one AppendEntries or one fsync completion
+            kinds[message if i % 4 == 1 else done] = 1
+        else:  # the leader: a few timers and messages
+            kinds[timer], kinds[message] = 1 + i % 5, i % 3
+        cpu = 40e-6 + 100e-6 * kinds[message] + 10e-6 * kinds[timer] + 90e-6 * kinds[done]
+        periods.append((int(cpu * rng.lognormal(0.0, 0.05) * 1e9), sum(kinds), 0, 0, kinds))
+    pooled_wake, _ = fit_amortisation(periods)
+    fit = fit_amortisation_by_kind(periods)
+    assert fit["wake_s"] == pytest.approx(40e-6, rel=0.1) and pooled_wake > 1.5 * fit["wake_s"]
+    assert fit["per_kind_s"]["message"] == pytest.approx(100e-6, rel=0.05)
+    assert fit["per_kind_s"]["timer"] == pytest.approx(10e-6, abs=3e-6)
+    assert set(fit["per_kind_s"]) == {"message", "timer", "fsync_done"} and fit["items"]["fsync_done"] == 750
+    assert fit_amortisation_by_kind([p[:4] for p in periods]) is None  # an older runtime's periods: no kinds
 
 
 def test_other_tenants_hold_cores_for_their_share_and_preempt():

@@ -286,6 +286,30 @@ def fit_amortisation(periods: list[Any]) -> tuple[float, float]:
     return float(wake), float(per_item)
 
 
+PERIOD_KINDS = (*KINDS, "fsync_done", "fsync_start")  # the order of a busy period's items by kind (BusyPeriods)
+
+
+def fit_amortisation_by_kind(periods: list[Any]) -> dict[str, Any] | None:
+    """The busy periods' CPU as ``wake + sum over kinds of cost_k * items_k`` (non-negative least squares, weighted
+    by 1 / items as :func:`fit_amortisation`): a check of the pooled fit, whose per-item cost is one average over
+    every kind, so a mix of cheap and costly items at different loads can move CPU into ``wake``. Kinds that never
+    occur are left out; None without kind counts (an older runtime) or with too few periods."""
+    from scipy.optimize import nnls
+
+    rows = [(p[0], p[1], p[4]) for p in periods if len(p) > 4 and p[1] > 0]
+    if len(rows) < 10:
+        return None
+    cpu = np.asarray([r[0] for r in rows], dtype=float) / 1e9
+    items = np.asarray([r[1] for r in rows], dtype=float)
+    kinds = np.asarray([r[2] for r in rows], dtype=float)
+    used = [k for k in range(kinds.shape[1]) if kinds[:, k].any()]
+    weight = 1.0 / np.sqrt(items)
+    design = np.column_stack([np.ones_like(items), kinds[:, used]])
+    coef, _ = nnls(design * weight[:, None], cpu * weight)
+    return {"wake_s": float(coef[0]), "per_kind_s": {PERIOD_KINDS[k]: float(c) for k, c in zip(used, coef[1:])},
+            "items": {PERIOD_KINDS[k]: int(kinds[:, k].sum()) for k in used}}
+
+
 def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, seed: int) -> dict[str, Any]:
     """Handler CPU samples per input kind, frame I/O per input and client CPU per op, from a real Raft run."""
     from seedance.real.clients import Workload
@@ -325,6 +349,7 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
     client_data = json.loads(client_file.read_text()) if client_file.exists() else {}
     client_periods = client_data.get("busy_periods", [])
     wake, per_item = fit_amortisation(periods)
+    by_kind = fit_amortisation_by_kind(periods)
     client_wake, client_per_op = fit_amortisation(client_periods)
     items = np.asarray([p[1] for p in periods], dtype=float)
     client_items = np.asarray([p[1] for p in client_periods], dtype=float)
@@ -334,6 +359,7 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
             "fsync_s": [s[2] / 1e9 for s in syncs if len(s) > 2 and s[2] > 0], "tenant_cores": meter.busy_cores,
             "sync_cpu_s": other_threads_s / len(syncs) if syncs else None,
             "busy_periods": {"node": len(periods), "node_items_mean": float(items.mean()) if items.size else None,
+                             **({"node_by_kind": by_kind} if by_kind else {}),
                              "client": len(client_periods),
                              "client_items_mean": float(client_items.mean()) if client_items.size else None},
             "group_commit": {"syncs": len(syncs),

@@ -64,17 +64,22 @@ class BusyPeriods:
     the next such ``select``. Per period it records the loop thread's CPU outside the timed handlers (frame I/O,
     task steps, select, sends after a fsync), the number of items handled in it (inputs, fsync completions or, in
     the client process, replies) and of frames received and sent, so ``seedance real profile`` can fit
-    CPU = per-wake-up + per-item * items + per-frame costs.
+    CPU = per-wake-up + per-item * items + per-frame costs. Each period also carries its items by kind (``kinds``:
+    the input kinds MESSAGE .. WORK, then ``SYNCED`` for fsync completions and ``SYNC_STARTS`` for fsyncs handed to
+    the storage thread), so the profile can fit a cost per kind beside the pooled one.
     """
 
     LIMIT = 50_000
+    SYNCED, SYNC_STARTS = 6, 7  # positions in ``kinds`` after the input kinds
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.items = 0
         self.frames_in = 0
         self.frames_out = 0
         self.excluded_ns = 0  # CPU already sampled elsewhere (the handlers), not the period's overhead
-        self.periods: list[tuple[int, int, int, int]] = []  # (overhead ns, items, frames in, frames out)
+        self.kinds = [0] * 8  # items by kind (see the class docstring)
+        # (overhead ns, items, frames in, frames out, items by kind)
+        self.periods: list[tuple[int, int, int, int, list[int]]] = []
         self._start: tuple[int, ...] | None = None
         selector = getattr(loop, "_selector", None)
         if selector is None:
@@ -86,7 +91,8 @@ class BusyPeriods:
                 return original(timeout)
             self._close()
             events = original(timeout)
-            self._start = (time.thread_time_ns(), self.items, self.excluded_ns, self.frames_in, self.frames_out)
+            self._start = (time.thread_time_ns(), self.items, self.excluded_ns, self.frames_in, self.frames_out,
+                           tuple(self.kinds))
             return events
 
         selector.select = select
@@ -94,12 +100,13 @@ class BusyPeriods:
     def _close(self) -> None:
         if self._start is None or len(self.periods) >= self.LIMIT:
             return
-        cpu0, items0, excluded0, in0, out0 = self._start
+        cpu0, items0, excluded0, in0, out0, kinds0 = self._start
         self._start = None
         items = self.items - items0
         if items:
             self.periods.append((time.thread_time_ns() - cpu0 - (self.excluded_ns - excluded0), items,
-                                 self.frames_in - in0, self.frames_out - out0))
+                                 self.frames_in - in0, self.frames_out - out0,
+                                 [a - b for a, b in zip(self.kinds, kinds0)]))
 
 
 class AddressBook:
@@ -345,6 +352,7 @@ class NodeRuntime:
                 samples.append(spent)
             if self._busy is not None:
                 self._busy.items += 1
+                self._busy.kinds[kind] += 1
                 self._busy.excluded_ns += spent
                 if kind == CLIENT or (kind == MESSAGE and value[0] != self.cfg.node_id):
                     self._busy.frames_in += 1
@@ -466,6 +474,8 @@ class NodeRuntime:
             return count
 
         profiling, ended = self._busy is not None, [0, 0]
+        if profiling:
+            self._busy.kinds[BusyPeriods.SYNC_STARTS] += 1  # type: ignore[union-attr]
 
         assert self._loop is not None and self._io is not None
         self._sync_future = asyncio.wrap_future(self._io.submit(sync), loop=self._loop)
@@ -477,6 +487,7 @@ class NodeRuntime:
             # (durable effects in the group, storage thread -> loop ns, the write + fsync ns on the thread)
             self._sync_stats.append((len(group), time.perf_counter_ns() - ended[0], ended[1]))
             self._busy.items += 1
+            self._busy.kinds[BusyPeriods.SYNCED] += 1
         if future.cancelled() or future.exception() is not None:
             if not self.failed:
                 log.error("node %d: durable write failed: %r", self.cfg.node_id,
