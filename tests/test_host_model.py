@@ -301,3 +301,21 @@ def test_connection_set_ups_at_one_node_queue_and_are_fitted_from_sorted_times()
     queued = amortised(connect=LogNormal(1e-3), accept=LogNormal(5e-3))
     few, many = run(queued, clients=4, duration_s=0.5), run(queued, clients=32, duration_s=0.5)
     assert many.latency_ms_p99 > 2 * few.latency_ms_p99  # 32 set-ups at the leader wait for each other
+
+
+def test_costs_by_kind_are_charged_per_kind_and_round_trip():
+    """``io_per_kind``: each item pays its kind's cost (fsync completions and the fsync hand-off to the storage
+    thread included); kinds without one pay ``io_per_input``; the file format keeps it and names a bad kind."""
+    base = amortised()
+    assert run(base, clients=2, duration_s=0.3).throughput_ops_s == run(
+        amortised(io_per_kind={}), clients=2, duration_s=0.3).throughput_ops_s  # empty: exactly the pooled cost
+    heavy = amortised(io_per_kind={"fsync_done": LogNormal(400e-6), "fsync_start": LogNormal(400e-6)})
+    light = amortised(io_per_kind={"timer": LogNormal(0.0), "persisted": LogNormal(0.0)})
+    low = {name: run(p, clients=2, duration_s=0.3) for name, p in (("base", base), ("heavy", heavy),
+                                                                     ("light", light))}
+    assert low["heavy"].latency_ms_p50 > low["base"].latency_ms_p50 + 0.5  # two fsyncs per write on the path
+    assert low["light"].latency_ms_p50 < low["base"].latency_ms_p50
+    back = HostProfile.from_dict(yaml.safe_load(heavy.to_yaml()))
+    assert back.io_per_kind == heavy.io_per_kind and "io_per_kind" not in base.to_dict()
+    with pytest.raises(SpecError, match="io_per_kind"):
+        HostProfile.from_dict({**base.to_dict(), "io_per_kind": {"disk": 1e-4}})

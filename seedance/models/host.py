@@ -15,6 +15,10 @@ simulator's textbook constants leave out:
   several share one wake-up and the CPU per input falls. With ``wake`` set, ``io_per_input`` is the per-item part
   (an fsync completion is an item too: the sends and replies that waited behind it), both fitted from the real
   loop's busy periods; without it, ``io_per_input`` is the old average per input and fsync completions are free;
+  ``io_per_kind`` (optional) is the per-item part by kind (``ITEM_KINDS``: the input kinds, ``fsync_done``, and
+  ``fsync_start``: the loop's CPU to hand an fsync to its storage thread), fitted with ``wake`` from the periods'
+  items by kind: items of different cost in different mixes at different loads (a follower's AppendEntries, a
+  leader's zero-delay timers) would otherwise move CPU between one average per-item cost and ``wake``;
 * ``connect`` (optional): a client's connection set-up to a node (TCP, the authenticated handshake, its first
   frame), paid before its first request to that node; measured by the profile run's client process; ``accept``
   (optional) is the node's serial part of it: simultaneous set-ups at one node queue behind each other;
@@ -63,6 +67,8 @@ import numpy as np
 from seedance.errors import SpecError
 
 KINDS = ("message", "timer", "client", "collective", "persisted", "work")
+# what a loop's busy period handles, by kind: the input kinds, fsync completions, fsyncs handed to the storage thread
+ITEM_KINDS = (*KINDS, "fsync_done", "fsync_start")
 
 
 @dataclass(frozen=True)
@@ -138,6 +144,7 @@ class HostProfile:
     connect: LogNormal | None = None  # a client's connection set-up to a node (before its first request there)
     accept: LogNormal | None = None  # the node's serial part of a set-up (set-ups at one node queue behind it)
     sync_cpu: LogNormal | None = None  # the storage thread's CPU per fsync (writes, the fsync's kernel work)
+    io_per_kind: dict[str, LogNormal] | None = None  # the loop's per-item CPU by ITEM_KINDS (else io_per_input)
 
     def __post_init__(self) -> None:
         if set(self.cpu) != set(KINDS):  # a kind never measured costs nothing beyond its frame I/O
@@ -146,14 +153,23 @@ class HostProfile:
     def cpu_cost(self, kind: int, rng: np.random.Generator, woke: bool = False) -> float:
         """CPU of one input of ``kind``: the handler, the per-item frame I/O and, when it woke the loop, the
         wake-up cost (amortisation; see the module docstring)."""
-        cost = self.cpu[KINDS[kind]].draw(rng) + self.io_per_input.draw(rng)
+        cost = self.cpu[KINDS[kind]].draw(rng) + self._io(KINDS[kind]).draw(rng)
         if woke and self.wake is not None:
             cost += self.wake.draw(rng)
         return cost
 
     def completion_cost(self, rng: np.random.Generator, woke: bool) -> float:
         """CPU of an fsync completion (the effects that waited behind it) on an amortised host."""
-        return self.io_per_input.draw(rng) + (self.wake.draw(rng) if woke and self.wake is not None else 0.0)
+        return self._io("fsync_done").draw(rng) + (self.wake.draw(rng) if woke and self.wake is not None else 0.0)
+
+    def sync_start_cost(self, rng: np.random.Generator) -> float:
+        """The loop's CPU to hand one fsync to its storage thread, where measured by kind (else inside the items)."""
+        io = self.io_per_kind.get("fsync_start") if self.io_per_kind else None
+        return io.draw(rng) if io is not None else 0.0
+
+    def _io(self, kind: str) -> LogNormal:
+        io = self.io_per_kind.get(kind) if self.io_per_kind else None
+        return io if io is not None else self.io_per_input
 
     def client_cost(self, rng: np.random.Generator, woke: bool) -> float:
         """The client process's CPU for one operation, plus its wake-up cost when the reply found it idle."""
@@ -174,6 +190,8 @@ class HostProfile:
                 del out[key]
         if self.device is not None:
             out["device"] = self.device.to_dict()
+        if self.io_per_kind is not None:
+            out["io_per_kind"] = {k: asdict(v) for k, v in self.io_per_kind.items()}
         if self.tenants is not None:
             out["tenants"] = {"busy_cores": self.tenants.busy_cores, "slice": asdict(self.tenants.slice),
                               "share": self.tenants.share}
@@ -205,6 +223,10 @@ class HostProfile:
         if not isinstance(cpu, Mapping) or set(cpu) - set(KINDS):
             raise SpecError(f"{where}: cpu", f"expected a mapping of input kinds, got {cpu!r}",
                             f"keys among {', '.join(KINDS)}")
+        per_kind = data.get("io_per_kind")
+        if per_kind is not None and (not isinstance(per_kind, Mapping) or set(per_kind) - set(ITEM_KINDS)):
+            raise SpecError(f"{where}: io_per_kind", f"expected a mapping of item kinds, got {per_kind!r}",
+                            f"keys among {', '.join(ITEM_KINDS)}")
         bandwidth = data["write_bandwidth_GBps"]
         if isinstance(bandwidth, bool) or not isinstance(bandwidth, (int, float)) or not (
                 math.isfinite(bandwidth) and bandwidth > 0):
@@ -223,10 +245,12 @@ class HostProfile:
             device=None if data.get("device") is None else DeviceProfile.from_dict(data["device"], f"{where}: device"),
             tenants=None if data.get("tenants") is None else TenantProfile.from_dict(data["tenants"],
                                                                                    f"{where}: tenants"),
+            io_per_kind=None if per_kind is None else {
+                k: LogNormal.from_dict(v, f"{where}: io_per_kind.{k}") for k, v in per_kind.items()},
         )
 
 
-_OPTIONAL = ("wake", "client_wake", "handoff", "device", "tenants", "connect", "accept", "sync_cpu")
+_OPTIONAL = ("wake", "client_wake", "handoff", "device", "tenants", "connect", "accept", "sync_cpu", "io_per_kind")
 
 
 @dataclass(frozen=True)

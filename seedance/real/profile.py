@@ -17,7 +17,12 @@ Method (each part a measurement of the real backend's own code paths on this mac
   own busy periods (CPU, replies handled). Amortisation is fitted per process kind as
   ``CPU(period) = wake + per_item * items`` by non-negative least squares weighted by 1 / items (the variance of a
   period grows with its items), pooled over the nodes: ``wake`` and ``io_per_input`` for the nodes, ``client_wake``
-  and ``client_per_op`` for the client process. The client process also times each connection it opens (TCP,
+  and ``client_per_op`` for the client process. The nodes' periods are also fitted by kind,
+  ``CPU = wake + sum_k cost_k * items_k`` (inputs by kind, fsync completions, fsyncs handed to the storage thread):
+  that ``wake`` and ``io_per_kind`` are what the simulator uses (the pooled fit stays as ``io_per_input``, for kinds
+  never seen), since one average per-item cost over items whose mix changes with load (a follower's costly
+  AppendEntries and fsync completions, one per period; a leader's cheap zero-delay timers, several per period) puts
+  part of the costly items into ``wake``. The client process also times each connection it opens (TCP,
   handshake, first frame): ``connect``. Each node also reports its whole process's CPU: what its other threads
   used (the storage thread's writes and fsyncs) per fsync is ``sync_cpu``.
 * tenants (a shared machine): for about half a second, 1,000 cycles of 0.1 ms of CPU then a 0.3 ms sleep by one
@@ -46,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from seedance.models.host import KINDS, HostProfile, LogNormal, TenantProfile
+from seedance.models.host import ITEM_KINDS, KINDS, HostProfile, LogNormal, TenantProfile
 
 _ECHO = r"""
 import socket, sys
@@ -286,7 +291,7 @@ def fit_amortisation(periods: list[Any]) -> tuple[float, float]:
     return float(wake), float(per_item)
 
 
-PERIOD_KINDS = (*KINDS, "fsync_done", "fsync_start")  # the order of a busy period's items by kind (BusyPeriods)
+PERIOD_KINDS = ITEM_KINDS  # the order of a busy period's items by kind (BusyPeriods)
 
 
 def fit_amortisation_by_kind(periods: list[Any]) -> dict[str, Any] | None:
@@ -378,6 +383,7 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
     tenants_busy, tenant_slices = measure_tenants()
     cpu = measure_cpu(work_dir, nodes=nodes, clients=clients, duration_s=duration_s, seed=seed)
     summary = cpu["summary"]
+    by_kind = cpu["busy_periods"].get("node_by_kind")
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
@@ -386,7 +392,9 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
         cores=cores,
         cpu={k: LogNormal.fit(v) for k, v in cpu["handler"].items() if k in KINDS},
         io_per_input=LogNormal(cpu["io_per_input_s"]),
-        wake=LogNormal(cpu["wake_s"]),
+        # by kind where the runtime recorded kinds (the wake-up apart from items of different cost), else pooled
+        wake=LogNormal(by_kind["wake_s"] if by_kind else cpu["wake_s"]),
+        io_per_kind={k: LogNormal(v) for k, v in by_kind["per_kind_s"].items()} if by_kind else None,
         client_wake=LogNormal(cpu["client_wake_s"]),
         handoff=LogNormal.fit(handoff),
         # the other tenants during the profile run (as sim-vs-real measures them during each of its runs); the probe

@@ -152,6 +152,11 @@ class Host:
             fsync = model.fsync.draw(runtime._host_rng)
             if model.handoff is not None:
                 fsync += model.handoff.draw(runtime._host_rng)
+            start = model.sync_start_cost(runtime._host_rng) if runtime._amortised else 0.0
+            if start:  # the loop hands the write to its storage thread: its own CPU, before the thread starts
+                cursor = runtime.cores.take(cursor, start)
+                if cursor > self.busy_until:
+                    self.busy_until = cursor
             if model.sync_cpu is not None:  # the storage thread's own CPU, on a shared core, before the wait
                 cursor = runtime.cores.take(cursor, model.sync_cpu.draw(runtime._host_rng))
             done = storage.sync_done_s(cursor, fsync)
