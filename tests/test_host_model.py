@@ -180,6 +180,41 @@ def test_inputs_a_node_schedules_for_its_next_turn_join_its_busy_period(monkeypa
     assert sum(woke for *_, woke in seen) > result.ops_ok  # outside inputs still wake the loop
 
 
+def test_zero_delay_inputs_run_before_inputs_that_arrived_while_their_scheduler_ran(monkeypatch):
+    """asyncio order: a zero-delay timer or call_soon scheduled by a handler runs in the loop's next turn, before an
+    input whose bytes arrived meanwhile (its reader callback wakes its task one turn later). So a leader's FLUSH
+    closes the batch before the requests that arrived while it handled the one that armed it."""
+    from seedance.sim.runtime import Runtime
+
+    arrived, pending, late = {}, {}, []  # id(value) -> (time, scheduler's start or None); per host: pending timers
+    started, count = {}, [0]
+    arrive, handle = Runtime._arrive, Runtime._handle
+
+    def spy_arrive(self, host, kind, value):
+        at_end = bool(host.inbox) and host.busy_until == self.env.now
+        arrived[id(value)] = (self.env.now, started.get(host.node_id) if at_end else None)
+        if at_end:
+            pending.setdefault(host.node_id, set()).add(id(value))
+            count[0] += 1
+        arrive(self, host, kind, value)
+
+    def spy_handle(self, host, kind, value, now):
+        at, scheduler = arrived.pop(id(value), (now, None))
+        mine = pending.get(host.node_id, set())
+        if id(value) in mine:
+            mine.discard(id(value))
+        else:  # an input from outside: none of the zero-delay inputs still waiting was scheduled before it arrived
+            late.extend(at for v in mine if arrived.get(v, (0, None))[1] is not None and at > arrived[v][1])
+        started[host.node_id] = now
+        handle(self, host, kind, value, now)
+
+    monkeypatch.setattr(Runtime, "_arrive", spy_arrive)
+    monkeypatch.setattr(Runtime, "_handle", spy_handle)
+    result = run(amortised(), clients=8, duration_s=0.3)
+    assert count[0] > result.ops_ok / 4  # a zero-delay input often finds others queued (8 clients)
+    assert not late
+
+
 def test_wake_up_cost_adds_latency_at_low_load():
     cheap, woken = amortised(wake=LogNormal(0.0)), amortised(wake=LogNormal(300e-6))
     assert run(woken, clients=2, duration_s=0.5).latency_ms_p50 > run(cheap, clients=2, duration_s=0.5).latency_ms_p50 + 0.5

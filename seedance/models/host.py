@@ -43,9 +43,11 @@ Amortisation in the simulator: a node's loop is *idle* when its CPU is free and 
 input (or fsync completion) arriving then starts a busy period and pays ``wake`` on top of its own cost; inputs that
 arrive while it is busy join the period and pay only their own, and so do inputs the node scheduled for the loop's
 next turn (a zero-delay timer, a durability notice: the real loop's ``call_later(0)`` / ``call_soon``, run after a
-select that does not block), which arrive the moment the input before ends. The client process likewise pays
-``client_wake`` when a reply finds it idle. So the cost per operation falls with concurrency as measured, and
-low-load latency carries the wake-up cost of every hop.
+select that does not block), which arrive the moment the input before ends; these run before the inputs that
+arrived while that input was handled (asyncio: their bytes wait for the next select, then a reader callback wakes
+their task one turn later), so a leader's zero-delay flush closes its batch as in the real run. The client process
+likewise pays ``client_wake`` when a reply finds it idle. So the cost per operation falls with concurrency as
+measured, and low-load latency carries the wake-up cost of every hop.
 
 Contention: with a profile, the N node processes and the client process share ``cores`` cores (:class:`CorePool`):
 an input is handled only when its node's own CPU *and* some core are free, so 3 nodes and a client process on 2

@@ -66,7 +66,7 @@ class Host:
 
     __slots__ = ("node_id", "runtime", "node", "engine", "up", "incarnation", "boots", "paused", "busy_until",
                  "inbox", "timer_rate", "storage", "wake_at", "deferred", "handled", "stream_free", "device_kind",
-                 "syncs", "woke", "wakeups")
+                 "syncs", "woke", "wakeups", "ahead", "turn_end")
 
     def __init__(self, node_id: int, runtime: Runtime, storage: Storage, device_kind: str | None) -> None:
         self.node_id = node_id
@@ -89,6 +89,8 @@ class Host:
         self.syncs = 0
         self.woke = False  # an amortised host: the next input handled starts a busy period (pays the wake-up)
         self.wakeups = 0  # busy periods started (an amortised host)
+        self.ahead = 0  # an amortised host: inputs queued when the one being handled started (see Runtime._arrive)
+        self.turn_end = -1.0  # when the last input's effects were performed (what it scheduled with no delay arrives)
 
     @property
     def waiting(self) -> bool:
@@ -402,6 +404,13 @@ class Runtime:
         if self._amortised and not host.inbox and host.busy_until < now and not host.woke:
             host.woke = True
             host.wakeups += 1
+        if self._amortised and host.inbox and host.turn_end == now and not host.paused:
+            # ... and it runs before the inputs that arrived while that input was handled: their bytes wait for the
+            # loop's next select, then a reader callback that wakes their task one turn later
+            host.inbox.insert(host.ahead, (kind, value))
+            host.ahead += 1
+            self._arm(host)
+            return
         if host.paused or host.inbox or self._ready_at(host) > now:
             host.inbox.append((kind, value))
             self._arm(host)
@@ -441,10 +450,11 @@ class Runtime:
 
     def _handle(self, host: Host, kind: int, value: Any, now: float) -> None:
         engine = host.engine
+        host.ahead = len(host.inbox)
         if kind == SYNCED:  # an amortised host's fsync completion: the effects behind it run on the loop's CPU
             cursor = self.cores.take(now, self.host.completion_cost(self._host_rng, host.woke))
             host.woke = False
-            host.busy_until = cursor
+            host.busy_until = host.turn_end = cursor
             engine.durable(value, cursor)
             return
         if kind == TIMER:
@@ -463,7 +473,7 @@ class Runtime:
         else:
             cursor = self.cores.take(now, self.host.cpu_cost(kind, self._host_rng, host.woke))
             host.woke = False
-        host.busy_until = cursor
+        host.busy_until = host.turn_end = cursor
         if effects:
             engine.perform(effects, cursor)
         if self.after_input:
