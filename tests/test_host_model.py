@@ -354,3 +354,21 @@ def test_costs_by_kind_are_charged_per_kind_and_round_trip():
     assert back.io_per_kind == heavy.io_per_kind and "io_per_kind" not in base.to_dict()
     with pytest.raises(SpecError, match="io_per_kind"):
         HostProfile.from_dict({**base.to_dict(), "io_per_kind": {"disk": 1e-4}})
+
+
+def test_storage_thread_cpu_inside_the_fsync_overlaps_its_wait():
+    """``fsync_cpu``: the storage thread's CPU measured inside the timed write + fsync is already in the fsync's
+    wall time: it holds a core during the wait (contention) instead of delaying the fsync (as ``sync_cpu`` does);
+    the profile splits the measured CPU per fsync between them."""
+    from seedance.real.profile import _sync_cpus
+
+    before = amortised(sync_cpu=LogNormal(300e-6))
+    during = amortised(sync_cpu=LogNormal(0.0), fsync_cpu=LogNormal(300e-6))
+    free = amortised(sync_cpu=LogNormal(0.0))
+    p50 = {name: run(p, clients=2, duration_s=0.3).latency_ms_p50 for name, p in
+           (("before", before), ("during", during), ("free", free))}
+    assert p50["during"] < p50["before"] - 0.2 and p50["during"] >= p50["free"]
+    assert HostProfile.from_dict(yaml.safe_load(during.to_yaml())).fsync_cpu == LogNormal(300e-6)
+    split = _sync_cpus(200e-6, 150e-6)
+    assert split["sync_cpu"].median_s == pytest.approx(50e-6) and split["fsync_cpu"] == LogNormal(150e-6)
+    assert _sync_cpus(200e-6, None) == {"sync_cpu": LogNormal(200e-6)} and _sync_cpus(None, 1e-4) == {"sync_cpu": None}

@@ -23,7 +23,9 @@ simulator's textbook constants leave out:
   frame), paid before its first request to that node; measured by the profile run's client process; ``accept``
   (optional) is the node's serial part of it: simultaneous set-ups at one node queue behind each other;
 * ``sync_cpu`` (optional): the storage thread's CPU per fsync (the writes and the fsync's kernel work), taken on a
-  shared core before the fsync's wait;
+  shared core before the fsync's wait; ``fsync_cpu`` (optional) is the part of it spent inside the timed write +
+  fsync (so already inside ``fsync``'s wall time): it holds a core during the wait instead, and ``sync_cpu`` is then
+  only the rest;
 * ``handoff`` (optional): the latency of the round trip from the event loop to its storage thread and back (thread
   wake-up, the loop's wake-up by its self-pipe), added to every fsync;
 * ``tenants`` (optional): the machine's other tenants (other users' processes on a shared machine): the cores' worth
@@ -146,6 +148,7 @@ class HostProfile:
     connect: LogNormal | None = None  # a client's connection set-up to a node (before its first request there)
     accept: LogNormal | None = None  # the node's serial part of a set-up (set-ups at one node queue behind it)
     sync_cpu: LogNormal | None = None  # the storage thread's CPU per fsync (writes, the fsync's kernel work)
+    fsync_cpu: LogNormal | None = None  # its CPU inside the fsync's wall time (a core held during the wait)
     io_per_kind: dict[str, LogNormal] | None = None  # the loop's per-item CPU by ITEM_KINDS (else io_per_input)
 
     def __post_init__(self) -> None:
@@ -243,7 +246,7 @@ class HostProfile:
             client_per_op=LogNormal.from_dict(data["client_per_op"], f"{where}: client_per_op"),
             measured=dict(data.get("measured") or {}),
             **{key: None if data.get(key) is None else LogNormal.from_dict(data[key], f"{where}: {key}")
-               for key in ("wake", "client_wake", "handoff", "connect", "accept", "sync_cpu")},
+               for key in ("wake", "client_wake", "handoff", "connect", "accept", "sync_cpu", "fsync_cpu")},
             device=None if data.get("device") is None else DeviceProfile.from_dict(data["device"], f"{where}: device"),
             tenants=None if data.get("tenants") is None else TenantProfile.from_dict(data["tenants"],
                                                                                    f"{where}: tenants"),
@@ -252,7 +255,8 @@ class HostProfile:
         )
 
 
-_OPTIONAL = ("wake", "client_wake", "handoff", "device", "tenants", "connect", "accept", "sync_cpu", "io_per_kind")
+_OPTIONAL = ("wake", "client_wake", "handoff", "device", "tenants", "connect", "accept", "sync_cpu", "io_per_kind",
+             "fsync_cpu")
 
 
 @dataclass(frozen=True)

@@ -162,6 +162,10 @@ class Host:
             if model.sync_cpu is not None:  # the storage thread's own CPU, on a shared core, before the wait
                 cursor = runtime.cores.take(cursor, model.sync_cpu.draw(runtime._host_rng))
             done = storage.sync_done_s(cursor, fsync)
+            if model.fsync_cpu is not None:  # its CPU inside the write + fsync: a core held during the wait
+                held = runtime.cores.take(cursor, model.fsync_cpu.draw(runtime._host_rng))
+                if held > done:
+                    done = held
         self.syncs += 1
         if runtime._tracing:
             runtime._record((cursor, "persist", self.node_id, len(storage.staged), storage.staged_bytes, done))
