@@ -250,7 +250,7 @@ def test_busy_periods_and_the_handoff_are_measured_on_a_real_loop():
     to a worker thread and back takes a positive, bounded time."""
     import asyncio
 
-    from seedance.real.profile import measure_handoff
+    from seedance.real.profile import measure_handoff, measure_wake
     from seedance.real.runtime import BusyPeriods
 
     async def main():
@@ -269,6 +269,8 @@ def test_busy_periods_and_the_handoff_are_measured_on_a_real_loop():
     assert [p[4][1] for p in periods] == [1, 3, 1, 5] and all(sum(p[4]) == p[1] for p in periods)
     samples = measure_handoff(round_trips=50)
     assert len(samples) == 50 and 0 < np.median(samples) < 0.05
+    wakes = measure_wake(wakeups=60)  # a real idle loop woken by single messages from another process
+    assert len(wakes) >= 40 and all(w > 0 for w in wakes) and np.median(wakes) < 5e-3
 
 
 def test_fit_by_kind_separates_costly_items_from_the_wake_up_that_the_pooled_fit_confounds():
@@ -295,6 +297,8 @@ def test_fit_by_kind_separates_costly_items_from_the_wake_up_that_the_pooled_fit
     assert fit["per_kind_s"]["timer"] == pytest.approx(10e-6, abs=3e-6)
     assert set(fit["per_kind_s"]) == {"message", "timer", "fsync_done"} and fit["items"]["fsync_done"] == 750
     assert fit_amortisation_by_kind([p[:4] for p in periods]) is None  # an older runtime's periods: no kinds
+    probed = fit_amortisation_by_kind(periods, wake_s=40e-6)  # the wake-up given (the direct probe's)
+    assert probed["wake_s"] == 40e-6 and probed["per_kind_s"]["message"] == pytest.approx(100e-6, rel=0.05)
 
 
 def test_other_tenants_hold_cores_for_their_share_and_preempt():

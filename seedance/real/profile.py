@@ -277,6 +277,55 @@ def measure_handoff(round_trips: int = 1000) -> list[float]:
     return asyncio.run(probe())
 
 
+_TICKER = r"""
+import socket, sys, time
+sock = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+for _ in range(int(sys.argv[2])):
+    sock.sendall(b"w" * 64)
+    time.sleep(float(sys.argv[3]))
+sock.close()
+"""
+
+
+def measure_wake(wakeups: int = 500, gap_s: float = 0.0005) -> list[float]:
+    """A direct probe of the wake-up cost, apart from any load: the loop-thread CPU samples (s) of the busy periods
+    of an idle asyncio loop woken by one 64-byte message at a time over TCP on 127.0.0.1 (another process sends one
+    every ``gap_s``), with a protocol callback that does nothing: the select's return, the event dispatch, the
+    socket read and the way back to select (:class:`seedance.real.runtime.BusyPeriods`, as in the profile run)."""
+    import asyncio
+
+    from seedance.real.runtime import BusyPeriods
+
+    async def probe() -> list[float]:
+        loop = asyncio.get_running_loop()
+        busy = BusyPeriods(loop)
+        closed = loop.create_future()
+
+        class Count(asyncio.Protocol):
+            def data_received(self, data: bytes) -> None:
+                busy.items += 1
+
+            def connection_lost(self, exc: Exception | None) -> None:
+                if not closed.done():
+                    closed.set_result(None)
+
+        server = await loop.create_server(Count, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        sender = await asyncio.create_subprocess_exec(sys.executable, "-c", _TICKER, str(port), str(wakeups),
+                                                      str(gap_s))
+        try:
+            await asyncio.wait_for(closed, 60.0)
+        finally:
+            if sender.returncode is None:
+                sender.kill()
+            await sender.wait()
+            server.close()
+        return [p[0] / 1e9 for p in busy.periods[1:] if p[1] == 1]  # the first may hold the set-up
+
+    return asyncio.run(probe())
+
+
 def fit_amortisation(periods: list[Any]) -> tuple[float, float]:
     """``(wake_s, per_item_s)`` of busy periods ``(cpu_ns, items, ...)``: CPU = wake + per_item * items, by
     non-negative least squares weighted by 1 / items; (0, mean CPU per item) when there are too few periods."""
@@ -294,11 +343,12 @@ def fit_amortisation(periods: list[Any]) -> tuple[float, float]:
 PERIOD_KINDS = ITEM_KINDS  # the order of a busy period's items by kind (BusyPeriods)
 
 
-def fit_amortisation_by_kind(periods: list[Any]) -> dict[str, Any] | None:
+def fit_amortisation_by_kind(periods: list[Any], wake_s: float | None = None) -> dict[str, Any] | None:
     """The busy periods' CPU as ``wake + sum over kinds of cost_k * items_k`` (non-negative least squares, weighted
     by 1 / items as :func:`fit_amortisation`): a check of the pooled fit, whose per-item cost is one average over
     every kind, so a mix of cheap and costly items at different loads can move CPU into ``wake``. Kinds that never
-    occur are left out; None without kind counts (an older runtime) or with too few periods."""
+    occur are left out; None without kind counts (an older runtime) or with too few periods. With ``wake_s`` given
+    (the direct probe's, :func:`measure_wake`), only the costs per kind are fitted, to what the periods leave."""
     from scipy.optimize import nnls
 
     rows = [(p[0], p[1], p[4]) for p in periods if len(p) > 4 and p[1] > 0]
@@ -309,13 +359,18 @@ def fit_amortisation_by_kind(periods: list[Any]) -> dict[str, Any] | None:
     kinds = np.asarray([r[2] for r in rows], dtype=float)
     used = [k for k in range(kinds.shape[1]) if kinds[:, k].any()]
     weight = 1.0 / np.sqrt(items)
-    design = np.column_stack([np.ones_like(items), kinds[:, used]])
-    coef, _ = nnls(design * weight[:, None], cpu * weight)
+    if wake_s is None:
+        design = np.column_stack([np.ones_like(items), kinds[:, used]])
+        coef, _ = nnls(design * weight[:, None], cpu * weight)
+    else:
+        per_kind, _ = nnls(kinds[:, used] * weight[:, None], (cpu - wake_s) * weight)
+        coef = np.concatenate([[wake_s], per_kind])
     return {"wake_s": float(coef[0]), "per_kind_s": {PERIOD_KINDS[k]: float(c) for k, c in zip(used, coef[1:])},
             "items": {PERIOD_KINDS[k]: int(kinds[:, k].sum()) for k in used}}
 
 
-def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, seed: int) -> dict[str, Any]:
+def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, seed: int,
+                wake_probe_s: float | None = None) -> dict[str, Any]:
     """Handler CPU samples per input kind, frame I/O per input and client CPU per op, from a real Raft run."""
     from seedance.real.clients import Workload
     from seedance.real.run import run_real
@@ -355,6 +410,7 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
     client_periods = client_data.get("busy_periods", [])
     wake, per_item = fit_amortisation(periods)
     by_kind = fit_amortisation_by_kind(periods)
+    by_kind_probed = fit_amortisation_by_kind(periods, wake_s=wake_probe_s) if wake_probe_s is not None else None
     client_wake, client_per_op = fit_amortisation(client_periods)
     items = np.asarray([p[1] for p in periods], dtype=float)
     client_items = np.asarray([p[1] for p in client_periods], dtype=float)
@@ -366,6 +422,7 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
             "busy_periods": {"node": len(periods), "node_items_mean": float(items.mean()) if items.size else None,
                              "node_pooled": {"wake_s": wake, "per_item_s": per_item},
                              **({"node_by_kind": by_kind} if by_kind else {}),
+                             **({"node_by_kind_probed_wake": by_kind_probed} if by_kind_probed else {}),
                              "client": len(client_periods),
                              "client_items_mean": float(client_items.mean()) if client_items.size else None},
             "group_commit": {"syncs": len(syncs),
@@ -397,7 +454,9 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
     loopback = measure_loopback()
     handoff = measure_handoff()
     tenants_busy, tenant_slices = measure_tenants()
-    cpu = measure_cpu(work_dir, nodes=nodes, clients=clients, duration_s=duration_s, seed=seed)
+    wake_probe = measure_wake()
+    cpu = measure_cpu(work_dir, nodes=nodes, clients=clients, duration_s=duration_s, seed=seed,
+                      wake_probe_s=float(np.median(wake_probe)) if wake_probe else None)
     summary = cpu["summary"]
     by_kind = cpu["busy_periods"].get("node_by_kind")
     try:
@@ -433,6 +492,8 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
                   "samples": {"fsync": len(fsync_samples), "loopback": len(loopback), "handoff": len(handoff),
                               "inputs": cpu["inputs"]},
                   "busy_periods": cpu["busy_periods"], "group_commit": cpu["group_commit"],
+                  # the direct probe of a wake-up (an idle loop, one message, a no-op callback): beside the fits
+                  "wake_probe": {"samples": len(wake_probe), **asdict(LogNormal.fit(wake_probe))},
                   "fsync_probe": asdict(LogNormal.fit(fsync_samples)), "tenant_probe_busy_cores": tenants_busy,
                   "raft_run": {k: summary.get(k) for k in ("throughput_ops_s", "latency_ms_p50", "latency_ms_p99",
                                                            "ops_ok")}},
