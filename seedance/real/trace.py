@@ -32,8 +32,9 @@ class TraceRecorder:
 
     def __init__(self, path: Path | None, t0_monotonic: float, flush_every_s: float = 0.5) -> None:
         self.t0 = t0_monotonic
+        # records go straight into the file object's own buffer (fixed-size chunks), not a list joined into one
+        # string per flush: those joins made big temporaries of ever-changing size on the main heap every 0.5 s
         self._fh: TextIO | None = open(path, "a", buffering=1 << 16) if path else None
-        self._buffer: list[str] = []
         self._last_flush = time.monotonic()
         self.flush_every_s = flush_every_s
 
@@ -48,15 +49,13 @@ class TraceRecorder:
         """Record ``(time_s, kind, node, *details)``; ``at`` is a ``time.monotonic()`` value (default: now)."""
         if self._fh is None:
             return
-        self._buffer.append(json.dumps(_plain([self.time_s(at), kind, node, *details]), separators=(",", ":")))
+        self._fh.write(json.dumps(_plain([self.time_s(at), kind, node, *details]), separators=(",", ":")) + "\n")
         if time.monotonic() - self._last_flush >= self.flush_every_s:
             self.flush()
 
     def flush(self) -> None:
-        if self._fh is not None and self._buffer:
-            self._fh.write("\n".join(self._buffer) + "\n")
+        if self._fh is not None:
             self._fh.flush()
-            self._buffer.clear()
         self._last_flush = time.monotonic()
 
     def close(self) -> None:
