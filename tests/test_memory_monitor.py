@@ -126,3 +126,36 @@ def test_sampler_writes_json_lines_and_no_cuda_without_torch_cuda(tmp_path) -> N
         assert cuda is None  # never initialises CUDA itself
     else:  # pragma: no cover - needs a GPU
         assert cuda == torch.cuda.memory_allocated("cuda:0")
+
+
+def test_heap_counts_live_allocations_while_rss_keeps_what_the_allocator_retains() -> None:
+    """``heap`` (glibc ``mallinfo2``) beside RSS: 8,000 touched 4 KiB blocks raise both; freeing every other block
+    lowers ``heap`` by half of them while RSS keeps the holes (glibc returns no page inside its heap on ``free``):
+    the soak's way to tell memory retained (fragmentation) from live allocations growing."""
+    import ctypes
+    import os
+
+    import psutil
+
+    if memory.malloc_in_use() is None:
+        pytest.skip("glibc >= 2.33 only (mallinfo2)")
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    libc.free.restype, libc.free.argtypes = None, [ctypes.c_void_p]
+    me = psutil.Process(os.getpid())
+    before = memory.sample(me, t0=0.0)
+    blocks = [libc.malloc(4096) for _ in range(8000)]
+    try:
+        for block in blocks:
+            ctypes.memset(block, 1, 4096)
+        full = memory.sample(me, t0=0.0)
+        for block in blocks[::2]:
+            libc.free(block)
+        holes = memory.sample(me, t0=0.0)
+    finally:
+        for block in blocks[1::2]:
+            libc.free(block)
+    assert full["heap"] - before["heap"] >= 8000 * 4096
+    assert full["heap"] - holes["heap"] >= 4000 * 4096  # half of them freed: gone from the live figure
+    assert full["rss"] - holes["rss"] < 1000 * 4096  # ... but still resident
+    assert memory.sample(psutil.Process(os.getppid()), t0=0.0)["heap"] is None  # another process: not ours to ask

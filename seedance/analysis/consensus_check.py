@@ -672,6 +672,11 @@ def report_lines(report: Mapping[str, Any]) -> list[str]:
             lines.append(f"    rank {rank}: slope {f['slope'] / 1024:+.3f} KiB/s (95% CI {f['ci'][0] / 1024:+.3f}.."
                          f"{f['ci'][1] / 1024:+.3f}), drift {f['drift_pct']:+.3f} %, "
                          f"{'LEAK' if f['leak'] else 'no leak'}; {counts}")
+            if "heap" in result:  # live C allocations beside RSS: flat here and rising RSS is memory retained
+                h = result["heap"]["fit"]
+                lines.append(f"    rank {rank}: heap in use (malloc) {result['heap']['mean'] / 2**20:.2f} MiB, slope "
+                             f"{h['slope'] / 1024:+.3f} KiB/s (95% CI {h['ci'][0] / 1024:+.3f}..{h['ci'][1] / 1024:+.3f}),"
+                             f" drift {h['drift_pct']:+.3f} %, {'LEAK' if h['leak'] else 'no leak'}")
     for leak, when in (report.get("detected") or {}).items():
         lines.append(f"  {leak} leak first detected at {when['at_s']:.0f} s, after {when['after_commits']} commits")
     load = report["load_average"]

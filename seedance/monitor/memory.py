@@ -5,6 +5,10 @@ Sampling (:class:`Sampler`, a daemon thread, every ``interval_s``, 1 s by defaul
 * ``rss``: resident set size (psutil), bytes;
 * ``cuda``: ``torch.cuda.memory_allocated(device)`` (tensors the caching allocator handed out, not what it reserved)
   when the process already uses CUDA (``torch.cuda.is_available()`` and initialised); ``None`` otherwise;
+* ``heap``: bytes the C allocator has handed out and not taken back (glibc's ``mallinfo2``: ``uordblks + hblkhd``)
+  when the sampler samples its own process on glibc ≥ 2.33; ``None`` otherwise. RSS also holds what the allocator
+  keeps after frees (fragmentation, its trim threshold): an RSS slope with a flat ``heap`` is memory retained, not
+  live allocations growing. Python's small objects live in pymalloc's own arenas, outside this figure;
 * ``fds`` (open file descriptors), ``threads`` (OS threads), and ``handles``: live device-buffer handles of the
   process's effect engine when a counter is given (the real node passes its engine's ``buffers.live``).
 
@@ -39,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 MEMCHECK_ENV = "SEEDANCE_MEMCHECK_S"  # sampling interval of a real node (unset: no sampling)
-SERIES = ("rss", "cuda")
+SERIES = ("rss", "cuda", "heap")
 COUNTS = ("handles", "fds", "threads")
 
 
@@ -58,6 +62,31 @@ def cuda_allocated(device: str | None) -> int | None:
         return None
 
 
+_MALLINFO2: Any = None  # the C function once looked up; False: not this C library
+
+
+def malloc_in_use() -> int | None:
+    """This process's bytes in use in glibc's allocator (``mallinfo2``: arenas + its own mmaps); None elsewhere."""
+    global _MALLINFO2
+    if _MALLINFO2 is None:
+        import ctypes
+
+        class MallInfo2(ctypes.Structure):
+            _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
+                                                             "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+        try:
+            _MALLINFO2 = ctypes.CDLL(None).mallinfo2
+            _MALLINFO2.restype = MallInfo2
+            _MALLINFO2.argtypes = []
+        except (OSError, AttributeError):  # not glibc, or glibc < 2.33
+            _MALLINFO2 = False
+    if not _MALLINFO2:
+        return None
+    info = _MALLINFO2()
+    return int(info.uordblks + info.hblkhd)
+
+
 def sample(process: Any, *, t0: float, device: str | None = None,
            handles: Callable[[], int | None] | None = None) -> dict[str, Any]:
     """One sample of ``process`` (a ``psutil.Process``)."""
@@ -71,7 +100,8 @@ def sample(process: Any, *, t0: float, device: str | None = None,
             count = handles()
         except Exception:  # noqa: BLE001
             count = None
-    return {"t": time.monotonic() - t0, "rss": int(rss), "cuda": cuda_allocated(device), "fds": fds,
+    return {"t": time.monotonic() - t0, "rss": int(rss), "cuda": cuda_allocated(device),
+            "heap": malloc_in_use() if process.pid == os.getpid() else None, "fds": fds,
             "threads": int(threads), "handles": count}
 
 
