@@ -35,3 +35,19 @@ def test_bad_mix_on_the_command_line_is_one_line_and_exit_2(capsys):
     assert main(["sim", "run", "--mix", "1,1,1", "--duration", "0.1", "--json"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--mix" in err[0]
+
+
+def test_jsonable_is_one_rule_for_every_writer():
+    import json
+    import math
+
+    import numpy as np
+
+    from seedance.jsonable import jsonable
+
+    value = {1: (np.float32(1.5), np.int64(3), np.bool_(True)), "a": [math.nan, -math.inf, np.array([1.0, np.nan])],
+             "s": "x"}
+    out = jsonable(value)
+    assert out == {"1": [1.5, 3, True], "a": [None, None, [1.0, None]], "s": "x"}
+    assert json.loads(json.dumps(out, allow_nan=False)) == out
+    assert type(out["1"][1]) is int and type(out["1"][2]) is bool

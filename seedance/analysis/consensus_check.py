@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from seedance.errors import SpecError
+from seedance.jsonable import jsonable
 
 LEVELS = ("basic", "full")
 SCENARIO_NAMES = ("F1", "F2", "F3", "F4", "F6", "F7", "F8")  # F5 is simulator-only (see training_run)
@@ -587,7 +588,7 @@ def write_artifacts(report: dict[str, Any], events: Sequence[Mapping[str, Any]],
     target = out / "report.json"
     paths.append(str(target))
     report["artifacts"] = paths
-    atomic_write(target, (json.dumps(memory.finite(report), indent=1, default=str) + "\n").encode())
+    atomic_write(target, (json.dumps(jsonable(report), indent=1, default=str) + "\n").encode())
     return paths
 
 

@@ -4,44 +4,18 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from typing import Any
 
 import click
 
 from seedance import validation
 from seedance.errors import SpecError
-
-
-def _default(obj: Any) -> Any:
-    np = sys.modules.get("numpy")  # not imported here (the CLI starts fast); no numpy value exists without it
-    if np is None:
-        raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, (np.floating,)):
-        return float(obj)
-    if isinstance(obj, (np.bool_,)):
-        return bool(obj)
-    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
-
-
-def _finite(obj: Any) -> Any:
-    """Replace NaN/inf (invalid JSON) by null, recursively."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
+from seedance.jsonable import jsonable
 
 
 def to_json(obj: Any) -> str:
     """Strict JSON (no NaN) for one object, numpy values converted."""
-    return json.dumps(_finite(json.loads(json.dumps(obj, default=_default))), allow_nan=False)
+    return json.dumps(jsonable(obj), allow_nan=False)
 
 
 def emit_json(obj: Any) -> None:

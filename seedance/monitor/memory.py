@@ -33,7 +33,6 @@ never more than half of it):
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 import threading
@@ -389,17 +388,6 @@ def table_lines(analysis: Mapping[str, Any], key: str = "rss") -> list[str]:
                          f"{row['mean'] / 2**20:>10.2f} {row['std'] / 2**20:>9.3f} ±{row['fluctuation_pct']:>6.3f}"
                          f" {row['cv_pct']:>7.3f}")
     return lines
-
-
-def finite(value: Any) -> Any:
-    """JSON-ready: non-finite floats as None."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [finite(v) for v in value]
-    return value
 
 
 def series(by_rank: Mapping[int, Iterable[Iterable[Mapping[str, Any]]]], key: str = "rss") -> dict[int, tuple[

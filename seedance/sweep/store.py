@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import io
 import json
-import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from seedance.errors import SpecError
+from seedance.jsonable import jsonable
 from seedance.real.storage import atomic_write
 
 POINTS = "points"
@@ -76,21 +76,11 @@ def point_path(out: Path, key: str) -> Path:
     return out / POINTS / f"{key}.json"
 
 
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None  # strict JSON; a missing value in the dataset
-    if isinstance(value, Mapping):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    return value
-
-
 def write_point(out: Path, record: Mapping[str, Any]) -> Path:
     """Write one run's record atomically (NaN becomes null: strict JSON)."""
     path = point_path(out, record["point"])
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(_json_safe(dict(record)), sort_keys=True, allow_nan=False, default=str)
+    text = json.dumps(jsonable(dict(record)), sort_keys=True, allow_nan=False, default=str)
     atomic_write(path, (text + "\n").encode())
     return path
 

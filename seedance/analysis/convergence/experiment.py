@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from seedance.jsonable import jsonable
 from seedance.models import convergence as bounds
 from seedance.models.compression import Compressor, Kind, parse_compressor
 
@@ -280,19 +281,6 @@ def _summary(config, rows, logistic, mlp, runs, elapsed_s) -> dict:
         },
         "elapsed_s": elapsed_s,
     }
-
-
-def jsonable(value):
-    """Plain JSON types, recursively: numpy scalars unwrapped, NaN/inf → None."""
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 def config_dict(config: ExperimentConfig) -> dict:
