@@ -338,19 +338,24 @@ def test_refused_commands_start_nothing(tmp_path):
 
 
 # ------------------------------------------------------------------------- every command, found by walking the tree
-def _leaf_commands():
+def _walk(cmd=None, path=()):
+    """Every leaf command of the CLI with its path of names."""
     import click
 
     from seedance.cli import cli
 
-    def walk(cmd, path):
-        if isinstance(cmd, click.Group):
-            for name, sub in sorted(cmd.commands.items()):
-                yield from walk(sub, [*path, name])
-        else:
-            yield path, cmd
+    cmd = cli if cmd is None else cmd
+    if isinstance(cmd, click.Group):
+        for name, sub in sorted(cmd.commands.items()):
+            yield from _walk(sub, [*path, name])
+    else:
+        yield list(path), cmd
 
-    for path, cmd in walk(cli, []):
+
+def _leaf_commands():
+    import click
+
+    for path, cmd in _walk():
         for p in cmd.params:
             numeric = isinstance(p.type, (click.types.IntParamType, click.types.FloatParamType)) or \
                 type(p.type).__name__ in ("Number", "Integer")
@@ -381,16 +386,7 @@ def test_every_numeric_option_of_every_command_refuses_non_numbers(path, cmd, op
 def _output_commands():
     import click
 
-    from seedance.cli import cli
-
-    def walk(cmd, path):
-        if isinstance(cmd, click.Group):
-            for name, sub in sorted(cmd.commands.items()):
-                yield from walk(sub, [*path, name])
-        else:
-            yield path, cmd
-
-    for path, cmd in walk(cli, []):
+    for path, cmd in _walk():
         outs = [p for p in cmd.params if isinstance(p, click.Option) and not p.is_flag
                 and p.name in ("out", "out_dir", "out_file", "figure_stem")]
         if outs:
