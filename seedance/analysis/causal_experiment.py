@@ -30,8 +30,9 @@ FRAME_MS = 1000.0 / 60.0
 BACKGROUND = "allreduce:1GiB@0.2"
 
 
-def _config(protocol: str, *, grid: int, writes_per_frame: int, duration_s: float, seed: int, background: bool,
-            clients: int = 16) -> Any:
+def pixel_config(protocol: str, *, grid: int, writes_per_frame: int, duration_s: float, seed: int,
+                 background: bool, clients: int = 16) -> Any:
+    """The simulated run of one point of the study (8 nodes on one dgx-a100 server, 60 Hz frames)."""
     from seedance.sim import SimConfig, WorkloadConfig
 
     protocol_config = {"width": grid, "height": grid} if protocol == "causal" else {}
@@ -42,7 +43,8 @@ def _config(protocol: str, *, grid: int, writes_per_frame: int, duration_s: floa
                      background=(BACKGROUND,) if background else (), trace=False)
 
 
-def _measure(config: Any) -> tuple[dict[str, Any], list[float]]:
+def measure_run(config: Any) -> tuple[dict[str, Any], list[float]]:
+    """Simulate ``config``: the study's row and the per-write times (convergence, or Raft's write latency)."""
     from seedance.analysis.causal import check_convergence, operations
     from seedance.sim import simulate
 
@@ -95,8 +97,8 @@ def run(out_dir: str | Path, *, quick: bool = False, seed: int = 1,
         for background in (False, True):
             if progress:
                 progress(f"{protocol}, {'with' if background else 'without'} training traffic")
-            row, times = _measure(_config(protocol, grid=grid, writes_per_frame=4, duration_s=duration, seed=seed,
-                                          background=background))
+            row, times = measure_run(pixel_config(protocol, grid=grid, writes_per_frame=4, duration_s=duration,
+                                                  seed=seed, background=background))
             row["study"] = "headline"
             rows.append(row)
             curves[f"{protocol}{' + ' + BACKGROUND if background else ''}"] = times
@@ -107,8 +109,8 @@ def run(out_dir: str | Path, *, quick: bool = False, seed: int = 1,
         for w in bursts:
             if progress:
                 progress(f"causal sweep: {g}x{g} grid, {w} writes per frame")
-            row, _ = _measure(_config("causal", grid=g, writes_per_frame=w, duration_s=sweep_s, seed=seed,
-                                      background=False))
+            row, _ = measure_run(pixel_config("causal", grid=g, writes_per_frame=w, duration_s=sweep_s, seed=seed,
+                                              background=False))
             row["study"] = "sweep"
             rows.append(row)
     causal_rows = [r for r in rows if r["protocol"] == "causal" and r["bytes_full_state"]]

@@ -69,12 +69,12 @@ def validate_pixel(params: dict[str, Any]) -> None:
 
 
 def pixel(params: dict[str, Any], seed: int) -> dict[str, Any]:
-    from seedance.analysis.causal_experiment import _config, _measure
+    from seedance.analysis.causal_experiment import measure_run, pixel_config
 
     p = _pixel_setup(params)
-    config = _config(p["protocol"], grid=p["grid"], writes_per_frame=p["writes_per_frame"],
+    config = pixel_config(p["protocol"], grid=p["grid"], writes_per_frame=p["writes_per_frame"],
                      duration_s=float(p["duration_s"]), seed=seed, background=p["background"], clients=p["clients"])
-    row, _ = _measure(config)
+    row, _ = measure_run(config)
     keep = ("ops_ok", "samples", "p50_ms", "p99_ms", "max_ms", "within_one_frame", "converged", "causal_violations",
             "bytes_delta", "bytes_full_state", "metric")
     return {k: row.get(k) for k in keep}
