@@ -3,7 +3,8 @@
 import pytest
 
 from seedance.cli import main
-from seedance.cli._common import parse_mix, parse_settings, to_json
+from seedance.cli._common import parse_settings, to_json
+from seedance.validation import parse_mix
 from seedance.errors import SpecError
 
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
 from seedance import validation as V
-from seedance.cli._common import check_protocol_config, emit_json, json_option, parse_mix, parse_settings
+from seedance.cli._common import emit_json, json_option, parse_settings
+from seedance.validation import check_protocol_config, parse_mix
 from seedance.cli._progress import Progress, progress_option
 from seedance.cli._types import SEED, TIMEOUT, Integer, Number
 from seedance.errors import SpecError

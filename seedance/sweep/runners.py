@@ -183,7 +183,7 @@ def _mapping(field: str, value: Any) -> dict[str, Any]:
 def _mix(p: Mapping[str, Any]) -> tuple[float, float, float]:
     """``mix`` ([read, write, cas] or "r,w,c"), or ``read_fraction`` (+ ``cas_fraction``, default 0.1; the rest
     writes); default 0.5, 0.4, 0.1."""
-    from seedance.cli._common import parse_mix
+    from seedance.validation import parse_mix
 
     if p.get("read_fraction") is not None or p.get("cas_fraction") is not None:
         if p["mix"] is not None:
@@ -202,15 +202,12 @@ def _mix(p: Mapping[str, Any]) -> tuple[float, float, float]:
     text = mix if isinstance(mix, str) else ",".join(str(x) for x in mix) if isinstance(mix, (list, tuple)) else None
     if text is None:
         raise SpecError("params.mix", f"expected [read, write, cas] or 'r,w,c', got {mix!r}")
-    try:
-        return parse_mix(text)
-    except SpecError as err:
-        raise SpecError("params.mix", err.problem, err.valid) from None
+    return parse_mix(text, field="params.mix")
 
 
 def _protocol_options(protocol: str, settings: dict[str, Any], nodes: int) -> None:
-    """The CLI's check of ``--set`` options (unknown or bad ones), with errors named ``params.set.<option>``."""
-    from seedance.cli._common import check_protocol_config
+    """The check of ``--set`` options (unknown or bad ones), with errors named ``params.set.<option>``."""
+    from seedance.validation import check_protocol_config
 
     try:
         check_protocol_config(protocol, settings, nodes)
