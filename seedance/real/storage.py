@@ -60,7 +60,7 @@ class StorageError(SeedanceError, OSError):
     """A durable file is torn or corrupt (``field`` names the file); the node refuses to start on it."""
 
 
-def fsync_dir(path: Path, enabled: bool = True) -> None:
+def fsync_dir(path: Path | str, enabled: bool = True) -> None:
     if not enabled:
         return
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
@@ -70,9 +70,14 @@ def fsync_dir(path: Path, enabled: bool = True) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes, fsync: bool = True) -> None:
-    """write temp -> fsync -> os.replace -> fsync directory."""
-    tmp = path.with_name(path.name + ".tmp")
+def atomic_write(path: Path | str, data: bytes, fsync: bool = True) -> None:
+    """write temp -> fsync -> os.replace -> fsync directory.
+
+    The temporary name is built as a string, not with ``Path.with_name``: CPython's pathlib (before 3.13) interns
+    every component it parses, and a fresh ``"<name>.tmp"`` interned and dropped on every write is one insertion into
+    the interpreter's interned-string table each time (see ``DiskStorage._path``)."""
+    path = os.fspath(path)
+    tmp = path + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         view = memoryview(data)
@@ -83,7 +88,7 @@ def atomic_write(path: Path, data: bytes, fsync: bool = True) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(path.parent, fsync)
+    fsync_dir(os.path.dirname(path) or ".", fsync)
 
 
 def encode_value_file(body: bytes) -> bytes:
@@ -123,24 +128,51 @@ class DiskStorage:
         self._staged: list[Any] = []
         self._records: dict[str, dict[str, Any]] = {}  # table -> live records (mirrors the record files)
         self._checkpoints_dir = self.root / "checkpoints"
+        self._paths: dict[tuple[str, str], str] = {}
         self.sync_delay_s = 0.0  # slow-disk fault: seconds slept before each sync's writes (set by the launcher)
 
+    _MAX_PATHS = 4096
+
+    def _path(self, kind: str, key: str) -> str:
+        """The file or folder of ``key`` (kind: value, log, checkpoint, pointer), built once and kept.
+
+        A long run writes the same few files on every commit. Rebuilding their names each time (a new string, then a
+        ``Path``, which interns it, then dropped) churned CPython's interned-string table: each dead entry costs a
+        slot until a resize, and after ~25,000 writes the table doubled (a 1.9 MB RSS step in ``seedance real
+        soak``, found with a breakpoint on the table's insertions). Kept strings, which pathlib never sees again,
+        make the hot path intern nothing. Bounded: the keys are a protocol's durable names, and the memo is dropped
+        past ``_MAX_PATHS`` entries."""
+        found = self._paths.get((kind, key))
+        if found is None:
+            if len(self._paths) >= self._MAX_PATHS:
+                self._paths.clear()
+            if kind == "value":
+                found = os.path.join(self._values_dir, key.encode().hex() + ".val")
+            elif kind == "log":
+                found = os.path.join(self._logs_dir, key.encode().hex() + ".log")
+            elif kind == "checkpoint":
+                found = os.path.join(self._checkpoints_dir, key.encode().hex())
+            else:  # pointer: the CURRENT file of checkpoint folder ``key``
+                found = os.path.join(key, "CURRENT")
+            self._paths[(kind, key)] = found
+        return found
+
     # ------------------------------------------------------------------------------------------------ values
-    def _value_path(self, key: str) -> Path:
-        return self._values_dir / (key.encode().hex() + ".val")
+    def _value_path(self, key: str) -> str:
+        return self._path("value", key)
 
     def persist(self, key: str, value: Any) -> None:
         atomic_write(self._value_path(key), encode_value_file(self.codec.pack(value)), self.fsync)
 
     # -------------------------------------------------------------------------------------------------- logs
-    def _log_path(self, key: str) -> Path:
-        return self._logs_dir / (key.encode().hex() + ".log")
+    def _log_path(self, key: str) -> str:
+        return self._path("log", key)
 
     def _log_fd(self, key: str) -> int:
         fd = self._log_fds.get(key)
         if fd is None:
             path = self._log_path(key)
-            existed = path.exists()
+            existed = os.path.exists(path)
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
             if not existed:
                 fsync_dir(self._logs_dir, self.fsync)
@@ -216,12 +248,12 @@ class DiskStorage:
         self._log_fd(key)
 
     # ------------------------------------------------------------------------------------------- checkpoints
-    def _checkpoint_dir(self, name: str) -> Path:
-        return self._checkpoints_dir / name.encode().hex()
+    def _checkpoint_dir(self, name: str) -> str:
+        return self._path("checkpoint", name)
 
     def _write_checkpoint(self, name: str, arrays: dict[str, np.ndarray]) -> None:
         base = self._checkpoint_dir(name)
-        base.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.makedirs(base, mode=0o700, exist_ok=True)
         current = self._current_checkpoint(base)
         number = (int(os.path.basename(current)) + 1) if current is not None else 0
         folder = os.path.join(base, str(number))
@@ -238,21 +270,20 @@ class DiskStorage:
                     os.fsync(fh.fileno())
         fsync_dir(folder, self.fsync)
         fsync_dir(base, self.fsync)
-        atomic_write(base / "CURRENT", str(number).encode(), self.fsync)
+        atomic_write(self._path("pointer", base), str(number).encode(), self.fsync)
         if current is not None and current != folder:
             for leftover in os.listdir(current):
                 os.unlink(os.path.join(current, leftover))
             os.rmdir(current)
 
-    @staticmethod
-    def _current_checkpoint(base: Path) -> str | None:
+    def _current_checkpoint(self, base: str) -> str | None:
         """The published folder of checkpoint ``base``, as a plain string path. Not a ``Path``: CPython's pathlib
         (before 3.13) interns every component it parses, so a ``Path`` per numbered folder added one new interned
         string per checkpoint; that churn doubled the interpreter's interned-string table once (a 1.9 MB RSS step
         after ~6,000 commits in `seedance real soak`, traced to this call)."""
-        pointer = base / "CURRENT"
         try:
-            number = int(pointer.read_text())
+            with open(self._path("pointer", base), "rb") as fh:
+                number = int(fh.read())
         except (OSError, ValueError):
             return None
         folder = os.path.join(base, str(number))
@@ -262,7 +293,7 @@ class DiskStorage:
         if not self._checkpoints_dir.exists():
             return []
         return sorted(bytes.fromhex(d.name).decode() for d in self._checkpoints_dir.iterdir()
-                      if d.is_dir() and self._current_checkpoint(d) is not None)
+                      if d.is_dir() and self._current_checkpoint(os.fspath(d)) is not None)
 
     def restore(self, name: str) -> dict[str, np.ndarray] | None:
         """The arrays of checkpoint ``name`` (None when it does not exist)."""
