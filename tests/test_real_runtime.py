@@ -12,13 +12,14 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from _real_helpers import KV, launcher, processes_of_run, run_ops, child_env, wait_gone
 from seedance.models.protocols.contract import Operation
 from seedance.models.wire import Codec
-from seedance.real.launcher import NodeFailure
+from seedance.real.launcher import NODE_MALLOC_TUNABLES, NodeFailure, with_node_defaults
 from seedance.real.storage import DiskStorage
 
 pytestmark = pytest.mark.multiprocess
@@ -31,6 +32,8 @@ def test_a_sigkilled_node_recovers_from_its_durable_state(tmp_path):
         ops = [(Operation.WRITE, f"k{i % 3}", 100 + i) for i in range(9)]
         assert all(outcome == "ok" for outcome, _ in run_ops(launch, ops))
         first_pid = launch.nodes[0].process.pid
+        environ = Path(f"/proc/{first_pid}/environ").read_bytes().split(b"\0")
+        assert f"GLIBC_TUNABLES={NODE_MALLOC_TUNABLES}".encode() in environ  # fast bins off (see the launcher)
         launch.kill(0)  # SIGKILL the primary: its memory is gone, its fsynced log is not
         assert not launch.alive(0)
         launch.spawn(0)
@@ -44,6 +47,12 @@ def test_a_sigkilled_node_recovers_from_its_durable_state(tmp_path):
     recovered = [r for r in records if r[1] == "annotate" and r[3] == "recovered"]
     assert recovered and recovered[-1][4]["entries"] == 9  # on_recover saw all nine durable log entries
     assert wait_gone(tmp_path) == []
+
+
+def test_node_processes_keep_a_users_own_allocator_tunables():
+    assert with_node_defaults({})["GLIBC_TUNABLES"] == NODE_MALLOC_TUNABLES
+    assert with_node_defaults({"GLIBC_TUNABLES": "glibc.malloc.arena_max=2"})["GLIBC_TUNABLES"] == \
+        "glibc.malloc.arena_max=2"
 
 
 def test_a_failing_run_leaves_no_processes(tmp_path):
