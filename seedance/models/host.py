@@ -7,7 +7,8 @@ simulator's textbook constants leave out:
   log-normal (median and shape sigma; Hoefler & Belli, SC'15 rule 5: service times are skewed, report and model the
   distribution, not a mean), plus the per-input cost of the node's own frame I/O (receive, HMAC check, decode,
   encode, send) that the handler timing does not see;
-* fsync latency (log-normal) and write bandwidth of the run directory's filesystem;
+* fsync latency (log-normal, or empirical: the measured quantiles, tail included) and write bandwidth of the run
+  directory's filesystem;
 * one-way loopback latency between processes (log-normal);
 * the client process's CPU per operation (the real backend drives all clients from one process);
 * amortisation (optional ``wake`` / ``client_wake``): an event-loop process pays a fixed CPU cost per wake-up (the
@@ -61,6 +62,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -130,12 +132,94 @@ class LogNormal:
             raise SpecError(where, err.problem, err.valid) from None
 
 
+# The probabilities an empirical service time keeps its quantiles at: every 2 % in the body, then finer towards the
+# tail, which is what sets a run's p99 (a slow fsync stalls every operation waiting behind it).
+EMPIRICAL_PROBS = (*(i / 50 for i in range(49)), 0.98, 0.99, 0.995, 0.998, 0.999, 1.0)
+
+
+@dataclass(frozen=True)
+class Empirical:
+    """A measured service time drawn from its own quantiles: ``p`` (0 .. 1, increasing) and the values ``s`` at them
+    (non-decreasing, seconds); a draw is the inverse CDF at a uniform ``u``, linear between the stored points. The
+    tail is the measured one (bounded by the largest sample) rather than a fitted shape's: a log-normal fitted to
+    the fsyncs of a run put its 99.9th percentile at ~3.8x the median where the run's own was ~6x."""
+
+    p: tuple[float, ...]
+    s: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        p, s = tuple(float(x) for x in self.p), tuple(float(x) for x in self.s)
+        if len(p) < 2 or len(p) != len(s):
+            raise SpecError("host profile empirical", f"p and s need the same length >= 2, got {len(p)} and {len(s)}",
+                            "quantiles as written by `seedance real profile`")
+        if p[0] != 0.0 or p[-1] != 1.0 or any(b <= a for a, b in zip(p, p[1:])):
+            raise SpecError("host profile empirical p", "must increase strictly from 0 to 1", "e.g. [0, 0.5, 1]")
+        if not all(math.isfinite(x) and x >= 0 for x in s) or any(b < a for a, b in zip(s, s[1:])):
+            raise SpecError("host profile empirical s", "must be finite seconds >= 0, non-decreasing",
+                            "quantile values in seconds")
+        object.__setattr__(self, "p", p)
+        object.__setattr__(self, "s", s)
+
+    @property
+    def median_s(self) -> float:
+        return float(np.interp(0.5, self.p, self.s))
+
+    @property
+    def mean_s(self) -> float:  # the piecewise-linear inverse CDF's integral
+        return float(sum((b - a) * (x + y) / 2 for a, b, x, y in zip(self.p, self.p[1:], self.s, self.s[1:])))
+
+    @property
+    def sigma(self) -> float:
+        """The log-normal shape with the same 16th..84th percentile span (for printing, not for drawing)."""
+        lo, hi = np.interp([0.16, 0.84], self.p, self.s)
+        return float(math.log(hi / lo) / 2) if lo > 0 else 0.0
+
+    @property
+    def cap_s(self) -> float:
+        return self.s[-1]
+
+    def draw(self, rng: np.random.Generator) -> float:
+        u = float(rng.random())
+        p, s = self.p, self.s
+        hi = bisect_left(p, u, 1)
+        lo = hi - 1
+        return s[lo] + (s[hi] - s[lo]) * (u - p[lo]) / (p[hi] - p[lo])
+
+    @classmethod
+    def fit(cls, samples: Any) -> Empirical:
+        values = np.asarray([x for x in samples if x > 0], dtype=float)
+        if values.size == 0:
+            return cls((0.0, 1.0), (0.0, 0.0))
+        return cls(EMPIRICAL_PROBS, tuple(float(v) for v in np.quantile(values, EMPIRICAL_PROBS)))
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> Empirical:
+        unknown = set(data) - {"p", "s"}
+        if unknown:
+            raise SpecError(where, f"unknown field(s) {', '.join(sorted(unknown))}", "p, s (an empirical quantile table)")
+        if not isinstance(data.get("p"), list) or not isinstance(data.get("s"), list):
+            raise SpecError(where, "p and s must be lists of numbers", "p (probabilities 0..1), s (seconds)")
+        try:
+            return cls(tuple(data["p"]), tuple(data["s"]))
+        except (TypeError, ValueError):
+            raise SpecError(where, f"not numbers: {data!r}", "p and s as lists of numbers") from None
+        except SpecError as err:
+            raise SpecError(where, err.problem, err.valid) from None
+
+
+def service_time_from_dict(data: Any, where: str) -> LogNormal | Empirical:
+    """A profile's service time: ``{median_s, sigma, cap_s}`` (log-normal), a number, or ``{p, s}`` (empirical)."""
+    if isinstance(data, Mapping) and ("p" in data or "s" in data):
+        return Empirical.from_dict(data, where)
+    return LogNormal.from_dict(data, where)
+
+
 @dataclass(frozen=True)
 class HostProfile:
     cores: int
     cpu: dict[str, LogNormal]  # per input kind: the handler's CPU time
     io_per_input: LogNormal  # the node's frame I/O per input (receive, verify, decode, encode, send)
-    fsync: LogNormal
+    fsync: LogNormal | Empirical  # the write + fsync's wall time (empirical when measured from a run's own fsyncs)
     write_bandwidth_GBps: float
     loopback: LogNormal  # one-way latency process to process
     client_per_op: LogNormal  # the client process's CPU per operation
@@ -189,6 +273,8 @@ class HostProfile:
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
+        if isinstance(self.fsync, Empirical):
+            out["fsync"] = {"p": list(self.fsync.p), "s": list(self.fsync.s)}
         out["cpu"] = {k: asdict(v) for k, v in self.cpu.items()}
         for key in _OPTIONAL:  # absent rather than null: an old reader of the format still reads a new profile
             if out[key] is None:
@@ -240,7 +326,7 @@ class HostProfile:
             cores=cores,
             cpu={k: LogNormal.from_dict(cpu.get(k, 0.0), f"{where}: cpu.{k}") for k in KINDS},
             io_per_input=LogNormal.from_dict(data["io_per_input"], f"{where}: io_per_input"),
-            fsync=LogNormal.from_dict(data["fsync"], f"{where}: fsync"),
+            fsync=service_time_from_dict(data["fsync"], f"{where}: fsync"),
             write_bandwidth_GBps=float(bandwidth),
             loopback=LogNormal.from_dict(data["loopback"], f"{where}: loopback"),
             client_per_op=LogNormal.from_dict(data["client_per_op"], f"{where}: client_per_op"),
