@@ -39,6 +39,23 @@ def test_growth_beyond_the_threshold_is_a_leak_and_small_growth_is_not() -> None
     assert memory.leak_verdict(t, y, drift_threshold_pct=0.1)["leak"]
 
 
+def test_the_last_third_tells_settling_from_a_leak_without_changing_the_verdict() -> None:
+    """Memory that settles after start-up (an exponential approach to a plateau, like a soak's RSS after the
+    allocator's arenas fill) has most of its slope early; a leak keeps its slope to the end."""
+    rng = np.random.default_rng(1)
+    t = np.arange(540, dtype=float)
+    settling = 230e6 + 400e3 * (1 - np.exp(-t / 120.0)) + rng.normal(0, 4e3, t.size)
+    verdict = memory.leak_verdict(t.tolist(), settling.tolist())
+    late = verdict["last_third"]
+    assert verdict["significant"] and not verdict["leak"]  # 0.17 % drift: below the threshold, as before
+    assert late["from_s"] == pytest.approx(359.33, abs=0.01) and late["slope"] < 0.2 * verdict["slope"]
+    leak = 230e6 + 1.5e3 * t + rng.normal(0, 4e3, t.size)
+    growing = memory.leak_verdict(t.tolist(), leak.tolist())
+    assert growing["last_third"]["significant"]
+    assert growing["last_third"]["slope"] == pytest.approx(growing["slope"], rel=0.1)
+    assert memory.leak_verdict([0.0, 1.0, 2.0], [1.0, 2.0, 3.0])["last_third"] is None  # too few samples
+
+
 def test_constant_series_has_no_slope_and_no_leak() -> None:
     verdict = memory.leak_verdict(list(range(10)), [5.0] * 10)
     assert verdict["slope"] == 0.0 and not verdict["significant"] and not verdict["leak"]

@@ -533,6 +533,10 @@ def run_soak(*, ranks: int, duration_s: float, scenario: str = "", variant: str 
         "memory": mem, "counts": counts, "max_fluctuation_pct": mem["max_fluctuation_pct"], "detected": detected,
         "slope_significant": any(r.get("rss", {}).get("fit", {}).get("significant") and
                                  r["rss"]["fit"]["slope"] > 0 for r in mem["ranks"].values()),
+        # the same over each rank's last third (settling vs growth that lasts; see memory._last_third)
+        "slope_significant_last_third": any(
+            (r.get("rss", {}).get("fit", {}).get("last_third") or {}).get("significant") and
+            r["rss"]["fit"]["last_third"]["slope"] > 0 for r in mem["ranks"].values()),
         "load_average": {"start": list(load_start), "end": list(os.getloadavg())},
         "training": {k: v for k, v in summary.items() if k not in ("config",)},
         "provenance": run_metadata(seed=seed, spec=spec, argv=list(argv) if argv is not None else None),
@@ -670,8 +674,10 @@ def report_lines(report: Mapping[str, Any]) -> list[str]:
             f = result["rss"]["fit"]
             counts = ", ".join(f"{k} {result[k]['first']}->{result[k]['last']}" for k in ("handles", "fds", "threads")
                                if k in result)
+            late = f.get("last_third")
+            late_text = f", last third {late['slope'] / 1024:+.3f} KiB/s" if late else ""
             lines.append(f"    rank {rank}: slope {f['slope'] / 1024:+.3f} KiB/s (95% CI {f['ci'][0] / 1024:+.3f}.."
-                         f"{f['ci'][1] / 1024:+.3f}), drift {f['drift_pct']:+.3f} %, "
+                         f"{f['ci'][1] / 1024:+.3f}){late_text}, drift {f['drift_pct']:+.3f} %, "
                          f"{'LEAK' if f['leak'] else 'no leak'}; {counts}")
             if "heap" in result:  # live C allocations beside RSS: flat here and rising RSS is memory retained
                 h = result["heap"]["fit"]

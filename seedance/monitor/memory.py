@@ -281,7 +281,24 @@ def leak_verdict(t: Sequence[float], y: Sequence[float], *, drift_threshold_pct:
     ``drift_threshold_pct`` of its mean."""
     result = fit(t, y, confidence=confidence)
     leak = bool(result["significant"] and result["slope"] > 0 and result["drift_pct"] > drift_threshold_pct)
-    return {**result, "leak": leak, "drift_threshold_pct": drift_threshold_pct}
+    return {**result, "leak": leak, "drift_threshold_pct": drift_threshold_pct,
+            "last_third": _last_third(t, y, confidence)}
+
+
+def _last_third(t: Sequence[float], y: Sequence[float], confidence: float) -> dict[str, Any] | None:
+    """The slope over the last third of the window (a diagnostic beside the verdict, which it does not change): a
+    leak keeps its slope to the end; a process whose memory settles after start-up (the allocator's arenas, caches
+    filling) has most of its slope early. In a 9-minute soak RSS rose 1.15 KiB/s over its first 140 s and 0.04-0.10
+    over its last 190 s, and the whole window's least-squares slope was significant."""
+    if len(t) < 9:
+        return None
+    start = t[0] + 2.0 * (t[-1] - t[0]) / 3.0
+    tail = [(a, b) for a, b in zip(t, y) if a >= start]
+    if len(tail) < 3:
+        return None
+    late = fit([a for a, _ in tail], [b for _, b in tail], confidence=confidence)
+    return {"from_s": start, "n": late["n"], "slope": late["slope"], "ci": late["ci"],
+            "significant": late["significant"]}
 
 
 def count_verdict(t: Sequence[float], counts: Sequence[float], *, window: int = 10,
