@@ -26,6 +26,24 @@ def test_the_tenants_of_a_run_replace_the_profiles_only_when_both_are_known():
     assert with_tenants(measured, None) is measured and with_tenants(_profile(), 1.5) == _profile()
 
 
+def test_the_real_sides_own_noise_is_reported_beside_the_error():
+    """Round A of the quiet back-to-back runs: the profile run gave 2,165 ops/s at 8 clients, the experiment's
+    8-client rounds a median of 1,811 (-16 %); held-out rounds spread 8 % and 3 % around their medians."""
+    import dataclasses
+
+    from seedance.analysis.sim_vs_real import real_noise
+
+    profile = dataclasses.replace(_profile(), measured={"config": {"clients": 8},
+                                                        "raft_run": {"throughput_ops_s": 2165.0}})
+    rows = [{"held_out": True, "real_ops_spread_pct": 7.7}, {"held_out": False, "real_ops_s": 1811.0,
+                                                             "real_ops_spread_pct": 10.6},
+            {"held_out": True, "real_ops_spread_pct": 2.7}, {"held_out": True, "real_ops_spread_pct": None}]
+    noise = real_noise(rows, profile)
+    assert noise["real_throughput_spread_pct_heldout"] == pytest.approx(5.2)
+    assert noise["fitted_config_real_vs_profile_run_pct"] == pytest.approx(100 * (1811 / 2165 - 1))
+    assert real_noise(rows, _profile())["fitted_config_real_vs_profile_run_pct"] is None  # an older profile
+
+
 @pytest.mark.slow
 def test_one_configuration_runs_on_both_sides_and_reports_its_tenants(tmp_path):
     from seedance.analysis.sim_vs_real import Config, run_experiment, save
@@ -39,4 +57,6 @@ def test_one_configuration_runs_on_both_sides_and_reports_its_tenants(tmp_path):
     save(result, tmp_path, provenance={"test": True})
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["median_abs_rel_error_throughput_heldout"] is not None
+    assert row["real_ops_spread_pct"] == 0.0  # one round: no spread
+    assert summary["real_throughput_spread_pct_heldout"] == 0.0
     assert (tmp_path / "sim_vs_real.png").stat().st_size > 0

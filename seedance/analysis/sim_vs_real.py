@@ -23,7 +23,7 @@ Outputs: ``rows.csv`` (one row per configuration and round), ``summary.json`` (m
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -135,6 +135,10 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
                            "real_p50_ms": float(med.real_p50_ms), "sim_p50_ms": float(med.sim_p50_ms),
                            "real_p99_ms": float(med.real_p99_ms), "sim_p99_ms": float(med.sim_p99_ms),
                            "ratio_ops": float(med.sim_ops_s / med.real_ops_s),
+                           # the real side's own spread over the rounds (max - min, % of the median): an error
+                           # below it cannot be told from the machine's noise
+                           "real_ops_spread_pct": float(100 * (group.real_ops_s.max() - group.real_ops_s.min())
+                                                        / med.real_ops_s) if med.real_ops_s else None,
                            "ratio_ops_range": [float(ratio.min()), float(ratio.max())],
                            "spread_ratio": float((med.sim_p99_ms / med.sim_p50_ms) / (med.real_p99_ms /
                                                                                       med.real_p50_ms)),
@@ -173,10 +177,24 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
         # the same errors for the simulator on the profile alone (tenants as at profiling, not as during each run)
         "profile_only_median_abs_rel_error_heldout": {
             key: median_error(key, held, "profile_sim") for key in ("ops_s", "p50_ms", "p99_ms")},
+        **real_noise(per_config, profile),
         "real_loadavg_range": [_float(frame.real_loadavg.min()), _float(frame.real_loadavg.max())],
         "real_tenant_cores_range": [_float(frame.real_tenant_cores.min()), _float(frame.real_tenant_cores.max())],
     }
     return {"frame": frame, "summary": summary}
+
+
+def real_noise(per_config: Sequence[Mapping[str, Any]], profile: Any) -> dict[str, Any]:
+    """How much the real side moves on its own: the median over held-out configurations of the real throughput's
+    spread over rounds, and how far the fitted configuration's real throughput in this experiment is from the
+    profile run's own (the machine between profiling and measuring; both in %)."""
+    spreads = [r["real_ops_spread_pct"] for r in per_config if r["held_out"] and r.get("real_ops_spread_pct")
+               is not None]
+    profile_run = ((profile.measured or {}).get("raft_run") or {}).get("throughput_ops_s")
+    fitted = [r for r in per_config if not r["held_out"]]
+    drift = (100 * (fitted[0]["real_ops_s"] / profile_run - 1)) if fitted and profile_run else None
+    return {"real_throughput_spread_pct_heldout": float(np.median(spreads)) if spreads else None,
+            "fitted_config_real_vs_profile_run_pct": drift}
 
 
 def figure(per_config: list[dict[str, Any]]) -> Any:

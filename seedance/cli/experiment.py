@@ -135,6 +135,11 @@ def sim_vs_real(protocol: str, out_dir: str, host_profile: str | None, quick: bo
     for key in ("throughput", "p50", "p99"):
         value = summary[f"median_abs_rel_error_{key}_heldout"]
         click.echo(f"median |error| {key} (held out): {'-' if value is None else f'{100 * value:.0f} %'}")
+    spread, drift = summary["real_throughput_spread_pct_heldout"], summary["fitted_config_real_vs_profile_run_pct"]
+    if spread is not None:
+        click.echo(f"real throughput's own spread over rounds (held out, median): {spread:.0f} %")
+    if drift is not None:
+        click.echo(f"fitted configuration, real here vs the profile's own run: {drift:+.0f} %")
     click.echo(f"wrote {len(artifacts)} files to {out_dir}")
 
 
