@@ -302,7 +302,8 @@ def test_fit_by_kind_separates_costly_items_from_the_wake_up_that_the_pooled_fit
     """Followers' periods hold one costly item (an AppendEntries: decode, hand the fsync to the storage thread),
     the leader's several cheap ones (timers): the pooled fit's one per-item cost moves the costly items into
     ``wake``; the fit by kind recovers the wake-up and each kind's cost."""
-    from seedance.real.profile import PERIOD_KINDS, fit_amortisation, fit_amortisation_by_kind
+    from seedance.models.host import ITEM_KINDS as PERIOD_KINDS
+    from seedance.real.profile import fit_amortisation, fit_amortisation_by_kind
 
     rng = np.random.default_rng(5)
     message, timer, done = PERIOD_KINDS.index("message"), PERIOD_KINDS.index("timer"), PERIOD_KINDS.index("fsync_done")

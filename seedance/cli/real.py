@@ -274,9 +274,10 @@ def profile_command(nodes: int, clients: int, duration: float, seed: int, work_d
         if dist.median_s:
             click.echo(f"  {kind}: median {dist.median_s * 1e6:.0f} us, sigma {dist.sigma:.2f}")
     if profile.wake is not None and profile.client_wake is not None:
-        click.echo(f"amortisation: node {profile.wake.median_s * 1e6:.0f} us per wake-up + "
-                   f"{profile.io_per_input.median_s * 1e6:.0f} us per item; client "
-                   f"{profile.client_wake.median_s * 1e6:.0f} us per wake-up")
+        per_item = (", ".join(f"{k} {v.median_s * 1e6:.0f}" for k, v in profile.io_per_kind.items())
+                    if profile.io_per_kind else f"{profile.io_per_input.median_s * 1e6:.0f}")
+        click.echo(f"amortisation: node {profile.wake.median_s * 1e6:.0f} us per wake-up + per item ({per_item}) us;"
+                   f" client {profile.client_wake.median_s * 1e6:.0f} us per wake-up")
     if profile.tenants is not None:
         click.echo(f"other tenants: {profile.tenants.busy_cores:.2f} busy cores during the run (share "
                    f"{profile.tenants.share:.2f}); load average {profile.measured.get('loadavg_1min', 0.0):.2f}")

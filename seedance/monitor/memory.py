@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 MEMCHECK_ENV = "SEEDANCE_MEMCHECK_S"  # sampling interval of a real node (unset: no sampling)
+WARMUP_FRACTION, WARMUP_MIN_S = 0.1, 30.0  # the warm-up left out of every verdict (see the module docstring)
 SERIES = ("rss", "cuda", "heap")
 COUNTS = ("handles", "fds", "threads")
 
@@ -223,8 +224,8 @@ def _stats(values: Sequence[float]) -> dict[str, float]:
             "fluctuation_pct": fluctuation_pct(arr.tolist()), "cv_pct": 100.0 * std / mean if mean else 0.0}
 
 
-def steady(t: Sequence[float], y: Sequence[float], *, warmup_fraction: float = 0.1,
-           warmup_min_s: float = 30.0) -> tuple[list[float], list[float]]:
+def steady(t: Sequence[float], y: Sequence[float], *, warmup_fraction: float = WARMUP_FRACTION,
+           warmup_min_s: float = WARMUP_MIN_S) -> tuple[list[float], list[float]]:
     """The series without its warm-up (the first ``warmup_fraction`` of its time span, at least ``warmup_min_s``;
     never more than half the span)."""
     if not t:
@@ -317,7 +318,7 @@ def count_verdict(t: Sequence[float], counts: Sequence[float], *, window: int = 
 
 
 def analyze_segment(samples: Sequence[Mapping[str, Any]], *, periods: int = 3, drift_threshold_pct: float = 1.0,
-                    warmup_fraction: float = 0.1, warmup_min_s: float = 30.0) -> dict[str, Any]:
+                    warmup_fraction: float = WARMUP_FRACTION, warmup_min_s: float = WARMUP_MIN_S) -> dict[str, Any]:
     """Table, fit and verdicts of one process's samples (one incarnation of a rank)."""
     out: dict[str, Any] = {"samples": len(samples),
                            "span_s": (samples[-1]["t"] - samples[0]["t"]) if samples else 0.0, "leaks": []}
@@ -341,8 +342,8 @@ def analyze_segment(samples: Sequence[Mapping[str, Any]], *, periods: int = 3, d
 
 
 def analyze_run(by_rank: Mapping[int, Sequence[Sequence[Mapping[str, Any]]]], *, periods: int = 3,
-                drift_threshold_pct: float = 1.0, warmup_fraction: float = 0.1,
-                warmup_min_s: float = 30.0, since_s: float = 0.0) -> dict[str, Any]:
+                drift_threshold_pct: float = 1.0, warmup_fraction: float = WARMUP_FRACTION,
+                warmup_min_s: float = WARMUP_MIN_S, since_s: float = 0.0) -> dict[str, Any]:
     """Every rank's verdicts from its longest incarnation (a restarted process starts a new series), and the run's:
     ``leaks`` (``"rank 2: handles"``), the largest fluctuation and drift, and the causes to report. ``since_s``:
     only samples from then on (a run with faults: after the heal, when no process is killed, paused or cut off and
@@ -376,7 +377,7 @@ def analyze_run(by_rank: Mapping[int, Sequence[Sequence[Mapping[str, Any]]]], *,
 
 
 def detection_time(samples: Sequence[Mapping[str, Any]], key: str, *, drift_threshold_pct: float = 1.0,
-                   warmup_fraction: float = 0.1, warmup_min_s: float = 30.0) -> float | None:
+                   warmup_fraction: float = WARMUP_FRACTION, warmup_min_s: float = WARMUP_MIN_S) -> float | None:
     """The earliest sample time at which the samples so far already give ``key``'s leak verdict (None: never)."""
     for end in range(4, len(samples) + 1):
         result = analyze_segment(samples[:end], drift_threshold_pct=drift_threshold_pct,

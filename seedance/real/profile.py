@@ -340,9 +340,6 @@ def fit_amortisation(periods: list[Any]) -> tuple[float, float]:
     return float(wake), float(per_item)
 
 
-PERIOD_KINDS = ITEM_KINDS  # the order of a busy period's items by kind (BusyPeriods)
-
-
 def fit_amortisation_by_kind(periods: list[Any], wake_s: float | None = None) -> dict[str, Any] | None:
     """The busy periods' CPU as ``wake + sum over kinds of cost_k * items_k`` (non-negative least squares, weighted
     by 1 / items as :func:`fit_amortisation`): a check of the pooled fit, whose per-item cost is one average over
@@ -365,8 +362,8 @@ def fit_amortisation_by_kind(periods: list[Any], wake_s: float | None = None) ->
     else:
         per_kind, _ = nnls(kinds[:, used] * weight[:, None], (cpu - wake_s) * weight)
         coef = np.concatenate([[wake_s], per_kind])
-    return {"wake_s": float(coef[0]), "per_kind_s": {PERIOD_KINDS[k]: float(c) for k, c in zip(used, coef[1:])},
-            "items": {PERIOD_KINDS[k]: int(kinds[:, k].sum()) for k in used}}
+    return {"wake_s": float(coef[0]), "per_kind_s": {ITEM_KINDS[k]: float(c) for k, c in zip(used, coef[1:])},
+            "items": {ITEM_KINDS[k]: int(kinds[:, k].sum()) for k in used}}
 
 
 def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, seed: int,

@@ -41,6 +41,7 @@ from seedance.engine.effects import (
 )
 from seedance.engine.rng import node_rng
 from seedance.errors import FrameError
+from seedance.models.host import ITEM_KINDS
 from seedance.models.protocols.contract import ClientRequest, CollectiveDone, ProtocolSpec, Reply, Send
 from seedance.models.wire import Codec
 from seedance.real.collectives import CollectiveEngine
@@ -70,14 +71,15 @@ class BusyPeriods:
     """
 
     LIMIT = 50_000
-    SYNCED, SYNC_STARTS = 6, 7  # positions in ``kinds`` after the input kinds
+    # positions in ``kinds``: the host model's item kinds, whose first six are the input kinds in the engine's order
+    SYNCED, SYNC_STARTS = ITEM_KINDS.index("fsync_done"), ITEM_KINDS.index("fsync_start")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.items = 0
         self.frames_in = 0
         self.frames_out = 0
         self.excluded_ns = 0  # CPU already sampled elsewhere (the handlers), not the period's overhead
-        self.kinds = [0] * 8  # items by kind (see the class docstring)
+        self.kinds = [0] * len(ITEM_KINDS)  # items by kind (see the class docstring)
         # (overhead ns, items, frames in, frames out, items by kind)
         self.periods: list[tuple[int, int, int, int, list[int]]] = []
         self._start: tuple[int, ...] | None = None

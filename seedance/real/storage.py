@@ -277,10 +277,7 @@ class DiskStorage:
             os.rmdir(current)
 
     def _current_checkpoint(self, base: str) -> str | None:
-        """The published folder of checkpoint ``base``, as a plain string path. Not a ``Path``: CPython's pathlib
-        (before 3.13) interns every component it parses, so a ``Path`` per numbered folder added one new interned
-        string per checkpoint; that churn doubled the interpreter's interned-string table once (a 1.9 MB RSS step
-        after ~6,000 commits in `seedance real soak`, traced to this call)."""
+        """The published folder of checkpoint folder ``base``, as a string path (no ``Path``: see :meth:`_path`)."""
         try:
             with open(self._path("pointer", base), "rb") as fh:
                 number = int(fh.read())
@@ -404,7 +401,7 @@ class DiskStorage:
         checkpoints = self.checkpoint_names()
         if not read_only and self._checkpoints_dir.exists():  # folders no pointer names: incomplete, removed
             for base in self._checkpoints_dir.iterdir():
-                current = self._current_checkpoint(base)
+                current = self._current_checkpoint(os.fspath(base))
                 for folder in base.iterdir():
                     if folder.is_dir() and str(folder) != current:
                         for leftover in folder.iterdir():
