@@ -56,6 +56,28 @@ def test_the_last_third_tells_settling_from_a_leak_without_changing_the_verdict(
     assert memory.leak_verdict([0.0, 1.0, 2.0], [1.0, 2.0, 3.0])["last_third"] is None  # too few samples
 
 
+def _samples(t: list, y: list, key: str = "heap") -> list[dict]:
+    return [{"t": a, key: b} for a, b in zip(t, y)]
+
+
+def test_a_window_too_short_after_the_warm_up_gets_no_verdict() -> None:
+    """The CI failure this guards: an 8 s run left a 3-4 s window after the warm-up, in which a warming rank's heap
+    rose 1.4 % with a slope whose interval excluded 0 — a "leak" that was start-up. Such a window is not judged;
+    the same growth over a window long enough is."""
+    wobble = [0.0, 20e3, -15e3, 10e3, -20e3, 5e3, 15e3, -10e3] * 8
+    t = [float(i) for i in range(8)]
+    y = [90e6 + 430e3 * a + w for a, w in zip(t, wobble)]  # 0.43 MB/s on 90 MB: 1.4 % over 4 s after the warm-up
+    short = memory.analyze_segment(_samples(t, y))
+    assert short["heap"]["fit"]["significant"] and short["heap"]["fit"]["drift_pct"] > 1.0
+    assert short["leaks"] == [] and short["not_judged"] == ["heap"] and not short["heap"]["fit"]["judged"]
+    run = memory.analyze_run({0: [_samples(t, y)]})
+    assert run["causes"] == [] and run["not_judged"] == ["rank 0: heap"]
+    t = [float(i) for i in range(60)]
+    y = [90e6 + 430e3 * a + w for a, w in zip(t, wobble)]  # the same growth for a minute: a 30 s window after the 30 s warm-up
+    long = memory.analyze_segment(_samples(t, y))
+    assert long["leaks"] == ["heap"] and long["not_judged"] == [] and long["heap"]["fit"]["judged"]
+
+
 def test_constant_series_has_no_slope_and_no_leak() -> None:
     verdict = memory.leak_verdict(list(range(10)), [5.0] * 10)
     assert verdict["slope"] == 0.0 and not verdict["significant"] and not verdict["leak"]
@@ -119,10 +141,10 @@ def _sample_child(mode: str, seconds: float) -> list[dict]:
 
 
 def test_a_real_allocation_loop_is_detected_and_a_steady_process_is_not() -> None:
-    grown = memory.analyze_segment(_sample_child("grow", 1.5), warmup_min_s=0.1)
+    grown = memory.analyze_segment(_sample_child("grow", 1.5), warmup_min_s=0.1, min_window_s=0.5)
     assert "rss" in grown["leaks"], grown["rss"]["fit"]
     assert grown["rss"]["fit"]["slope"] > 1e6  # ~12 MB/s of touched pages
-    steady = memory.analyze_segment(_sample_child("flat", 1.5), warmup_min_s=0.1)
+    steady = memory.analyze_segment(_sample_child("flat", 1.5), warmup_min_s=0.1, min_window_s=0.5)
     assert steady["leaks"] == [], steady.get("rss", {}).get("fit")
     assert steady["threads"]["growth"] <= 0 and steady["fds"]["growth"] <= 0
 

@@ -462,7 +462,7 @@ def run_test_consensus(opts: Options, *, progress: Callable[[Any, float], None] 
         checks.append(_check("memory", mem["causes"], f"largest fluctuation ±{mem['max_fluctuation_pct']:.3f} %, "
                              f"largest drift {mem['max_drift_pct']:.3f} % (threshold {opts.drift_threshold_pct:g} %)"
                              + (f", from {since:.0f} s (every rank committing again after the faults healed)"
-                                if since else "")))
+                                if since else "") + _not_judged_text(mem)))
     causes = [f"{c['name']}: {v}" for c in checks for v in c["violations"][:3]]
     spec = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(opts).items() if k != "given"}
     report = {
@@ -477,6 +477,16 @@ def run_test_consensus(opts: Options, *, progress: Callable[[Any, float], None] 
     }
     report["artifacts"] = write_artifacts(report, events, run_dir, out, opts.ranks)
     return report
+
+
+def _not_judged_text(mem: Mapping[str, Any]) -> str:
+    """What the memory check could not judge: a window after the warm-up too short for a leak verdict."""
+    from seedance.monitor import memory
+
+    if not mem.get("not_judged"):
+        return ""
+    return (f"; not judged ({', '.join(mem['not_judged'])}): less than {mem['min_window_s']:g} s left after the "
+            f"warm-up (a verdict needs about {memory.WARMUP_MIN_S + mem['min_window_s']:g} s of steady run)")
 
 
 def reproduce(opts: Options) -> str:
@@ -648,6 +658,12 @@ def figure(events: Sequence[Mapping[str, Any]], samples: Mapping[int, Any], mem:
     return save_figure(fig, stem)
 
 
+def _verdict_word(fit: Mapping[str, Any]) -> str:
+    if not fit.get("judged", True):
+        return f"not judged (window {fit['span_s']:.0f} s after the warm-up: too short)"
+    return "LEAK" if fit["leak"] else "no leak"
+
+
 def report_lines(report: Mapping[str, Any]) -> list[str]:
     """The report as text (what the command prints without --json)."""
     from seedance.monitor.memory import table_lines
@@ -678,12 +694,12 @@ def report_lines(report: Mapping[str, Any]) -> list[str]:
             late_text = f", last third {late['slope'] / 1024:+.3f} KiB/s" if late else ""
             lines.append(f"    rank {rank}: slope {f['slope'] / 1024:+.3f} KiB/s (95% CI {f['ci'][0] / 1024:+.3f}.."
                          f"{f['ci'][1] / 1024:+.3f}){late_text}, drift {f['drift_pct']:+.3f} %, "
-                         f"{'LEAK' if f['leak'] else 'no leak'}; {counts}")
+                         f"{_verdict_word(f)}; {counts}")
             if "heap" in result:  # live C allocations beside RSS: flat here and rising RSS is memory retained
                 h = result["heap"]["fit"]
                 lines.append(f"    rank {rank}: heap in use (malloc) {result['heap']['mean'] / 2**20:.2f} MiB, slope "
                              f"{h['slope'] / 1024:+.3f} KiB/s (95% CI {h['ci'][0] / 1024:+.3f}..{h['ci'][1] / 1024:+.3f}),"
-                             f" drift {h['drift_pct']:+.3f} %, {'LEAK' if h['leak'] else 'no leak'}")
+                             f" drift {h['drift_pct']:+.3f} %, {_verdict_word(h)}")
     for leak, when in (report.get("detected") or {}).items():
         lines.append(f"  {leak} leak first detected at {when['at_s']:.0f} s, after {when['after_commits']} commits")
     load = report["load_average"]

@@ -26,6 +26,11 @@ never more than half of it):
   confidence interval from Student's t with n−2 degrees of freedom, and the drift the slope implies over the
   series, in % of its mean. A leak (:func:`leak_verdict`) needs both: the interval excludes 0 (the growth is not
   noise) and the drift exceeds ``drift_threshold_pct`` (it matters). A flat or noisy series is never a leak.
+* A memory series is judged only when its window after the warm-up spans at least ``min_window_s`` (20 s) and
+  ``MIN_WINDOW_SAMPLES`` samples; a shorter one gets ``judged: False`` and no verdict (it is listed in
+  ``not_judged``, and reports say so). In a run of a few seconds the whole series is start-up: an 8 s run left a
+  3 s window in which a rank's heap rose 1.4 % (424 KiB/s, interval excluding 0) while it warmed up — a "leak"
+  that was only start-up.
 * :func:`count_verdict` for counts (handles, fds, threads): the floor (minimum) of the first and of the last
   window; a leak is a floor that rose (transient opens do not move a floor) with a significant positive slope.
 """
@@ -43,6 +48,8 @@ from typing import Any
 
 MEMCHECK_ENV = "SEEDANCE_MEMCHECK_S"  # sampling interval of a real node (unset: no sampling)
 WARMUP_FRACTION, WARMUP_MIN_S = 0.1, 30.0  # the warm-up left out of every verdict (see the module docstring)
+# the least a memory series' window after its warm-up must hold for a leak verdict (see the module docstring)
+MIN_WINDOW_S, MIN_WINDOW_SAMPLES = 20.0, 10
 SERIES = ("rss", "cuda", "heap")
 COUNTS = ("handles", "fds", "threads")
 
@@ -318,10 +325,14 @@ def count_verdict(t: Sequence[float], counts: Sequence[float], *, window: int = 
 
 
 def analyze_segment(samples: Sequence[Mapping[str, Any]], *, periods: int = 3, drift_threshold_pct: float = 1.0,
-                    warmup_fraction: float = WARMUP_FRACTION, warmup_min_s: float = WARMUP_MIN_S) -> dict[str, Any]:
-    """Table, fit and verdicts of one process's samples (one incarnation of a rank)."""
+                    warmup_fraction: float = WARMUP_FRACTION, warmup_min_s: float = WARMUP_MIN_S,
+                    min_window_s: float = MIN_WINDOW_S) -> dict[str, Any]:
+    """Table, fit and verdicts of one process's samples (one incarnation of a rank). A memory series whose window
+    after the warm-up is shorter than ``min_window_s`` (or ``MIN_WINDOW_SAMPLES``) gets its table and fit but no
+    verdict: ``judged`` False, and its name in ``not_judged``."""
     out: dict[str, Any] = {"samples": len(samples),
-                           "span_s": (samples[-1]["t"] - samples[0]["t"]) if samples else 0.0, "leaks": []}
+                           "span_s": (samples[-1]["t"] - samples[0]["t"]) if samples else 0.0, "leaks": [],
+                           "not_judged": []}
     for key in (*SERIES, *COUNTS):
         pairs = [(float(s["t"]), float(s[key])) for s in samples if s.get(key) is not None]
         if len(pairs) < 3:
@@ -332,6 +343,10 @@ def analyze_segment(samples: Sequence[Mapping[str, Any]], *, periods: int = 3, d
             continue
         if key in SERIES:
             verdict = leak_verdict(t, y, drift_threshold_pct=drift_threshold_pct)
+            verdict["judged"] = (t[-1] - t[0]) >= min_window_s and len(t) >= MIN_WINDOW_SAMPLES
+            if not verdict["judged"]:
+                verdict["leak"] = False
+                out["not_judged"].append(key)
             out[key] = {"table": period_table(t, y, periods), **_stats(y), "fit": verdict}
         else:
             verdict = count_verdict(t, y)
@@ -343,9 +358,11 @@ def analyze_segment(samples: Sequence[Mapping[str, Any]], *, periods: int = 3, d
 
 def analyze_run(by_rank: Mapping[int, Sequence[Sequence[Mapping[str, Any]]]], *, periods: int = 3,
                 drift_threshold_pct: float = 1.0, warmup_fraction: float = WARMUP_FRACTION,
-                warmup_min_s: float = WARMUP_MIN_S, since_s: float = 0.0) -> dict[str, Any]:
+                warmup_min_s: float = WARMUP_MIN_S, min_window_s: float = MIN_WINDOW_S,
+                since_s: float = 0.0) -> dict[str, Any]:
     """Every rank's verdicts from its longest incarnation (a restarted process starts a new series), and the run's:
-    ``leaks`` (``"rank 2: handles"``), the largest fluctuation and drift, and the causes to report. ``since_s``:
+    ``leaks`` (``"rank 2: handles"``), ``not_judged`` (``"rank 1: heap"``: a window too short for a verdict; see
+    :func:`analyze_segment`), the largest fluctuation and drift, and the causes to report. ``since_s``:
     only samples from then on (a run with faults: after the heal, when no process is killed, paused or cut off and
     process groups are no longer rebuilt)."""
     if since_s:
@@ -353,6 +370,7 @@ def analyze_run(by_rank: Mapping[int, Sequence[Sequence[Mapping[str, Any]]]], *,
                    for r, segs in by_rank.items()}
     ranks: dict[str, Any] = {}
     leaks: list[str] = []
+    not_judged: list[str] = []
     causes: list[str] = []
     fluct = drift = 0.0
     for rank, segments in sorted(by_rank.items()):
@@ -361,7 +379,8 @@ def analyze_run(by_rank: Mapping[int, Sequence[Sequence[Mapping[str, Any]]]], *,
             continue
         longest = max(segments, key=lambda s: (s[-1]["t"] - s[0]["t"]) if s else 0.0)
         result = analyze_segment(longest, periods=periods, drift_threshold_pct=drift_threshold_pct,
-                                 warmup_fraction=warmup_fraction, warmup_min_s=warmup_min_s)
+                                 warmup_fraction=warmup_fraction, warmup_min_s=warmup_min_s,
+                                 min_window_s=min_window_s)
         result["incarnations"] = len(segments)
         result["incarnation"] = longest[0].get("incarnation")
         ranks[str(rank)] = result
@@ -372,7 +391,9 @@ def analyze_run(by_rank: Mapping[int, Sequence[Sequence[Mapping[str, Any]]]], *,
         for key in result["leaks"]:
             leaks.append(f"rank {rank}: {key}")
             causes.append(_cause(rank, key, result[key]))
-    return {"ranks": ranks, "leaks": leaks, "causes": causes, "max_fluctuation_pct": fluct, "max_drift_pct": drift,
+        not_judged.extend(f"rank {rank}: {key}" for key in result["not_judged"])
+    return {"ranks": ranks, "leaks": leaks, "not_judged": not_judged, "min_window_s": min_window_s,
+            "causes": causes, "max_fluctuation_pct": fluct, "max_drift_pct": drift,
             "drift_threshold_pct": drift_threshold_pct, "periods": periods, "since_s": since_s}
 
 
