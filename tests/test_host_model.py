@@ -402,3 +402,39 @@ def test_storage_thread_cpu_inside_the_fsync_overlaps_its_wait():
     split = _sync_cpus(200e-6, 150e-6)
     assert split["sync_cpu"].median_s == pytest.approx(50e-6) and split["fsync_cpu"] == LogNormal(150e-6)
     assert _sync_cpus(200e-6, None) == {"sync_cpu": LogNormal(200e-6)} and _sync_cpus(None, 1e-4) == {"sync_cpu": None}
+
+
+def test_scaling_the_cpu_scales_every_cpu_time_and_no_latency():
+    base = amortised(io_per_kind={"message": LogNormal(30e-6), "fsync_done": LogNormal(20e-6)},
+                     fsync_cpu=LogNormal(10e-6))
+    slow = base.scaled_cpu(2.0)
+    assert slow.cpu["message"].median_s == 2 * base.cpu["message"].median_s
+    assert slow.cpu["message"].sigma == base.cpu["message"].sigma
+    for name in ("io_per_input", "client_per_op", "wake", "client_wake", "sync_cpu", "fsync_cpu"):
+        assert getattr(slow, name).median_s == pytest.approx(2 * getattr(base, name).median_s), name
+    assert slow.io_per_kind["fsync_done"].median_s == pytest.approx(40e-6)
+    for name in ("fsync", "loopback", "handoff", "connect", "accept", "tenants", "write_bandwidth_GBps"):
+        assert getattr(slow, name) == getattr(base, name), name
+    assert run(slow, clients=8, duration_s=0.3).throughput_ops_s < run(base, clients=8, duration_s=0.3).throughput_ops_s
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(SpecError, match="cpu scale factor"):
+            base.scaled_cpu(bad)
+
+
+def test_a_profile_pools_its_cpu_runs(tmp_path):
+    """Two real Raft runs (seeds 1 and 2) pooled: every node's handler samples of both runs are in the fit, each run
+    is recorded, and the run kept for the tenants' calibration is the one of (lower) median throughput."""
+    import json as json_
+
+    from seedance.real.profile import measure_cpu
+
+    cpu = measure_cpu(tmp_path, nodes=3, clients=2, duration_s=0.5, seed=1, runs=2)
+    assert len(cpu["runs"]) == 2 and all(r["throughput_ops_s"] > 0 for r in cpu["runs"])
+    assert cpu["summary"]["throughput_ops_s"] == min(r["throughput_ops_s"] for r in cpu["runs"])
+    per_run = []
+    for index in range(2):
+        files = sorted((tmp_path / f"raft-{index}").glob("node-*/cpu-profile-*.json"))
+        assert len(files) == 3
+        per_run.append(sum(len(v) for f in files for v in json_.loads(f.read_text())["handler_ns"].values()))
+    assert all(n > 0 for n in per_run) and cpu["inputs"] == sum(per_run)
+    assert (tmp_path / "client-profile-0.json").is_file() and (tmp_path / "client-profile-1.json").is_file()

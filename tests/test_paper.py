@@ -35,7 +35,7 @@ TINY = {
     "nccl": {"axes": {"grid": {"curve": ["a100-1x8-allreduce"], "size": [8, 1048576, 3]}}},
 }
 SLOW_TINY = {
-    "sim-vs-real": {"fixed": {"duration_s": 0.5, "profile_duration_s": 0.5}, "axes": {"grid": {"clients": [2]}},
+    "sim-vs-real": {"fixed": {"duration_s": 0.5, "profile_duration_s": 0.5, "profile_runs": 1}, "axes": {"grid": {"clients": [2]}},
                     "repetitions": 1},
     "memory": {"fixed": {"duration_s": 6, "interval_s": 0.25}, "repetitions": 1},
 }

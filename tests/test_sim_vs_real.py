@@ -60,3 +60,40 @@ def test_one_configuration_runs_on_both_sides_and_reports_its_tenants(tmp_path):
     assert row["real_ops_spread_pct"] == 0.0  # one round: no spread
     assert summary["real_throughput_spread_pct_heldout"] == 0.0
     assert (tmp_path / "sim_vs_real.png").stat().st_size > 0
+
+
+def test_the_cpu_anchor_recovers_the_factor_a_slower_machine_ran_at():
+    """The fitted configuration's real rounds were produced (here: by the simulator itself) on a machine whose CPU
+    ran 1.6x slower than at profiling; the anchor finds that factor from those rounds alone."""
+    from seedance.analysis.sim_vs_real import Config, anchor_cpu, predict
+
+    profile = _profile()
+    slow = profile.scaled_cpu(1.6)
+    rows = [{"config": Config(8).name, "held_out": False, "round": r, "real_tenant_cores": None,
+             "real_ops_s": predict("raft", 3, Config(8), 0.4, r + 1, slow)["throughput_ops_s"],
+             "sim_ops_s": predict("raft", 3, Config(8), 0.4, r + 1, profile)["throughput_ops_s"]} for r in range(2)]
+    rows.append({"config": Config(2).name, "held_out": True, "round": 0, "real_tenant_cores": None,
+                 "real_ops_s": 1.0, "sim_ops_s": 1.0})  # a held-out row: never looked at
+    anchor = anchor_cpu(rows, profile, protocol="raft", nodes=3, configs=[Config(2), Config(8)], duration_s=0.4)
+    assert anchor["config"] == "clients=8" and anchor["factor"] == pytest.approx(1.6, rel=0.08)
+    assert anchor["sim_ops_s"] == pytest.approx(anchor["real_ops_s"], rel=0.05)
+    assert anchor["sim_ops_s_unscaled"] > 1.2 * anchor["real_ops_s"]
+    assert anchor_cpu(rows[2:], profile, protocol="raft", nodes=3, configs=[Config(2)], duration_s=0.4) is None
+
+
+def test_the_headline_interval_comes_from_the_rounds_noise():
+    import pandas as pd
+
+    from seedance.analysis.sim_vs_real import headline_interval
+
+    rows = []
+    for config, real in (("a", (100.0, 110.0, 90.0)), ("b", (200.0, 260.0, 240.0))):
+        for rnd, value in enumerate(real):
+            rows.append({"config": config, "held_out": True, "round": rnd, "real_ops_s": value, "sim_ops_s": 120.0})
+    rows.append({"config": "fit", "held_out": False, "round": 0, "real_ops_s": 1.0, "sim_ops_s": 99.0})
+    frame = pd.DataFrame(rows)
+    lo, hi = headline_interval(frame, "ops_s")
+    point = sorted([abs(120 / 100 - 1), abs(120 / 240 - 1)])  # median of two: their mean
+    assert lo <= sum(point) / 2 <= hi and hi - lo > 0.05
+    assert headline_interval(frame, "ops_s") == [lo, hi]  # seeded
+    assert headline_interval(frame[frame["round"] == 0], "ops_s") is None  # one round: no interval

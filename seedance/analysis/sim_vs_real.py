@@ -9,12 +9,18 @@ Method:
    (:class:`seedance.real.profile.TenantMeter`: a condition of the machine at that moment, like its load average,
    not an outcome of the run) and given to that round's simulation; the simulation on the profile alone (tenants
    as when it was measured) is reported beside it (``profile_sim_*``, and ``x`` in the figure).
-2. For each configuration (closed-loop client count × value size; writes only, fsync on) and each of ``repeats``
-   rounds: one real run (``seedance real run``, the protocol's processes on loopback) and one simulated run with
+2. For each of ``repeats`` rounds and each configuration in it (closed-loop client count × value size; writes
+   only, fsync on; rounds interleaved, so a machine that drifts over the experiment moves every configuration
+   alike): one real run (``seedance real run``, the protocol's processes on loopback) and one simulated run with
    the profile (``sim run --host-profile``, seed = round), the same protocol, nodes, clients and duration.
 3. Per configuration the median over rounds of throughput, p50 and p99 on each side, the ratio predicted / real and
    its range over rounds. The headline: the median |relative error| over held-out configurations, for throughput,
-   p50 and p99, and the spread check (simulated p99/p50 over real p99/p50).
+   p50 and p99, and the spread check (simulated p99/p50 over real p99/p50); beside it, a 95 % bootstrap interval
+   of the throughput headline from the rounds' own noise (:func:`headline_interval`).
+4. Anchored (``anchored``, ``anchored_sim_*``): the same predictions with the profile's CPU times scaled by one
+   factor fitted so that the simulator reproduces this experiment's own rounds of the *fitted* configuration
+   (:func:`anchor_cpu`): the machine as it is now rather than minutes ago, still blind to every held-out
+   configuration.
 
 Outputs: ``rows.csv`` (one row per configuration and round), ``summary.json`` (medians, errors, provenance), and
 ``sim_vs_real.pdf/.png`` (predicted vs measured with the y = x line, throughput and p99).
@@ -96,6 +102,64 @@ def _rel(predicted: float | None, real: float | None) -> float | None:
     return abs(predicted - real) / real
 
 
+def _is_fitted(config: Config, fitted: Mapping[str, Any], protocol: str) -> bool:
+    """Is ``config`` the configuration the profile was fitted on (its CPU run)?"""
+    return (fitted.get("clients") == config.clients and config.value_size == 0
+            and fitted.get("protocol", protocol) == protocol)
+
+
+def anchor_cpu(rows: Sequence[Mapping[str, Any]], profile: Any, *, protocol: str, nodes: int,
+               configs: Sequence[Config], duration_s: float, steps: int = 8,
+               progress: Callable[[str], None] | None = None) -> dict[str, Any] | None:
+    """The CPU scale factor (:meth:`HostProfile.scaled_cpu`) at which the simulator reproduces this experiment's
+    own real throughput of the *fitted* configuration (the median over its rounds, each simulated with its round's
+    tenants; bisection on log(factor) in [1/3, 3]: the simulated throughput falls as the factor grows). Fitted on the
+    fitted configuration only, so the held-out configurations stay unseen; what it removes is the machine's drift
+    between the profile run and this experiment (the same code ran 16 % slower minutes later in one run). None when
+    no configuration of the experiment is the fitted one."""
+    fitted = [r for r in rows if not r["held_out"]]
+    config = next((c for c in configs if c.name == fitted[0]["config"]), None) if fitted else None
+    if config is None:
+        return None
+    target = float(np.median([r["real_ops_s"] for r in fitted]))
+
+    def simulated(factor: float) -> float:
+        scaled = profile.scaled_cpu(factor)
+        return float(np.median([predict(protocol, nodes, config, duration_s, r["round"] + 1,
+                                        with_tenants(scaled, r["real_tenant_cores"]))["throughput_ops_s"]
+                                for r in fitted]))
+
+    if progress is not None:
+        progress(f"anchoring the CPU scale on {config.name} ({len(fitted)} rounds)")
+    lo, hi = np.log(1 / 3), np.log(3.0)
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if simulated(float(np.exp(mid))) > target else (lo, mid)
+    factor = float(np.exp((lo + hi) / 2))
+    return {"factor": factor, "config": config.name, "real_ops_s": target, "sim_ops_s": simulated(factor),
+            "sim_ops_s_unscaled": float(np.median([r["sim_ops_s"] for r in fitted]))}
+
+
+def headline_interval(frame: Any, key: str, side: str = "sim", draws: int = 2000, seed: int = 0) -> list[float] | None:
+    """A 95 % bootstrap interval of the held-out headline (median over held-out configurations of |median sim /
+    median real - 1|), resampling each configuration's rounds (a round's real and simulated run stay paired): how
+    far another experiment on the same machine state could land from this one, from the rounds' noise alone."""
+    held = frame[frame.held_out]
+    groups = [g for _, g in held.groupby("config", sort=False)]
+    if not groups or any(len(g) < 2 for g in groups) or f"{side}_{key}" not in held:
+        return None
+    rng = np.random.default_rng(seed)
+    pairs = [(g[f"{side}_{key}"].to_numpy(dtype=float), g[f"real_{key}"].to_numpy(dtype=float)) for g in groups]
+    out = np.empty(draws)
+    for i in range(draws):
+        errs = []
+        for sim, real in pairs:
+            pick = rng.integers(0, len(real), len(real))
+            errs.append(abs(np.median(sim[pick]) / np.median(real[pick]) - 1.0))
+        out[i] = np.median(errs)
+    return [float(np.quantile(out, 0.025)), float(np.quantile(out, 0.975))]
+
+
 def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, configs: Sequence[Config],
                    repeats: int = 3, duration_s: float = 3.0,
                    progress: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -104,12 +168,13 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
 
     fitted = (profile.measured or {}).get("config", {})
     rows = []
-    for config in configs:
-        held_out = not (fitted.get("clients") == config.clients and config.value_size == 0
-                        and fitted.get("protocol", protocol) == protocol)
-        for rnd in range(repeats):
+    # rounds interleaved (round 1 of every configuration, then round 2, ...): a machine that drifts over the
+    # experiment moves every configuration's rounds alike instead of one configuration's
+    for rnd in range(repeats):
+        for config in configs:
             if progress is not None:
-                progress(f"{config.name} round {rnd + 1}/{repeats}")
+                progress(f"round {rnd + 1}/{repeats}: {config.name}")
+            held_out = not _is_fitted(config, fitted, protocol)
             real = measure_real(protocol, nodes, config, duration_s, rnd + 1, out / "runs" / f"{config.name}-{rnd}")
             # the simulator on the profile, with the other tenants measured during this real run (an input
             # condition of the machine, like its fsync; not an outcome of the run) ...
@@ -125,6 +190,15 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
                          "real_loadavg": real["loadavg_1min"], "real_tenant_cores": real["tenant_cores"],
                          "profile_sim_ops_s": alone["throughput_ops_s"], "profile_sim_p50_ms": alone["latency_ms_p50"],
                          "profile_sim_p99_ms": alone["latency_ms_p99"]})
+    anchor = anchor_cpu(rows, profile, protocol=protocol, nodes=nodes, configs=configs, duration_s=duration_s,
+                        progress=progress)
+    if anchor is not None:
+        scaled = profile.scaled_cpu(anchor["factor"])
+        for row, config in zip(rows, [c for _ in range(repeats) for c in configs]):
+            got = predict(protocol, nodes, config, duration_s, row["round"] + 1,
+                          with_tenants(scaled, row["real_tenant_cores"]))
+            row.update({"anchored_sim_ops_s": got["throughput_ops_s"], "anchored_sim_p50_ms": got["latency_ms_p50"],
+                        "anchored_sim_p99_ms": got["latency_ms_p99"]})
     frame = pd.DataFrame(rows)
     per_config = []
     for name, group in frame.groupby("config", sort=False):
@@ -146,7 +220,9 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
                            "real_tenant_cores": _float(med.real_tenant_cores),
                            "profile_sim_ops_s": float(med.profile_sim_ops_s),
                            "profile_sim_p50_ms": float(med.profile_sim_p50_ms),
-                           "profile_sim_p99_ms": float(med.profile_sim_p99_ms)})
+                           "profile_sim_p99_ms": float(med.profile_sim_p99_ms),
+                           **({f"anchored_sim_{k}": float(med[f"anchored_sim_{k}"])
+                               for k in ("ops_s", "p50_ms", "p99_ms")} if "anchored_sim_ops_s" in med else {})})
     held = [r for r in per_config if r["held_out"]]
 
     def median_error(key: str, rows_: list[dict[str, Any]], side: str = "sim") -> float | None:
@@ -154,11 +230,11 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
         errors = [e for e in errors if e is not None]
         return float(np.median(errors)) if errors else None
 
-    def per_round_error(key: str) -> list[float]:  # the headline per round: how repeatable is it?
+    def per_round_error(key: str, side: str = "sim") -> list[float]:  # the headline per round: how repeatable?
         out_ = []
         for rnd in range(repeats):
             part = frame[(frame["round"] == rnd) & frame.held_out]
-            errs = [_rel(s, r) for s, r in zip(part[f"sim_{key}"], part[f"real_{key}"])]
+            errs = [_rel(s, r) for s, r in zip(part[f"{side}_{key}"], part[f"real_{key}"])]
             errs = [e for e in errs if e is not None]
             if errs:
                 out_.append(float(np.median(errs)))
@@ -177,11 +253,30 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
         # the same errors for the simulator on the profile alone (tenants as at profiling, not as during each run)
         "profile_only_median_abs_rel_error_heldout": {
             key: median_error(key, held, "profile_sim") for key in ("ops_s", "p50_ms", "p99_ms")},
+        # 95 % bootstrap interval of the throughput headline from the rounds' own noise (see headline_interval)
+        "throughput_error_heldout_ci95": headline_interval(frame, "ops_s"),
         **real_noise(per_config, profile),
+        "anchored": _anchored_summary(anchor, frame, held, median_error, per_round_error),
         "real_loadavg_range": [_float(frame.real_loadavg.min()), _float(frame.real_loadavg.max())],
         "real_tenant_cores_range": [_float(frame.real_tenant_cores.min()), _float(frame.real_tenant_cores.max())],
     }
     return {"frame": frame, "summary": summary}
+
+
+def _anchored_summary(anchor: Mapping[str, Any] | None, frame: Any, held: list[dict[str, Any]],
+                      median_error: Callable[..., float | None],
+                      per_round_error: Callable[..., list[float]]) -> dict[str, Any] | None:
+    """The errors of the simulator on the profile with its CPU scale anchored on this experiment's fitted
+    configuration (see :func:`anchor_cpu`), beside the profile's own."""
+    if anchor is None:
+        return None
+    rounds = per_round_error("ops_s", "anchored_sim")
+    return {**anchor,
+            "median_abs_rel_error_heldout": {k: median_error(k, held, "anchored_sim")
+                                             for k in ("ops_s", "p50_ms", "p99_ms")},
+            "throughput_error_by_round_heldout": rounds,
+            "throughput_error_round_spread_pp": (100 * (max(rounds) - min(rounds))) if len(rounds) > 1 else None,
+            "throughput_error_heldout_ci95": headline_interval(frame, "ops_s", "anchored_sim")}
 
 
 def real_noise(per_config: Sequence[Mapping[str, Any]], profile: Any) -> dict[str, Any]:

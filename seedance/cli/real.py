@@ -242,14 +242,16 @@ command.add_command(_soak)
 @click.option("--clients", type=Integer(1, V.MAX_CLIENTS, why=V.WHY_CLIENTS), default=8, show_default=True,
               help="Closed-loop clients of the CPU run.")
 @click.option("--duration", type=Number(0.5, 600), default=3.0, show_default=True, help="Seconds of the CPU run.")
+@click.option("--runs", type=Integer(1, 20), default=3, show_default=True,
+              help="CPU runs pooled into the fit (seeds --seed, --seed + 1, ...): one run's luck is not the model's.")
 @click.option("--seed", type=SEED, default=1, show_default=True)
 @click.option("--dir", "work_dir", type=click.Path(file_okay=False), default=None,
               help="Where fsync is measured and the CPU run writes (default: beside --out).")
 @click.option("--out", "out_file", type=click.Path(dir_okay=False), required=True,
               help="Host profile to write (.yaml/.yml/.json), for `sim run --host-profile`.")
 @json_option
-def profile_command(nodes: int, clients: int, duration: float, seed: int, work_dir: str | None, out_file: str,
-                    as_json: bool) -> None:
+def profile_command(nodes: int, clients: int, duration: float, runs: int, seed: int, work_dir: str | None,
+                    out_file: str, as_json: bool) -> None:
     """Measure this machine's service-time distributions (fsync, loopback, CPU per input, client CPU per op)."""
     from seedance.real.profile import profile_host
     from seedance.real.storage import atomic_write
@@ -259,7 +261,7 @@ def profile_command(nodes: int, clients: int, duration: float, seed: int, work_d
     V.check_writable_file("--out", out_file)  # before seconds of measuring
     where = Path(work_dir) if work_dir else Path(out_file).resolve().parent / (Path(out_file).stem + ".work")
     V.check_writable_dir("--dir", where)
-    profile = profile_host(where, nodes=nodes, clients=clients, duration_s=duration, seed=seed)
+    profile = profile_host(where, nodes=nodes, clients=clients, duration_s=duration, seed=seed, runs=runs)
     Path(out_file).parent.mkdir(parents=True, exist_ok=True)
     atomic_write(Path(out_file), profile.to_yaml().encode())
     data = profile.to_dict()
@@ -278,6 +280,10 @@ def profile_command(nodes: int, clients: int, duration: float, seed: int, work_d
                     if profile.io_per_kind else f"{profile.io_per_input.median_s * 1e6:.0f}")
         click.echo(f"amortisation: node {profile.wake.median_s * 1e6:.0f} us per wake-up + per item ({per_item}) us;"
                    f" client {profile.client_wake.median_s * 1e6:.0f} us per wake-up")
+    runs_seen = profile.measured.get("raft_runs") or []
+    if runs_seen:
+        click.echo(f"CPU runs pooled: {len(runs_seen)}, throughput "
+                   + " / ".join(f"{r['throughput_ops_s']:.0f}" for r in runs_seen) + " ops/s")
     if profile.tenants is not None:
         click.echo(f"other tenants: {profile.tenants.busy_cores:.2f} busy cores during the run (share "
                    f"{profile.tenants.share:.2f}); load average {profile.measured.get('loadavg_1min', 0.0):.2f}")

@@ -103,6 +103,10 @@ class LogNormal:
         value = self.median_s * math.exp(self.sigma * float(rng.standard_normal()))
         return min(value, self.cap_s) if self.cap_s is not None else value
 
+    def scaled(self, factor: float) -> LogNormal:
+        """The same shape, every draw ``factor`` times as long."""
+        return LogNormal(self.median_s * factor, self.sigma, None if self.cap_s is None else self.cap_s * factor)
+
     @classmethod
     def fit(cls, samples: Any, *, cap_quantile: float = 0.999) -> LogNormal:
         """Maximum-likelihood log-normal (location 0) of positive samples; the cap is their 99.9th percentile."""
@@ -270,6 +274,26 @@ class HostProfile:
     @property
     def amortised(self) -> bool:
         return self.wake is not None
+
+    def scaled_cpu(self, factor: float) -> HostProfile:
+        """The profile with every CPU time ``factor`` times as long (handlers, frame I/O, wake-ups, the client
+        process, the storage thread's CPU); latencies (fsync's wall time, loopback, hand-off, connection set-up) and
+        the tenants unchanged. A machine whose cores run this code slower or faster than when it was profiled (clock,
+        caches, a neighbour the meter cannot see) moves all of them together."""
+        import dataclasses
+
+        if not (isinstance(factor, (int, float)) and math.isfinite(factor) and factor > 0):
+            raise SpecError("cpu scale factor", f"must be a finite number > 0, got {factor!r}")
+
+        def one(dist: LogNormal | None) -> LogNormal | None:
+            return None if dist is None else dist.scaled(factor)
+
+        return dataclasses.replace(
+            self, cpu={k: v.scaled(factor) for k, v in self.cpu.items()}, io_per_input=self.io_per_input.scaled(factor),
+            client_per_op=self.client_per_op.scaled(factor), wake=one(self.wake), client_wake=one(self.client_wake),
+            sync_cpu=one(self.sync_cpu), fsync_cpu=one(self.fsync_cpu),
+            io_per_kind=None if self.io_per_kind is None else {k: v.scaled(factor)
+                                                               for k, v in self.io_per_kind.items()})
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)

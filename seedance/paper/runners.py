@@ -202,7 +202,8 @@ def nccl(params: dict[str, Any], seed: int) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------------------------- sim vs real
 SIM_VS_REAL_PARAMS: dict[str, Any] = {"protocol": "raft", "nodes": 3, "clients": 8, "value_size": 0,
-                                      "duration_s": 2.0, "host_profile": None, "profile_duration_s": 2.0}
+                                      "duration_s": 2.0, "host_profile": None, "profile_duration_s": 2.0,
+                                      "profile_runs": 3}
 
 
 def _sim_vs_real_setup(params: dict[str, Any]) -> dict[str, Any]:
@@ -216,6 +217,7 @@ def _sim_vs_real_setup(params: dict[str, Any]) -> dict[str, Any]:
     V.integer("params.value_size", p["value_size"], lo=0, hi=V.MAX_VALUE_BYTES, why=V.WHY_VALUE_BYTES)
     V.number("params.duration_s", p["duration_s"], lo=0, hi=V.MAX_REAL_DURATION_S, lo_open=True)
     V.number("params.profile_duration_s", p["profile_duration_s"], lo=0.5, hi=60)
+    V.integer("params.profile_runs", p["profile_runs"], lo=1, hi=20)
     if p["host_profile"] is not None and not Path(str(p["host_profile"])).is_file():
         raise SpecError("params.host_profile", f"{p['host_profile']} is not a file",
                         "a profile from `seedance real profile`, or null (measured once per sweep)")
@@ -242,7 +244,7 @@ def _sweep_profile(p: dict[str, Any]) -> tuple[Any, str]:
             from seedance.real.storage import atomic_write
 
             profile = profile_host(sweep_dir / "profile-work", nodes=p["nodes"], clients=p["clients"],
-                                   duration_s=float(p["profile_duration_s"]))
+                                   duration_s=float(p["profile_duration_s"]), runs=int(p["profile_runs"]))
             atomic_write(path, profile.to_yaml().encode())
     return load_profile(path), str(path)
 
