@@ -11,7 +11,7 @@ Method (each part a measurement of the real backend's own code paths on this mac
   the real runtime: submit to the storage thread, its wake-up, the result handed back through the loop's self-pipe).
 * CPU: ``--runs`` real Raft runs (``--nodes`` processes, ``--clients`` closed-loop clients, ``--duration`` s, fsync
   on; 3 runs by default, seeds ``--seed``, ``--seed`` + 1, ...; their samples pooled, so the fit is not one run's
-  luck — the real throughput of one configuration spans 13-14 % over three 3 s runs here; the run of median
+  luck — three 3 s runs of the profile's configuration spanned 8.5-13 % in throughput here; the run of median
   throughput is the one the tenants' share is calibrated to) with
   ``SEEDANCE_CPU_PROFILE=1``: every node samples the loop thread's CPU time (``thread_time``) of each input it
   handles (handler and effect execution), by input kind, and records its loop's *busy periods* (from a wake-up out
