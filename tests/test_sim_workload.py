@@ -62,6 +62,31 @@ def test_write_values_are_unique():
     assert len(values) == len(set(values))
 
 
+def test_values_of_a_given_size_travel_in_entries_messages_and_durable_writes():
+    """``value_bytes`` (``sim run --value-size``): written values are strings of that length, as the real clients
+    write them, so Raft's log entries, AppendEntries and durable writes carry the bytes; the history still checks."""
+    def run(value_bytes):
+        return simulate(SimConfig(protocol="raft", nodes=3, duration_s=0.5, seed=2, trace=True, check=True,
+                                  workload=WorkloadConfig(clients=3, mix=(0.3, 0.5, 0.2), value_bytes=value_bytes)))
+
+    small, big = run(0), run(300)
+    values = [e.value for e in big.history if e.type.value == "invoke" and e.f.value == "write"]
+    assert values and all(isinstance(v, str) and len(v) == 300 for v in values) and len(set(values)) == len(values)
+    assert big.linearizable is True
+
+    def sent(result):
+        return sum(r[5] for r in result.trace if r[1] == "send" and r[3] == "AppendEntries")
+
+    def persisted(result):
+        return sum(r[4] for r in result.trace if r[1] == "persist")
+
+    per_op = {name: (sent(r) / r.ops_ok, persisted(r) / r.ops_ok) for name, r in (("small", small), ("big", big))}
+    assert per_op["big"][0] > per_op["small"][0] + 2 * 250 and per_op["big"][1] > per_op["small"][1] + 3 * 250
+    with pytest.raises(SpecError) as info:
+        WorkloadConfig(value_bytes=-1)
+    assert info.value.field == "workload.value_bytes"
+
+
 @pytest.mark.parametrize("field, value", [("mode", "half-open"), ("key_distribution", "pareto"),
                                           ("mix", (0.5, 0.5, 0.5)), ("keys", 0), ("conflict_rate", 1.5)])
 def test_bad_workload_is_a_spec_error(field, value):

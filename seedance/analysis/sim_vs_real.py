@@ -85,7 +85,7 @@ def predict(protocol: str, nodes: int, config: Config, duration_s: float, seed: 
     from seedance.sim.run import simulate
 
     workload = WorkloadConfig(clients=config.clients, mix=(0.0, 1.0, 0.0), op_timeout_s=1.0,
-                              request_bytes=64 + config.value_size)
+                              request_bytes=64 + config.value_size, value_bytes=config.value_size)
     result = simulate(SimConfig(protocol=protocol, nodes=nodes, duration_s=duration_s, seed=seed,
                                 workload=workload, trace=False, check=False, host_profile=profile), liveness=False)
     return {"throughput_ops_s": result.throughput_ops_s, "latency_ms_p50": result.latency_ms_p50,

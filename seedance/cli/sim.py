@@ -69,6 +69,9 @@ def command() -> None:
 @click.option("--keys", type=Integer(1, V.MAX_KEYS), default=8, show_default=True, help="Number of keys.")
 @click.option("--key-dist", default="uniform", show_default=True, help="uniform | zipf[:S] | conflict[:P].")
 @click.option("--op-timeout", type=TIMEOUT, default=0.5, show_default=True, help="Client timeout (s) -> info.")
+@click.option("--value-size", type=Integer(0, V.MAX_VALUE_BYTES, why=V.WHY_VALUE_BYTES), default=0, show_default=True,
+              help="Bytes per written value (0: small integers), as `real run --value-size`: entries, messages and "
+                   "durable writes carry them.")
 @click.option("--set", "settings", multiple=True, help="Protocol option KEY=VALUE (JSON value), repeatable.")
 @click.option("--extra", default=None,
               help='Settings without a flag, as JSON by section, e.g. \'{"cpu": {"message_s": 5e-6}}\'.')
@@ -90,7 +93,7 @@ def run_command(protocol: str, nodes: int, topology: str | None, hosts: int | No
                 clients: int, duration: float,
                 seed: int, nemesis: str, faulty_fraction: float, workload: str, frame_rate: float | None,
                 writes_per_frame: int | None, width: int | None, height: int | None, rate: float, mix: str, keys: int,
-                key_dist: str, op_timeout: float, settings: tuple[str, ...], extra: str | None, check: bool,
+                key_dist: str, op_timeout: float, value_size: int, settings: tuple[str, ...], extra: str | None, check: bool,
                 check_timeout: float, trace: bool, background: tuple[str, ...], host_profile: str | None,
                 monitor: bool,
                 out_dir: str, as_json: bool, show_progress: bool | None) -> int:
@@ -121,7 +124,9 @@ def run_command(protocol: str, nodes: int, topology: str | None, hosts: int | No
         nodes_per_host=nodes_per_host,
         protocol_config=protocol_settings,
         workload=WorkloadConfig(mode=workload, clients=clients, rate_ops_s=rate, mix=parse_mix(mix), keys=keys,
-                                op_timeout_s=op_timeout, **_key_dist(key_dist), **frame, **more.get("workload", {})),
+                                op_timeout_s=op_timeout, **_key_dist(key_dist), **frame,
+                                **({"value_bytes": value_size, "request_bytes": 64 + value_size} if value_size else {}),
+                                **more.get("workload", {})),
         nemesis=NemesisConfig(faults=faults, faulty_fraction=faulty_fraction, **more.get("nemesis", {})),
         cpu=CpuConfig(**more.get("cpu", {})), storage=StorageConfig(**more.get("storage", {})),
         check=check, check_timeout_s=check_timeout, trace=trace, background=background, monitor=monitor,

@@ -86,6 +86,7 @@ class WorkloadConfig:
     not_leader_backoff_s: float = 0.005
     request_bytes: int = 64
     reply_bytes: int = 64
+    value_bytes: int = 0  # 0: integer values; > 0: written values are strings of this many characters (as real runs)
     frame_rate_hz: float = 60.0  # mode "frame": bursts per second per client
     writes_per_frame: int = 1  # mode "frame": writes per burst (then one read)
     roam: bool = False  # mode "frame": each burst goes to a node drawn uniformly (clients bound to no replica)
@@ -112,6 +113,10 @@ class WorkloadConfig:
         if isinstance(self.writes_per_frame, bool) or not isinstance(self.writes_per_frame, int) \
                 or not 1 <= self.writes_per_frame <= 10_000:
             raise SpecError("workload.writes_per_frame", f"must be an integer in 1..10000, got {self.writes_per_frame!r}")
+        from seedance import validation
+
+        validation.integer("workload.value_bytes", self.value_bytes, lo=0, hi=validation.MAX_VALUE_BYTES,
+                           why=validation.WHY_VALUE_BYTES)
         _positive("workload.zipf_s", self.zipf_s)
         _positive("workload.op_timeout_s", self.op_timeout_s)
         _positive("workload.think_s", self.think_s, allow_zero=True)

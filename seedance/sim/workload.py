@@ -201,8 +201,15 @@ class Clients:
         key = self.keys.draw()
         if left <= 1:
             return Operation.READ, key, None
+        return Operation.WRITE, key, self._fresh_value()
+
+    def _fresh_value(self) -> Any:
+        """A value never written before: an integer, or (``value_bytes`` > 0) a string of that many characters,
+        as the real clients write (so log entries, messages and durable writes carry the bytes)."""
+        value = self._next_value
         self._next_value += 1
-        return Operation.WRITE, key, self._next_value - 1
+        pad = self.config.value_bytes
+        return str(value).ljust(pad, "x") if pad else value
 
     def _begin(self, event: Any) -> None:
         client = event.args
@@ -216,8 +223,7 @@ class Clients:
         key = self.keys.draw()
         if op is Operation.READ:
             return op, key, None
-        value = self._next_value
-        self._next_value += 1
+        value = self._fresh_value()
         if op is Operation.WRITE:
             return op, key, value
         return op, key, (self._last_value.get(key), value)
