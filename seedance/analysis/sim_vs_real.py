@@ -194,8 +194,8 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
                         progress=progress)
     if anchor is not None:
         scaled = profile.scaled_cpu(anchor["factor"])
-        for row, config in zip(rows, [c for _ in range(repeats) for c in configs]):
-            got = predict(protocol, nodes, config, duration_s, row["round"] + 1,
+        for row in rows:
+            got = predict(protocol, nodes, Config(row["clients"], row["value_size"]), duration_s, row["round"] + 1,
                           with_tenants(scaled, row["real_tenant_cores"]))
             row.update({"anchored_sim_ops_s": got["throughput_ops_s"], "anchored_sim_p50_ms": got["latency_ms_p50"],
                         "anchored_sim_p99_ms": got["latency_ms_p99"]})
