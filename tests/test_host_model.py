@@ -438,3 +438,54 @@ def test_a_profile_pools_its_cpu_runs(tmp_path):
         per_run.append(sum(len(v) for f in files for v in json_.loads(f.read_text())["handler_ns"].values()))
     assert all(n > 0 for n in per_run) and cpu["inputs"] == sum(per_run)
     assert (tmp_path / "client-profile-0.json").is_file() and (tmp_path / "client-profile-1.json").is_file()
+
+
+def test_fsync_off_draws_the_write_alone_and_needs_it_measured():
+    """``storage.fsync = false`` (the real ``SEEDANCE_FSYNC=0``): a durable write waits for ``write`` (the page
+    cache) instead of the fsync, with ``write_cpu`` on a core; a profile without ``write`` is refused, naming the
+    field, rather than simulated with the fsync's times."""
+    from seedance.sim.config import StorageConfig
+
+    host = amortised(fsync=LogNormal(2e-3, 0.2, 5e-3), write=Empirical((0.0, 0.5, 1.0), (5e-6, 1e-5, 4e-5)),
+                     write_cpu=LogNormal(8e-6))
+
+    def go(p, fsync):
+        return simulate(SimConfig(protocol="raft", nodes=3, duration_s=0.3, seed=1, trace=False, check=False,
+                                  workload=WorkloadConfig(clients=8, mix=(0.0, 1.0, 0.0)), host_profile=p,
+                                  storage=StorageConfig(fsync=fsync)), liveness=False)
+
+    on, off = go(host, True), go(host, False)
+    assert off.throughput_ops_s > 1.2 * on.throughput_ops_s and off.latency_ms_p50 < on.latency_ms_p50
+    assert go(host, False).throughput_ops_s == off.throughput_ops_s  # seeded
+    again = HostProfile.from_dict(yaml.safe_load(host.to_yaml()))
+    assert again.write == host.write and again.write_cpu == host.write_cpu
+    with pytest.raises(SpecError, match="storage.fsync"):
+        go(amortised(), False)
+    with pytest.raises(SpecError, match="storage.fsync"):
+        StorageConfig(fsync="no")
+
+
+def test_a_crashed_node_restarts_after_the_measured_restart_time():
+    """``restart`` (spawn to serving, probed on the real launcher) delays a crashed node's recovery: with a long
+    restart the crash fault's run commits less."""
+    from seedance.sim.config import NemesisConfig
+
+    def go(p):
+        return simulate(SimConfig(protocol="raft", nodes=3, duration_s=1.0, seed=2, trace=False, check=False,
+                                  workload=WorkloadConfig(clients=8, mix=(0.0, 1.0, 0.0)), host_profile=p,
+                                  nemesis=NemesisConfig(faults=("crash",))), liveness=False)
+
+    quick, slow = go(amortised(restart=LogNormal(1e-3))), go(amortised(restart=LogNormal(0.3)))
+    assert slow.throughput_ops_s < quick.throughput_ops_s
+    assert HostProfile.from_dict(yaml.safe_load(amortised(restart=LogNormal(0.02, 0.1)).to_yaml())).restart == \
+        LogNormal(0.02, 0.1)
+
+
+def test_writes_without_fsync_and_restarts_are_measured_for_real(tmp_path):
+    from seedance.real.profile import measure_restart, measure_write
+
+    walls, cpus = measure_write(tmp_path, samples=30)
+    assert len(walls) == len(cpus) == 30 and all(w > 0 for w in walls) and all(c >= 0 for c in cpus)
+    assert not list(tmp_path.iterdir())  # the probe's state is gone
+    restarts = measure_restart(tmp_path, restarts=3)
+    assert len(restarts) == 3 and all(0 < r < 30 for r in restarts)

@@ -97,3 +97,35 @@ def test_the_headline_interval_comes_from_the_rounds_noise():
     assert lo <= sum(point) / 2 <= hi and hi - lo > 0.05
     assert headline_interval(frame, "ops_s") == [lo, hi]  # seeded
     assert headline_interval(frame[frame["round"] == 0], "ops_s") is None  # one round: no interval
+
+
+def test_configurations_name_their_workload_and_only_the_profiles_own_is_fitted():
+    from seedance.analysis.sim_vs_real import DEFAULT_CONFIGS, Config, is_fitted
+    from seedance.errors import SpecError
+
+    names = [c.name for c in DEFAULT_CONFIGS]
+    assert names == ["clients=2", "clients=8", "clients=32", "clients=8,value=1024B", "clients=8,reads=50%",
+                     "clients=8,fsync=off", "clients=8,crash"]
+    fitted = {"protocol": "raft", "clients": 8}
+    assert [c.name for c in DEFAULT_CONFIGS if is_fitted(c, fitted, "raft")] == ["clients=8"]
+    assert not is_fitted(Config(8), fitted, "epaxos")
+    assert Config(8, crash=True).faults == ("crash",) and Config(8).faults == ()
+    for bad, field in (({"clients": 0}, "clients"), ({"clients": 2, "read_fraction": 1.0}, "read_fraction"),
+                       ({"clients": 2, "value_size": -1}, "value_size")):
+        with pytest.raises(SpecError, match=field):
+            Config(**bad)
+
+
+def test_every_configuration_is_simulated_on_a_profile_with_writes_and_restarts():
+    """Reads, fsync off and crashes each move the prediction the way they move a real run."""
+    import dataclasses
+
+    from seedance.analysis.sim_vs_real import Config, predict
+    from seedance.models.host import Empirical
+
+    profile = dataclasses.replace(_profile(), fsync=LogNormal(1e-3, 0.3, 4e-3), write=Empirical((0.0, 1.0),
+                                  (5e-6, 2e-5)), write_cpu=LogNormal(8e-6), restart=LogNormal(0.02))
+    got = {c.name: predict("raft", 3, c, 1.0, 1, profile)["throughput_ops_s"]
+           for c in (Config(8), Config(8, read_fraction=0.5), Config(8, fsync=False), Config(8, crash=True))}
+    assert got["clients=8,fsync=off"] > got["clients=8"] and got["clients=8,reads=50%"] > got["clients=8"]
+    assert 0 < got["clients=8,crash"] < got["clients=8"]

@@ -9,9 +9,9 @@ Method:
    (:class:`seedance.real.profile.TenantMeter`: a condition of the machine at that moment, like its load average,
    not an outcome of the run) and given to that round's simulation; the simulation on the profile alone (tenants
    as when it was measured) is reported beside it (``profile_sim_*``, and ``x`` in the figure).
-2. For each of ``repeats`` rounds and each configuration in it (closed-loop client count × value size; writes
-   only, fsync on; rounds interleaved, so a machine that drifts over the experiment moves every configuration
-   alike): one real run (``seedance real run``, the protocol's processes on loopback) and one simulated run with
+2. For each of ``repeats`` rounds and each configuration in it (:class:`Config`: closed-loop client count, value
+   size, read fraction, fsync on or off, the crash fault or none; rounds interleaved, so a machine that drifts over
+   the experiment moves every configuration alike): one real run (``seedance real run``, the protocol's processes on loopback) and one simulated run with
    the profile (``sim run --host-profile``, seed = round), the same protocol, nodes, clients and duration.
 3. Per configuration the median over rounds of throughput, p50 and p99 on each side, the ratio predicted / real and
    its range over rounds. The headline: the median |relative error| over held-out configurations, for throughput,
@@ -39,15 +39,42 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Config:
+    """One workload of the experiment: closed-loop clients, value size, the fraction of reads (the rest writes),
+    fsync on or off (off: the page cache only, ``SEEDANCE_FSYNC=0`` for real, ``storage.fsync = false`` simulated),
+    and ``crash``: the crash fault's seeded schedule (SIGKILL and restart for real) in the first 60 % of the run,
+    the same windows on both sides (:func:`seedance.faults.draw_schedule` from the round's seed)."""
+
     clients: int
     value_size: int = 0
+    read_fraction: float = 0.0
+    fsync: bool = True
+    crash: bool = False
+
+    def __post_init__(self) -> None:
+        from seedance.errors import SpecError
+
+        if isinstance(self.clients, bool) or not isinstance(self.clients, int) or self.clients < 1:
+            raise SpecError("sim-vs-real config clients", f"must be an integer >= 1, got {self.clients!r}")
+        if isinstance(self.value_size, bool) or not isinstance(self.value_size, int) or self.value_size < 0:
+            raise SpecError("sim-vs-real config value_size", f"must be an integer >= 0, got {self.value_size!r}")
+        if not 0.0 <= self.read_fraction < 1.0:
+            raise SpecError("sim-vs-real config read_fraction", f"must be in [0, 1), got {self.read_fraction!r}",
+                            "a fraction of reads below 1 (the rest are writes)")
 
     @property
     def name(self) -> str:
-        return f"clients={self.clients}" + (f",value={self.value_size}B" if self.value_size else "")
+        return (f"clients={self.clients}" + (f",value={self.value_size}B" if self.value_size else "")
+                + (f",reads={100 * self.read_fraction:.0f}%" if self.read_fraction else "")
+                + ("" if self.fsync else ",fsync=off") + (",crash" if self.crash else ""))
+
+    @property
+    def faults(self) -> tuple[str, ...]:
+        return ("crash",) if self.crash else ()
 
 
-DEFAULT_CONFIGS = (Config(2), Config(8), Config(32), Config(8, 1024))
+# client counts; then at the fitted 8 clients: 1 KiB values, half reads, fsync off, crashes (all but 8 held out)
+DEFAULT_CONFIGS = (Config(2), Config(8), Config(32), Config(8, 1024), Config(8, read_fraction=0.5),
+                   Config(8, fsync=False), Config(8, crash=True))
 QUICK_CONFIGS = (Config(2), Config(8), Config(32))
 
 
@@ -59,11 +86,12 @@ def measure_real(protocol: str, nodes: int, config: Config, duration_s: float, s
     from seedance.real.profile import TenantMeter
     from seedance.real.run import run_real
 
-    workload = Workload(num_clients=config.clients, read_fraction=0.0, cas_fraction=0.0,
+    workload = Workload(num_clients=config.clients, read_fraction=config.read_fraction, cas_fraction=0.0,
                         value_size_bytes=config.value_size)
     with TenantMeter() as meter:
         summary = run_real(protocol=protocol, nodes=nodes, clients=config.clients, duration_s=duration_s, seed=seed,
-                           out=out, workload=workload, check=False, trace=False)  # the election is in both sides
+                           out=out, workload=workload, check=False, trace=False,  # the election is in both sides
+                           nemesis=config.faults, extra_env=None if config.fsync else {"SEEDANCE_FSYNC": "0"})
     return {**summary, "tenant_cores": meter.busy_cores, "loadavg_1min": os.getloadavg()[0]}
 
 
@@ -81,13 +109,15 @@ def with_tenants(profile: Any, busy_cores: float | None) -> Any:
 
 def predict(protocol: str, nodes: int, config: Config, duration_s: float, seed: int, profile: Any) -> dict[str, Any]:
     """The simulator's prediction of :func:`measure_real` on a host profile."""
-    from seedance.sim.config import SimConfig, WorkloadConfig
+    from seedance.sim.config import NemesisConfig, SimConfig, StorageConfig, WorkloadConfig
     from seedance.sim.run import simulate
 
-    workload = WorkloadConfig(clients=config.clients, mix=(0.0, 1.0, 0.0), op_timeout_s=1.0,
-                              request_bytes=64 + config.value_size, value_bytes=config.value_size)
+    workload = WorkloadConfig(clients=config.clients, mix=(config.read_fraction, 1.0 - config.read_fraction, 0.0),
+                              op_timeout_s=1.0, request_bytes=64 + config.value_size, value_bytes=config.value_size)
     result = simulate(SimConfig(protocol=protocol, nodes=nodes, duration_s=duration_s, seed=seed,
-                                workload=workload, trace=False, check=False, host_profile=profile), liveness=False)
+                                workload=workload, trace=False, check=False, host_profile=profile,
+                                storage=StorageConfig(fsync=config.fsync), nemesis=NemesisConfig(faults=config.faults)),
+                      liveness=False)
     return {"throughput_ops_s": result.throughput_ops_s, "latency_ms_p50": result.latency_ms_p50,
             "latency_ms_p99": result.latency_ms_p99}
 
@@ -102,10 +132,10 @@ def _rel(predicted: float | None, real: float | None) -> float | None:
     return abs(predicted - real) / real
 
 
-def _is_fitted(config: Config, fitted: Mapping[str, Any], protocol: str) -> bool:
+def is_fitted(config: Config, fitted: Mapping[str, Any], protocol: str) -> bool:
     """Is ``config`` the configuration the profile was fitted on (its CPU run)?"""
-    return (fitted.get("clients") == config.clients and config.value_size == 0
-            and fitted.get("protocol", protocol) == protocol)
+    return (fitted.get("clients") == config.clients and config.value_size == 0 and config.read_fraction == 0
+            and config.fsync and not config.crash and fitted.get("protocol", protocol) == protocol)
 
 
 def anchor_cpu(rows: Sequence[Mapping[str, Any]], profile: Any, *, protocol: str, nodes: int,
@@ -174,7 +204,7 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
         for config in configs:
             if progress is not None:
                 progress(f"round {rnd + 1}/{repeats}: {config.name}")
-            held_out = not _is_fitted(config, fitted, protocol)
+            held_out = not is_fitted(config, fitted, protocol)
             real = measure_real(protocol, nodes, config, duration_s, rnd + 1, out / "runs" / f"{config.name}-{rnd}")
             # the simulator on the profile, with the other tenants measured during this real run (an input
             # condition of the machine, like its fsync; not an outcome of the run) ...
@@ -183,7 +213,8 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
             alone = predict(protocol, nodes, config, duration_s, rnd + 1, profile) if profile.tenants is not None \
                 else sim
             rows.append({"protocol": protocol, "config": config.name, "clients": config.clients,
-                         "value_size": config.value_size, "round": rnd, "held_out": held_out,
+                         "value_size": config.value_size, "read_fraction": config.read_fraction,
+                         "fsync": config.fsync, "crash": config.crash, "round": rnd, "held_out": held_out,
                          "real_ops_s": real["throughput_ops_s"], "sim_ops_s": sim["throughput_ops_s"],
                          "real_p50_ms": real["latency_ms_p50"], "sim_p50_ms": sim["latency_ms_p50"],
                          "real_p99_ms": real["latency_ms_p99"], "sim_p99_ms": sim["latency_ms_p99"],
@@ -194,8 +225,9 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
                         progress=progress)
     if anchor is not None:
         scaled = profile.scaled_cpu(anchor["factor"])
+        by_name = {config.name: config for config in configs}
         for row in rows:
-            got = predict(protocol, nodes, Config(row["clients"], row["value_size"]), duration_s, row["round"] + 1,
+            got = predict(protocol, nodes, by_name[row["config"]], duration_s, row["round"] + 1,
                           with_tenants(scaled, row["real_tenant_cores"]))
             row.update({"anchored_sim_ops_s": got["throughput_ops_s"], "anchored_sim_p50_ms": got["latency_ms_p50"],
                         "anchored_sim_p99_ms": got["latency_ms_p99"]})

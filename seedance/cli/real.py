@@ -280,6 +280,9 @@ def profile_command(nodes: int, clients: int, duration: float, runs: int, seed: 
                     if profile.io_per_kind else f"{profile.io_per_input.median_s * 1e6:.0f}")
         click.echo(f"amortisation: node {profile.wake.median_s * 1e6:.0f} us per wake-up + per item ({per_item}) us;"
                    f" client {profile.client_wake.median_s * 1e6:.0f} us per wake-up")
+    if profile.write is not None and profile.restart is not None:
+        click.echo(f"write without fsync median {profile.write.median_s * 1e6:.0f} us; node restart (spawn to "
+                   f"serving) median {profile.restart.median_s * 1e3:.1f} ms")
     runs_seen = profile.measured.get("raft_runs") or []
     if runs_seen:
         click.echo(f"CPU runs pooled: {len(runs_seen)}, throughput "

@@ -34,6 +34,12 @@ simulator's textbook constants leave out:
   bursts keeps a core from a waking process (``slice``: the lateness of a sleeping thread's wake-ups beyond the
   quietest one). In the simulator they hold each core for drawn slices, ``busy_cores / cores`` of the time, and a
   node or client process that needs the core waits, or is preempted, until the slice ends;
+* ``write`` and ``write_cpu`` (optional): a durable write's wall time and its storage thread's CPU *without* fsync
+  (the page cache keeps it: the real backend's ``SEEDANCE_FSYNC=0``, the simulator's ``storage.fsync = false``),
+  probed on the real storage code apart from any run, so a configuration with fsync off is held out;
+* ``restart`` (optional): a node process's restart, from its spawn to serving (fork from the launcher's zygote,
+  recovery of its durable state, listening again), which the simulator's crash fault waits before the node's
+  recovery handler runs;
 * ``device`` (optional): a GPU host's accelerator (kind, name, memory, count, and optional CUDA-side costs: kernel
   launch, host-to-device and device-to-host bandwidth). Recorded and validated; the simulator's device compute
   times come from the compute model (:mod:`seedance.models.compute`), keyed by the device kind;
@@ -238,6 +244,9 @@ class HostProfile:
     sync_cpu: LogNormal | None = None  # the storage thread's CPU per fsync (writes, the fsync's kernel work)
     fsync_cpu: LogNormal | None = None  # its CPU inside the fsync's wall time (a core held during the wait)
     io_per_kind: dict[str, LogNormal] | None = None  # the loop's per-item CPU by ITEM_KINDS (else io_per_input)
+    write: LogNormal | Empirical | None = None  # a durable write's wall time with fsync off (page cache only)
+    write_cpu: LogNormal | None = None  # the storage thread's CPU per write with fsync off
+    restart: LogNormal | None = None  # a node process's restart: spawn to serving
 
     def __post_init__(self) -> None:
         if set(self.cpu) != set(KINDS):  # a kind never measured costs nothing beyond its frame I/O
@@ -291,14 +300,16 @@ class HostProfile:
         return dataclasses.replace(
             self, cpu={k: v.scaled(factor) for k, v in self.cpu.items()}, io_per_input=self.io_per_input.scaled(factor),
             client_per_op=self.client_per_op.scaled(factor), wake=one(self.wake), client_wake=one(self.client_wake),
-            sync_cpu=one(self.sync_cpu), fsync_cpu=one(self.fsync_cpu),
+            sync_cpu=one(self.sync_cpu), fsync_cpu=one(self.fsync_cpu), write_cpu=one(self.write_cpu),
             io_per_kind=None if self.io_per_kind is None else {k: v.scaled(factor)
                                                                for k, v in self.io_per_kind.items()})
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
-        if isinstance(self.fsync, Empirical):
-            out["fsync"] = {"p": list(self.fsync.p), "s": list(self.fsync.s)}
+        for key in ("fsync", "write"):
+            value = getattr(self, key)
+            if isinstance(value, Empirical):
+                out[key] = {"p": list(value.p), "s": list(value.s)}
         out["cpu"] = {k: asdict(v) for k, v in self.cpu.items()}
         for key in _OPTIONAL:  # absent rather than null: an old reader of the format still reads a new profile
             if out[key] is None:
@@ -356,7 +367,9 @@ class HostProfile:
             client_per_op=LogNormal.from_dict(data["client_per_op"], f"{where}: client_per_op"),
             measured=dict(data.get("measured") or {}),
             **{key: None if data.get(key) is None else LogNormal.from_dict(data[key], f"{where}: {key}")
-               for key in ("wake", "client_wake", "handoff", "connect", "accept", "sync_cpu", "fsync_cpu")},
+               for key in ("wake", "client_wake", "handoff", "connect", "accept", "sync_cpu", "fsync_cpu",
+                           "write_cpu", "restart")},
+            write=None if data.get("write") is None else service_time_from_dict(data["write"], f"{where}: write"),
             device=None if data.get("device") is None else DeviceProfile.from_dict(data["device"], f"{where}: device"),
             tenants=None if data.get("tenants") is None else TenantProfile.from_dict(data["tenants"],
                                                                                    f"{where}: tenants"),
@@ -366,7 +379,7 @@ class HostProfile:
 
 
 _OPTIONAL = ("wake", "client_wake", "handoff", "device", "tenants", "connect", "accept", "sync_cpu", "io_per_kind",
-             "fsync_cpu")
+             "fsync_cpu", "write", "write_cpu", "restart")
 
 
 @dataclass(frozen=True)

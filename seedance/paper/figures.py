@@ -48,6 +48,13 @@ def series(df: pd.DataFrame, name: str, flag: str = "training", suffix: str = "b
     return out
 
 
+def with_config(data: pd.DataFrame) -> pd.DataFrame:
+    """The rows with their workload's name (``config``; results written before it had one: ``clients=N``)."""
+    if "config" in data:
+        return data
+    return data.assign(config=[f"clients={int(c)}" for c in data["clients"]])
+
+
 def _aggregate(df: pd.DataFrame, by: list[str], metrics: list[str]) -> pd.DataFrame:
     from seedance.sweep import aggregate
 
@@ -183,13 +190,13 @@ def pixel(df: pd.DataFrame) -> Figure:
 
 # --------------------------------------------------------------------------------------------- sim vs real
 def sim_vs_real(df: pd.DataFrame) -> Figure:
-    """Predicted (simulator) against measured (real processes) throughput and p99 latency per client count, with
+    """Predicted (simulator) against measured (real processes) throughput and p99 latency per workload, with
     CIs on both axes; the diagonal is a perfect prediction."""
     import numpy as np
 
     data = ok_rows(df)
     metrics = [f"{side}_{m}" for m in ("throughput_ops_s", "latency_ms_p99") for side in ("real", "sim")]
-    table = _aggregate(data, ["protocol", "clients"], metrics)
+    table = _aggregate(with_config(data), ["protocol", "config"], metrics)
     figure, axes = style.new_figure(2, 1, aspect=1.0)
     for ax, metric in zip(axes[0], ("throughput_ops_s", "latency_ms_p99")):
         for k, row in enumerate(table.itertuples()):
@@ -197,7 +204,7 @@ def sim_vs_real(df: pd.DataFrame) -> Figure:
             sim = [getattr(row, f"sim_{metric}_{s}") for s in ("mean", "lo", "hi")]
             ax.errorbar([real[0]], [sim[0]], xerr=[[max(real[0] - real[1], 0)], [max(real[2] - real[0], 0)]],
                         yerr=[[max(sim[0] - sim[1], 0)], [max(sim[2] - sim[0], 0)]], color=style.color(row.protocol),
-                        marker=style.marker(k), linestyle="none", label=f"{row.protocol}, {int(row.clients)} clients")
+                        marker=style.marker(k), linestyle="none", label=f"{row.protocol}, {row.config}")
         values = table[[f"{s}_{metric}_{q}" for s in ("real", "sim") for q in ("lo", "hi")]].to_numpy(dtype=float)
         finite = values[np.isfinite(values) & (values > 0)]
         if finite.size:

@@ -202,7 +202,7 @@ def nccl(params: dict[str, Any], seed: int) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------------------------- sim vs real
 SIM_VS_REAL_PARAMS: dict[str, Any] = {"protocol": "raft", "nodes": 3, "clients": 8, "value_size": 0,
-                                      "duration_s": 2.0, "host_profile": None, "profile_duration_s": 2.0,
+                                      "read_fraction": 0.0, "fsync": True, "crash": False, "duration_s": 2.0, "host_profile": None, "profile_duration_s": 2.0,
                                       "profile_runs": 3}
 
 
@@ -215,6 +215,10 @@ def _sim_vs_real_setup(params: dict[str, Any]) -> dict[str, Any]:
     V.integer("params.nodes", p["nodes"], lo=1, hi=V.max_real_nodes(), why=V.why_real_nodes())
     V.integer("params.clients", p["clients"], lo=1, hi=V.MAX_CLIENTS, why=V.WHY_CLIENTS)
     V.integer("params.value_size", p["value_size"], lo=0, hi=V.MAX_VALUE_BYTES, why=V.WHY_VALUE_BYTES)
+    V.number("params.read_fraction", p["read_fraction"], lo=0, hi=1, hi_open=True)
+    for flag in ("fsync", "crash"):
+        if not isinstance(p[flag], bool):
+            raise SpecError(f"params.{flag}", f"must be true or false, got {p[flag]!r}")
     V.number("params.duration_s", p["duration_s"], lo=0, hi=V.MAX_REAL_DURATION_S, lo_open=True)
     V.number("params.profile_duration_s", p["profile_duration_s"], lo=0.5, hi=60)
     V.integer("params.profile_runs", p["profile_runs"], lo=1, hi=20)
@@ -256,18 +260,18 @@ def _rel(predicted: Any, measured: Any) -> float | None:
 
 
 def sim_vs_real(params: dict[str, Any], seed: int) -> dict[str, Any]:
-    from seedance.analysis.sim_vs_real import Config, measure_real, predict, with_tenants
+    from seedance.analysis.sim_vs_real import Config, is_fitted, measure_real, predict, with_tenants
 
     p = _sim_vs_real_setup(params)
     profile, profile_path = _sweep_profile(p)
-    config = Config(p["clients"], p["value_size"])
+    config = Config(p["clients"], p["value_size"], float(p["read_fraction"]), p["fsync"], p["crash"])
     duration_s = float(p["duration_s"])
     real = measure_real(p["protocol"], p["nodes"], config, duration_s, seed + 1, current_point_dir() / "real")
     # the simulator sees the other tenants' CPU measured during this very real run, as the experiment does
     sim = predict(p["protocol"], p["nodes"], config, duration_s, seed + 1, with_tenants(profile, real["tenant_cores"]))
     fitted = (profile.measured or {}).get("config", {})
-    out: dict[str, Any] = {"host_profile": profile_path,
-                           "held_out": not (fitted.get("clients") == p["clients"] and not p["value_size"]),
+    out: dict[str, Any] = {"host_profile": profile_path, "config": config.name,
+                           "held_out": not is_fitted(config, fitted, p["protocol"]),
                            "loadavg_1min": real["loadavg_1min"], "tenant_cores": real["tenant_cores"]}
     for key in ("throughput_ops_s", "latency_ms_p50", "latency_ms_p99"):
         out[f"real_{key}"] = real.get(key)

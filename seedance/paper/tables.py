@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from seedance.paper.figures import FRAME_MS, cluster, memory_case, ok_rows, series, with_background
+from seedance.paper.figures import FRAME_MS, cluster, memory_case, ok_rows, series, with_background, with_config
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -207,11 +207,12 @@ SVR = ("throughput_ops_s", "latency_ms_p50", "latency_ms_p99")
 def sim_vs_real(df: pd.DataFrame) -> str:
     data = ok_rows(df)
     metrics = [f"{s}_{m}" for m in SVR for s in ("real", "sim")] + [f"rel_error_{m}" for m in SVR]
-    table = _aggregate(data, ["protocol", "clients", "held_out"], metrics)
-    rows = [[tex(r.protocol), str(int(r.clients)), "held out" if str(r.held_out).lower() in ("true", "1") else "fitted",
+    data = with_config(data)
+    table = _aggregate(data, ["protocol", "config", "held_out"], metrics)
+    rows = [[tex(r.protocol), tex(r.config), "held out" if str(r.held_out).lower() in ("true", "1") else "fitted",
              *[cell(r, f"{s}_{m}") for m in SVR for s in ("real", "sim")],
              *[number(100 * getattr(r, f"rel_error_{m}_mean"), 2) for m in SVR]] for r in table.itertuples()]
-    header = ["protocol", "clients", "", "real ops/s", "sim ops/s", "real p50 (ms)", "sim p50 (ms)", "real p99 (ms)",
+    header = ["protocol", "workload", "", "real ops/s", "sim ops/s", "real p50 (ms)", "sim p50 (ms)", "real p99 (ms)",
               r"sim p99 (ms)", r"err ops (\%)", r"err p50 (\%)", r"err p99 (\%)"]
     return booktabs(header, rows, "lrl" + "r" * 9)
 

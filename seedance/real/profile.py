@@ -6,6 +6,11 @@ Method (each part a measurement of the real backend's own code paths on this mac
   disk, as in every run). A probe alone is recorded beside it (``measured.fsync_probe``: 300 appends of 128 bytes
   each followed by ``os.fsync``) and used only if the run recorded none; write bandwidth: 4 writes of 8 MiB, each
   fsynced.
+* write without fsync (``write``, ``write_cpu``): 300 log appends of one Raft-shaped entry through the real storage
+  code with ``fsync=False`` (what a node does under ``SEEDANCE_FSYNC=0``), wall time and thread CPU; a probe, so a
+  configuration with fsync off is never fitted.
+* restart (``restart``): 8 SIGKILL + restarts of the nodes of an idle Raft cluster, each timed from the spawn (a fork
+  of the launcher's zygote) to the node serving again with its durable state recovered.
 * loopback: 2,000 round trips of a 64-byte message to an echo process over TCP on 127.0.0.1; one-way = RTT / 2.
 * handoff: 1,000 round trips from an idle asyncio loop to a one-thread executor and back (the path of every fsync in
   the real runtime: submit to the storage thread, its wake-up, the result handed back through the loop's self-pipe).
@@ -97,6 +102,62 @@ def measure_fsync(directory: Path, samples: int = 300) -> tuple[list[float], flo
         os.close(fd)
         path.unlink(missing_ok=True)
     return latencies, float(np.median(rates))
+
+
+def measure_write(directory: Path, samples: int = 300, value_bytes: int = 64) -> tuple[list[float], list[float]]:
+    """A durable write *without* fsync through the real storage code (:class:`seedance.real.storage.DiskStorage`
+    with ``fsync=False``, as a node runs with ``SEEDANCE_FSYNC=0``): ``samples`` log appends of one Raft-shaped entry
+    each, staged and synced as the storage thread does; the wall-time and thread-CPU samples (s). A probe apart from
+    any run, so a configuration with fsync off stays held out."""
+    import shutil
+
+    from seedance.models.protocols.contract import PersistLog
+    from seedance.models.wire import Codec
+    from seedance.real.storage import DiskStorage
+
+    root = directory / "write-probe"
+    shutil.rmtree(root, ignore_errors=True)
+    storage = DiskStorage(root, Codec(()), fsync=False)
+    walls, cpus = [], []
+    try:
+        for index in range(samples):
+            entry = {"term": 1, "index": index + 1, "op": {"f": "write", "key": index % 8, "value": "v" * value_bytes,
+                                                         "client": 0, "seq": index}}
+            start, cpu = time.perf_counter(), time.thread_time()
+            storage.stage(PersistLog(key="log", start=index, entries=(entry,)))
+            storage.sync()
+            cpus.append(time.thread_time() - cpu)
+            walls.append(time.perf_counter() - start)
+    finally:
+        storage.close()
+        shutil.rmtree(root, ignore_errors=True)
+    return walls, cpus
+
+
+def measure_restart(work_dir: Path, *, nodes: int = 3, restarts: int = 8, seed: int = 1) -> list[float]:
+    """A node process's restart, as the crash fault does it (SIGKILL, then a new incarnation forked from the
+    launcher's zygote that recovers its durable state and serves again): spawn-to-ready samples (s) of ``restarts``
+    restarts, round robin over the nodes of an idle ``nodes``-process Raft cluster."""
+    from seedance.real.launcher import LocalLauncher
+
+    samples = []
+    with LocalLauncher(protocol="raft", num_nodes=nodes, run_dir=work_dir / "restart-probe", seed=seed,
+                       config={}) as launcher:
+        launcher.start_all()
+        launcher.wait_ready()
+        for index in range(restarts):
+            rank = index % nodes
+            launcher.kill(rank)
+            start = time.perf_counter()
+            launcher.spawn(rank)
+            deadline = start + 30.0
+            while not launcher.ready(rank):
+                launcher.raise_if_failed()
+                if time.perf_counter() > deadline:
+                    raise RuntimeError(f"node {rank} not ready 30 s after its restart; see {work_dir}/restart-probe")
+                time.sleep(0.0005)
+            samples.append(time.perf_counter() - start)
+    return samples
 
 
 def measure_loopback(round_trips: int = 2000) -> list[float]:
@@ -472,6 +533,8 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
     handoff = measure_handoff()
     tenants_busy, tenant_slices = measure_tenants()
     wake_probe = measure_wake()
+    write_walls, write_cpus = measure_write(work_dir)
+    restarts = measure_restart(work_dir, nodes=nodes, seed=seed)
     cpu = measure_cpu(work_dir, nodes=nodes, clients=clients, duration_s=duration_s, seed=seed, runs=runs,
                       wake_probe_s=float(np.median(wake_probe)) if wake_probe else None)
     summary = cpu["summary"]
@@ -502,13 +565,16 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
         # alone, only where the run recorded none
         fsync=Empirical.fit(cpu["fsync_s"]) if cpu["fsync_s"] else LogNormal.fit(fsync_samples),
         write_bandwidth_GBps=bandwidth,
+        # with fsync off (page cache only), probed on the real storage code apart from any run
+        write=Empirical.fit(write_walls), write_cpu=LogNormal(float(np.median(write_cpus))),
+        restart=LogNormal.fit(restarts),
         loopback=LogNormal.fit(loopback),
         client_per_op=LogNormal(cpu["client_per_op_s"]),
         measured={**facts, "cores_used": cores, "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   "config": {"protocol": "raft", "nodes": nodes, "clients": clients, "duration_s": duration_s,
                              "seed": seed, "runs": runs, "fsync": True},
                   "samples": {"fsync": len(fsync_samples), "loopback": len(loopback), "handoff": len(handoff),
-                              "inputs": cpu["inputs"]},
+                              "inputs": cpu["inputs"], "write": len(write_walls), "restart": len(restarts)},
                   "busy_periods": cpu["busy_periods"], "group_commit": cpu["group_commit"],
                   # the direct probe of a wake-up (an idle loop, one message, a no-op callback): beside the fits
                   "wake_probe": {"samples": len(wake_probe), **asdict(LogNormal.fit(wake_probe))},

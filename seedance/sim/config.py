@@ -54,8 +54,11 @@ class StorageConfig:
 
     fsync_s: float = 1e-4
     write_bandwidth_GBps: float = 2.0
+    fsync: bool = True  # False: writes reach the page cache only (no fsync wait; a host profile's ``write`` time)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.fsync, bool):
+            raise SpecError("storage.fsync", f"must be true or false, got {self.fsync!r}")
         _positive("storage.fsync_s", self.fsync_s, allow_zero=True)
         _positive("storage.write_bandwidth_GBps", self.write_bandwidth_GBps)
 

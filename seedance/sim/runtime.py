@@ -38,6 +38,7 @@ from seedance.engine.effects import (
     CLIENT, COLLECTIVE, MESSAGE, PERSISTED, TIMER, WORK, EffectEngine, call_node, run_work,
 )
 from seedance.engine.rng import node_rng
+from seedance.errors import SpecError
 from seedance.models.compute import work_time_s
 from seedance.models.protocols.contract import ClientRequest, CollectiveDone, ProtocolSpec, Reply
 from seedance.sim.config import CpuConfig, StorageConfig
@@ -150,8 +151,9 @@ class Host:
         model = runtime.host
         if model is None:
             done = storage.sync_done_s(cursor, None)
-        else:  # the fsync, and the loop's round trip to its storage thread and back when measured
-            fsync = model.fsync.draw(runtime._host_rng)
+        else:  # the fsync (or, with fsync off, the write alone), and the loop's round trip to its storage thread
+            synced = runtime._fsync  # and back when measured
+            fsync = (model.fsync if synced else model.write).draw(runtime._host_rng)  # type: ignore[union-attr]
             if model.handoff is not None:
                 fsync += model.handoff.draw(runtime._host_rng)
             start = model.sync_start_cost(runtime._host_rng) if runtime._amortised else 0.0
@@ -159,11 +161,13 @@ class Host:
                 cursor = runtime.cores.take(cursor, start)
                 if cursor > self.busy_until:
                     self.busy_until = cursor
-            if model.sync_cpu is not None:  # the storage thread's own CPU, on a shared core, before the wait
-                cursor = runtime.cores.take(cursor, model.sync_cpu.draw(runtime._host_rng))
+            thread_cpu = model.sync_cpu if synced else None
+            if thread_cpu is not None:  # the storage thread's own CPU, on a shared core, before the wait
+                cursor = runtime.cores.take(cursor, thread_cpu.draw(runtime._host_rng))
             done = storage.sync_done_s(cursor, fsync)
-            if model.fsync_cpu is not None:  # its CPU inside the write + fsync: a core held during the wait
-                held = runtime.cores.take(cursor, model.fsync_cpu.draw(runtime._host_rng))
+            inside = model.fsync_cpu if synced else model.write_cpu
+            if inside is not None:  # its CPU inside the write (+ fsync): a core held during the wait
+                held = runtime.cores.take(cursor, inside.draw(runtime._host_rng))
                 if held > done:
                     done = held
         self.syncs += 1
@@ -201,6 +205,11 @@ class Runtime:
         self._cost = {MESSAGE: cpu.message_s, TIMER: cpu.timer_s, CLIENT: cpu.client_request_s,
                       COLLECTIVE: cpu.collective_s, PERSISTED: cpu.timer_s, WORK: cpu.collective_s}
         self._recover_s = cpu.recover_s
+        self._fsync = storage.fsync  # False: durable writes reach the page cache only (the real SEEDANCE_FSYNC=0)
+        if host is not None and not storage.fsync and host.write is None:
+            raise SpecError("storage.fsync", "is false, but the host profile has no write time without fsync",
+                            "a profile from a current `seedance real profile` (it probes writes without fsync), "
+                            "or storage.fsync true")
         # a measured host (seedance.models.host): service times drawn per input, processes sharing its cores
         self.host = host
         self._host_rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(HOST_STREAM,)))
@@ -213,7 +222,8 @@ class Runtime:
         self._accept_free: dict[int, float] = {}  # per node: when its last connection set-up is done
         kinds = network.topology.device_kinds
         self.hosts = [
-            Host(i, self, Storage(fsync_s=storage.fsync_s, write_bandwidth_GBps=storage.write_bandwidth_GBps),
+            Host(i, self, Storage(fsync_s=storage.fsync_s if storage.fsync else 0.0,
+                                  write_bandwidth_GBps=storage.write_bandwidth_GBps),
                  kinds[network.devices[i]] if kinds is not None else None)
             for i in range(num_nodes)
         ]
@@ -281,7 +291,11 @@ class Runtime:
         if self._tracing:
             self._record((now, "restart", node_id, host.incarnation))
         durable = host.storage.durable_state()
-        self._run(host, node.on_recover(durable, now), now + self._recover_s)
+        model = self.host
+        # a measured host: the node process's restart (spawn to serving), inputs queueing behind it
+        recover = model.restart.draw(self._host_rng) if model is not None and model.restart is not None \
+            else self._recover_s
+        self._run(host, node.on_recover(durable, now), now + recover)
 
     def pause(self, node_id: int) -> None:
         host = self.hosts[node_id]
