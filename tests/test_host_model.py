@@ -70,6 +70,21 @@ def test_cores_are_shared_first_free_first():
     assert pool.earliest() == 1.0
 
 
+def test_loop_threads_preempt_the_storage_threads_cpu_which_falls_behind():
+    """Foreground work (event loops waking from select) never waits for background work (the storage threads'
+    CPU): CFS wake-up preemption. Background work waits for cores free of both and, when foreground work lands on
+    its core, ends that much later, so the cores' capacity is conserved."""
+    pool = CorePool(1)
+    assert pool.take_background(0.0, 1.0) == 1.0  # the storage thread runs on the only core ...
+    assert pool.take(0.2, 0.5) == pytest.approx(0.7)  # ... a loop that wakes runs at once, ahead of it ...
+    assert pool.take_background(0.3, 1.0) == pytest.approx(2.5)  # ... which fell behind by 0.5 s: the next waits
+    assert pool.take(0.8, 0.1) == pytest.approx(0.9)  # foreground work never queues behind background work
+    two = CorePool(2)
+    two.take(0.0, 1.0)
+    assert two.take_background(0.0, 1.0) == 1.0  # the free core
+    assert two.take_background(0.0, 1.0) == 2.0  # then behind the foreground's
+
+
 def test_a_profiled_simulation_has_spread_is_deterministic_and_feels_its_cores():
     host = profile()
     a, b = run(host), run(host)
@@ -397,7 +412,7 @@ def test_storage_thread_cpu_inside_the_fsync_overlaps_its_wait():
     free = amortised(sync_cpu=LogNormal(0.0))
     p50 = {name: run(p, clients=2, duration_s=0.3).latency_ms_p50 for name, p in
            (("before", before), ("during", during), ("free", free))}
-    assert p50["during"] < p50["before"] - 0.2 and p50["during"] >= p50["free"]
+    assert p50["during"] < p50["before"] - 0.1 and p50["during"] >= p50["free"]
     assert HostProfile.from_dict(yaml.safe_load(during.to_yaml())).fsync_cpu == LogNormal(300e-6)
     split = _sync_cpus(200e-6, 150e-6)
     assert split["sync_cpu"].median_s == pytest.approx(50e-6) and split["fsync_cpu"] == LogNormal(150e-6)

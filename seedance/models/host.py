@@ -66,7 +66,6 @@ seed), so a run stays a pure function of (config, seed, profile).
 
 from __future__ import annotations
 
-import heapq
 import math
 from bisect import bisect_left
 from collections.abc import Mapping
@@ -485,7 +484,15 @@ def load_profile(path: str | Path) -> HostProfile:
 
 
 class CorePool:
-    """``cores`` cores shared by every process of the modelled host (a min-heap of the times each core frees).
+    """``cores`` cores shared by every process of the modelled host.
+
+    Two classes of work: *foreground* (:meth:`take`: the event-loop threads of the nodes and of the client process,
+    which sleep in ``select`` between inputs) and *background* (:meth:`take_background`: the storage threads' CPU
+    around their writes and fsyncs, a thread that has been running). Linux's scheduler lets a thread that wakes from
+    sleep preempt one that has been running (CFS wake-up preemption: the sleeper's smaller virtual runtime), so
+    foreground work never waits for background work: it starts on the core where it ends first counting foreground
+    work only, and background work it lands on is pushed out by its length; background work waits for cores free of
+    both. The cores' capacity is conserved either way (a background stream on a busy core falls behind).
 
     With ``tenants`` (and a generator), each core is also held by other tenants' bursts: a burst of ``slice`` starts
     after an exponential gap whose mean makes the held fraction ``busy_cores / cores`` (at most 0.95); work that
@@ -494,24 +501,23 @@ class CorePool:
 
     def __init__(self, cores: int, tenants: TenantProfile | None = None,
                  rng: np.random.Generator | None = None) -> None:
-        self.free = [0.0] * cores
-        heapq.heapify(self.free)
+        self.free = [0.0] * cores  # per core: when its foreground work ends
+        self.all_free = [0.0] * cores  # per core: when its foreground and background work ends
         self._tenants = None
         if tenants is not None and tenants.busy_cores * tenants.share > 0 and rng is not None:
             held = min(0.95, tenants.share * tenants.busy_cores / cores)
             mean_gap = tenants.slice.mean_s * (1.0 - held) / held
             self._tenants = (tenants.slice, mean_gap, rng)
-            self.free = [0.0] * cores  # per core, in core order (a heap no longer: each has its own bursts)
             self._bursts: list[list[float]] = [[] for _ in range(cores)]  # flat [start, end, start, end, ...]
             self._drawn = [0.0] * cores  # bursts are drawn up to here
 
     def _burst_after(self, core: int, t: float) -> tuple[float, float]:
-        """The first burst on ``core`` that ends after ``t`` (drawn as needed). Bursts are forgotten only once the
-        core's own work has passed them: a later request may start earlier than this ``t`` (it was asked of a
-        core that was not chosen), and must still meet them."""
+        """The first burst on ``core`` that ends after ``t`` (drawn as needed). Bursts are forgotten only once all
+        of the core's work has passed them: a later request may start earlier than this ``t`` (it was asked of a
+        core that was not chosen, or is foreground work ahead of background work), and must still meet them."""
         bursts = self._bursts[core]
         slice_, mean_gap, rng = self._tenants  # type: ignore[misc]
-        free = self.free[core]
+        free = min(self.free[core], self.all_free[core])
         while bursts and bursts[1] <= free:
             del bursts[:2]
         i = 0
@@ -525,21 +531,28 @@ class CorePool:
                 return bursts[i], bursts[i + 1]
             i += 2
 
-    def _run_on(self, core: int, start: float, cost: float) -> float:
-        t = max(start, self.free[core])
+    def _run_on(self, core: int, start: float, cost: float, free: list[float]) -> tuple[float, float]:
+        """(begin, end) of ``cost`` on ``core`` after ``start`` and ``free[core]``, around the tenants' bursts."""
+        t = max(start, free[core])
+        if self._tenants is None:
+            return t, t + cost
+        begin = None
         while True:
             b_start, b_end = self._burst_after(core, t)
             if b_start <= t:
                 t = b_end  # held by a tenant: wait for the burst to end
                 continue
+            if begin is None:
+                begin = t
             if t + cost <= b_start:
-                return t + cost
+                return begin, t + cost
             cost -= b_start - t  # preempted by the burst for its length
             t = b_end
 
     def earliest(self) -> float:
+        """When foreground work could start at the earliest (some core free of foreground work and bursts)."""
         if self._tenants is None:
-            return self.free[0]
+            return min(self.free)
         best = math.inf
         for core, free in enumerate(self.free):
             b_start, b_end = self._burst_after(core, free)
@@ -547,13 +560,22 @@ class CorePool:
         return best
 
     def take(self, start: float, cost: float) -> float:
-        """Run ``cost`` seconds on the core where it ends first, not before ``start``; when it ends."""
-        if self._tenants is None:
-            begin = max(start, heapq.heappop(self.free))
-            end = begin + cost
-            heapq.heappush(self.free, end)
-            return end
-        ends = [self._run_on(core, start, cost) for core in range(len(self.free))]
-        core = min(range(len(ends)), key=ends.__getitem__)
-        self.free[core] = ends[core]
-        return ends[core]
+        """Foreground work: run ``cost`` seconds on the core where it ends first, not before ``start``, ahead of
+        any background work there; when it ends."""
+        spans = [self._run_on(core, start, cost, self.free) for core in range(len(self.free))]
+        core = min(range(len(spans)), key=lambda c: spans[c][1])
+        begin, end = spans[core]
+        self.free[core] = end
+        if self.all_free[core] > begin:  # background work running or queued there falls behind by this much
+            self.all_free[core] += end - begin
+        else:
+            self.all_free[core] = end
+        return end
+
+    def take_background(self, start: float, cost: float) -> float:
+        """Background work: ``cost`` seconds on the core where it ends first, after that core's foreground and
+        background work and not before ``start``; when it ends."""
+        spans = [self._run_on(core, start, cost, self.all_free) for core in range(len(self.all_free))]
+        core = min(range(len(spans)), key=lambda c: spans[c][1])
+        self.all_free[core] = spans[core][1]
+        return spans[core][1]

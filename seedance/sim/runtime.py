@@ -163,11 +163,11 @@ class Host:
                     self.busy_until = cursor
             thread_cpu = model.sync_cpu if synced else None
             if thread_cpu is not None:  # the storage thread's own CPU, on a shared core, before the wait
-                cursor = runtime.cores.take(cursor, thread_cpu.draw(runtime._host_rng))
+                cursor = runtime.cores.take_background(cursor, thread_cpu.draw(runtime._host_rng))
             done = storage.sync_done_s(cursor, fsync)
             inside = model.fsync_cpu if synced else model.write_cpu
             if inside is not None:  # its CPU inside the write (+ fsync): a core held during the wait
-                held = runtime.cores.take(cursor, inside.draw(runtime._host_rng))
+                held = runtime.cores.take_background(cursor, inside.draw(runtime._host_rng))
                 if held > done:
                     done = held
         self.syncs += 1
