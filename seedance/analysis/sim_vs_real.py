@@ -11,8 +11,9 @@ Method:
    as when it was measured) is reported beside it (``profile_sim_*``, and ``x`` in the figure).
 2. For each of ``repeats`` rounds and each configuration in it (:class:`Config`: closed-loop client count, value
    size, read fraction, fsync on or off, the crash fault or none; rounds interleaved, so a machine that drifts over
-   the experiment moves every configuration alike): one real run (``seedance real run``, the protocol's processes on loopback) and one simulated run with
-   the profile (``sim run --host-profile``, seed = round), the same protocol, nodes, clients and duration.
+   the experiment moves every configuration alike): one real run (``seedance real run``, the protocol's processes
+   on loopback) and one simulated run with the profile (``sim run --host-profile``, seed = round), the same
+   protocol, nodes, clients and duration.
 3. Per configuration the median over rounds of throughput, p50 and p99 on each side, the ratio predicted / real and
    its range over rounds. The headline: the median |relative error| over held-out configurations, for throughput,
    p50 and p99, and the spread check (simulated p99/p50 over real p99/p50); beside it, a 95 % bootstrap interval
@@ -51,15 +52,12 @@ class Config:
     crash: bool = False
 
     def __post_init__(self) -> None:
-        from seedance.errors import SpecError
+        from seedance import validation as V
 
-        if isinstance(self.clients, bool) or not isinstance(self.clients, int) or self.clients < 1:
-            raise SpecError("sim-vs-real config clients", f"must be an integer >= 1, got {self.clients!r}")
-        if isinstance(self.value_size, bool) or not isinstance(self.value_size, int) or self.value_size < 0:
-            raise SpecError("sim-vs-real config value_size", f"must be an integer >= 0, got {self.value_size!r}")
-        if not 0.0 <= self.read_fraction < 1.0:
-            raise SpecError("sim-vs-real config read_fraction", f"must be in [0, 1), got {self.read_fraction!r}",
-                            "a fraction of reads below 1 (the rest are writes)")
+        V.integer("sim-vs-real config clients", self.clients, lo=1, hi=V.MAX_CLIENTS, why=V.WHY_CLIENTS)
+        V.integer("sim-vs-real config value_size", self.value_size, lo=0, hi=V.MAX_VALUE_BYTES,
+                  why=V.WHY_VALUE_BYTES)
+        V.number("sim-vs-real config read_fraction", self.read_fraction, lo=0, hi=1, hi_open=True)
 
     @property
     def name(self) -> str:

@@ -202,8 +202,8 @@ def nccl(params: dict[str, Any], seed: int) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------------------------- sim vs real
 SIM_VS_REAL_PARAMS: dict[str, Any] = {"protocol": "raft", "nodes": 3, "clients": 8, "value_size": 0,
-                                      "read_fraction": 0.0, "fsync": True, "crash": False, "duration_s": 2.0, "host_profile": None, "profile_duration_s": 2.0,
-                                      "profile_runs": 3}
+                                      "read_fraction": 0.0, "fsync": True, "crash": False, "duration_s": 2.0,
+                                      "host_profile": None, "profile_duration_s": 2.0, "profile_runs": 3}
 
 
 def _sim_vs_real_setup(params: dict[str, Any]) -> dict[str, Any]:

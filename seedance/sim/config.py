@@ -256,10 +256,15 @@ class SimConfig:
         if self.host_profile is not None:
             from seedance.models.host import HostProfile, load_profile
 
-            if not isinstance(self.host_profile, HostProfile):
-                if not isinstance(self.host_profile, str):
-                    raise SpecError("host_profile", f"expected a file path or HostProfile, got {self.host_profile!r}")
-                load_profile(self.host_profile)  # a bad file is refused here, before any work
+            profile = self.host_profile
+            if not isinstance(profile, HostProfile):
+                if not isinstance(profile, str):
+                    raise SpecError("host_profile", f"expected a file path or HostProfile, got {profile!r}")
+                profile = load_profile(profile)  # a bad file is refused here, before any work
+            if not self.storage.fsync and profile.write is None:
+                raise SpecError("storage.fsync", "is false, but the host profile has no write time without fsync",
+                                "a profile from a current `seedance real profile` (it probes writes without fsync), "
+                                "or storage.fsync true")
 
     def host(self) -> Any:
         """The HostProfile to simulate on, or None (the textbook constants of cpu / storage)."""

@@ -38,7 +38,6 @@ from seedance.engine.effects import (
     CLIENT, COLLECTIVE, MESSAGE, PERSISTED, TIMER, WORK, EffectEngine, call_node, run_work,
 )
 from seedance.engine.rng import node_rng
-from seedance.errors import SpecError
 from seedance.models.compute import work_time_s
 from seedance.models.protocols.contract import ClientRequest, CollectiveDone, ProtocolSpec, Reply
 from seedance.sim.config import CpuConfig, StorageConfig
@@ -206,10 +205,6 @@ class Runtime:
                       COLLECTIVE: cpu.collective_s, PERSISTED: cpu.timer_s, WORK: cpu.collective_s}
         self._recover_s = cpu.recover_s
         self._fsync = storage.fsync  # False: durable writes reach the page cache only (the real SEEDANCE_FSYNC=0)
-        if host is not None and not storage.fsync and host.write is None:
-            raise SpecError("storage.fsync", "is false, but the host profile has no write time without fsync",
-                            "a profile from a current `seedance real profile` (it probes writes without fsync), "
-                            "or storage.fsync true")
         # a measured host (seedance.models.host): service times drawn per input, processes sharing its cores
         self.host = host
         self._host_rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(HOST_STREAM,)))
