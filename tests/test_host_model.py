@@ -123,6 +123,8 @@ def test_profiles_round_trip_and_are_part_of_the_reproduce_command(tmp_path):
                                                                   "fsync"),
     ({"fsync": {"p": [0, 1], "s": [2e-4, 1e-4]}}, "fsync"), ({"fsync": {"p": [0, 1], "s": [0, "x"]}}, "fsync"),
     ({"fsync": {"p": [0, 1], "s": [0, 1], "q": 1}}, "fsync"), ({"fsync": {"p": [0.1, 1], "s": [0, 1]}}, "fsync"),
+    ({"fsync_grow": {"p": [0, 1], "s": [2e-4, 1e-4]}}, "fsync_grow"), ({"block_bytes": 100}, "block_bytes"),
+    ({"block_bytes": "4k"}, "block_bytes"), ({"block_bytes": True}, "block_bytes"),
 ])
 def test_a_bad_profile_is_refused_naming_the_field(tmp_path, change, field):
     data = amortised().to_dict()  # every field, the optional ones (amortisation, handoff) included
@@ -504,3 +506,77 @@ def test_writes_without_fsync_and_restarts_are_measured_for_real(tmp_path):
     assert not list(tmp_path.iterdir())  # the probe's state is gone
     restarts = measure_restart(tmp_path, restarts=3)
     assert len(restarts) == 3 and all(0 < r < 30 for r in restarts)
+
+
+def test_an_fsync_that_allocates_a_file_block_draws_its_own_kind():
+    """``fsync_grow``: an append that reaches a new block of its file (larger values: more often) waits for the
+    allocating fsync's measured time, the rest for ``fsync``. With a slow allocating kind 1 KiB values commit less
+    than small ones; without it (or with it equal to ``fsync``) the value size barely matters; and it round-trips."""
+    slow = amortised(fsync=LogNormal(3e-4, 0.1, 1e-3), fsync_grow=LogNormal(9e-4, 0.1, 3e-3), block_bytes=4096)
+    plain = amortised(fsync=LogNormal(3e-4, 0.1, 1e-3))
+
+    def go(p, value_bytes):
+        return simulate(SimConfig(protocol="raft", nodes=3, duration_s=0.5, seed=1, trace=False, check=False,
+                                  workload=WorkloadConfig(clients=8, mix=(0.0, 1.0, 0.0), value_bytes=value_bytes,
+                                                          request_bytes=64 + value_bytes), host_profile=p),
+                        liveness=False).throughput_ops_s
+
+    small, large = go(slow, 0), go(slow, 1024)
+    assert large < 0.8 * small  # most 1 KiB appends allocate; few small ones do
+    assert small > 0.9 * go(plain, 0)  # small appends rarely allocate: about the plain profile's
+    assert abs(go(plain, 1024) / go(plain, 0) - 1) < 0.05
+    again = HostProfile.from_dict(yaml.safe_load(slow.to_yaml()))
+    assert again.fsync_grow == slow.fsync_grow and again.block_bytes == 4096
+
+
+def test_sim_storage_knows_which_writes_reach_a_new_block():
+    from seedance.models.protocols.contract import Persist, PersistLog
+    from seedance.sim.storage import Storage
+
+    storage = Storage(fsync_s=1e-4, write_bandwidth_GBps=1.0, block_bytes=4096)
+    storage.stage(PersistLog(key="log", start=0, entries=("a",), size_bytes=100))
+    assert storage.grows  # the file's first block
+    storage.sync_done_s(0.0)
+    assert not storage.grows  # consumed by the sync it was booked for
+    storage.stage(PersistLog(key="log", start=1, entries=("b",), size_bytes=3000))
+    assert not storage.grows  # 3,100 bytes: still the first block
+    storage.stage(PersistLog(key="log", start=2, entries=("c",), size_bytes=1000))
+    assert storage.grows  # 4,100 bytes: into the second
+    storage.sync_done_s(0.0)
+    storage.stage(PersistLog(key="log", start=1, entries=("d",), size_bytes=10))
+    assert not storage.grows  # truncated to one entry at the mean size (1,366 bytes), then 10 more
+    storage.stage(Persist(key="term", value=1, size_bytes=16))
+    assert storage.grows  # a value is written as a new file
+
+
+def test_the_real_storage_counts_appends_into_a_new_block(tmp_path):
+    from seedance.models.protocols.contract import PersistLog
+    from seedance.models.wire import Codec
+    from seedance.real.storage import DiskStorage
+
+    storage = DiskStorage(tmp_path / "s", Codec(()), fsync=False)
+    block = storage.block_bytes
+    assert block >= 512
+
+    def append(start, size):
+        storage.stage(PersistLog(key="log", start=start, entries=("x" * size,)))
+        storage.sync()
+        return storage.grown
+
+    assert append(0, 10) == 1  # the first block
+    assert append(1, 10) == 1  # inside it
+    assert append(2, block) == 2  # past its end
+    assert (tmp_path / "s" / "logs").exists()
+
+
+def test_allocating_fsyncs_are_probed_for_real_and_chosen_from_the_run_when_it_has_enough(tmp_path):
+    from seedance.real.profile import fsync_grow_kind, measure_fsync_grow
+
+    within, grow, block = measure_fsync_grow(tmp_path, samples=10)
+    assert len(within) == len(grow) == 10 and all(x > 0 for x in within + grow) and block >= 512
+    assert not list(tmp_path.iterdir())  # the probe's file is gone
+    run_within = [3e-4] * 100
+    kind, source = fsync_grow_kind(run_within, [5e-4] * 60, [1e-4] * 10, [1.5e-4] * 10)
+    assert source == "run" and kind.median_s == pytest.approx(5e-4)
+    kind, source = fsync_grow_kind(run_within, [5e-4] * 3, [1e-4] * 10, [1.5e-4] * 10)
+    assert source.startswith("run shifted") and kind.median_s == pytest.approx(3.5e-4)

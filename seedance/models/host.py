@@ -37,6 +37,11 @@ simulator's textbook constants leave out:
 * ``write`` and ``write_cpu`` (optional): a durable write's wall time and its storage thread's CPU *without* fsync
   (the page cache keeps it: the real backend's ``SEEDANCE_FSYNC=0``, the simulator's ``storage.fsync = false``),
   probed on the real storage code apart from any run, so a configuration with fsync off is held out;
+* ``fsync_grow`` and ``block_bytes`` (optional): the write + fsync's wall time when an append reaches a new block of
+  its file (``block_bytes``, the file system's block): the fsync then also commits the block allocation's metadata
+  to the journal. Measured apart from ``fsync`` (the run's fsyncs split by whether they allocated; probed on one
+  ext4 disk at ~140 us within a block and ~220 us into a new one, flat from 4 to 16 KiB: a step per allocation, not
+  a bandwidth), so larger values (whose appends allocate more often) cost what they cost for real;
 * ``restart`` (optional): a node process's restart, from its spawn to serving (fork from the launcher's zygote,
   recovery of its durable state, listening again), which the simulator's crash fault waits before the node's
   recovery handler runs;
@@ -246,6 +251,8 @@ class HostProfile:
     write: LogNormal | Empirical | None = None  # a durable write's wall time with fsync off (page cache only)
     write_cpu: LogNormal | None = None  # the storage thread's CPU per write with fsync off
     restart: LogNormal | None = None  # a node process's restart: spawn to serving
+    fsync_grow: LogNormal | Empirical | None = None  # write + fsync of an append that allocated a new file block
+    block_bytes: int | None = None  # the file system's block size (what an append must cross to allocate)
 
     def __post_init__(self) -> None:
         if set(self.cpu) != set(KINDS):  # a kind never measured costs nothing beyond its frame I/O
@@ -305,7 +312,7 @@ class HostProfile:
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
-        for key in ("fsync", "write"):
+        for key in ("fsync", "write", "fsync_grow"):
             value = getattr(self, key)
             if isinstance(value, Empirical):
                 out[key] = {"p": list(value.p), "s": list(value.s)}
@@ -369,6 +376,9 @@ class HostProfile:
                for key in ("wake", "client_wake", "handoff", "connect", "accept", "sync_cpu", "fsync_cpu",
                            "write_cpu", "restart")},
             write=None if data.get("write") is None else service_time_from_dict(data["write"], f"{where}: write"),
+            fsync_grow=None if data.get("fsync_grow") is None else service_time_from_dict(data["fsync_grow"],
+                                                                                         f"{where}: fsync_grow"),
+            block_bytes=_block_bytes(data.get("block_bytes"), f"{where}: block_bytes"),
             device=None if data.get("device") is None else DeviceProfile.from_dict(data["device"], f"{where}: device"),
             tenants=None if data.get("tenants") is None else TenantProfile.from_dict(data["tenants"],
                                                                                    f"{where}: tenants"),
@@ -378,7 +388,16 @@ class HostProfile:
 
 
 _OPTIONAL = ("wake", "client_wake", "handoff", "device", "tenants", "connect", "accept", "sync_cpu", "io_per_kind",
-             "fsync_cpu", "write", "write_cpu", "restart")
+             "fsync_cpu", "write", "write_cpu", "restart", "fsync_grow", "block_bytes")
+
+
+def _block_bytes(value: Any, where: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 512 <= value <= 1 << 20:
+        raise SpecError(where, f"must be an integer number of bytes in 512..1048576, got {value!r}",
+                        "the file system's block size (statvfs f_bsize), e.g. 4096")
+    return value
 
 
 @dataclass(frozen=True)

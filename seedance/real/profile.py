@@ -6,6 +6,10 @@ Method (each part a measurement of the real backend's own code paths on this mac
   disk, as in every run). A probe alone is recorded beside it (``measured.fsync_probe``: 300 appends of 128 bytes
   each followed by ``os.fsync``) and used only if the run recorded none; write bandwidth: 4 writes of 8 MiB, each
   fsynced.
+* allocating fsyncs (``fsync_grow``, ``block_bytes``): the run's fsyncs are split by whether an append of theirs
+  reached a new block of its file (the real storage counts them); ``fsync`` is the others, ``fsync_grow`` these
+  (where the run had >= 50; else the others shifted by a probe's step: 100 fsynced 64-byte appends into a new block
+  against 100 within one). Larger values allocate more often, so this is what a held-out value size costs.
 * write without fsync (``write``, ``write_cpu``): 300 log appends of one Raft-shaped entry through the real storage
   code with ``fsync=False`` (what a node does under ``SEEDANCE_FSYNC=0``), wall time and thread CPU; a probe, so a
   configuration with fsync off is never fitted.
@@ -102,6 +106,50 @@ def measure_fsync(directory: Path, samples: int = 300) -> tuple[list[float], flo
         os.close(fd)
         path.unlink(missing_ok=True)
     return latencies, float(np.median(rates))
+
+
+def measure_fsync_grow(directory: Path, samples: int = 100) -> tuple[list[float], list[float], int]:
+    """fsync latency (s) of appends within the file's last block and of appends that reach a new block, and the
+    file system's block size: ``samples`` of each, interleaved: from a block boundary a 64-byte append (into a new
+    block), another (inside it), then an untimed fsynced filler up to the next boundary. On ext4 the allocating
+    fsync also commits the allocation's metadata: a step, flat from 4 to 16 KiB appends, not a bandwidth."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "fsync-grow-probe.log"
+    try:
+        block = max(512, int(os.statvfs(directory).f_bsize))
+    except (OSError, AttributeError):
+        block = 4096
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    within, grow = [], []
+    try:
+        os.write(fd, b"x" * block)  # the file's first block, allocated
+        os.fsync(fd)
+        small, filler = b"x" * 64, b"x" * (block - 128)
+        for _ in range(samples):
+            for into in (grow, within):  # 64 B into a new block, then 64 B more inside it
+                start = time.perf_counter()
+                os.write(fd, small)
+                os.fsync(fd)
+                into.append(time.perf_counter() - start)
+            os.write(fd, filler)  # untimed: up to the next block's boundary
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+    return within, grow, block
+
+
+def fsync_grow_kind(run_within: list[float], run_grow: list[float], probe_within: list[float],
+                    probe_grow: list[float], min_samples: int = 50) -> tuple[Empirical | LogNormal, str]:
+    """The allocating fsync's distribution: the run's own allocating fsyncs where it had ``min_samples`` of them,
+    else the run's others shifted by the probe's step (median allocating - median within); and which it was."""
+    if len(run_grow) >= min_samples:
+        return Empirical.fit(run_grow), "run"
+    step = max(0.0, float(np.median(probe_grow)) - float(np.median(probe_within))) if probe_grow else 0.0
+    if not run_within:
+        return LogNormal.fit([x + step for x in probe_within] if probe_within else probe_grow), "probe"
+    base = Empirical.fit(run_within)
+    return Empirical(base.p, tuple(x + step for x in base.s)), "run shifted by the probe's step"
 
 
 def measure_write(directory: Path, samples: int = 300, value_bytes: int = 64) -> tuple[list[float], list[float]]:
@@ -494,7 +542,9 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
             "client_per_op_s": client_per_op, "summary": summary, "connects_s": connects,
             "runs": [{k: r.get(k) for k in RUN_FIELDS} for r in summaries],
             "inputs": sum(len(v) for v in handler.values()),
-            "fsync_s": [s[2] / 1e9 for s in syncs if len(s) > 2 and s[2] > 0],
+            # the run's fsyncs, within the files' last blocks and allocating a new one (older runtimes: all within)
+            "fsync_s": [s[2] / 1e9 for s in syncs if len(s) > 2 and s[2] > 0 and not (len(s) > 4 and s[4])],
+            "fsync_grow_s": [s[2] / 1e9 for s in syncs if len(s) > 4 and s[2] > 0 and s[4]],
             "tenant_cores": float(np.mean(tenant_cores)) if tenant_cores else None,
             "sync_cpu_s": other_threads_s / len(syncs) if syncs else None,
             "busy_periods": {"node": len(periods), "node_items_mean": float(items.mean()) if items.size else None,
@@ -534,11 +584,13 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
     tenants_busy, tenant_slices = measure_tenants()
     wake_probe = measure_wake()
     write_walls, write_cpus = measure_write(work_dir)
+    probe_within, probe_grow, block = measure_fsync_grow(work_dir)
     restarts = measure_restart(work_dir, nodes=nodes, seed=seed)
     cpu = measure_cpu(work_dir, nodes=nodes, clients=clients, duration_s=duration_s, seed=seed, runs=runs,
                       wake_probe_s=float(np.median(wake_probe)) if wake_probe else None)
     summary = cpu["summary"]
     by_kind = cpu["busy_periods"].get("node_by_kind")
+    fsync_grow, grow_source = fsync_grow_kind(cpu["fsync_s"], cpu["fsync_grow_s"], probe_within, probe_grow)
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
@@ -564,6 +616,8 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
         # one disk as in every run), as their measured quantiles (the tail sets the run's p99); the probe's, taken
         # alone, only where the run recorded none
         fsync=Empirical.fit(cpu["fsync_s"]) if cpu["fsync_s"] else LogNormal.fit(fsync_samples),
+        # ... split by whether an append of it reached a new file block (the allocation's metadata commits too)
+        fsync_grow=fsync_grow, block_bytes=block,
         write_bandwidth_GBps=bandwidth,
         # with fsync off (page cache only), probed on the real storage code apart from any run
         write=Empirical.fit(write_walls), write_cpu=LogNormal(float(np.median(write_cpus))),
@@ -579,6 +633,13 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
                   # the direct probe of a wake-up (an idle loop, one message, a no-op callback): beside the fits
                   "wake_probe": {"samples": len(wake_probe), **asdict(LogNormal.fit(wake_probe))},
                   "fsync_probe": asdict(LogNormal.fit(fsync_samples)), "tenant_probe_busy_cores": tenants_busy,
+                  "fsync_grow": {"source": grow_source, "run_samples": len(cpu["fsync_grow_s"]),
+                                 "run_within_samples": len(cpu["fsync_s"]),
+                                 "probe_within_median_s": float(np.median(probe_within)),
+                                 "probe_grow_median_s": float(np.median(probe_grow)),
+                                 **({"run_within_median_s": float(np.median(cpu["fsync_s"])),
+                                     "run_grow_median_s": float(np.median(cpu["fsync_grow_s"]))}
+                                    if cpu["fsync_s"] and cpu["fsync_grow_s"] else {})},
                   # the run's fsyncs as a fitted log-normal too (what profiles before the empirical form held)
                   **({"fsync_lognormal": asdict(LogNormal.fit(cpu["fsync_s"]))} if cpu["fsync_s"] else {}),
                   # the run of median throughput (what the tenants' share is calibrated to), and every run

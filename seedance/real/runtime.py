@@ -204,7 +204,8 @@ class NodeRuntime:
         self._loop_cpu_start = 0
         self._process_cpu_start = 0
         self._busy: BusyPeriods | None = None
-        self._sync_stats: list[tuple[int, int, int, int]] = []  # profile: (group, handoff, write+fsync, its CPU) ns
+        # profile: (group, handoff ns, write+fsync ns, its CPU ns, 1 if an append reached a new file block else 0)
+        self._sync_stats: list[tuple[int, int, int, int, int]] = []
         self.failed = False
         self._peer_queues: dict[int, asyncio.Queue] = {}
         self._clients: dict[Any, Connection] = {}
@@ -470,14 +471,16 @@ class NodeRuntime:
                 storage.stage(effect)
             began = time.perf_counter_ns() if profiling else 0
             cpu = time.thread_time_ns() if profiling else 0
+            grown = storage.grown
             count = storage.sync()
             if profiling:
                 ended[0] = time.perf_counter_ns()
                 ended[1] = ended[0] - began
                 ended[2] = time.thread_time_ns() - cpu  # the thread's CPU inside the timed write + fsync
+                ended[3] = int(storage.grown > grown)  # it allocated a block: the fsync commits metadata too
             return count
 
-        profiling, ended = self._busy is not None, [0, 0, 0]
+        profiling, ended = self._busy is not None, [0, 0, 0, 0]
         if profiling:
             self._busy.kinds[BusyPeriods.SYNC_STARTS] += 1  # type: ignore[union-attr]
 
@@ -489,8 +492,8 @@ class NodeRuntime:
         self._sync_future = None
         if self._busy is not None and ended and ended[0] and len(self._sync_stats) < BusyPeriods.LIMIT:
             # (durable effects in the group, storage thread -> loop ns, the write + fsync ns on the thread, the
-            # thread's CPU ns inside that write + fsync)
-            self._sync_stats.append((len(group), time.perf_counter_ns() - ended[0], ended[1], ended[2]))
+            # thread's CPU ns inside that write + fsync, whether an append of it reached a new file block)
+            self._sync_stats.append((len(group), time.perf_counter_ns() - ended[0], ended[1], ended[2], ended[3]))
             self._busy.items += 1
             self._busy.kinds[BusyPeriods.SYNCED] += 1
         if future.cancelled() or future.exception() is not None:

@@ -151,8 +151,10 @@ class Host:
         if model is None:
             done = storage.sync_done_s(cursor, None)
         else:  # the fsync (or, with fsync off, the write alone), and the loop's round trip to its storage thread
-            synced = runtime._fsync  # and back when measured
-            fsync = (model.fsync if synced else model.write).draw(runtime._host_rng)  # type: ignore[union-attr]
+            synced = runtime._fsync  # and back when measured; an fsync that allocates a file block commits
+            # the allocation's metadata too (its own measured kind, where the profile has it)
+            kind = model.fsync if not synced or not storage.grows or model.fsync_grow is None else model.fsync_grow
+            fsync = (kind if synced else model.write).draw(runtime._host_rng)  # type: ignore[union-attr]
             if model.handoff is not None:
                 fsync += model.handoff.draw(runtime._host_rng)
             start = model.sync_start_cost(runtime._host_rng) if runtime._amortised else 0.0
@@ -218,7 +220,10 @@ class Runtime:
         kinds = network.topology.device_kinds
         self.hosts = [
             Host(i, self, Storage(fsync_s=storage.fsync_s if storage.fsync else 0.0,
-                                  write_bandwidth_GBps=storage.write_bandwidth_GBps),
+                                  # a measured host's own bandwidth (its 8 MiB fsynced writes), else the config's
+                                  write_bandwidth_GBps=(host.write_bandwidth_GBps if host is not None
+                                                        else storage.write_bandwidth_GBps),
+                                  block_bytes=(host.block_bytes if host is not None and host.block_bytes else 4096)),
                  kinds[network.devices[i]] if kinds is not None else None)
             for i in range(num_nodes)
         ]

@@ -11,6 +11,11 @@ Rules (the contract's Persist/PersistLog, and the "save to stable storage before
   its first ``start`` entries, then appends ``entries`` (``start`` beyond the end is a protocol bug and raises).
 * ``PersistRecords(table, put, delete)`` sets / removes keyed records of one table in one step; a staged checkpoint
   (the engine's :class:`~seedance.engine.effects.StagedCheckpoint`) replaces the checkpoint of its name whole.
+* File growth: each log (and record table) keeps its file's length as written (entries, bytes); an append that
+  reaches a new ``block_bytes`` block of its file, or a write of a new file (a value, a checkpoint), sets
+  :attr:`Storage.grows` until the next :meth:`Storage.sync_done_s`, so a measured host can draw that fsync from its
+  allocating kind (``fsync_grow``). A truncation keeps the dropped entries' mean size (the file's length is not
+  kept per entry).
 * :meth:`Storage.durable_state` rebuilds the :class:`DurableState` handed to ``on_recover`` from the durable image
   only.
 """
@@ -44,9 +49,10 @@ class Storage:
     """The durable image and volatile buffer of one node."""
 
     __slots__ = ("values", "logs", "records", "checkpoints", "staged", "staged_bytes", "disk_free_s", "fsync_s",
-                 "base_fsync_s", "inv_bandwidth", "bytes_written", "fsyncs", "lost_writes")
+                 "base_fsync_s", "inv_bandwidth", "bytes_written", "fsyncs", "lost_writes", "block_bytes",
+                 "file_sizes", "grows")
 
-    def __init__(self, *, fsync_s: float, write_bandwidth_GBps: float) -> None:
+    def __init__(self, *, fsync_s: float, write_bandwidth_GBps: float, block_bytes: int = 4096) -> None:
         self.values: dict[str, Any] = {}
         self.logs: dict[str, list[Any]] = {}
         self.records: dict[str, dict[str, Any]] = {}
@@ -60,6 +66,30 @@ class Storage:
         self.bytes_written = 0
         self.fsyncs = 0
         self.lost_writes = 0
+        self.block_bytes = block_bytes
+        self.file_sizes: dict[str, list[int]] = {}  # log key or record table -> [entries, bytes] as written
+        self.grows = False  # since the last booked sync: a write reached a new file block (see the module docstring)
+
+    def _grow(self, effect: Any) -> None:
+        kind = type(effect)
+        if kind is not PersistLog and kind is not PersistRecords:  # a value or checkpoint: written as new files
+            self.grows = True
+            return
+        key = effect.key if kind is PersistLog else "\x00records\x00" + effect.table
+        size = self.file_sizes.get(key)
+        if size is None:
+            size = self.file_sizes[key] = [0, 0]
+        if kind is PersistLog:
+            if effect.start < size[0]:  # a truncation: the dropped entries at the file's mean entry size
+                size[1] = size[1] * effect.start // size[0]
+                size[0] = effect.start
+            size[0] += len(effect.entries)
+        else:
+            size[0] += 1
+        before = size[1]
+        size[1] = after = before + effect.size_bytes
+        if after > before and (before == 0 or (after - 1) // self.block_bytes > (before - 1) // self.block_bytes):
+            self.grows = True
 
     def stage(self, effect: Any) -> None:
         if type(effect) is Persist and type(effect.value) in _MUTABLE:
@@ -69,6 +99,7 @@ class Storage:
                                     delete=tuple(effect.delete), size_bytes=effect.size_bytes)
         self.staged.append(effect)
         self.staged_bytes += effect.size_bytes
+        self._grow(effect)
 
     def sync_done_s(self, now_s: float, fsync_s: float | None = None) -> float:
         """Book one fsync of everything staged, starting at ``now_s``; when it completes. ``fsync_s`` overrides the
@@ -80,6 +111,7 @@ class Storage:
         self.disk_free_s = done
         self.bytes_written += size
         self.fsyncs += 1
+        self.grows = False
         return done
 
     def commit(self) -> int:
