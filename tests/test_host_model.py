@@ -125,6 +125,8 @@ def test_profiles_round_trip_and_are_part_of_the_reproduce_command(tmp_path):
     ({"fsync": {"p": [0, 1], "s": [0, 1], "q": 1}}, "fsync"), ({"fsync": {"p": [0.1, 1], "s": [0, 1]}}, "fsync"),
     ({"fsync_grow": {"p": [0, 1], "s": [2e-4, 1e-4]}}, "fsync_grow"), ({"block_bytes": 100}, "block_bytes"),
     ({"block_bytes": "4k"}, "block_bytes"), ({"block_bytes": True}, "block_bytes"),
+    ({"gc": {"rate": 2, "pause": 1e-3}}, "gc.rate"), ({"gc": {"rate": 0.1}}, "gc"),
+    ({"client_gc": {"rate": 0.1, "pause": {"median_s": -1}}}, "client_gc.pause"),
 ])
 def test_a_bad_profile_is_refused_naming_the_field(tmp_path, change, field):
     data = amortised().to_dict()  # every field, the optional ones (amortisation, handoff) included
@@ -163,6 +165,8 @@ def test_real_profile_command_writes_a_usable_profile(tmp_path):
     host = load_profile(out)
     assert host.cores >= 1 and host.cpu["message"].median_s > 0 and host.fsync.median_s > 0
     assert host.measured["config"]["clients"] == 8 and "filesystem" in host.measured
+    assert host.fsync_grow is not None and host.block_bytes >= 512  # the allocating fsyncs, from the run or probe
+    assert host.measured["gc"]["node"]["items"] > 0 and host.measured["gc"]["client"]["items"] > 0
     assert run(str(out), duration_s=0.3).ops_ok > 0
 
 
@@ -580,3 +584,39 @@ def test_allocating_fsyncs_are_probed_for_real_and_chosen_from_the_run_when_it_h
     assert source == "run" and kind.median_s == pytest.approx(5e-4)
     kind, source = fsync_grow_kind(run_within, [5e-4] * 3, [1e-4] * 10, [1.5e-4] * 10)
     assert source.startswith("run shifted") and kind.median_s == pytest.approx(3.5e-4)
+
+
+def test_garbage_collection_pauses_stretch_the_tail_and_round_trip():
+    """``gc`` / ``client_gc``: now and then an item (an operation) runs an older-generation collection that holds
+    the process's core for its pause; every operation waiting on that process stalls, so p99 grows far more than
+    p50 and the throughput barely moves. Seeded, and it round-trips."""
+    from seedance.models.host import GcProfile
+
+    base = amortised()
+    paused = amortised(gc=GcProfile(2e-3, LogNormal(2e-3, 0.2, 5e-3)),
+                       client_gc=GcProfile(2e-3, Empirical((0.0, 0.5, 1.0), (1e-3, 2e-3, 4e-3))))
+    quiet, noisy = run(base, duration_s=1.0), run(paused, duration_s=1.0)
+    assert noisy.latency_ms_p99 > 1.15 * quiet.latency_ms_p99
+    assert noisy.latency_ms_p50 < 1.1 * quiet.latency_ms_p50
+    assert noisy.throughput_ops_s > 0.85 * quiet.throughput_ops_s
+    assert run(paused, duration_s=1.0).latency_ms_p99 == noisy.latency_ms_p99
+    again = HostProfile.from_dict(yaml.safe_load(paused.to_yaml()))
+    assert again.gc == paused.gc and again.client_gc == paused.client_gc
+
+
+def test_older_collections_are_recorded_for_real_and_fitted_per_item():
+    import gc
+
+    from seedance.real.profile import fit_gc
+    from seedance.real.runtime import GcPauses
+
+    recorder = GcPauses()
+    gc.collect(1)
+    gc.collect(2)
+    recorded = recorder.close()
+    assert [g for g, _ in recorded["pauses"]] == [1, 2] and all(ns > 0 for _, ns in recorded["pauses"])
+    gc.collect(1)
+    assert len(recorder.pauses) == 2  # closed: no longer recording
+    fitted = fit_gc([1e-3, 2e-3], 1000)
+    assert fitted.rate == pytest.approx(2e-3) and 1e-3 <= fitted.pause.median_s <= 2e-3
+    assert fit_gc([], 1000) is None

@@ -42,6 +42,13 @@ simulator's textbook constants leave out:
   to the journal. Measured apart from ``fsync`` (the run's fsyncs split by whether they allocated; probed on one
   ext4 disk at ~140 us within a block and ~220 us into a new one, flat from 4 to 16 KiB: a step per allocation, not
   a bandwidth), so larger values (whose appends allocate more often) cost what they cost for real;
+* ``gc`` and ``client_gc`` (optional): the interpreter's older-generation garbage collections in a node process
+  and in the client process: the chance per handled item (per operation for the client) that one runs, and its
+  pause (measured with ``gc.callbacks`` in the profile run: ~4 per process in a 3 s run here, ~1 ms each, now and
+  then a 100 ms one in the client process as its history grows). A pause holds the process's core and stalls
+  every operation waiting on that process, which is much of a CPU-bound run's tail; the young collections are
+  frequent and short and stay inside the per-item costs (the busy periods' CPU includes the pauses too, ~0.3 % of
+  it: left in);
 * ``restart`` (optional): a node process's restart, from its spawn to serving (fork from the launcher's zygote,
   recovery of its durable state, listening again), which the simulator's crash fault waits before the node's
   recovery handler runs;
@@ -253,6 +260,8 @@ class HostProfile:
     restart: LogNormal | None = None  # a node process's restart: spawn to serving
     fsync_grow: LogNormal | Empirical | None = None  # write + fsync of an append that allocated a new file block
     block_bytes: int | None = None  # the file system's block size (what an append must cross to allocate)
+    gc: GcProfile | None = None  # a node process's older-generation collections (per handled item)
+    client_gc: GcProfile | None = None  # the client process's (per operation)
 
     def __post_init__(self) -> None:
         if set(self.cpu) != set(KINDS):  # a kind never measured costs nothing beyond its frame I/O
@@ -264,11 +273,14 @@ class HostProfile:
         cost = self.cpu[KINDS[kind]].draw(rng) + self._io(KINDS[kind]).draw(rng)
         if woke and self.wake is not None:
             cost += self.wake.draw(rng)
+        if self.gc is not None:
+            cost += self.gc.draw(rng)
         return cost
 
     def completion_cost(self, rng: np.random.Generator, woke: bool) -> float:
         """CPU of an fsync completion (the effects that waited behind it) on an amortised host."""
-        return self._io("fsync_done").draw(rng) + (self.wake.draw(rng) if woke and self.wake is not None else 0.0)
+        cost = self._io("fsync_done").draw(rng) + (self.wake.draw(rng) if woke and self.wake is not None else 0.0)
+        return cost + self.gc.draw(rng) if self.gc is not None else cost
 
     def sync_start_cost(self, rng: np.random.Generator) -> float:
         """The loop's CPU to hand one fsync to its storage thread, where measured by kind (else inside the items)."""
@@ -284,6 +296,8 @@ class HostProfile:
         cost = self.client_per_op.draw(rng)
         if woke and self.client_wake is not None:
             cost += self.client_wake.draw(rng)
+        if self.client_gc is not None:
+            cost += self.client_gc.draw(rng)
         return cost
 
     @property
@@ -292,8 +306,8 @@ class HostProfile:
 
     def scaled_cpu(self, factor: float) -> HostProfile:
         """The profile with every CPU time ``factor`` times as long (handlers, frame I/O, wake-ups, the client
-        process, the storage thread's CPU); latencies (fsync's wall time, loopback, hand-off, connection set-up) and
-        the tenants unchanged. A machine whose cores run this code slower or faster than when it was profiled (clock,
+        process, the storage thread's CPU); latencies (fsync's wall time, loopback, hand-off, connection set-up), the
+        garbage collections' pauses and the tenants unchanged. A machine whose cores run this code slower or faster than when it was profiled (clock,
         caches, a neighbour the meter cannot see) moves all of them together."""
         import dataclasses
 
@@ -327,6 +341,9 @@ class HostProfile:
         if self.tenants is not None:
             out["tenants"] = {"busy_cores": self.tenants.busy_cores, "slice": asdict(self.tenants.slice),
                               "share": self.tenants.share}
+        for key in ("gc", "client_gc"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key).to_dict()
         return out
 
     def to_yaml(self) -> str:
@@ -379,6 +396,8 @@ class HostProfile:
             fsync_grow=None if data.get("fsync_grow") is None else service_time_from_dict(data["fsync_grow"],
                                                                                          f"{where}: fsync_grow"),
             block_bytes=_block_bytes(data.get("block_bytes"), f"{where}: block_bytes"),
+            **{key: None if data.get(key) is None else GcProfile.from_dict(data[key], f"{where}: {key}")
+               for key in ("gc", "client_gc")},
             device=None if data.get("device") is None else DeviceProfile.from_dict(data["device"], f"{where}: device"),
             tenants=None if data.get("tenants") is None else TenantProfile.from_dict(data["tenants"],
                                                                                    f"{where}: tenants"),
@@ -388,7 +407,7 @@ class HostProfile:
 
 
 _OPTIONAL = ("wake", "client_wake", "handoff", "device", "tenants", "connect", "accept", "sync_cpu", "io_per_kind",
-             "fsync_cpu", "write", "write_cpu", "restart", "fsync_grow", "block_bytes")
+             "fsync_cpu", "write", "write_cpu", "restart", "fsync_grow", "block_bytes", "gc", "client_gc")
 
 
 def _block_bytes(value: Any, where: str) -> int | None:
@@ -398,6 +417,39 @@ def _block_bytes(value: Any, where: str) -> int | None:
         raise SpecError(where, f"must be an integer number of bytes in 512..1048576, got {value!r}",
                         "the file system's block size (statvfs f_bsize), e.g. 4096")
     return value
+
+
+@dataclass(frozen=True)
+class GcProfile:
+    """A process's older-generation garbage collections: each handled item (operation) runs one with probability
+    ``rate``, which pauses the process for a draw of ``pause``."""
+
+    rate: float
+    pause: LogNormal | Empirical
+
+    def __post_init__(self) -> None:
+        value = self.rate
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value)
+                                                                                  and 0 <= value <= 1):
+            raise SpecError("host profile gc.rate", f"must be a probability in 0..1, got {value!r}")
+
+    def draw(self, rng: np.random.Generator) -> float:
+        return self.pause.draw(rng) if self.rate and rng.random() < self.rate else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        pause = self.pause
+        return {"rate": self.rate, "pause": {"p": list(pause.p), "s": list(pause.s)} if isinstance(pause, Empirical)
+                else asdict(pause)}
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> GcProfile:
+        if not isinstance(data, Mapping) or set(data) != {"rate", "pause"}:
+            raise SpecError(where, f"expected {{rate, pause}}, got {data!r}",
+                            "rate (collections per item, 0..1), pause (a service time)")
+        rate = data["rate"]
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not (math.isfinite(rate) and 0 <= rate <= 1):
+            raise SpecError(f"{where}.rate", f"must be a probability in 0..1, got {rate!r}")
+        return cls(float(rate), service_time_from_dict(data["pause"], f"{where}.pause"))
 
 
 @dataclass(frozen=True)

@@ -237,13 +237,17 @@ class ClientPool:
         if profile_path:
             from seedance.real.runtime import BusyPeriods
 
+            from seedance.real.runtime import GcPauses
+
             self._busy = BusyPeriods(asyncio.get_running_loop())
+            pauses = GcPauses()
         await asyncio.gather(*(self._client(c, until) for c in range(self.workload.num_clients)))
         if self._busy is not None:
             from seedance.real.storage import atomic_write
 
             atomic_write(Path(profile_path), json.dumps({"busy_periods": self._busy.periods,
-                                                             "connects_s": self._connects}).encode())
+                                                             "connects_s": self._connects, "gc": pauses.close(),
+                                                             "items": self._busy.items}).encode())
             self._busy = None
 
     async def warm_up(self, within_s: float = 60.0) -> bool:

@@ -6,6 +6,9 @@ Method (each part a measurement of the real backend's own code paths on this mac
   disk, as in every run). A probe alone is recorded beside it (``measured.fsync_probe``: 300 appends of 128 bytes
   each followed by ``os.fsync``) and used only if the run recorded none; write bandwidth: 4 writes of 8 MiB, each
   fsynced.
+* garbage collections (``gc``, ``client_gc``): the CPU runs record every older-generation collection of the nodes
+  and of the client process (``gc.callbacks``: generation and wall time); per process kind the rate per handled
+  item (operation) and the pauses' quantiles.
 * allocating fsyncs (``fsync_grow``, ``block_bytes``): the run's fsyncs are split by whether an append of theirs
   reached a new block of its file (the real storage counts them); ``fsync`` is the others, ``fsync_grow`` these
   (where the run had >= 50; else the others shifted by a probe's step: 100 fsynced 64-byte appends into a new block
@@ -63,7 +66,7 @@ from typing import Any
 
 import numpy as np
 
-from seedance.models.host import ITEM_KINDS, KINDS, Empirical, HostProfile, LogNormal, TenantProfile
+from seedance.models.host import ITEM_KINDS, KINDS, Empirical, GcProfile, HostProfile, LogNormal, TenantProfile
 
 RUN_FIELDS = ("throughput_ops_s", "latency_ms_p50", "latency_ms_p99", "ops_ok")  # what a profile keeps of a run
 RUNS = 3  # CPU runs a profile pools by default
@@ -499,6 +502,8 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
     summaries: list[dict[str, Any]] = []
     tenant_cores: list[float] = []
     other_threads_s = 0.0  # CPU of the nodes' threads other than the loop (the storage thread's writes and fsyncs)
+    # older-generation garbage collections: [pause samples (s), items handled] for the nodes and the client process
+    gcs: dict[str, list[Any]] = {"node": [[], 0], "client": [[], 0]}
     for index in range(runs):
         run_dir = work_dir / ("raft" if runs == 1 else f"raft-{index}")
         client_file = work_dir / f"client-profile-{index}.json"
@@ -525,10 +530,12 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
                 other_threads_s += max(0, data["process_cpu_ns"] - data["loop_cpu_ns"]) / 1e9
             periods.extend(data.get("busy_periods", []))
             syncs.extend(data.get("syncs", []))
+            _add_gc(gcs["node"], data)
             for kind, samples in data["handler_ns"].items():
                 handler.setdefault(kind, []).extend(s / 1e9 for s in samples)
         client_data = json.loads(client_file.read_text()) if client_file.exists() else {}
         client_periods.extend(client_data.get("busy_periods", []))
+        _add_gc(gcs["client"], client_data)
         connects.extend(client_data.get("connects_s", []))
     ordered = sorted(summaries, key=lambda r: r.get("throughput_ops_s") or 0.0)
     summary = ordered[(len(ordered) - 1) // 2]
@@ -546,6 +553,7 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
             "fsync_s": [s[2] / 1e9 for s in syncs if len(s) > 2 and s[2] > 0 and not (len(s) > 4 and s[4])],
             "fsync_grow_s": [s[2] / 1e9 for s in syncs if len(s) > 4 and s[2] > 0 and s[4]],
             "tenant_cores": float(np.mean(tenant_cores)) if tenant_cores else None,
+            "gc": {who: {"pauses_s": pauses, "items": items} for who, (pauses, items) in gcs.items()},
             "sync_cpu_s": other_threads_s / len(syncs) if syncs else None,
             "busy_periods": {"node": len(periods), "node_items_mean": float(items.mean()) if items.size else None,
                              "node_pooled": {"wake_s": wake, "per_item_s": per_item},
@@ -560,6 +568,22 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
                              # time), per fsync: how much of sync_cpu overlaps the wait rather than preceding it
                              **({"cpu_in_fsync_mean_s": float(np.mean([s[3] for s in syncs]) / 1e9)}
                                 if syncs and all(len(s) > 3 for s in syncs) else {})}}
+
+
+def _add_gc(into: list[Any], data: dict[str, Any]) -> None:
+    """Pool one process's recorded collections (``seedance.real.runtime.GcPauses``) into [pauses (s), items]."""
+    recorded = data.get("gc")
+    if recorded and data.get("items"):
+        into[0].extend(ns / 1e9 for _, ns in recorded.get("pauses", []))
+        into[1] += int(data["items"])
+
+
+def fit_gc(pauses_s: list[float], items: int) -> GcProfile | None:
+    """A process kind's older-generation collections: their rate per handled item and their pauses' quantiles;
+    None when none were recorded."""
+    if not pauses_s or items <= 0:
+        return None
+    return GcProfile(min(1.0, len(pauses_s) / items), Empirical.fit(pauses_s))
 
 
 def _sync_cpus(total_s: float | None, inside_s: float | None) -> dict[str, LogNormal | None]:
@@ -618,6 +642,9 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
         fsync=Empirical.fit(cpu["fsync_s"]) if cpu["fsync_s"] else LogNormal.fit(fsync_samples),
         # ... split by whether an append of it reached a new file block (the allocation's metadata commits too)
         fsync_grow=fsync_grow, block_bytes=block,
+        # the interpreter's older-generation collections in the nodes and in the client process (their pauses)
+        gc=fit_gc(cpu["gc"]["node"]["pauses_s"], cpu["gc"]["node"]["items"]),
+        client_gc=fit_gc(cpu["gc"]["client"]["pauses_s"], cpu["gc"]["client"]["items"]),
         write_bandwidth_GBps=bandwidth,
         # with fsync off (page cache only), probed on the real storage code apart from any run
         write=Empirical.fit(write_walls), write_cpu=LogNormal(float(np.median(write_cpus))),
@@ -633,6 +660,7 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
                   # the direct probe of a wake-up (an idle loop, one message, a no-op callback): beside the fits
                   "wake_probe": {"samples": len(wake_probe), **asdict(LogNormal.fit(wake_probe))},
                   "fsync_probe": asdict(LogNormal.fit(fsync_samples)), "tenant_probe_busy_cores": tenants_busy,
+                  "gc": {who: {"collections": len(v["pauses_s"]), "items": v["items"]} for who, v in cpu["gc"].items()},
                   "fsync_grow": {"source": grow_source, "run_samples": len(cpu["fsync_grow_s"]),
                                  "run_within_samples": len(cpu["fsync_s"]),
                                  "probe_within_median_s": float(np.median(probe_within)),

@@ -111,6 +111,37 @@ class BusyPeriods:
                                  [a - b for a, b in zip(self.kinds, kinds0)]))
 
 
+class GcPauses:
+    """``SEEDANCE_CPU_PROFILE`` hook: the interpreter's garbage collections (``gc.callbacks``), each one's wall time
+    and generation. Young collections (generation 0) are frequent and short, and already inside the per-item costs;
+    the older generations' are rare, last up to milliseconds and stall every operation that waits on the process
+    meanwhile: what sets much of a CPU-bound run's tail, recorded so the host model can draw them."""
+
+    LIMIT = 20_000
+
+    def __init__(self) -> None:
+        import gc
+
+        self.young = 0
+        self.pauses: list[tuple[int, int]] = []  # (generation, wall ns) of collections of generation >= 1
+        self._began = 0
+        self._gc = gc
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._began = time.perf_counter_ns()
+        elif info.get("generation", 0) == 0:
+            self.young += 1
+        elif len(self.pauses) < self.LIMIT:
+            self.pauses.append((int(info["generation"]), time.perf_counter_ns() - self._began))
+
+    def close(self) -> dict[str, Any]:
+        if self._callback in self._gc.callbacks:
+            self._gc.callbacks.remove(self._callback)
+        return {"young": self.young, "pauses": self.pauses}
+
+
 class AddressBook:
     """Where node ``i`` listens. ``publish`` is called once the node serves; ``lookup`` may return None."""
 
@@ -206,6 +237,7 @@ class NodeRuntime:
         self._busy: BusyPeriods | None = None
         # profile: (group, handoff ns, write+fsync ns, its CPU ns, 1 if an append reached a new file block else 0)
         self._sync_stats: list[tuple[int, int, int, int, int]] = []
+        self._gc_pauses: GcPauses | None = None  # profile: the interpreter's older-generation collections
         self.failed = False
         self._peer_queues: dict[int, asyncio.Queue] = {}
         self._clients: dict[Any, Connection] = {}
@@ -224,6 +256,7 @@ class NodeRuntime:
         self._process_cpu_start = time.process_time_ns()
         if self._cpu_profile is not None:
             self._busy = BusyPeriods(self._loop)
+            self._gc_pauses = GcPauses()
         self._stopping = asyncio.Event()
         if self._listen_socket is not None:
             self._server = await asyncio.start_server(self._accept, sock=self._listen_socket,
@@ -298,7 +331,9 @@ class NodeRuntime:
                 "process_cpu_ns": time.process_time_ns() - self._process_cpu_start,  # every thread's
                 "handler_ns": {INPUT_NAMES[k]: v for k, v in self._cpu_profile.items()},
                 "busy_periods": self._busy.periods if self._busy is not None else [],
-                "syncs": self._sync_stats}
+                "syncs": self._sync_stats,
+                **({"gc": self._gc_pauses.close(), "items": self._busy.items} if self._gc_pauses is not None
+                   and self._busy is not None else {})}
         atomic_write(self.cfg.state_dir.parent / f"cpu-profile-{self.cfg.incarnation}.json",
                      json.dumps(data).encode())
 
