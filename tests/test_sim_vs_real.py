@@ -129,3 +129,27 @@ def test_every_configuration_is_simulated_on_a_profile_with_writes_and_restarts(
            for c in (Config(8), Config(8, read_fraction=0.5), Config(8, fsync=False), Config(8, crash=True))}
     assert got["clients=8,fsync=off"] > got["clients=8"] and got["clients=8,reads=50%"] > got["clients=8"]
     assert 0 < got["clients=8,crash"] < got["clients=8"]
+
+
+def test_the_cores_speed_is_metered_for_real_and_scales_the_cpu_for_that_run():
+    """SpeedMeter times a fixed chunk of work in thread CPU while it is entered (a child process); a run whose
+    chunks took twice the profile's gets the profile's CPU times doubled, and a profile without the meter's
+    baseline (older) is left as it is."""
+    import dataclasses
+    import time
+
+    from seedance.analysis.sim_vs_real import Config, at_run, predict, speed_factor
+    from seedance.real.profile import SpeedMeter
+
+    with SpeedMeter(interval_s=0.02) as meter:
+        time.sleep(0.3)
+    assert len(meter.chunks_s) >= 3 and 0 < meter.chunk_s < 0.05
+    profile = _profile()
+    assert speed_factor(profile, 2e-4) == 1.0  # no baseline in the profile
+    metered = dataclasses.replace(profile, measured={**profile.measured, "cpu_chunk_s": 1e-4})
+    assert speed_factor(metered, 2e-4) == pytest.approx(2.0) and speed_factor(metered, None) == 1.0
+    slow = at_run(metered, None, 2.0)
+    assert slow.cpu["message"].median_s == pytest.approx(2 * metered.cpu["message"].median_s)
+    assert at_run(metered, None, 1.0) is metered
+    fast = predict("raft", 3, Config(8), 0.4, 1, metered)["throughput_ops_s"]
+    assert predict("raft", 3, Config(8), 0.4, 1, slow)["throughput_ops_s"] < 0.8 * fast

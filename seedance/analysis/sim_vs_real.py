@@ -7,8 +7,11 @@ Method:
    configuration, recorded in the profile); every other configuration is *held out* — the simulator never saw a
    run of it. On a shared machine the other tenants' busy cores are metered during each real run
    (:class:`seedance.real.profile.TenantMeter`: a condition of the machine at that moment, like its load average,
-   not an outcome of the run) and given to that round's simulation; the simulation on the profile alone (tenants
-   as when it was measured) is reported beside it (``profile_sim_*``, and ``x`` in the figure).
+   not an outcome of the run) and given to that round's simulation, and so is the cores' speed
+   (:class:`seedance.real.profile.SpeedMeter`: a fixed chunk of node-like work timed in thread CPU every 50 ms;
+   its median over the run against the profile runs' scales the profile's CPU times: on a virtual machine the
+   cores slow down in episodes of seconds that no CPU counter shows); the simulation on the profile alone
+   (tenants and speed as when it was measured) is reported beside it (``profile_sim_*``, and ``x`` in the figure).
 2. For each of ``repeats`` rounds and each configuration in it (:class:`Config`: closed-loop client count, value
    size, read fraction, fsync on or off, the crash fault or none; rounds interleaved, so a machine that drifts over
    the experiment moves every configuration alike): one real run (``seedance real run``, the protocol's processes
@@ -81,16 +84,33 @@ def measure_real(protocol: str, nodes: int, config: Config, duration_s: float, s
     import os
 
     from seedance.real.clients import Workload
-    from seedance.real.profile import TenantMeter
+    from seedance.real.profile import SpeedMeter, TenantMeter
     from seedance.real.run import run_real
 
     workload = Workload(num_clients=config.clients, read_fraction=config.read_fraction, cas_fraction=0.0,
                         value_size_bytes=config.value_size)
-    with TenantMeter() as meter:
+    with TenantMeter() as meter, SpeedMeter() as speed:
         summary = run_real(protocol=protocol, nodes=nodes, clients=config.clients, duration_s=duration_s, seed=seed,
                            out=out, workload=workload, check=False, trace=False,  # the election is in both sides
                            nemesis=config.faults, extra_env=None if config.fsync else {"SEEDANCE_FSYNC": "0"})
-    return {**summary, "tenant_cores": meter.busy_cores, "loadavg_1min": os.getloadavg()[0]}
+    return {**summary, "tenant_cores": meter.busy_cores, "loadavg_1min": os.getloadavg()[0],
+            "cpu_chunk_s": speed.chunk_s}
+
+
+def speed_factor(profile: Any, chunk_s: float | None) -> float:
+    """How much slower (> 1) or faster the cores ran during a real run than during the profile's CPU runs: the
+    ratio of the speed meter's median chunks (:class:`seedance.real.profile.SpeedMeter`); 1 when either is
+    missing (a profile measured before the meter existed)."""
+    base = (profile.measured or {}).get("cpu_chunk_s")
+    if not base or not chunk_s or base <= 0 or chunk_s <= 0:
+        return 1.0
+    return float(chunk_s / base)
+
+
+def at_run(profile: Any, busy_cores: float | None, speed: float) -> Any:
+    """The profile as the machine was during one real run: its other tenants, and its CPU times scaled by the
+    cores' speed then."""
+    return with_tenants(profile.scaled_cpu(speed) if speed != 1.0 else profile, busy_cores)
 
 
 def with_tenants(profile: Any, busy_cores: float | None) -> Any:
@@ -154,8 +174,8 @@ def anchor_cpu(rows: Sequence[Mapping[str, Any]], profile: Any, *, protocol: str
     def simulated(factor: float) -> float:
         scaled = profile.scaled_cpu(factor)
         return float(np.median([predict(protocol, nodes, config, duration_s, r["round"] + 1,
-                                        with_tenants(scaled, r["real_tenant_cores"]))["throughput_ops_s"]
-                                for r in fitted]))
+                                        at_run(scaled, r["real_tenant_cores"], r.get("real_cpu_speed", 1.0)))
+                                ["throughput_ops_s"] for r in fitted]))
 
     if progress is not None:
         progress(f"anchoring the CPU scale on {config.name} ({len(fitted)} rounds)")
@@ -206,7 +226,9 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
             real = measure_real(protocol, nodes, config, duration_s, rnd + 1, out / "runs" / f"{config.name}-{rnd}")
             # the simulator on the profile, with the other tenants measured during this real run (an input
             # condition of the machine, like its fsync; not an outcome of the run) ...
-            sim = predict(protocol, nodes, config, duration_s, rnd + 1, with_tenants(profile, real["tenant_cores"]))
+            # ... and with the cores' speed metered during it (SpeedMeter: a fixed chunk's thread CPU)
+            speed = speed_factor(profile, real.get("cpu_chunk_s"))
+            sim = predict(protocol, nodes, config, duration_s, rnd + 1, at_run(profile, real["tenant_cores"], speed))
             # ... and on the profile alone (the tenants as they were when it was measured): a pure prediction
             alone = predict(protocol, nodes, config, duration_s, rnd + 1, profile) if profile.tenants is not None \
                 else sim
@@ -217,6 +239,7 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
                          "real_p50_ms": real["latency_ms_p50"], "sim_p50_ms": sim["latency_ms_p50"],
                          "real_p99_ms": real["latency_ms_p99"], "sim_p99_ms": sim["latency_ms_p99"],
                          "real_loadavg": real["loadavg_1min"], "real_tenant_cores": real["tenant_cores"],
+                         "real_cpu_speed": speed,
                          "profile_sim_ops_s": alone["throughput_ops_s"], "profile_sim_p50_ms": alone["latency_ms_p50"],
                          "profile_sim_p99_ms": alone["latency_ms_p99"]})
     anchor = anchor_cpu(rows, profile, protocol=protocol, nodes=nodes, configs=configs, duration_s=duration_s,
@@ -226,7 +249,7 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
         by_name = {config.name: config for config in configs}
         for row in rows:
             got = predict(protocol, nodes, by_name[row["config"]], duration_s, row["round"] + 1,
-                          with_tenants(scaled, row["real_tenant_cores"]))
+                          at_run(scaled, row["real_tenant_cores"], row.get("real_cpu_speed", 1.0)))
             row.update({"anchored_sim_ops_s": got["throughput_ops_s"], "anchored_sim_p50_ms": got["latency_ms_p50"],
                         "anchored_sim_p99_ms": got["latency_ms_p99"]})
     frame = pd.DataFrame(rows)
@@ -248,6 +271,7 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
                                                                                       med.real_p50_ms)),
                            "real_loadavg": _float(med.real_loadavg),
                            "real_tenant_cores": _float(med.real_tenant_cores),
+                           "real_cpu_speed": _float(med.real_cpu_speed),
                            "profile_sim_ops_s": float(med.profile_sim_ops_s),
                            "profile_sim_p50_ms": float(med.profile_sim_p50_ms),
                            "profile_sim_p99_ms": float(med.profile_sim_p99_ms),
@@ -289,6 +313,7 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
         "anchored": _anchored_summary(anchor, frame, held, median_error, per_round_error),
         "real_loadavg_range": [_float(frame.real_loadavg.min()), _float(frame.real_loadavg.max())],
         "real_tenant_cores_range": [_float(frame.real_tenant_cores.min()), _float(frame.real_tenant_cores.max())],
+        "real_cpu_speed_range": [_float(frame.real_cpu_speed.min()), _float(frame.real_cpu_speed.max())],
     }
     return {"frame": frame, "summary": summary}
 

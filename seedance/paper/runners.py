@@ -260,19 +260,23 @@ def _rel(predicted: Any, measured: Any) -> float | None:
 
 
 def sim_vs_real(params: dict[str, Any], seed: int) -> dict[str, Any]:
-    from seedance.analysis.sim_vs_real import Config, is_fitted, measure_real, predict, with_tenants
+    from seedance.analysis.sim_vs_real import Config, at_run, is_fitted, measure_real, predict, speed_factor
 
     p = _sim_vs_real_setup(params)
     profile, profile_path = _sweep_profile(p)
     config = Config(p["clients"], p["value_size"], float(p["read_fraction"]), p["fsync"], p["crash"])
     duration_s = float(p["duration_s"])
     real = measure_real(p["protocol"], p["nodes"], config, duration_s, seed + 1, current_point_dir() / "real")
-    # the simulator sees the other tenants' CPU measured during this very real run, as the experiment does
-    sim = predict(p["protocol"], p["nodes"], config, duration_s, seed + 1, with_tenants(profile, real["tenant_cores"]))
+    # the simulator sees the other tenants' CPU and the cores' speed metered during this very real run, as the
+    # experiment does
+    speed = speed_factor(profile, real.get("cpu_chunk_s"))
+    sim = predict(p["protocol"], p["nodes"], config, duration_s, seed + 1,
+                  at_run(profile, real["tenant_cores"], speed))
     fitted = (profile.measured or {}).get("config", {})
     out: dict[str, Any] = {"host_profile": profile_path, "config": config.name,
                            "held_out": not is_fitted(config, fitted, p["protocol"]),
-                           "loadavg_1min": real["loadavg_1min"], "tenant_cores": real["tenant_cores"]}
+                           "loadavg_1min": real["loadavg_1min"], "tenant_cores": real["tenant_cores"],
+                           "cpu_speed": speed}
     for key in ("throughput_ops_s", "latency_ms_p50", "latency_ms_p99"):
         out[f"real_{key}"] = real.get(key)
         out[f"sim_{key}"] = sim.get(key)

@@ -190,9 +190,9 @@ class RealNemesis:
         self._uses_rules = any(w.name not in ("crash", "pause") for w in schedule)
 
     # ------------------------------------------------------------------------------------------ processes
-    async def kill(self, rank: int, why: str) -> bool:
+    async def kill(self, rank: int, why: str, *, unless_healed: bool = False) -> bool:
         async with self._locks[rank]:
-            if not self.launcher.alive(rank):
+            if not self.launcher.alive(rank) or (unless_healed and self.healed_at_monotonic is not None):
                 return False
             await self.launcher.akill(rank)
             self.kills += 1
@@ -246,11 +246,12 @@ class RealNemesis:
         restarts: list[asyncio.Task] = []
 
         async def strike(rank: int) -> None:  # a task per kill: the Poisson clock never waits on a reaping
-            if await self.kill(rank, "SIGKILL"):
+            # no kill once healed (the heal may run between the draw and this task's turn), and a node this task
+            # killed always comes back, healed or not: the heal's restarts may have passed it before the kill
+            if await self.kill(rank, "SIGKILL", unless_healed=True):
                 log.info("SIGKILLed node %d (incarnation %d)", rank, self.launcher.nodes[rank].incarnation)
                 await asyncio.sleep(self.restart_delay_s)
-                if self.healed_at_monotonic is None:
-                    await self.restart(rank)
+                await self.restart(rank)
 
         until = t_start + self.faulty_end_s
         try:

@@ -281,6 +281,59 @@ def measure_tenants(cycles: int = 1000, work_s: float = 100e-6, sleep_s: float =
     return max(0.0, busy) if busy == busy else 0.0, [t - floor for t in late]
 
 
+_SPEED_CHUNK = """
+import select, sys, time, hmac
+from hashlib import sha256
+import msgpack
+key, interval, out = b"k" * 32, float(sys.argv[1]), []
+message = ["AppendEntries", 3, [[3, 1, 7, "write", "k1", 12345678, 48] for _ in range(3)], 41, 2, 40, 0]
+while not select.select([sys.stdin], [], [], interval)[0]:  # until the parent closes stdin
+    began = time.thread_time_ns()
+    for _ in range(30):  # a node's kind of work: encode, authenticate, decode, small dicts
+        payload = msgpack.packb(message)
+        hmac.new(key, payload, sha256).digest()
+        decoded = msgpack.unpackb(payload)
+        {i: decoded for i in range(8)}
+    out.append(time.thread_time_ns() - began)
+print(" ".join(map(str, out)), flush=True)
+"""
+
+
+class SpeedMeter:
+    """How fast this machine's cores run interpreted code while it is entered: a child process runs a fixed chunk
+    of node-like work (msgpack, HMAC, dicts; ~0.2 ms) every ``interval_s`` and times each chunk's *thread CPU*,
+    so waiting for a core does not count but a slower core does. On a virtual machine the cores' speed moves
+    without any CPU showing as busy or stolen (here the same chunk took 5.1-9.6 ms of CPU per 2,000 iterations
+    within one minute, in episodes of seconds); ``chunk_s`` is the median chunk, and the ratio of a run's to the
+    profile's scales the profile's CPU times for that run (a condition of the machine, like its tenants, not an
+    outcome of the run: the chunk's work is fixed). About 0.5 % of one core."""
+
+    def __init__(self, interval_s: float = 0.05) -> None:
+        self.interval_s = interval_s
+        self.chunks_s: list[float] = []
+        self._proc: subprocess.Popen[str] | None = None
+
+    @property
+    def chunk_s(self) -> float | None:
+        return float(np.median(self.chunks_s)) if self.chunks_s else None
+
+    def __enter__(self) -> SpeedMeter:
+        self._proc = subprocess.Popen([sys.executable, "-c", _SPEED_CHUNK, str(self.interval_s)],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        try:
+            out, _ = proc.communicate(input="", timeout=10)
+            self.chunks_s = [int(x) / 1e9 for x in out.split()]
+        except (subprocess.TimeoutExpired, ValueError):
+            proc.kill()
+            proc.wait()
+
+
 class TenantMeter:
     """Other tenants' busy cores while it is entered: the machine's busy CPU less this process tree's (sampled every
     0.1 s by a thread, so children that come and go are counted; a child's last 0.1 s before it exits is not)."""
@@ -504,6 +557,7 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
     other_threads_s = 0.0  # CPU of the nodes' threads other than the loop (the storage thread's writes and fsyncs)
     # older-generation garbage collections: [pause samples (s), items handled] for the nodes and the client process
     gcs: dict[str, list[Any]] = {"node": [[], 0], "client": [[], 0]}
+    chunks: list[float] = []  # the speed meter's chunks during the runs (SpeedMeter)
     for index in range(runs):
         run_dir = work_dir / ("raft" if runs == 1 else f"raft-{index}")
         client_file = work_dir / f"client-profile-{index}.json"
@@ -511,7 +565,7 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
         before = os.environ.get(CLIENT_PROFILE_ENV)
         os.environ[CLIENT_PROFILE_ENV] = str(client_file)  # this process runs the clients
         try:
-            with TenantMeter() as meter:
+            with TenantMeter() as meter, SpeedMeter() as speed:
                 summary = run_real(protocol="raft", nodes=nodes, clients=clients, duration_s=duration_s,
                                    seed=seed + index, out=run_dir,
                                    workload=Workload(num_clients=clients, read_fraction=0.0, cas_fraction=0.0),
@@ -522,6 +576,7 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
             else:
                 os.environ[CLIENT_PROFILE_ENV] = before
         summaries.append(summary)
+        chunks.extend(speed.chunks_s)
         if meter.busy_cores is not None:
             tenant_cores.append(meter.busy_cores)
         for path in sorted(run_dir.glob("node-*/cpu-profile-*.json")):
@@ -554,6 +609,7 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
             "fsync_grow_s": [s[2] / 1e9 for s in syncs if len(s) > 4 and s[2] > 0 and s[4]],
             "tenant_cores": float(np.mean(tenant_cores)) if tenant_cores else None,
             "gc": {who: {"pauses_s": pauses, "items": items} for who, (pauses, items) in gcs.items()},
+            "cpu_chunk_s": float(np.median(chunks)) if chunks else None,
             "sync_cpu_s": other_threads_s / len(syncs) if syncs else None,
             "busy_periods": {"node": len(periods), "node_items_mean": float(items.mean()) if items.size else None,
                              "node_pooled": {"wake_s": wake, "per_item_s": per_item},
@@ -661,6 +717,8 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
                   "wake_probe": {"samples": len(wake_probe), **asdict(LogNormal.fit(wake_probe))},
                   "fsync_probe": asdict(LogNormal.fit(fsync_samples)), "tenant_probe_busy_cores": tenants_busy,
                   "gc": {who: {"collections": len(v["pauses_s"]), "items": v["items"]} for who, v in cpu["gc"].items()},
+                  # the cores' speed during the CPU runs (SpeedMeter's median chunk of thread CPU)
+                  "cpu_chunk_s": cpu["cpu_chunk_s"],
                   "fsync_grow": {"source": grow_source, "run_samples": len(cpu["fsync_grow_s"]),
                                  "run_within_samples": len(cpu["fsync_s"]),
                                  "probe_within_median_s": float(np.median(probe_within)),
