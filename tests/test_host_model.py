@@ -127,6 +127,9 @@ def test_profiles_round_trip_and_are_part_of_the_reproduce_command(tmp_path):
     ({"block_bytes": "4k"}, "block_bytes"), ({"block_bytes": True}, "block_bytes"),
     ({"gc": {"rate": 2, "pause": 1e-3}}, "gc.rate"), ({"gc": {"rate": 0.1}}, "gc"),
     ({"client_gc": {"rate": 0.1, "pause": {"median_s": -1}}}, "client_gc.pause"),
+    ({"recover_per_entry_s": -1e-6}, "recover_per_entry_s"), ({"entries": {"send_s": 1e-6}}, "entries"),
+    ({"entries": {"send_s": 1e-6, "recv_s": "x", "mean_in": 1, "mean_out": 1}}, "entries"),
+    ({"restart_cpu": "fast"}, "restart_cpu"),
 ])
 def test_a_bad_profile_is_refused_naming_the_field(tmp_path, change, field):
     data = amortised().to_dict()  # every field, the optional ones (amortisation, handoff) included
@@ -620,3 +623,64 @@ def test_older_collections_are_recorded_for_real_and_fitted_per_item():
     fitted = fit_gc([1e-3, 2e-3], 1000)
     assert fitted.rate == pytest.approx(2e-3) and 1e-3 <= fitted.pause.median_s <= 2e-3
     assert fit_gc([], 1000) is None
+
+
+def test_entries_a_message_carries_cost_per_entry_around_the_profiles_mean():
+    """``entries``: sending and receiving cost per log entry carried, centred on the profile run's mean entries per
+    message (where the per-kind costs hold them): at the mean nothing changes; costs counted from zero entries
+    slow a batching run; an item's negative share is carried, never a negative CPU; it round-trips."""
+    from types import SimpleNamespace
+
+    from seedance.models.host import EntryCosts, carried_entries
+    from seedance.models.protocols.raft.messages import AppendEntries, command_entry
+    from seedance.sim.runtime import Runtime
+
+    plain = run(amortised(), duration_s=0.5).throughput_ops_s
+    centred = run(amortised(entries=EntryCosts(4e-6, 5e-6, 1.8, 1.8)), duration_s=0.5).throughput_ops_s
+    costly = run(amortised(entries=EntryCosts(2e-4, 2e-4, 0.0, 0.0)), duration_s=0.5).throughput_ops_s
+    assert abs(centred / plain - 1) < 0.05 and costly < 0.8 * plain
+    batch = AppendEntries(term=1, leader_id=0, prev_log_index=0, prev_log_term=0, leader_commit=0,
+                          entries=tuple(command_entry(1, 1, i, "write", "k", i) for i in range(3)))
+    assert carried_entries(batch) == 3 and carried_entries("ping") == 0
+    host = SimpleNamespace(owed=-3e-6)
+    assert Runtime._owe(host, 2e-6) == 0.0 and host.owed == pytest.approx(-1e-6)  # carried, not negative
+    assert Runtime._owe(host, 2e-6) == pytest.approx(1e-6) and host.owed == 0.0
+    again = HostProfile.from_dict(yaml.safe_load(amortised(entries=EntryCosts(4e-6, 5e-6, 1.8, 1.8)).to_yaml()))
+    assert again.entries == EntryCosts(4e-6, 5e-6, 1.8, 1.8)
+    with pytest.raises(SpecError, match="entries.send_s"):
+        EntryCosts(-1.0, 0.0, 0.0, 0.0)
+
+
+def test_the_frame_paths_cost_per_entry_is_measured_for_real():
+    from seedance.real.profile import measure_entry_codec
+
+    send_s, recv_s = measure_entry_codec(entries=16, repeats=10)
+    assert 0 < send_s < 1e-3 and 0 < recv_s < 1e-3
+
+
+def test_a_restart_takes_its_cpu_on_a_shared_core_and_more_for_a_longer_log(tmp_path):
+    """``restart_cpu`` and ``recover_per_entry_s``: the restarted process's CPU (from the real restarts, and per
+    recovered log entry from restarts on a copy of a run's logs) runs on a shared core, so the crash fault's run
+    commits less when restarts are CPU-heavy; the records of a real log are counted; the fit's medians."""
+    from seedance.models.protocols.contract import PersistLog
+    from seedance.models.wire import Codec
+    from seedance.real.profile import fit_recovery, log_entries
+    from seedance.real.storage import DiskStorage
+    from seedance.sim.config import NemesisConfig
+
+    def go(p):
+        return simulate(SimConfig(protocol="raft", nodes=3, duration_s=1.0, seed=2, trace=False, check=False,
+                                  workload=WorkloadConfig(clients=8, mix=(0.0, 1.0, 0.0)), host_profile=p,
+                                  nemesis=NemesisConfig(faults=("crash",))), liveness=False)
+
+    light = amortised(restart=LogNormal(0.02), restart_cpu=LogNormal(1e-3), recover_per_entry_s=0.0)
+    heavy = amortised(restart=LogNormal(0.02), restart_cpu=LogNormal(0.02), recover_per_entry_s=2e-4)
+    assert go(heavy).throughput_ops_s < go(light).throughput_ops_s
+    again = HostProfile.from_dict(yaml.safe_load(heavy.to_yaml()))
+    assert again.restart_cpu == heavy.restart_cpu and again.recover_per_entry_s == 2e-4
+    storage = DiskStorage(tmp_path / "state", Codec(()), fsync=False)
+    storage.stage(PersistLog(key="log", start=0, entries=tuple(range(5))))
+    storage.sync()
+    assert log_entries(tmp_path / "state") == 5
+    fit = fit_recovery(([0.02, 0.021], [0.018, 0.019]), ([0.05], [0.0485]), entries=6000)
+    assert fit["recover_per_entry_s"] == pytest.approx(5e-6) and fit["restart_cpu"].median_s > 0

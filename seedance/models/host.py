@@ -42,6 +42,10 @@ simulator's textbook constants leave out:
   to the journal. Measured apart from ``fsync`` (the run's fsyncs split by whether they allocated; probed on one
   ext4 disk at ~140 us within a block and ~220 us into a new one, flat from 4 to 16 KiB: a step per allocation, not
   a bandwidth), so larger values (whose appends allocate more often) cost what they cost for real;
+* ``entries`` (optional): the frame path's CPU per log entry a message carries, sending (protocol codec, msgpack,
+  HMAC) and receiving (the same back), and the profile run's mean entries per message received and sent: an input
+  or a send pays ``cost × (entries − mean)`` beside its kind's cost (fitted at the mean), so a catch-up batch of
+  hundreds of entries costs milliseconds on both ends as it does for real, and the fitted mix costs what it did;
 * ``gc`` and ``client_gc`` (optional): the interpreter's older-generation garbage collections in a node process
   and in the client process: the chance per handled item (per operation for the client) that one runs, and its
   pause (measured with ``gc.callbacks`` in the profile run: ~4 per process in a 3 s run here, ~1 ms each, now and
@@ -51,7 +55,9 @@ simulator's textbook constants leave out:
   it: left in);
 * ``restart`` (optional): a node process's restart, from its spawn to serving (fork from the launcher's zygote,
   recovery of its durable state, listening again), which the simulator's crash fault waits before the node's
-  recovery handler runs;
+  recovery handler runs; ``restart_cpu`` (optional) is the restarted process's CPU in that time, taken on a shared
+  core (a restart competes with the running nodes), and ``recover_per_entry_s`` (optional) the CPU and time it
+  adds per durable log entry it recovers (a restart late in a run reads a long log);
 * ``device`` (optional): a GPU host's accelerator (kind, name, memory, count, and optional CUDA-side costs: kernel
   launch, host-to-device and device-to-host bandwidth). Recorded and validated; the simulator's device compute
   times come from the compute model (:mod:`seedance.models.compute`), keyed by the device kind;
@@ -260,6 +266,9 @@ class HostProfile:
     restart: LogNormal | None = None  # a node process's restart: spawn to serving
     fsync_grow: LogNormal | Empirical | None = None  # write + fsync of an append that allocated a new file block
     block_bytes: int | None = None  # the file system's block size (what an append must cross to allocate)
+    restart_cpu: LogNormal | None = None  # the restarted process's CPU from spawn to serving (an empty log)
+    recover_per_entry_s: float | None = None  # the restart's extra CPU (and time) per recovered log entry
+    entries: EntryCosts | None = None  # CPU per log entry a message carries (send, receive) around the run's mean
     gc: GcProfile | None = None  # a node process's older-generation collections (per handled item)
     client_gc: GcProfile | None = None  # the client process's (per operation)
 
@@ -306,7 +315,7 @@ class HostProfile:
 
     def scaled_cpu(self, factor: float) -> HostProfile:
         """The profile with every CPU time ``factor`` times as long (handlers, frame I/O, wake-ups, the client
-        process, the storage thread's CPU); latencies (fsync's wall time, loopback, hand-off, connection set-up), the
+        process, the storage thread's CPU, a restart's); latencies (fsync's wall time, loopback, hand-off, connection set-up), the
         garbage collections' pauses and the tenants unchanged. A machine whose cores run this code slower or faster than when it was profiled (clock,
         caches, a neighbour the meter cannot see) moves all of them together."""
         import dataclasses
@@ -321,6 +330,9 @@ class HostProfile:
             self, cpu={k: v.scaled(factor) for k, v in self.cpu.items()}, io_per_input=self.io_per_input.scaled(factor),
             client_per_op=self.client_per_op.scaled(factor), wake=one(self.wake), client_wake=one(self.client_wake),
             sync_cpu=one(self.sync_cpu), fsync_cpu=one(self.fsync_cpu), write_cpu=one(self.write_cpu),
+            restart_cpu=one(self.restart_cpu),
+            entries=None if self.entries is None else self.entries.scaled(factor),
+            recover_per_entry_s=None if self.recover_per_entry_s is None else self.recover_per_entry_s * factor,
             io_per_kind=None if self.io_per_kind is None else {k: v.scaled(factor)
                                                                for k, v in self.io_per_kind.items()})
 
@@ -344,6 +356,8 @@ class HostProfile:
         for key in ("gc", "client_gc"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key).to_dict()
+        if self.entries is not None:
+            out["entries"] = asdict(self.entries)
         return out
 
     def to_yaml(self) -> str:
@@ -391,13 +405,15 @@ class HostProfile:
             measured=dict(data.get("measured") or {}),
             **{key: None if data.get(key) is None else LogNormal.from_dict(data[key], f"{where}: {key}")
                for key in ("wake", "client_wake", "handoff", "connect", "accept", "sync_cpu", "fsync_cpu",
-                           "write_cpu", "restart")},
+                           "write_cpu", "restart", "restart_cpu")},
+            recover_per_entry_s=_seconds(data.get("recover_per_entry_s"), f"{where}: recover_per_entry_s"),
             write=None if data.get("write") is None else service_time_from_dict(data["write"], f"{where}: write"),
             fsync_grow=None if data.get("fsync_grow") is None else service_time_from_dict(data["fsync_grow"],
                                                                                          f"{where}: fsync_grow"),
             block_bytes=_block_bytes(data.get("block_bytes"), f"{where}: block_bytes"),
             **{key: None if data.get(key) is None else GcProfile.from_dict(data[key], f"{where}: {key}")
                for key in ("gc", "client_gc")},
+            entries=None if data.get("entries") is None else EntryCosts.from_dict(data["entries"], f"{where}: entries"),
             device=None if data.get("device") is None else DeviceProfile.from_dict(data["device"], f"{where}: device"),
             tenants=None if data.get("tenants") is None else TenantProfile.from_dict(data["tenants"],
                                                                                    f"{where}: tenants"),
@@ -407,7 +423,17 @@ class HostProfile:
 
 
 _OPTIONAL = ("wake", "client_wake", "handoff", "device", "tenants", "connect", "accept", "sync_cpu", "io_per_kind",
-             "fsync_cpu", "write", "write_cpu", "restart", "fsync_grow", "block_bytes", "gc", "client_gc")
+             "fsync_cpu", "write", "write_cpu", "restart", "fsync_grow", "block_bytes", "gc", "client_gc",
+             "restart_cpu", "recover_per_entry_s", "entries")
+
+
+def _seconds(value: Any, where: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and 0 <= value
+                                                                                  <= 1.0):
+        raise SpecError(where, f"must be seconds in 0..1, got {value!r}", "e.g. 7e-06")
+    return float(value)
 
 
 def _block_bytes(value: Any, where: str) -> int | None:
@@ -417,6 +443,49 @@ def _block_bytes(value: Any, where: str) -> int | None:
         raise SpecError(where, f"must be an integer number of bytes in 512..1048576, got {value!r}",
                         "the file system's block size (statvfs f_bsize), e.g. 4096")
     return value
+
+
+def carried_entries(message: Any) -> int:
+    """How many log entries a message carries (a Raft AppendEntries' ``entries``; 0 for anything else)."""
+    entries = getattr(message, "entries", None)
+    return len(entries) if isinstance(entries, (tuple, list)) else 0
+
+
+@dataclass(frozen=True)
+class EntryCosts:
+    """CPU per log entry a message carries: ``send_s`` to encode one (protocol codec, frame), ``recv_s`` to decode
+    one; ``mean_in`` / ``mean_out`` are the profile run's mean entries per message received / sent, where the
+    per-kind costs already hold them (a message pays ``cost × (entries − mean)`` on top)."""
+
+    send_s: float
+    recv_s: float
+    mean_in: float
+    mean_out: float
+
+    FIELDS = ("send_s", "recv_s", "mean_in", "mean_out")
+
+    def __post_init__(self) -> None:
+        for name in self.FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value)
+                                                                                      and value >= 0):
+                raise SpecError(f"host profile entries.{name}", f"must be a finite number >= 0, got {value!r}")
+
+    def received(self, entries: int) -> float:
+        return self.recv_s * (entries - self.mean_in)
+
+    def sent(self, entries: int) -> float:
+        return self.send_s * (entries - self.mean_out)
+
+    def scaled(self, factor: float) -> EntryCosts:
+        return EntryCosts(self.send_s * factor, self.recv_s * factor, self.mean_in, self.mean_out)
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> EntryCosts:
+        if not isinstance(data, Mapping) or set(data) != set(cls.FIELDS):
+            raise SpecError(where, f"expected {{{', '.join(cls.FIELDS)}}}, got {data!r}",
+                            "send_s, recv_s (s per entry), mean_in, mean_out (entries per message)")
+        return cls(**{k: data[k] for k in cls.FIELDS})
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,10 @@ Method (each part a measurement of the real backend's own code paths on this mac
   disk, as in every run). A probe alone is recorded beside it (``measured.fsync_probe``: 300 appends of 128 bytes
   each followed by ``os.fsync``) and used only if the run recorded none; write bandwidth: 4 writes of 8 MiB, each
   fsynced.
+* log entries carried (``entries``): an AppendEntries of 64 entries against an empty one through the real frame
+  path (the protocol codec and an authenticated connection over a socket pair), encode and decode timed apart:
+  the CPU per entry sent and received (here ~4 and ~5-7 us). The profile run counts the messages received and sent
+  and their entries; their means are the zero point (the per-kind costs were fitted at them).
 * garbage collections (``gc``, ``client_gc``): the CPU runs record every older-generation collection of the nodes
   and of the client process (``gc.callbacks``: generation and wall time); per process kind the rate per handled
   item (operation) and the pauses' quantiles.
@@ -16,8 +20,11 @@ Method (each part a measurement of the real backend's own code paths on this mac
 * write without fsync (``write``, ``write_cpu``): 300 log appends of one Raft-shaped entry through the real storage
   code with ``fsync=False`` (what a node does under ``SEEDANCE_FSYNC=0``), wall time and thread CPU; a probe, so a
   configuration with fsync off is never fitted.
-* restart (``restart``): 8 SIGKILL + restarts of the nodes of an idle Raft cluster, each timed from the spawn (a fork
-  of the launcher's zygote) to the node serving again with its durable state recovered.
+* restart (``restart``, ``restart_cpu``, ``recover_per_entry_s``): 8 SIGKILL + restarts of the nodes of an idle Raft
+  cluster, each timed from the spawn (a fork of the launcher's zygote) to the node serving again with its durable
+  state recovered, and the restarted process's CPU until then (``/proc/<pid>/task/*/schedstat``); then one restart
+  per node on a copy of the first CPU run's durable state: its extra CPU over the empty log's, per recovered entry
+  (here ~19 ms on an empty log, ~55 ms on a 4,800-entry one).
 * loopback: 2,000 round trips of a 64-byte message to an echo process over TCP on 127.0.0.1; one-way = RTT / 2.
 * handoff: 1,000 round trips from an idle asyncio loop to a one-thread executor and back (the path of every fsync in
   the real runtime: submit to the storage thread, its wake-up, the result handed back through the loop's self-pipe).
@@ -66,7 +73,7 @@ from typing import Any
 
 import numpy as np
 
-from seedance.models.host import ITEM_KINDS, KINDS, Empirical, GcProfile, HostProfile, LogNormal, TenantProfile
+from seedance.models.host import ITEM_KINDS, KINDS, Empirical, EntryCosts, GcProfile, HostProfile, LogNormal, TenantProfile
 
 RUN_FIELDS = ("throughput_ops_s", "latency_ms_p50", "latency_ms_p99", "ops_ok")  # what a profile keeps of a run
 RUNS = 3  # CPU runs a profile pools by default
@@ -189,11 +196,33 @@ def measure_restart(work_dir: Path, *, nodes: int = 3, restarts: int = 8, seed: 
     """A node process's restart, as the crash fault does it (SIGKILL, then a new incarnation forked from the
     launcher's zygote that recovers its durable state and serves again): spawn-to-ready samples (s) of ``restarts``
     restarts, round robin over the nodes of an idle ``nodes``-process Raft cluster."""
+    return restart_samples(work_dir / "restart-probe", nodes=nodes, restarts=restarts, seed=seed)[0]
+
+
+def _process_cpu_s(pid: int) -> float | None:
+    """CPU a live process has run (all its threads; ``/proc/<pid>/task/*/schedstat``, ns), or None."""
+    try:
+        return sum(int(Path(f"/proc/{pid}/task/{t}/schedstat").read_text().split()[0])
+                   for t in os.listdir(f"/proc/{pid}/task")) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def restart_samples(run_dir: Path, *, nodes: int = 3, restarts: int = 8, seed: int = 1,
+                    state_from: Path | None = None) -> tuple[list[float], list[float]]:
+    """Spawn-to-ready wall times and the restarted processes' CPU until ready (s) of ``restarts`` SIGKILL +
+    restarts round robin over an idle Raft cluster in ``run_dir``; with ``state_from`` (a run directory), the
+    cluster starts on a copy of that run's durable state, so each restart recovers its log."""
+    import shutil
+
     from seedance.real.launcher import LocalLauncher
 
-    samples = []
-    with LocalLauncher(protocol="raft", num_nodes=nodes, run_dir=work_dir / "restart-probe", seed=seed,
-                       config={}) as launcher:
+    shutil.rmtree(run_dir, ignore_errors=True)
+    if state_from is not None:
+        for rank in range(nodes):
+            shutil.copytree(state_from / f"node-{rank}" / "state", run_dir / f"node-{rank}" / "state")
+    walls, cpus = [], []
+    with LocalLauncher(protocol="raft", num_nodes=nodes, run_dir=run_dir, seed=seed, config={}) as launcher:
         launcher.start_all()
         launcher.wait_ready()
         for index in range(restarts):
@@ -205,10 +234,88 @@ def measure_restart(work_dir: Path, *, nodes: int = 3, restarts: int = 8, seed: 
             while not launcher.ready(rank):
                 launcher.raise_if_failed()
                 if time.perf_counter() > deadline:
-                    raise RuntimeError(f"node {rank} not ready 30 s after its restart; see {work_dir}/restart-probe")
+                    raise RuntimeError(f"node {rank} not ready 30 s after its restart; see {run_dir}")
                 time.sleep(0.0005)
-            samples.append(time.perf_counter() - start)
-    return samples
+            walls.append(time.perf_counter() - start)
+            cpu = _process_cpu_s(launcher.nodes[rank].process.pid)
+            if cpu is not None:
+                cpus.append(cpu)
+    return walls, cpus
+
+
+def log_entries(state_dir: Path) -> int:
+    """Records in a node's durable logs (``logs/*.log``: ``[u32 length][u32 crc32][body]`` each)."""
+    import struct
+
+    count = 0
+    for path in sorted((state_dir / "logs").glob("*.log")):
+        raw, pos = path.read_bytes(), 0
+        while pos + 8 <= len(raw):
+            (length,) = struct.unpack_from(">I", raw, pos)
+            pos += 8 + length
+            count += pos <= len(raw)
+    return count
+
+
+def fit_recovery(empty: tuple[list[float], list[float]], populated: tuple[list[float], list[float]],
+                 entries: float) -> dict[str, Any]:
+    """``restart`` (wall) and ``restart_cpu`` from the restarts on an empty log, and ``recover_per_entry_s``: the
+    restarts' extra CPU per recovered log entry on a populated one (medians; 0 when it was not larger)."""
+    out: dict[str, Any] = {"restart": LogNormal.fit(empty[0])}
+    if empty[1]:
+        out["restart_cpu"] = LogNormal.fit(empty[1])
+    if empty[1] and populated[1] and entries > 0:
+        out["recover_per_entry_s"] = max(0.0, (float(np.median(populated[1])) - float(np.median(empty[1])))
+                                         / entries)
+    return out
+
+
+def measure_entry_codec(entries: int = 64, repeats: int = 60) -> tuple[float, float]:
+    """The frame path's CPU per Raft log entry carried, sending and receiving (s): an AppendEntries of ``entries``
+    entries against an empty one through the real code (the protocol codec, then an authenticated
+    :class:`~seedance.real.transport.Connection` over a real socket pair: msgpack, HMAC; and back), medians of
+    ``repeats``. A catch-up batch of 256 entries costs milliseconds to encode and decode, which a cost per
+    message cannot carry."""
+    import asyncio
+
+    from seedance.models.protocols.raft.messages import AppendEntries, command_entry
+    from seedance.models.protocols.registry import get
+    from seedance.models.wire import Codec
+    from seedance.real.transport import Connection
+
+    codec = Codec(get("raft").message_types)
+
+    async def pair() -> tuple[Connection, Connection]:
+        left, right = socket.socketpair()
+        key = os.urandom(32)
+        a = Connection(*await asyncio.open_connection(sock=left), key)
+        b = Connection(*await asyncio.open_connection(sock=right), key)
+        await asyncio.gather(a.handshake(), b.handshake())
+        return a, b
+
+    async def timed() -> tuple[float, float]:
+        sender, receiver = await pair()
+        try:
+            costs = {}
+            for n in (0, entries):
+                batch = tuple(command_entry(3, 1, i, "write", "k1", 12345678 + i) for i in range(n))
+                message = AppendEntries(term=3, leader_id=0, prev_log_index=10, prev_log_term=3, entries=batch,
+                                        leader_commit=9)
+                send, recv = [], []
+                for _ in range(repeats):
+                    began = time.thread_time_ns()
+                    frame = sender.encode("m", 0, codec.encode(message))
+                    send.append(time.thread_time_ns() - began)
+                    began = time.thread_time_ns()
+                    codec.decode(receiver.decode(frame[4:]).message)
+                    recv.append(time.thread_time_ns() - began)
+                costs[n] = (float(np.median(send)), float(np.median(recv)))
+            return tuple(max(0.0, (costs[entries][i] - costs[0][i]) / entries / 1e9) for i in (0, 1))
+        finally:
+            sender.close()
+            receiver.close()
+
+    return asyncio.run(timed())
 
 
 def measure_loopback(round_trips: int = 2000) -> list[float]:
@@ -558,6 +665,7 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
     # older-generation garbage collections: [pause samples (s), items handled] for the nodes and the client process
     gcs: dict[str, list[Any]] = {"node": [[], 0], "client": [[], 0]}
     chunks: list[float] = []  # the speed meter's chunks during the runs (SpeedMeter)
+    carried: dict[str, int] = {}  # messages received / sent and the log entries they carried
     for index in range(runs):
         run_dir = work_dir / ("raft" if runs == 1 else f"raft-{index}")
         client_file = work_dir / f"client-profile-{index}.json"
@@ -586,6 +694,8 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
             periods.extend(data.get("busy_periods", []))
             syncs.extend(data.get("syncs", []))
             _add_gc(gcs["node"], data)
+            for key, value in (data.get("carried") or {}).items():
+                carried[key] = carried.get(key, 0) + int(value)
             for kind, samples in data["handler_ns"].items():
                 handler.setdefault(kind, []).extend(s / 1e9 for s in samples)
         client_data = json.loads(client_file.read_text()) if client_file.exists() else {}
@@ -610,6 +720,7 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
             "tenant_cores": float(np.mean(tenant_cores)) if tenant_cores else None,
             "gc": {who: {"pauses_s": pauses, "items": items} for who, (pauses, items) in gcs.items()},
             "cpu_chunk_s": float(np.median(chunks)) if chunks else None,
+            "carried": carried,
             "sync_cpu_s": other_threads_s / len(syncs) if syncs else None,
             "busy_periods": {"node": len(periods), "node_items_mean": float(items.mean()) if items.size else None,
                              "node_pooled": {"wake_s": wake, "per_item_s": per_item},
@@ -632,6 +743,14 @@ def _add_gc(into: list[Any], data: dict[str, Any]) -> None:
     if recorded and data.get("items"):
         into[0].extend(ns / 1e9 for _, ns in recorded.get("pauses", []))
         into[1] += int(data["items"])
+
+
+def _entry_costs(send_s: float, recv_s: float, carried: dict[str, int]) -> EntryCosts | None:
+    """Per-entry costs with the profile run's mean entries per message (received, sent) as their zero point."""
+    if not carried.get("messages_in") or not carried.get("messages_out"):
+        return None
+    return EntryCosts(send_s=send_s, recv_s=recv_s, mean_in=carried["entries_in"] / carried["messages_in"],
+                      mean_out=carried["entries_out"] / carried["messages_out"])
 
 
 def fit_gc(pauses_s: list[float], items: int) -> GcProfile | None:
@@ -665,10 +784,17 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
     wake_probe = measure_wake()
     write_walls, write_cpus = measure_write(work_dir)
     probe_within, probe_grow, block = measure_fsync_grow(work_dir)
-    restarts = measure_restart(work_dir, nodes=nodes, seed=seed)
+    entry_send_s, entry_recv_s = measure_entry_codec()
+    restarts = restart_samples(work_dir / "restart-probe", nodes=nodes, seed=seed)
     cpu = measure_cpu(work_dir, nodes=nodes, clients=clients, duration_s=duration_s, seed=seed, runs=runs,
                       wake_probe_s=float(np.median(wake_probe)) if wake_probe else None)
     summary = cpu["summary"]
+    # restarts again, on a copy of the first CPU run's durable state: what recovering a log costs per entry
+    first_run = work_dir / ("raft" if runs == 1 else "raft-0")
+    entries = float(np.mean([log_entries(first_run / f"node-{r}" / "state") for r in range(nodes)]))
+    recovering = restart_samples(work_dir / "recovery-probe", nodes=nodes, restarts=nodes, seed=seed,
+                                 state_from=first_run)
+    recovery = fit_recovery(restarts, recovering, entries)
     by_kind = cpu["busy_periods"].get("node_by_kind")
     fsync_grow, grow_source = fsync_grow_kind(cpu["fsync_s"], cpu["fsync_grow_s"], probe_within, probe_grow)
     try:
@@ -698,20 +824,24 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
         fsync=Empirical.fit(cpu["fsync_s"]) if cpu["fsync_s"] else LogNormal.fit(fsync_samples),
         # ... split by whether an append of it reached a new file block (the allocation's metadata commits too)
         fsync_grow=fsync_grow, block_bytes=block,
+        # the frame path's CPU per log entry a message carries, around the run's mean entries per message
+        entries=_entry_costs(entry_send_s, entry_recv_s, cpu["carried"]),
         # the interpreter's older-generation collections in the nodes and in the client process (their pauses)
         gc=fit_gc(cpu["gc"]["node"]["pauses_s"], cpu["gc"]["node"]["items"]),
         client_gc=fit_gc(cpu["gc"]["client"]["pauses_s"], cpu["gc"]["client"]["items"]),
         write_bandwidth_GBps=bandwidth,
         # with fsync off (page cache only), probed on the real storage code apart from any run
         write=Empirical.fit(write_walls), write_cpu=LogNormal(float(np.median(write_cpus))),
-        restart=LogNormal.fit(restarts),
+        **recovery,
         loopback=LogNormal.fit(loopback),
         client_per_op=LogNormal(cpu["client_per_op_s"]),
         measured={**facts, "cores_used": cores, "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   "config": {"protocol": "raft", "nodes": nodes, "clients": clients, "duration_s": duration_s,
                              "seed": seed, "runs": runs, "fsync": True},
                   "samples": {"fsync": len(fsync_samples), "loopback": len(loopback), "handoff": len(handoff),
-                              "inputs": cpu["inputs"], "write": len(write_walls), "restart": len(restarts)},
+                              "inputs": cpu["inputs"], "write": len(write_walls), "restart": len(restarts[0])},
+                  # restarts on a copy of the first CPU run's logs (their CPU until ready, s) and those logs' entries
+                  "recovery_probe": {"entries": entries, "cpu_s": recovering[1], "wall_s": recovering[0]},
                   "busy_periods": cpu["busy_periods"], "group_commit": cpu["group_commit"],
                   # the direct probe of a wake-up (an idle loop, one message, a no-op callback): beside the fits
                   "wake_probe": {"samples": len(wake_probe), **asdict(LogNormal.fit(wake_probe))},

@@ -41,7 +41,7 @@ from seedance.engine.effects import (
 )
 from seedance.engine.rng import node_rng
 from seedance.errors import FrameError
-from seedance.models.host import ITEM_KINDS
+from seedance.models.host import ITEM_KINDS, carried_entries
 from seedance.models.protocols.contract import ClientRequest, CollectiveDone, ProtocolSpec, Reply, Send
 from seedance.models.wire import Codec
 from seedance.real.collectives import CollectiveEngine
@@ -238,6 +238,11 @@ class NodeRuntime:
         # profile: (group, handoff ns, write+fsync ns, its CPU ns, 1 if an append reached a new file block else 0)
         self._sync_stats: list[tuple[int, int, int, int, int]] = []
         self._gc_pauses: GcPauses | None = None  # profile: the interpreter's older-generation collections
+        # profile: per handler sample, the log entries its input carried and its sends carried (encoded in the
+        # handler), so the profile can fit a cost per entry beside the cost per input
+        self._cpu_entries: dict[int, list[tuple[int, int]]] = {}
+        self._entries_out = 0
+        self._carried = [0, 0, 0, 0]  # profile: messages received, their entries, messages sent, their entries
         self.failed = False
         self._peer_queues: dict[int, asyncio.Queue] = {}
         self._clients: dict[Any, Connection] = {}
@@ -330,6 +335,8 @@ class NodeRuntime:
                 "loop_cpu_ns": time.thread_time_ns() - self._loop_cpu_start,
                 "process_cpu_ns": time.process_time_ns() - self._process_cpu_start,  # every thread's
                 "handler_ns": {INPUT_NAMES[k]: v for k, v in self._cpu_profile.items()},
+                "handler_entries": {INPUT_NAMES[k]: v for k, v in self._cpu_entries.items()},
+                "carried": dict(zip(("messages_in", "entries_in", "messages_out", "entries_out"), self._carried)),
                 "busy_periods": self._busy.periods if self._busy is not None else [],
                 "syncs": self._sync_stats,
                 **({"gc": self._gc_pauses.close(), "items": self._busy.items} if self._gc_pauses is not None
@@ -382,12 +389,18 @@ class NodeRuntime:
         if self.failed or self.engine is None:
             return
         if self._cpu_profile is not None:
+            out0 = self._entries_out
             start = time.thread_time_ns()
             self._handle_input(kind, value)
             spent = time.thread_time_ns() - start
             samples = self._cpu_profile.setdefault(kind, [])
             if len(samples) < 50_000:
                 samples.append(spent)
+                self._cpu_entries.setdefault(kind, []).append(
+                    (carried_entries(value[1]) if kind == MESSAGE else 0, self._entries_out - out0))
+            if kind == MESSAGE:
+                self._carried[0] += 1
+                self._carried[1] += carried_entries(value[1])
             if self._busy is not None:
                 self._busy.items += 1
                 self._busy.kinds[kind] += 1
@@ -415,6 +428,11 @@ class NodeRuntime:
 
     # ------------------------------------------------------------------ the engine's driver (see engine.effects)
     def send(self, effect: Send, cursor: float) -> None:
+        if self._cpu_profile is not None:
+            carried = carried_entries(effect.message)
+            self._entries_out += carried
+            self._carried[2] += 1
+            self._carried[3] += carried
         self._send(effect)
         if self.trace.enabled:
             self.trace.record("send", self.cfg.node_id, type(effect.message).__name__, effect.dst, effect.size_bytes,

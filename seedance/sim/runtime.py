@@ -42,7 +42,7 @@ from seedance.models.compute import work_time_s
 from seedance.models.protocols.contract import ClientRequest, CollectiveDone, ProtocolSpec, Reply
 from seedance.sim.config import CpuConfig, StorageConfig
 from seedance.sim.kernel import Call
-from seedance.models.host import CorePool, HostProfile
+from seedance.models.host import CorePool, HostProfile, carried_entries
 from seedance.sim.network import Network
 from seedance.sim.storage import Storage
 from seedance.tracing import Trace
@@ -66,7 +66,7 @@ class Host:
 
     __slots__ = ("node_id", "runtime", "node", "engine", "up", "incarnation", "boots", "paused", "busy_until",
                  "inbox", "timer_rate", "storage", "wake_at", "deferred", "handled", "stream_free", "device_kind",
-                 "syncs", "woke", "wakeups", "ahead", "turn_end")
+                 "syncs", "woke", "wakeups", "ahead", "turn_end", "owed")
 
     def __init__(self, node_id: int, runtime: Runtime, storage: Storage, device_kind: str | None) -> None:
         self.node_id = node_id
@@ -88,6 +88,7 @@ class Host:
         self.device_kind = device_kind
         self.syncs = 0
         self.woke = False  # an amortised host: the next input handled starts a busy period (pays the wake-up)
+        self.owed = 0.0  # a measured host: CPU of its sends' entries (around the profile's mean), paid next item
         self.wakeups = 0  # busy periods started (an amortised host)
         self.ahead = 0  # an amortised host: inputs queued when the one being handled started (see Runtime._arrive)
         self.turn_end = -1.0  # when the last input's effects were performed (what it scheduled with no delay arrives)
@@ -99,6 +100,9 @@ class Host:
 
     # ------------------------------------------------------------------------------------ the engine's driver
     def send(self, effect: Any, cursor: float) -> None:
+        costs = self.runtime._entry_costs
+        if costs is not None:  # encoding the entries it carries: paid with the node's next item (see owe)
+            self.owed += costs.sent(carried_entries(effect.message))
         self.runtime._send(self.node_id, effect.dst, effect.message, effect.size_bytes, cursor)
 
     def arm_timer(self, name: Any, token: int, delay_s: float, cursor: float) -> None:
@@ -214,6 +218,7 @@ class Runtime:
             host.cores, host.tenants,  # other tenants' bursts: their own stream, apart from the service times
             np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(HOST_STREAM, 1))))
         self._amortised = host is not None and host.amortised
+        self._entry_costs = None if host is None else host.entries
         self._client_busy = 0.0
         self._connected: set[tuple[int, int]] = set()  # (client, node) connections opened (a modelled host)
         self._accept_free: dict[int, float] = {}  # per node: when its last connection set-up is done
@@ -274,6 +279,7 @@ class Runtime:
         host.wake_at = None
         host.busy_until = now
         host.stream_free = now
+        host.owed = 0.0
         if self._tracing:
             self._record((now, "crash", node_id, lost))
         if self.collectives is not None:
@@ -292,10 +298,15 @@ class Runtime:
             self._record((now, "restart", node_id, host.incarnation))
         durable = host.storage.durable_state()
         model = self.host
-        # a measured host: the node process's restart (spawn to serving), inputs queueing behind it
+        # a measured host: the node process's restart (spawn to serving), inputs queueing behind it; where
+        # measured, its CPU on a shared core (more for a longer durable log), which the running nodes feel
         recover = model.restart.draw(self._host_rng) if model is not None and model.restart is not None \
             else self._recover_s
-        self._run(host, node.on_recover(durable, now), now + recover)
+        ready = now + recover
+        if model is not None and model.restart_cpu is not None:
+            per_entry = (model.recover_per_entry_s or 0.0) * sum(len(log) for log in durable.logs.values())
+            ready = max(ready + per_entry, self.cores.take(now, model.restart_cpu.draw(self._host_rng) + per_entry))
+        self._run(host, node.on_recover(durable, now), ready)
 
     def pause(self, node_id: int) -> None:
         host = self.hosts[node_id]
@@ -466,11 +477,23 @@ class Runtime:
             self._handle(host, kind, value, now)
         self._arm(host)
 
+    @staticmethod
+    def _owe(host: Host, cost: float) -> float:
+        """An item's CPU with what the node owes for its sends' entries; the per-entry costs are centred on the
+        profile run's mean entries per message, so a share can be negative: never below zero, the rest carried."""
+        if host.owed == 0.0:
+            if cost >= 0.0:
+                return cost
+        total, host.owed = cost + host.owed, 0.0
+        if total < 0.0:
+            host.owed, total = total, 0.0
+        return total
+
     def _handle(self, host: Host, kind: int, value: Any, now: float) -> None:
         engine = host.engine
         host.ahead = len(host.inbox)
         if kind == SYNCED:  # an amortised host's fsync completion: the effects behind it run on the loop's CPU
-            cursor = self.cores.take(now, self.host.completion_cost(self._host_rng, host.woke))
+            cursor = self.cores.take(now, self._owe(host, self.host.completion_cost(self._host_rng, host.woke)))
             host.woke = False
             host.busy_until = host.turn_end = cursor
             engine.durable(value, cursor)
@@ -489,7 +512,10 @@ class Runtime:
         if self.host is None:
             cursor = now + self._cost[kind]
         else:
-            cursor = self.cores.take(now, self.host.cpu_cost(kind, self._host_rng, host.woke))
+            cost = self.host.cpu_cost(kind, self._host_rng, host.woke)
+            if self._entry_costs is not None and kind == MESSAGE:  # decoding the entries it carries
+                cost += self._entry_costs.received(carried_entries(value[1]))
+            cursor = self.cores.take(now, self._owe(host, cost))
             host.woke = False
         host.busy_until = host.turn_end = cursor
         if effects:
