@@ -153,3 +153,22 @@ def test_the_cores_speed_is_metered_for_real_and_scales_the_cpu_for_that_run():
     assert at_run(metered, None, 1.0) is metered
     fast = predict("raft", 3, Config(8), 0.4, 1, metered)["throughput_ops_s"]
     assert predict("raft", 3, Config(8), 0.4, 1, slow)["throughput_ops_s"] < 0.8 * fast
+
+
+def test_the_headline_predictions_are_anchored_on_the_fitted_rounds_and_the_unanchored_stay_beside(tmp_path):
+    """With the fitted configuration among the experiment's, ``sim_*`` are the anchored predictions (the CPU level
+    set by the fitted configuration's own real rounds), ``unanchored_sim_*`` the ones before the anchor, and the
+    summary reports both; the fitted rows' anchored throughput lands near their real one."""
+    from seedance.analysis.sim_vs_real import Config, run_experiment
+
+    profile = _profile()
+    result = run_experiment(protocol="raft", out=tmp_path, profile=profile, configs=[Config(2), Config(8)],
+                            repeats=2, duration_s=0.5)
+    frame, summary = result["frame"], result["summary"]
+    assert {"unanchored_sim_ops_s", "unanchored_sim_p99_ms", "real_cpu_speed"} <= set(frame.columns)
+    anchored = summary["anchored"]
+    assert anchored["config"] == "clients=8" and anchored["factor"] > 0
+    assert set(anchored["unanchored_median_abs_rel_error_heldout"]) == {"ops_s", "p50_ms", "p99_ms"}
+    fitted = next(r for r in summary["rows"] if not r["held_out"])
+    assert fitted["sim_ops_s"] == pytest.approx(fitted["real_ops_s"], rel=0.2)
+    assert summary["median_abs_rel_error_throughput_heldout"] is not None
