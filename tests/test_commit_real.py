@@ -47,11 +47,13 @@ def test_real_training_matches_the_simulator_and_checkpoints_atomically(tmp_path
 
 def test_real_f2_buggy_drifts_and_is_caught_fixed_rolls_back(tmp_path: Path):
     # on a loaded machine a real allreduce can finish before its injected 1 µs deadline fires (the node reports it);
-    # at least one of the three timeouts must bite, so run again (another seed) when none did
-    for seed in (2, 3, 4):
+    # the drift needs the timeouts to bite, so run again (another seed) while some did not and nothing drifted (one
+    # bite of nine was not always enough: replica_l2_max 0.0 once in a full run under load). A run where every
+    # injection bit must drift.
+    for seed in (2, 3, 4, 5, 6):
         buggy = real_train(world=WORLD, steps=30, commit_every=10, scenario="F2", variant="buggy", seed=seed,
                            out=tmp_path / f"F2-buggy-{seed}", timeout_s=240)
-        if buggy["injections_missed"] < 3 * WORLD:
+        if buggy["injections_missed"] == 0 or buggy["replica_l2_max"] > 1e-3:
             break
     assert buggy["finished"], buggy
     assert buggy["replica_l2_max"] > 1e-3 and buggy["alarms"] >= 1 and buggy["detected"]
