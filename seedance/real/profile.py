@@ -244,17 +244,13 @@ def restart_samples(run_dir: Path, *, nodes: int = 3, restarts: int = 8, seed: i
 
 
 def log_entries(state_dir: Path) -> int:
-    """Records in a node's durable logs (``logs/*.log``: ``[u32 length][u32 crc32][body]`` each)."""
-    import struct
+    """Entries in a Raft node's durable logs, read by the real storage (read-only: the state is left as it is)."""
+    from seedance.models.protocols.registry import get
+    from seedance.models.wire import Codec
+    from seedance.real.storage import DiskStorage
 
-    count = 0
-    for path in sorted((state_dir / "logs").glob("*.log")):
-        raw, pos = path.read_bytes(), 0
-        while pos + 8 <= len(raw):
-            (length,) = struct.unpack_from(">I", raw, pos)
-            pos += 8 + length
-            count += pos <= len(raw)
-    return count
+    durable = DiskStorage(state_dir, Codec(get("raft").message_types)).load(read_only=True)
+    return sum(len(log) for log in durable.logs.values())
 
 
 def fit_recovery(empty: tuple[list[float], list[float]], populated: tuple[list[float], list[float]],

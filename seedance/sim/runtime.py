@@ -157,8 +157,13 @@ class Host:
         else:  # the fsync (or, with fsync off, the write alone), and the loop's round trip to its storage thread
             synced = runtime._fsync  # and back when measured; an fsync that allocates a file block commits
             # the allocation's metadata too (its own measured kind, where the profile has it)
-            kind = model.fsync if not synced or not storage.grows or model.fsync_grow is None else model.fsync_grow
-            fsync = (kind if synced else model.write).draw(runtime._host_rng)  # type: ignore[union-attr]
+            if not synced:
+                service = model.write
+            elif storage.grows and model.fsync_grow is not None:
+                service = model.fsync_grow
+            else:
+                service = model.fsync
+            fsync = service.draw(runtime._host_rng)  # type: ignore[union-attr]
             if model.handoff is not None:
                 fsync += model.handoff.draw(runtime._host_rng)
             start = model.sync_start_cost(runtime._host_rng) if runtime._amortised else 0.0
@@ -481,13 +486,9 @@ class Runtime:
     def _owe(host: Host, cost: float) -> float:
         """An item's CPU with what the node owes for its sends' entries; the per-entry costs are centred on the
         profile run's mean entries per message, so a share can be negative: never below zero, the rest carried."""
-        if host.owed == 0.0:
-            if cost >= 0.0:
-                return cost
-        total, host.owed = cost + host.owed, 0.0
-        if total < 0.0:
-            host.owed, total = total, 0.0
-        return total
+        total = cost + host.owed
+        host.owed = min(total, 0.0)
+        return max(total, 0.0)
 
     def _handle(self, host: Host, kind: int, value: Any, now: float) -> None:
         engine = host.engine

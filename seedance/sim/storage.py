@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from seedance.models.host import reaches_new_block
 from seedance.models.protocols.contract import DurableState, Persist, PersistLog, PersistRecords
 
 
@@ -67,7 +68,7 @@ class Storage:
         self.fsyncs = 0
         self.lost_writes = 0
         self.block_bytes = block_bytes
-        self.file_sizes: dict[str, list[int]] = {}  # log key or record table -> [entries, bytes] as written
+        self.file_sizes: dict[Any, list[int]] = {}  # log key or ("records", table) -> [entries, bytes] as written
         self.grows = False  # since the last booked sync: a write reached a new file block (see the module docstring)
 
     def _grow(self, effect: Any) -> None:
@@ -75,7 +76,7 @@ class Storage:
         if kind is not PersistLog and kind is not PersistRecords:  # a value or checkpoint: written as new files
             self.grows = True
             return
-        key = effect.key if kind is PersistLog else "\x00records\x00" + effect.table
+        key = effect.key if kind is PersistLog else ("records", effect.table)
         size = self.file_sizes.get(key)
         if size is None:
             size = self.file_sizes[key] = [0, 0]
@@ -87,8 +88,8 @@ class Storage:
         else:
             size[0] += 1
         before = size[1]
-        size[1] = after = before + effect.size_bytes
-        if after > before and (before == 0 or (after - 1) // self.block_bytes > (before - 1) // self.block_bytes):
+        size[1] = before + effect.size_bytes
+        if reaches_new_block(before, size[1], self.block_bytes):
             self.grows = True
 
     def stage(self, effect: Any) -> None:
