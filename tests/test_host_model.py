@@ -684,3 +684,70 @@ def test_a_restart_takes_its_cpu_on_a_shared_core_and_more_for_a_longer_log(tmp_
     assert log_entries(tmp_path / "state") == 5
     fit = fit_recovery(([0.02, 0.021], [0.018, 0.019]), ([0.05], [0.0485]), entries=6000)
     assert fit["recover_per_entry_s"] == pytest.approx(5e-6) and fit["restart_cpu"].median_s > 0
+
+
+def test_the_storage_thread_runs_only_while_the_loop_lets_go_of_the_interpreters_lock(monkeypatch):
+    """A node's storage thread shares one interpreter with its loop: each of its steps (before the syscall, and
+    after it to hand the result back) waits until the loop thread is idle (its inbox empty, its input done) or has
+    waited the switch interval; while the thread runs its own CPU the loop waits. A costly loop makes writes wait."""
+    from seedance.sim.runtime import SWITCH_INTERVAL_S, Runtime
+
+    granted = []  # (waited from, granted at, the loop idle then)
+    try_lock = Runtime._lock_try
+
+    def spy(self, event):
+        host = event.args[0]
+        before = len(host.lock_waiters)
+        waiting_since = host.lock_waiters[0][1] if before else None
+        now = self.env.now
+        idle = not host.inbox and host.busy_until <= now + 1e-12  # before the thread's own CPU
+        try_lock(self, event)
+        if before and len(host.lock_waiters) < before:
+            granted.append((waiting_since, now, idle))
+
+    monkeypatch.setattr(Runtime, "_lock_try", spy)
+    costly = amortised(cpu={"message": LogNormal(400e-6, 0.5, 3e-3), "timer": LogNormal(23e-6, 0.9, 3e-4),
+                            "client": LogNormal(300e-6, 0.5, 3e-3), "persisted": LogNormal(18e-6, 1.3, 4e-4)})
+    result = run(costly, clients=8, duration_s=0.3)
+    assert result.ops_ok > 0 and len(granted) > result.ops_ok  # two steps per write (groups of writes)
+    waits = np.asarray([at - since for since, at, _ in granted])
+    # every step ran with the loop idle, except one that waited the switch interval out
+    assert all(idle or wait >= SWITCH_INTERVAL_S - 1e-9 for (_, _, idle), wait in zip(granted, waits))
+    assert np.quantile(waits, 0.9) > 100e-6  # a busy loop kept the thread waiting
+    granted.clear()
+    monkeypatch.setattr(Runtime, "_lock_try", try_lock)
+    cheap = amortised()
+    assert run(cheap, clients=8, duration_s=0.3).throughput_ops_s == run(cheap, clients=8, duration_s=0.3).throughput_ops_s
+
+
+def test_a_real_executor_job_waits_for_the_loop_thread_to_let_go_of_the_lock():
+    """What the simulator's lock model rests on, measured on this interpreter: a job submitted to a one-thread
+    executor (the real runtime's storage thread) while the loop thread keeps running Python starts only after it
+    stops (here ~2 ms of loop work, under the 5 ms switch interval), not ~40 us after the submission."""
+    import asyncio
+    import concurrent.futures
+    import time
+
+    executor = concurrent.futures.ThreadPoolExecutor(1)
+
+    async def once(busy_s: float) -> float:
+        loop = asyncio.get_running_loop()
+        submitted = time.perf_counter()
+        future = loop.run_in_executor(executor, time.perf_counter)
+        end = submitted + busy_s
+        while time.perf_counter() < end:  # the loop thread's own work, holding the lock
+            pass
+        return await future - submitted
+
+    async def main() -> list[float]:
+        out = []
+        for _ in range(20):
+            await asyncio.sleep(0.001)
+            out.append(await once(2e-3))
+        return out
+
+    try:
+        started = asyncio.run(main())
+    finally:
+        executor.shutdown()
+    assert np.median(started) >= 1.9e-3

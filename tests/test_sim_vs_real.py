@@ -69,12 +69,14 @@ def test_the_cpu_anchor_recovers_the_factor_a_slower_machine_ran_at():
 
     profile = _profile()
     slow = profile.scaled_cpu(1.6)
+    # 1 s runs: in 0.4 s ones the throughput wiggled by +-10 % from one factor to the next (the storage threads'
+    # waits for the interpreter's lock), more than the 5 % the anchored prediction is held to
     rows = [{"config": Config(8).name, "held_out": False, "round": r, "real_tenant_cores": None,
-             "real_ops_s": predict("raft", 3, Config(8), 0.4, r + 1, slow)["throughput_ops_s"],
-             "sim_ops_s": predict("raft", 3, Config(8), 0.4, r + 1, profile)["throughput_ops_s"]} for r in range(2)]
+             "real_ops_s": predict("raft", 3, Config(8), 1.0, r + 1, slow)["throughput_ops_s"],
+             "sim_ops_s": predict("raft", 3, Config(8), 1.0, r + 1, profile)["throughput_ops_s"]} for r in range(2)]
     rows.append({"config": Config(2).name, "held_out": True, "round": 0, "real_tenant_cores": None,
                  "real_ops_s": 1.0, "sim_ops_s": 1.0})  # a held-out row: never looked at
-    anchor = anchor_cpu(rows, profile, protocol="raft", nodes=3, configs=[Config(2), Config(8)], duration_s=0.4)
+    anchor = anchor_cpu(rows, profile, protocol="raft", nodes=3, configs=[Config(2), Config(8)], duration_s=1.0)
     assert anchor["config"] == "clients=8" and anchor["factor"] == pytest.approx(1.6, rel=0.08)
     assert anchor["sim_ops_s"] == pytest.approx(anchor["real_ops_s"], rel=0.05)
     assert anchor["sim_ops_s_unscaled"] > 1.2 * anchor["real_ops_s"]

@@ -10,7 +10,10 @@ rules, node RNG — is :mod:`seedance.engine`, shared with the real backend):
 * Durable writes: when the engine asks for a sync, the host's disk model books one fsync of the whole group
   (``fsync_s + bytes / bandwidth`` after the disk is free); the engine holds every later effect until it
   completes. The CPU stays free meanwhile (fsync is I/O wait, as in the real backend, whose fsync runs off the event
-  loop): inputs keep being handled and their effects queue behind the write.
+  loop): inputs keep being handled and their effects queue behind the write. On a measured host the write goes
+  through the node's storage thread, which shares the interpreter's lock with the loop thread: its steps before
+  and after the syscall wait until the loop is idle (or has run a switch interval), and its own CPU holds the loop
+  (:meth:`Runtime.with_lock`).
 * A node's timers run at ``timer_rate`` (clock-skew fault): a delay d fires after d / rate.
 * Work (``StartWork``) runs on the node's device stream, in order: it takes the compute model's time
   (:mod:`seedance.models.compute`, by the device kind of the node's topology device) plus ``params["duration_s"]``;
@@ -49,6 +52,9 @@ from seedance.tracing import Trace
 
 HOST_STREAM = 0x686F7374  # "host": the host model's draws, apart from every other stream of the root seed
 SYNCED = 6  # an amortised host's fsync completion, queued for the node's CPU like an input (not a node input)
+# CPython's switch interval (sys.getswitchinterval(), 5 ms by default): a thread that has waited this long for the
+# interpreter's lock makes the running thread drop it at its next check
+SWITCH_INTERVAL_S = 0.005
 
 __all__ = ["CLIENT", "COLLECTIVE", "MESSAGE", "PERSISTED", "TIMER", "WORK", "Host", "Runtime"]
 
@@ -66,7 +72,7 @@ class Host:
 
     __slots__ = ("node_id", "runtime", "node", "engine", "up", "incarnation", "boots", "paused", "busy_until",
                  "inbox", "timer_rate", "storage", "wake_at", "deferred", "handled", "stream_free", "device_kind",
-                 "syncs", "woke", "wakeups", "ahead", "turn_end", "owed")
+                 "syncs", "woke", "wakeups", "ahead", "turn_end", "owed", "lock_waiters")
 
     def __init__(self, node_id: int, runtime: Runtime, storage: Storage, device_kind: str | None) -> None:
         self.node_id = node_id
@@ -92,6 +98,8 @@ class Host:
         self.wakeups = 0  # busy periods started (an amortised host)
         self.ahead = 0  # an amortised host: inputs queued when the one being handled started (see Runtime._arrive)
         self.turn_end = -1.0  # when the last input's effects were performed (what it scheduled with no delay arrives)
+        # a measured host: the storage thread's steps waiting for the interpreter's lock (Runtime.with_lock)
+        self.lock_waiters: deque[tuple[int, float, Callable[..., None], tuple[Any, ...]]] = deque()
 
     @property
     def waiting(self) -> bool:
@@ -154,36 +162,23 @@ class Host:
         model = runtime.host
         if model is None:
             done = storage.sync_done_s(cursor, None)
-        else:  # the fsync (or, with fsync off, the write alone), and the loop's round trip to its storage thread
-            synced = runtime._fsync  # and back when measured; an fsync that allocates a file block commits
-            # the allocation's metadata too (its own measured kind, where the profile has it)
-            if not synced:
-                service = model.write
-            elif storage.grows and model.fsync_grow is not None:
-                service = model.fsync_grow
-            else:
-                service = model.fsync
-            fsync = service.draw(runtime._host_rng)  # type: ignore[union-attr]
-            if model.handoff is not None:
-                fsync += model.handoff.draw(runtime._host_rng)
-            start = model.sync_start_cost(runtime._host_rng) if runtime._amortised else 0.0
-            if start:  # the loop hands the write to its storage thread: its own CPU, before the thread starts
-                cursor = runtime.cores.take(cursor, start)
-                if cursor > self.busy_until:
-                    self.busy_until = cursor
-            thread_cpu = model.sync_cpu if synced else None
-            if thread_cpu is not None:  # the storage thread's own CPU, on a shared core, before the wait
-                cursor = runtime.cores.take_background(cursor, thread_cpu.draw(runtime._host_rng))
-            done = storage.sync_done_s(cursor, fsync)
-            inside = model.fsync_cpu if synced else model.write_cpu
-            if inside is not None:  # its CPU inside the write (+ fsync): a core held during the wait
-                held = runtime.cores.take_background(cursor, inside.draw(runtime._host_rng))
-                if held > done:
-                    done = held
+            self.syncs += 1
+            if runtime._tracing:
+                runtime._record((cursor, "persist", self.node_id, len(storage.staged), storage.staged_bytes, done))
+            runtime._at(done, runtime._persisted, (self, self.incarnation, group))
+            return
+        # a measured host: the loop hands the write (or, with fsync off, the write alone) to its storage thread,
+        # which runs Python only while it holds the interpreter's lock (Runtime.with_lock), then the syscall with
+        # the lock let go, then takes the lock again to hand the result back through the loop's self-pipe
+        start = model.sync_start_cost(runtime._host_rng) if runtime._amortised else 0.0
+        if start:  # the loop's own CPU to hand the write over, before the thread starts
+            cursor = runtime.cores.take(cursor, start)
+            if cursor > self.busy_until:
+                self.busy_until = cursor
+        handoff = model.handoff.draw(runtime._host_rng) if model.handoff is not None else 0.0
         self.syncs += 1
-        if runtime._tracing:
-            runtime._record((cursor, "persist", self.node_id, len(storage.staged), storage.staged_bytes, done))
-        runtime._at(done, runtime._persisted, (self, self.incarnation, group))
+        runtime.with_lock(self, cursor + handoff / 2, runtime._sync_thread,
+                          (self, self.incarnation, group, handoff, cursor))
 
     def deliver_later(self, kind: int, value: Any, cursor: float) -> None:
         runtime = self.runtime
@@ -225,6 +220,7 @@ class Runtime:
         self._amortised = host is not None and host.amortised
         self._entry_costs = None if host is None else host.entries
         self._client_busy = 0.0
+        self._lock_seq = 0  # numbers the storage threads' waits for the interpreter's lock (with_lock)
         self._connected: set[tuple[int, int]] = set()  # (client, node) connections opened (a modelled host)
         self._accept_free: dict[int, float] = {}  # per node: when its last connection set-up is done
         kinds = network.topology.device_kinds
@@ -285,6 +281,7 @@ class Runtime:
         host.busy_until = now
         host.stream_free = now
         host.owed = 0.0
+        host.lock_waiters.clear()
         if self._tracing:
             self._record((now, "crash", node_id, lost))
         if self.collectives is not None:
@@ -333,6 +330,8 @@ class Runtime:
         if host.deferred is not None:
             group, host.deferred = host.deferred, None
             host.engine.durable(group, now)  # type: ignore[union-attr]
+        if host.lock_waiters:  # the storage thread was stopped with the process
+            self._at(now, self._lock_try, (host, host.incarnation, None))
         self._arm(host)
 
     def hog(self, node_id: int, until_s: float) -> None:
@@ -532,6 +531,83 @@ class Runtime:
         if effects:
             host.engine.perform(effects, cursor)
         self._arm(host)
+
+    # --------------------------------------------------------------------------- a measured host's storage thread
+    def with_lock(self, host: Host, ready_at: float, fn: Callable[..., None], args: tuple[Any, ...]) -> None:
+        """Run ``fn(*args)`` once the node's storage thread, ready at ``ready_at``, holds the interpreter's lock.
+
+        A node process runs its event loop and its storage thread in one interpreter: the thread runs Python only
+        while it holds the lock, and the loop thread holds it for as long as it handles inputs, letting go when it
+        blocks in ``select`` (its inbox empty) or after the thread has waited :data:`SWITCH_INTERVAL_S`. Measured
+        here: an executor job submitted at the start of 100 / 300 / 1,000 / 3,000 us of loop work started
+        147 / 338 / 1,066 / 3,176 us later (38 us with the loop idle). So a write requested early in a busy stretch
+        waits for the stretch to end, twice (before the syscall and after it, to hand the result back)."""
+        self._lock_seq += 1
+        host.lock_waiters.append((self._lock_seq, ready_at, fn, args))
+        self._at(ready_at, self._lock_try, (host, host.incarnation, None))
+        self._at(ready_at + SWITCH_INTERVAL_S, self._lock_try, (host, host.incarnation, self._lock_seq))
+
+    def _lock_try(self, event: Call) -> None:
+        host, incarnation, forced = event.args
+        if host.incarnation != incarnation or not host.lock_waiters:
+            return
+        now = self.env._now
+        seq, ready_at, fn, args = host.lock_waiters[0]
+        if ready_at > now or (forced is not None and forced != seq):
+            return  # its own attempt comes later; or this is an older wait's deadline
+        if forced is None and (host.paused or host.inbox or host.busy_until > now):
+            # the loop holds the lock: try again once its current input is done (just after a wake-up due now)
+            self._at(max(host.busy_until, self._ready_at(host), now + 1e-9), self._lock_try,
+                     (host, incarnation, None))
+            return
+        if host.paused:
+            return  # stopped with its process (resume tries again)
+        host.lock_waiters.popleft()
+        fn(*args)
+
+    def _sync_thread(self, host: Host, incarnation: int, group: list[Any], handoff: float,
+                     requested: float) -> None:
+        """The storage thread holds the lock: its own CPU (the loop waits for the lock meanwhile), then the write
+        (+ fsync) with the lock let go; an fsync that allocates a file block commits the allocation's metadata too
+        (its own measured kind, where the profile has it)."""
+        model = self.host
+        storage = host.storage
+        rng = self._host_rng
+        now = self.env._now
+        if not self._fsync:
+            service = model.write  # type: ignore[union-attr]
+        elif storage.grows and model.fsync_grow is not None:  # type: ignore[union-attr]
+            service = model.fsync_grow  # type: ignore[union-attr]
+        else:
+            service = model.fsync  # type: ignore[union-attr]
+        syscall = service.draw(rng)  # type: ignore[union-attr]
+        cursor = now
+        if model.sync_cpu is not None:  # type: ignore[union-attr]  # its Python, with or without the fsync
+            cursor = self.cores.take_background(now, model.sync_cpu.draw(rng))  # type: ignore[union-attr]
+            if cursor > host.busy_until:
+                host.busy_until = cursor
+        done = storage.sync_done_s(cursor, syscall)
+        inside = model.fsync_cpu if self._fsync else model.write_cpu  # type: ignore[union-attr]
+        if inside is not None:  # its CPU inside the write (+ fsync): a core held during the wait
+            held = self.cores.take_background(cursor, inside.draw(rng))  # type: ignore[union-attr]
+            if held > done:
+                done = held
+        self._at(done, self._sync_returned, (host, incarnation, group, handoff, requested))
+
+    def _sync_returned(self, event: Call) -> None:
+        """The syscall returned: the thread needs the lock again to hand the result to the loop."""
+        host, incarnation, group, handoff, requested = event.args
+        if host.incarnation == incarnation:
+            self.with_lock(host, self.env._now, self._sync_handed, (host, incarnation, group, handoff, requested))
+
+    def _sync_handed(self, host: Host, incarnation: int, group: list[Any], handoff: float, requested: float) -> None:
+        """The thread hands the result back through the loop's self-pipe: the loop has it after its wake-up (as
+        the real backend's trace, the write is recorded then, from its request to the loop having it)."""
+        done = self.env._now + handoff / 2
+        if self._tracing:
+            storage = host.storage
+            self._record((requested, "persist", host.node_id, len(storage.staged), storage.staged_bytes, done))
+        self._at(done, self._persisted, (host, incarnation, group))
 
     # -------------------------------------------------------------------------------------------------- effects
     def _persisted(self, event: Call) -> None:
