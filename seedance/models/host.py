@@ -24,11 +24,12 @@ simulator's textbook constants leave out:
   frame), paid before its first request to that node; measured by the profile run's client process; ``accept``
   (optional) is the node's serial part of it: simultaneous set-ups at one node queue behind each other;
 * ``sync_cpu`` (optional): the storage thread's CPU per fsync (the writes and the fsync's kernel work), taken on a
-  shared core before the fsync's wait; ``fsync_cpu`` (optional) is the part of it spent inside the timed write +
-  fsync (so already inside ``fsync``'s wall time): it holds a core during the wait instead, and ``sync_cpu`` is then
-  only the rest;
+  shared core before the fsync's wait, while the thread holds the interpreter's lock (the loop waits meanwhile;
+  charged with fsync off too: the thread runs the same code around the write); ``fsync_cpu`` (optional) is the part
+  of it spent inside the timed write + fsync (so already inside ``fsync``'s wall time): it holds a core during the
+  wait instead, and ``sync_cpu`` is then only the rest;
 * ``handoff`` (optional): the latency of the round trip from the event loop to its storage thread and back (thread
-  wake-up, the loop's wake-up by its self-pipe), added to every fsync;
+  wake-up, the loop's wake-up by its self-pipe), half before the thread starts and half after it hands back;
 * ``tenants`` (optional): the machine's other tenants (other users' processes on a shared machine): the cores' worth
   of CPU they use (``busy_cores``, from ``/proc/stat`` less this process tree's own CPU) and how long one of their
   bursts keeps a core from a waking process (``slice``: the lateness of a sleeping thread's wake-ups beyond the

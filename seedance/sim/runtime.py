@@ -160,9 +160,9 @@ class Host:
         for effect in group:
             storage.stage(effect)
         model = runtime.host
+        self.syncs += 1
         if model is None:
             done = storage.sync_done_s(cursor, None)
-            self.syncs += 1
             if runtime._tracing:
                 runtime._record((cursor, "persist", self.node_id, len(storage.staged), storage.staged_bytes, done))
             runtime._at(done, runtime._persisted, (self, self.incarnation, group))
@@ -176,7 +176,6 @@ class Host:
             if cursor > self.busy_until:
                 self.busy_until = cursor
         handoff = model.handoff.draw(runtime._host_rng) if model.handoff is not None else 0.0
-        self.syncs += 1
         runtime.with_lock(self, cursor + handoff / 2, runtime._sync_thread,
                           (self, self.incarnation, group, handoff, cursor))
 
@@ -555,13 +554,13 @@ class Runtime:
         seq, ready_at, fn, args = host.lock_waiters[0]
         if ready_at > now or (forced is not None and forced != seq):
             return  # its own attempt comes later; or this is an older wait's deadline
-        if forced is None and (host.paused or host.inbox or host.busy_until > now):
+        if host.paused:
+            return  # stopped with its process (resume tries again)
+        if forced is None and (host.inbox or host.busy_until > now):
             # the loop holds the lock: try again once its current input is done (just after a wake-up due now)
             self._at(max(host.busy_until, self._ready_at(host), now + 1e-9), self._lock_try,
                      (host, incarnation, None))
             return
-        if host.paused:
-            return  # stopped with its process (resume tries again)
         host.lock_waiters.popleft()
         fn(*args)
 
@@ -570,26 +569,27 @@ class Runtime:
         """The storage thread holds the lock: its own CPU (the loop waits for the lock meanwhile), then the write
         (+ fsync) with the lock let go; an fsync that allocates a file block commits the allocation's metadata too
         (its own measured kind, where the profile has it)."""
-        model = self.host
+        model, cores = self.host, self.cores
+        assert model is not None and cores is not None  # a measured host's path only
         storage = host.storage
         rng = self._host_rng
         now = self.env._now
         if not self._fsync:
-            service = model.write  # type: ignore[union-attr]
-        elif storage.grows and model.fsync_grow is not None:  # type: ignore[union-attr]
-            service = model.fsync_grow  # type: ignore[union-attr]
+            service = model.write
+        elif storage.grows and model.fsync_grow is not None:
+            service = model.fsync_grow
         else:
-            service = model.fsync  # type: ignore[union-attr]
-        syscall = service.draw(rng)  # type: ignore[union-attr]
+            service = model.fsync
+        syscall = service.draw(rng)  # type: ignore[union-attr]  # write is set where fsync can be off
         cursor = now
-        if model.sync_cpu is not None:  # type: ignore[union-attr]  # its Python, with or without the fsync
-            cursor = self.cores.take_background(now, model.sync_cpu.draw(rng))  # type: ignore[union-attr]
+        if model.sync_cpu is not None:  # its Python, with or without the fsync
+            cursor = cores.take_background(now, model.sync_cpu.draw(rng))
             if cursor > host.busy_until:
                 host.busy_until = cursor
         done = storage.sync_done_s(cursor, syscall)
-        inside = model.fsync_cpu if self._fsync else model.write_cpu  # type: ignore[union-attr]
+        inside = model.fsync_cpu if self._fsync else model.write_cpu
         if inside is not None:  # its CPU inside the write (+ fsync): a core held during the wait
-            held = self.cores.take_background(cursor, inside.draw(rng))  # type: ignore[union-attr]
+            held = cores.take_background(cursor, inside.draw(rng))
             if held > done:
                 done = held
         self._at(done, self._sync_returned, (host, incarnation, group, handoff, requested))
