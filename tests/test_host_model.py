@@ -130,6 +130,9 @@ def test_profiles_round_trip_and_are_part_of_the_reproduce_command(tmp_path):
     ({"recover_per_entry_s": -1e-6}, "recover_per_entry_s"), ({"entries": {"send_s": 1e-6}}, "entries"),
     ({"entries": {"send_s": 1e-6, "recv_s": "x", "mean_in": 1, "mean_out": 1}}, "entries"),
     ({"restart_cpu": "fast"}, "restart_cpu"),
+    ({"spell": {"sigma": -0.1, "tau_s": 0.05}}, "spell.sigma"), ({"spell": {"sigma": 0.1, "tau_s": 0}}, "spell.tau_s"),
+    ({"spell": {"sigma": 0.1}}, "spell"), ({"spell": {"sigma": "x", "tau_s": 0.05}}, "spell.sigma"),
+    ({"handback": "slow"}, "handback"), ({"handback": {"p": [0, 1], "s": [2e-4, 1e-4]}}, "handback"),
 ])
 def test_a_bad_profile_is_refused_naming_the_field(tmp_path, change, field):
     data = amortised().to_dict()  # every field, the optional ones (amortisation, handoff) included
@@ -461,6 +464,9 @@ def test_a_profile_pools_its_cpu_runs(tmp_path):
         assert len(files) == 3
         per_run.append(sum(len(v) for f in files for v in json_.loads(f.read_text())["handler_ns"].values()))
     assert all(n > 0 for n in per_run) and cpu["inputs"] == sum(per_run)
+    # every fsync's return from the storage thread to the loop, and the runs' latency windows (the slow spells)
+    assert len(cpu["handback_s"]) > 50 and 0 < np.median(cpu["handback_s"]) < 0.05
+    assert cpu["windows"] is not None and cpu["windows"].windows >= 4
     assert (tmp_path / "client-profile-0.json").is_file() and (tmp_path / "client-profile-1.json").is_file()
 
 

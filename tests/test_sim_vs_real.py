@@ -54,6 +54,9 @@ def test_one_configuration_runs_on_both_sides_and_reports_its_tenants(tmp_path):
     row = result["summary"]["rows"][0]
     assert row["held_out"] and row["real_ops_s"] > 0 and row["sim_ops_s"] > 0 and row["profile_sim_ops_s"] > 0
     assert row["real_tenant_cores"] is not None and row["real_loadavg"] is not None
+    # the slow spells on both sides: the latency windows' sd of the real run's history and of the simulated one
+    assert row["real_window_sd"] is not None and row["sim_window_sd"] is not None
+    assert result["summary"]["window_sd_heldout"]["real"] == row["real_window_sd"]
     save(result, tmp_path, provenance={"test": True})
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["median_abs_rel_error_throughput_heldout"] is not None

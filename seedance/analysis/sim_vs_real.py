@@ -96,8 +96,10 @@ def measure_real(protocol: str, nodes: int, config: Config, duration_s: float, s
         summary = run_real(protocol=protocol, nodes=nodes, clients=config.clients, duration_s=duration_s, seed=seed,
                            out=out, workload=workload, check=False, trace=False,  # the election is in both sides
                            nemesis=config.faults, extra_env=None if config.fsync else {"SEEDANCE_FSYNC": "0"})
+    from seedance.analysis.history import read_jsonl
+
     return {**summary, "tenant_cores": meter.busy_cores, "loadavg_1min": os.getloadavg()[0],
-            "cpu_chunk_s": speed.chunk_s}
+            "cpu_chunk_s": speed.chunk_s, **window_keys(read_jsonl(out / "history.jsonl"))}
 
 
 # How much of the speed meter's ratio the nodes feel: its chunk (0.2 ms after a 50 ms sleep) moves about twice
@@ -148,7 +150,22 @@ def predict(protocol: str, nodes: int, config: Config, duration_s: float, seed: 
                                 storage=StorageConfig(fsync=config.fsync), nemesis=NemesisConfig(faults=config.faults)),
                       liveness=False)
     return {"throughput_ops_s": result.throughput_ops_s, "latency_ms_p50": result.latency_ms_p50,
-            "latency_ms_p99": result.latency_ms_p99}
+            "latency_ms_p99": result.latency_ms_p99, **window_keys(result.history)}
+
+
+def window_keys(events: Any) -> dict[str, float | None]:
+    """A run's slow spells (:mod:`seedance.analysis.spells`): its latency windows' sd and lag-1 correlation."""
+    from seedance.analysis.spells import latency_windows, operation_latencies
+
+    stats = latency_windows(operation_latencies(events))
+    if stats is None:
+        return {"window_sd": None, "window_rho": None}
+    return {"window_sd": stats.sd, "window_rho": None if stats.rho != stats.rho else stats.rho}
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return float(np.median(present)) if present else None
 
 
 def _float(value: Any) -> float | None:
@@ -251,6 +268,8 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
                          "real_p99_ms": real["latency_ms_p99"], "sim_p99_ms": sim["latency_ms_p99"],
                          "real_loadavg": real["loadavg_1min"], "real_tenant_cores": real["tenant_cores"],
                          "real_cpu_speed": speed,
+                         # the slow spells: the latency windows' sd (seedance.analysis.spells), both sides
+                         "real_window_sd": real["window_sd"], "sim_window_sd": sim["window_sd"],
                          "profile_sim_ops_s": alone["throughput_ops_s"], "profile_sim_p50_ms": alone["latency_ms_p50"],
                          "profile_sim_p99_ms": alone["latency_ms_p99"]})
     anchor = anchor_cpu(rows, profile, protocol=protocol, nodes=nodes, configs=configs, duration_s=duration_s,
@@ -265,6 +284,7 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
                                 ("p99_ms", "latency_ms_p99")):
                 row[f"unanchored_sim_{key}"] = row[f"sim_{key}"]
                 row[f"sim_{key}"] = got[field_]
+            row["sim_window_sd"] = got["window_sd"]
     frame = pd.DataFrame(rows)
     per_config = []
     for name, group in frame.groupby("config", sort=False):
@@ -282,6 +302,7 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
                            "ratio_ops_range": [float(ratio.min()), float(ratio.max())],
                            "spread_ratio": float((med.sim_p99_ms / med.sim_p50_ms) / (med.real_p99_ms /
                                                                                       med.real_p50_ms)),
+                           "real_window_sd": _float(med.real_window_sd), "sim_window_sd": _float(med.sim_window_sd),
                            "real_loadavg": _float(med.real_loadavg),
                            "real_tenant_cores": _float(med.real_tenant_cores),
                            "real_cpu_speed": _float(med.real_cpu_speed),
@@ -317,6 +338,8 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
         "throughput_error_by_round_heldout": rounds,
         "throughput_error_round_spread_pp": (100 * (max(rounds) - min(rounds))) if len(rounds) > 1 else None,
         "spread_ratio_heldout": [r["spread_ratio"] for r in held],
+        # the slow spells on both sides (seedance.analysis.spells): the median over the held-out workloads
+        "window_sd_heldout": {side: _median([r[f"{side}_window_sd"] for r in held]) for side in ("real", "sim")},
         # the same errors for the simulator on the profile alone (tenants as at profiling, not as during each run)
         "profile_only_median_abs_rel_error_heldout": {
             key: median_error(key, held, "profile_sim") for key in ("ops_s", "p50_ms", "p99_ms")},

@@ -131,7 +131,8 @@ def sim_vs_real(protocol: str, out_dir: str, host_profile: str | None, quick: bo
     for row in summary["rows"]:
         click.echo(f"{row['config']:>24}{' (held out)' if row['held_out'] else ' (fitted)  '}: real "
                    f"{row['real_ops_s']:.0f} ops/s p50 {row['real_p50_ms']:.2f} p99 {row['real_p99_ms']:.2f} ms | sim "
-                   f"{row['sim_ops_s']:.0f} ops/s p50 {row['sim_p50_ms']:.2f} p99 {row['sim_p99_ms']:.2f} ms")
+                   f"{row['sim_ops_s']:.0f} ops/s p50 {row['sim_p50_ms']:.2f} p99 {row['sim_p99_ms']:.2f} ms | "
+                   f"p99/p50 sim/real {row['spread_ratio']:.2f}")
     for key in ("throughput", "p50", "p99"):
         value = summary[f"median_abs_rel_error_{key}_heldout"]
         click.echo(f"median |error| {key} (held out): {'-' if value is None else f'{100 * value:.0f} %'}")
@@ -146,6 +147,10 @@ def sim_vs_real(protocol: str, out_dir: str, host_profile: str | None, quick: bo
                    f"(the predictions above); without the anchor, median |error| (held out) "
                    + " / ".join("-" if errors[k] is None else f"{100 * errors[k]:.0f} %"
                                 for k in ("ops_s", "p50_ms", "p99_ms")) + " (throughput / p50 / p99)")
+    windows = summary.get("window_sd_heldout") or {}
+    if windows.get("real") is not None and windows.get("sim") is not None:
+        click.echo(f"slow spells, latency windows' sd (held out, median): real {windows['real']:.3f}, simulated "
+                   f"{windows['sim']:.3f}")
     spread, drift = summary["real_throughput_spread_pct_heldout"], summary["fitted_config_real_vs_profile_run_pct"]
     if spread is not None:
         click.echo(f"real throughput's own spread over rounds (held out, median): {spread:.0f} %")

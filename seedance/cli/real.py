@@ -290,4 +290,14 @@ def profile_command(nodes: int, clients: int, duration: float, runs: int, seed: 
     if profile.tenants is not None:
         click.echo(f"other tenants: {profile.tenants.busy_cores:.2f} busy cores during the run (share "
                    f"{profile.tenants.share:.2f}); load average {profile.measured.get('loadavg_1min', 0.0):.2f}")
+    if profile.handback is not None:
+        click.echo(f"storage thread -> loop under load: median {profile.handback.median_s * 1e6:.0f} us, tail "
+                   f"{profile.handback.cap_s * 1e6:.0f} us")
+    spells = profile.measured.get("spells") or {}
+    if profile.spell is not None:
+        click.echo(f"slow spells: latency windows' sd {spells['real']['sd']:.3f} (simulated with the spells "
+                   f"{(spells.get('simulated_with_spell') or {}).get('sd', float('nan')):.3f}); factor sigma "
+                   f"{profile.spell.sigma:.3f}, tau {profile.spell.tau_s * 1e3:.0f} ms")
+    elif spells.get("real"):
+        click.echo(f"slow spells: none fitted (latency windows' sd {spells['real']['sd']:.3f})")
     click.echo(f"wrote {out_file}")

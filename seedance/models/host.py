@@ -30,6 +30,12 @@ simulator's textbook constants leave out:
   wait instead, and ``sync_cpu`` is then only the rest;
 * ``handoff`` (optional): the latency of the round trip from the event loop to its storage thread and back (thread
   wake-up, the loop's wake-up by its self-pipe), half before the thread starts and half after it hands back;
+  ``handback`` (optional) replaces the second half with the profile run's own: from the storage thread holding the
+  interpreter's lock after its write to the loop running the completion (the future's result handed over, the
+  self-pipe, the loop's two turns to the callback), measured for every fsync of the run (here median 56 us, p90
+  143 us, against the idle probe's 15 us half);
+* ``spell`` (optional): the host's slow spells (:class:`SpellProfile`): a slowly varying factor on every CPU cost
+  and the loopback latency, fitted to the profile runs' latency windows (:mod:`seedance.analysis.spells`);
 * ``tenants`` (optional): the machine's other tenants (other users' processes on a shared machine): the cores' worth
   of CPU they use (``busy_cores``, from ``/proc/stat`` less this process tree's own CPU) and how long one of their
   bursts keeps a core from a waking process (``slice``: the lateness of a sleeping thread's wake-ups beyond the
@@ -273,6 +279,8 @@ class HostProfile:
     entries: EntryCosts | None = None  # CPU per log entry a message carries (send, receive) around the run's mean
     gc: GcProfile | None = None  # a node process's older-generation collections (per handled item)
     client_gc: GcProfile | None = None  # the client process's (per operation)
+    spell: SpellProfile | None = None  # the host's slow spells (a slowly varying factor on every CPU cost)
+    handback: LogNormal | Empirical | None = None  # storage thread (holding the lock) -> the loop has the result
 
     def __post_init__(self) -> None:
         if set(self.cpu) != set(KINDS):  # a kind never measured costs nothing beyond its frame I/O
@@ -341,7 +349,7 @@ class HostProfile:
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
-        for key in ("fsync", "write", "fsync_grow"):
+        for key in ("fsync", "write", "fsync_grow", "handback"):
             value = getattr(self, key)
             if isinstance(value, Empirical):
                 out[key] = {"p": list(value.p), "s": list(value.s)}
@@ -361,6 +369,8 @@ class HostProfile:
                 out[key] = getattr(self, key).to_dict()
         if self.entries is not None:
             out["entries"] = asdict(self.entries)
+        if self.spell is not None:
+            out["spell"] = asdict(self.spell)
         return out
 
     def to_yaml(self) -> str:
@@ -417,6 +427,9 @@ class HostProfile:
             **{key: None if data.get(key) is None else GcProfile.from_dict(data[key], f"{where}: {key}")
                for key in ("gc", "client_gc")},
             entries=None if data.get("entries") is None else EntryCosts.from_dict(data["entries"], f"{where}: entries"),
+            spell=None if data.get("spell") is None else SpellProfile.from_dict(data["spell"], f"{where}: spell"),
+            handback=None if data.get("handback") is None else service_time_from_dict(data["handback"],
+                                                                                     f"{where}: handback"),
             device=None if data.get("device") is None else DeviceProfile.from_dict(data["device"], f"{where}: device"),
             tenants=None if data.get("tenants") is None else TenantProfile.from_dict(data["tenants"],
                                                                                    f"{where}: tenants"),
@@ -427,7 +440,7 @@ class HostProfile:
 
 _OPTIONAL = ("wake", "client_wake", "handoff", "device", "tenants", "connect", "accept", "sync_cpu", "io_per_kind",
              "fsync_cpu", "write", "write_cpu", "restart", "fsync_grow", "block_bytes", "gc", "client_gc",
-             "restart_cpu", "recover_per_entry_s", "entries")
+             "restart_cpu", "recover_per_entry_s", "entries", "spell", "handback")
 
 
 def _seconds(value: Any, where: str) -> float | None:
@@ -521,6 +534,91 @@ class GcProfile:
 
         rate = V.number(f"{where}.rate", data["rate"], lo=0, hi=1)
         return cls(float(rate), service_time_from_dict(data["pause"], f"{where}.pause"))
+
+
+@dataclass(frozen=True)
+class SpellProfile:
+    """The host's slow spells: every CPU cost (and the loopback latency) is ``g(t)`` times its draw, where
+    ``log g`` is an Ornstein-Uhlenbeck process (stationary sd ``sigma``, correlation time ``tau_s``), shifted by
+    ``sigma² / 2`` so that the time average of ``1 / g`` is 1: the per-item costs were fitted on a real run that had
+    the spells in it (its items came faster in the fast spells), so a run of the same length completes as many of
+    them. A shared machine's cores run the same code faster and slower for tens to hundreds of milliseconds at a
+    time (other virtual machines, frequency, caches), which independent per-item draws cannot reproduce: averaged
+    over the items of one operation they cancel, a spell does not."""
+
+    sigma: float
+    tau_s: float
+
+    def __post_init__(self) -> None:
+        from seedance import validation as V
+
+        V.number("host profile spell.sigma", self.sigma, lo=0, hi=1.5)
+        V.number("host profile spell.tau_s", self.tau_s, lo=1e-4, hi=60,
+                 why="the spells' correlation time in seconds")
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> SpellProfile:
+        if not isinstance(data, Mapping) or set(data) != {"sigma", "tau_s"}:
+            raise SpecError(where, f"expected {{sigma, tau_s}}, got {data!r}",
+                            "sigma (log-sd of the spells' factor, 0..1.5), tau_s (their correlation time, s)")
+        from seedance import validation as V
+
+        return cls(V.number(f"{where}.sigma", data["sigma"], lo=0, hi=1.5),
+                   V.number(f"{where}.tau_s", data["tau_s"], lo=1e-4, hi=60,
+                            why="the spells' correlation time in seconds"))
+
+
+def ou_window_shape(ratio: float) -> tuple[float, float]:
+    """For an Ornstein-Uhlenbeck process of correlation time tau, averaged over windows of ``ratio · tau``: (the
+    window averages' variance as a fraction of the process's, the correlation of adjacent windows' averages)."""
+    r = float(ratio)
+    if r < 1e-6:
+        return 1.0, 1.0
+    kept = 2.0 * (r - 1.0 + math.exp(-r)) / r ** 2
+    return kept, (1.0 - math.exp(-r)) ** 2 / (r ** 2 * kept)
+
+
+def fit_spell(window_sd: float, window_rho: float, window_s: float, elasticity: float = 1.0) -> SpellProfile | None:
+    """The spells that give a latency series whose ``window_s`` windows' log medians have sd ``window_sd`` and
+    lag-1 correlation ``window_rho`` (sampling noise already removed), where the latency moves as ``g ** elasticity``
+    (1: all of it is CPU; less where an fsync's wall time, which spells leave alone, is part of it). The
+    correlation gives tau (inverting :func:`ou_window_shape`), the sd then sigma. None without spells (sd 0 or no
+    positive correlation: what varies from window to window is then sampling, not spells)."""
+    from scipy.optimize import brentq
+
+    if not (window_sd > 0 and window_s > 0 and elasticity > 0) or not (window_rho > 0):
+        return None
+    rho = min(float(window_rho), 0.99)
+    # the adjacent windows' correlation falls from 1 (tau >> window) towards 0 (tau << window)
+    lo, hi = 1e-3, 50.0
+    ratio = lo if ou_window_shape(lo)[1] <= rho else (hi if ou_window_shape(hi)[1] >= rho else
+                                                        brentq(lambda r: ou_window_shape(r)[1] - rho, lo, hi))
+    kept, _ = ou_window_shape(ratio)
+    sigma = window_sd / elasticity / math.sqrt(kept)
+    return SpellProfile(float(min(sigma, 1.5)), float(min(max(window_s / ratio, 1e-4), 60.0)))
+
+
+class SpellProcess:
+    """A run's draw of :class:`SpellProfile`: ``log g`` on a grid of ``step_s`` (a tenth of tau, at most 5 ms),
+    drawn from its own generator as far as asked (so the other draws of a run do not depend on it), held constant
+    within a step. ``factor(t)`` is ``g`` at time ``t``."""
+
+    def __init__(self, spell: SpellProfile, rng: np.random.Generator) -> None:
+        self.step_s = min(spell.tau_s / 10.0, 0.005)
+        self._keep = math.exp(-self.step_s / spell.tau_s)
+        self._kick = spell.sigma * math.sqrt(1.0 - self._keep ** 2)
+        self._shift = spell.sigma ** 2 / 2.0
+        self._rng = rng
+        self._x = spell.sigma * float(rng.standard_normal())  # stationary from the start
+        self._g = [math.exp(self._x + self._shift)]
+
+    def factor(self, t: float) -> float:
+        index = int(t / self.step_s) if t > 0 else 0
+        g = self._g
+        while index >= len(g):
+            self._x = self._x * self._keep + self._kick * float(self._rng.standard_normal())
+            g.append(math.exp(self._x + self._shift))
+        return g[index]
 
 
 @dataclass(frozen=True)
@@ -639,10 +737,14 @@ class CorePool:
     With ``tenants`` (and a generator), each core is also held by other tenants' bursts: a burst of ``slice`` starts
     after an exponential gap whose mean makes the held fraction ``busy_cores / cores`` (at most 0.95); work that
     would start in a burst starts at its end, and work running when a burst starts is preempted for its length.
+
+    With ``spell`` (a :class:`SpellProcess`), every piece of work costs the spells' factor at its start times its
+    draw: the cores run slower and faster together.
     """
 
     def __init__(self, cores: int, tenants: TenantProfile | None = None,
-                 rng: np.random.Generator | None = None) -> None:
+                 rng: np.random.Generator | None = None, spell: SpellProcess | None = None) -> None:
+        self.spell = spell  # the host's slow spells: every cost is their factor at its start times its draw
         self.free = [0.0] * cores  # per core: when its foreground work ends
         self.all_free = [0.0] * cores  # per core: when its foreground and background work ends
         self._tenants = None
@@ -704,6 +806,8 @@ class CorePool:
     def take(self, start: float, cost: float) -> float:
         """Foreground work: run ``cost`` seconds on the core where it ends first, not before ``start``, ahead of
         any background work there; when it ends."""
+        if self.spell is not None:
+            cost *= self.spell.factor(start)
         spans = [self._run_on(core, start, cost, self.free) for core in range(len(self.free))]
         core = min(range(len(spans)), key=lambda c: spans[c][1])
         begin, end = spans[core]
@@ -717,6 +821,8 @@ class CorePool:
     def take_background(self, start: float, cost: float) -> float:
         """Background work: ``cost`` seconds on the core where it ends first, after that core's foreground and
         background work and not before ``start``; when it ends."""
+        if self.spell is not None:
+            cost *= self.spell.factor(start)
         spans = [self._run_on(core, start, cost, self.all_free) for core in range(len(self.all_free))]
         core = min(range(len(spans)), key=lambda c: spans[c][1])
         self.all_free[core] = spans[core][1]

@@ -28,6 +28,13 @@ Method (each part a measurement of the real backend's own code paths on this mac
 * loopback: 2,000 round trips of a 64-byte message to an echo process over TCP on 127.0.0.1; one-way = RTT / 2.
 * handoff: 1,000 round trips from an idle asyncio loop to a one-thread executor and back (the path of every fsync in
   the real runtime: submit to the storage thread, its wake-up, the result handed back through the loop's self-pipe).
+  Its second half under load (``handback``) is the CPU runs' own: every fsync's time from the storage thread having
+  the interpreter's lock again after the write to the loop running its completion (here median 56 us, p90 143 us,
+  p99 360 us, where the idle probe's half is 15 us).
+* slow spells (``spell``): each CPU run's latencies in 50 ms windows (:mod:`seedance.analysis.spells`: the window
+  medians' sd beyond their sampling noise, and their lag-1 correlation), pooled; fitted as an Ornstein-Uhlenbeck
+  factor on every CPU cost by :func:`calibrate_spell` (here sd 0.08-0.13 of the windows' log latency, 0.14-0.19 of
+  the factor, 26-48 ms).
 * CPU: ``--runs`` real Raft runs (``--nodes`` processes, ``--clients`` closed-loop clients, ``--duration`` s, fsync
   on; 3 runs by default, seeds ``--seed``, ``--seed`` + 1, ...; their samples pooled, so the fit is not one run's
   luck — three 3 s runs of the profile's configuration spanned 8.5-13 % in throughput here; the run of median
@@ -61,6 +68,7 @@ configuration it was measured with, so ``experiment sim-vs-real`` can tell fitte
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import socket
@@ -73,6 +81,7 @@ from typing import Any
 
 import numpy as np
 
+from seedance.analysis.spells import WINDOW_S, pooled
 from seedance.models.host import ITEM_KINDS, KINDS, Empirical, EntryCosts, GcProfile, HostProfile, LogNormal, TenantProfile
 
 RUN_FIELDS = ("throughput_ops_s", "latency_ms_p50", "latency_ms_p99", "ops_ok")  # what a profile keeps of a run
@@ -515,6 +524,51 @@ def calibrate_tenants(profile: HostProfile, *, real_ops_s: float, nodes: int, cl
         "share": share, "real_ops_s": real_ops_s, "sim_ops_s": sim_ops}})
 
 
+SPELL_ELASTICITY_STEP = 1.2  # the CPU scale the spells' calibration compares with 1 (the latency's elasticity)
+
+
+def calibrate_spell(profile: HostProfile, real: Any, *, nodes: int, clients: int, duration_s: float,
+                    seed: int = 1) -> HostProfile:
+    """Fit the host's slow spells (``spell``) to the profile runs' own latency windows (``real``: their pooled
+    :class:`seedance.analysis.spells.WindowStats`). The simulator's own windows vary a little too (the protocol's
+    batching), so only the variance beyond that is the spells'; and a spell scales CPU, not an fsync's wall time,
+    so the latency moves as ``g ** e``, with ``e`` the simulated latency's elasticity to a CPU scale (the fitted
+    configuration at 1 and at :data:`SPELL_ELASTICITY_STEP`). The window correlation gives the spells' time
+    (:func:`seedance.models.host.fit_spell`). A last simulated run with the fitted spells checks them against the
+    real windows (recorded in ``measured.spells``). No spells (left out) when the real windows vary no more than
+    the simulator's own, or neighbouring windows do not agree."""
+    import dataclasses
+
+    from seedance.analysis.spells import latency_windows, operation_latencies
+    from seedance.models.host import fit_spell
+    from seedance.sim.config import SimConfig, StorageConfig, WorkloadConfig
+    from seedance.sim.run import simulate
+
+    def simulated(host: HostProfile) -> tuple[Any, float | None]:
+        result = simulate(SimConfig(protocol="raft", nodes=nodes, duration_s=duration_s, seed=seed, trace=False,
+                                    check=False, host_profile=host, storage=StorageConfig(fsync=True),
+                                    workload=WorkloadConfig(clients=clients, mix=(0.0, 1.0, 0.0), op_timeout_s=1.0)),
+                          liveness=False)
+        return latency_windows(operation_latencies(result.history)), result.latency_ms_p50
+
+    record: dict[str, Any] = {"real": None if real is None else real.to_dict()}
+    spell = None
+    if real is not None and real.sd > 0 and real.rho == real.rho and real.rho > 0:
+        own, p50 = simulated(profile)
+        _, slower = simulated(profile.scaled_cpu(SPELL_ELASTICITY_STEP))
+        elasticity = math.log(slower / p50) / math.log(SPELL_ELASTICITY_STEP) if p50 and slower else 1.0
+        elasticity = min(max(elasticity, 0.2), 1.5)
+        own_sd = own.sd if own is not None else 0.0
+        beyond = math.sqrt(max(real.sd ** 2 - own_sd ** 2, 0.0))
+        spell = fit_spell(beyond, real.rho, WINDOW_S, elasticity)
+        record.update({"simulated_own_sd": own_sd, "elasticity": elasticity, "beyond_sd": beyond})
+        if spell is not None:
+            check, _ = simulated(dataclasses.replace(profile, spell=spell))
+            record["simulated_with_spell"] = None if check is None else check.to_dict()
+    record["fitted"] = None if spell is None else asdict(spell)
+    return dataclasses.replace(profile, spell=spell, measured={**profile.measured, "spells": record})
+
+
 def fit_connects(samples: list[float]) -> dict[str, LogNormal | None]:
     """``connect`` and ``accept`` from the set-up times of connections opened at once (the clients' first requests):
     the k-th fastest took about base + k * accept (least squares over the sorted times, both >= 0); ``connect`` is
@@ -661,6 +715,7 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
     # older-generation garbage collections: [pause samples (s), items handled] for the nodes and the client process
     gcs: dict[str, list[Any]] = {"node": [[], 0], "client": [[], 0]}
     chunks: list[float] = []  # the speed meter's chunks during the runs (SpeedMeter)
+    windows: list[Any] = []  # each run's latency windows (the slow spells: seedance.analysis.spells)
     carried: dict[str, int] = {}  # messages received / sent and the log entries they carried
     for index in range(runs):
         run_dir = work_dir / ("raft" if runs == 1 else f"raft-{index}")
@@ -680,6 +735,7 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
             else:
                 os.environ[CLIENT_PROFILE_ENV] = before
         summaries.append(summary)
+        windows.append(run_windows(run_dir / "history.jsonl"))
         chunks.extend(speed.chunks_s)
         if meter.busy_cores is not None:
             tenant_cores.append(meter.busy_cores)
@@ -713,9 +769,12 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
             # the run's fsyncs, within the files' last blocks and allocating a new one (older runtimes: all within)
             "fsync_s": [s[2] / 1e9 for s in syncs if len(s) > 2 and s[2] > 0 and not (len(s) > 4 and s[4])],
             "fsync_grow_s": [s[2] / 1e9 for s in syncs if len(s) > 4 and s[2] > 0 and s[4]],
+            # from the storage thread holding the lock after its write to the loop running the completion
+            "handback_s": [s[1] / 1e9 for s in syncs if s[1] > 0],
             "tenant_cores": float(np.mean(tenant_cores)) if tenant_cores else None,
             "gc": {who: {"pauses_s": pauses, "items": items} for who, (pauses, items) in gcs.items()},
             "cpu_chunk_s": float(np.median(chunks)) if chunks else None,
+            "windows": pooled(windows),
             "carried": carried,
             "sync_cpu_s": other_threads_s / len(syncs) if syncs else None,
             "busy_periods": {"node": len(periods), "node_items_mean": float(items.mean()) if items.size else None,
@@ -731,6 +790,14 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
                              # time), per fsync: how much of sync_cpu overlaps the wait rather than preceding it
                              **({"cpu_in_fsync_mean_s": float(np.mean([s[3] for s in syncs]) / 1e9)}
                                 if syncs and all(len(s) > 3 for s in syncs) else {})}}
+
+
+def run_windows(history: Path) -> Any:
+    """A real run's latency windows (:func:`seedance.analysis.spells.latency_windows`), None without a history."""
+    from seedance.analysis.history import read_jsonl
+    from seedance.analysis.spells import latency_windows, operation_latencies
+
+    return latency_windows(operation_latencies(read_jsonl(history))) if history.exists() else None
 
 
 def _add_gc(into: list[Any], data: dict[str, Any]) -> None:
@@ -806,6 +873,8 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
         io_per_kind={k: LogNormal(v) for k, v in by_kind["per_kind_s"].items()} if by_kind else None,
         client_wake=LogNormal(cpu["client_wake_s"]),
         handoff=LogNormal.fit(handoff),
+        # ... whose second half, under the run's load, is the run's own (the lock's handover, the loop's turns)
+        handback=Empirical.fit(cpu["handback_s"]) if len(cpu["handback_s"]) >= 50 else None,
         # the other tenants during the profile run (as sim-vs-real measures them during each of its runs); the probe
         # alone (its own busy cores recorded in measured) gives their bursts' shape
         tenants=TenantProfile(cpu["tenant_cores"] if cpu["tenant_cores"] is not None else tenants_busy,
@@ -857,8 +926,9 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
                   # the run of median throughput (what the tenants' share is calibrated to), and every run
                   "raft_run": {k: summary.get(k) for k in RUN_FIELDS}, "raft_runs": cpu["runs"]},
     )
-    return calibrate_tenants(profile, real_ops_s=summary.get("throughput_ops_s") or 0.0, nodes=nodes,
-                             clients=clients, duration_s=min(duration_s, 2.0))
+    profile = calibrate_tenants(profile, real_ops_s=summary.get("throughput_ops_s") or 0.0, nodes=nodes,
+                                clients=clients, duration_s=min(duration_s, 2.0))
+    return calibrate_spell(profile, cpu["windows"], nodes=nodes, clients=clients, duration_s=duration_s, seed=seed)
 
 
 def machine_facts(directory: str | Path) -> dict[str, Any]:

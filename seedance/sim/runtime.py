@@ -45,7 +45,7 @@ from seedance.models.compute import work_time_s
 from seedance.models.protocols.contract import ClientRequest, CollectiveDone, ProtocolSpec, Reply
 from seedance.sim.config import CpuConfig, StorageConfig
 from seedance.sim.kernel import Call
-from seedance.models.host import CorePool, HostProfile, carried_entries
+from seedance.models.host import CorePool, HostProfile, SpellProcess, carried_entries
 from seedance.sim.network import Network
 from seedance.sim.storage import Storage
 from seedance.tracing import Trace
@@ -215,7 +215,10 @@ class Runtime:
         self._host_rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(HOST_STREAM,)))
         self.cores = None if host is None else CorePool(
             host.cores, host.tenants,  # other tenants' bursts: their own stream, apart from the service times
-            np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(HOST_STREAM, 1))))
+            np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(HOST_STREAM, 1))),
+            # the host's slow spells: their own stream too, so a profile without them draws what it drew before
+            None if host.spell is None else SpellProcess(
+                host.spell, np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(HOST_STREAM, 2)))))
         self._amortised = host is not None and host.amortised
         self._entry_costs = None if host is None else host.entries
         self._client_busy = 0.0
@@ -370,7 +373,10 @@ class Runtime:
 
     def extra_latency(self) -> float:
         """On a modelled host: one draw of its process-to-process (loopback) latency; else 0."""
-        return self.host.loopback.draw(self._host_rng) if self.host is not None else 0.0
+        if self.host is None:
+            return 0.0
+        latency = self.host.loopback.draw(self._host_rng)  # a spell slows the kernel's path between processes too
+        return latency * self.cores.spell.factor(self.env._now) if self.cores.spell is not None else latency
 
     # --------------------------------------------------------------------------------------------------- inputs
     def deliver(self, dst: int, src: int, message: Any) -> None:
@@ -603,7 +609,10 @@ class Runtime:
     def _sync_handed(self, host: Host, incarnation: int, group: list[Any], handoff: float, requested: float) -> None:
         """The thread hands the result back through the loop's self-pipe: the loop has it after its wake-up (as
         the real backend's trace, the write is recorded then, from its request to the loop having it)."""
-        done = self.env._now + handoff / 2
+        model = self.host
+        back = model.handback.draw(self._host_rng) if model is not None and model.handback is not None \
+            else handoff / 2
+        done = self.env._now + back
         if self._tracing:
             storage = host.storage
             self._record((requested, "persist", host.node_id, len(storage.staged), storage.staged_bytes, done))

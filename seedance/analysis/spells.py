@@ -1,0 +1,112 @@
+"""Slow spells in a run's latencies: how much its operations' latency moves from one short window to the next.
+
+A shared machine runs the same code faster and slower for tens to hundreds of milliseconds at a time. In a run's
+history that shows as windows (50 ms) whose median latency differs by more than the operations in them explain,
+and as neighbouring windows that agree (the spell lasts). :func:`latency_windows` measures both on one history:
+
+* every completed operation's latency, divided by the median latency of its operation kind (so a run that mixes
+  reads and writes, whose latencies differ, is not one bimodal series), then its log;
+* per window (after ``skip_s`` of warm-up): the median of those logs, their sd and count;
+* ``sd``: the sd of the window medians with the medians' own sampling noise removed (a median of ``n`` values
+  whose sd is ``s`` varies by about ``1.2533 · s / √n``; subtracted in quadrature), and ``rho``: the lag-1
+  correlation of the window medians, corrected for the same noise (it lowers the correlation as much as it raises
+  the variance).
+
+:func:`seedance.models.host.fit_spell` turns the two into the host model's spell process; ``experiment sim-vs-real``
+reports them for every real and simulated run, so whether the simulator's spells match the real ones is measured
+on the held-out workloads, not assumed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+WINDOW_S = 0.05  # the windows' length: a spell of tens of ms fills one, an operation (~1-5 ms) is inside one
+MEDIAN_NOISE = 1.2533  # sd of a sample median / (sd of the values / sqrt(n)), for normal values (sqrt(pi / 2))
+
+
+@dataclass(frozen=True)
+class WindowStats:
+    sd: float  # window medians' log-sd, sampling noise removed
+    rho: float  # their lag-1 correlation, sampling noise removed (nan with fewer than 3 windows)
+    windows: int
+    noise_sd: float  # the medians' sampling noise that was removed
+    raw_sd: float  # before removing it
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sd": self.sd, "rho": None if math.isnan(self.rho) else self.rho, "windows": self.windows,
+                "noise_sd": self.noise_sd, "raw_sd": self.raw_sd}
+
+
+def operation_latencies(events: Iterable[Any]) -> np.ndarray:
+    """(invoke time, latency / its operation kind's median latency) of every operation that completed ``ok``,
+    from a history's events (:class:`seedance.analysis.history.Event` or the simulator's, same fields)."""
+    pending: dict[int, tuple[float, str]] = {}
+    done: dict[str, list[tuple[float, float]]] = {}
+    for event in events:
+        kind = getattr(event.type, "value", event.type)
+        if kind == "invoke":
+            pending[event.process] = (event.time, getattr(event.f, "value", event.f))
+        elif event.process in pending:
+            start, f = pending.pop(event.process)
+            if kind == "ok" and event.time > start:
+                done.setdefault(f, []).append((start, event.time - start))
+    rows = []
+    for pairs in done.values():
+        values = np.asarray(pairs, dtype=float)
+        values[:, 1] /= np.median(values[:, 1])
+        rows.append(values)
+    if not rows:
+        return np.empty((0, 2))
+    out = np.concatenate(rows)
+    return out[np.argsort(out[:, 0], kind="stable")]
+
+
+def latency_windows(latencies: np.ndarray, *, window_s: float = WINDOW_S, skip_s: float = 0.3,
+                    min_ops: int = 5) -> WindowStats | None:
+    """The window statistics of :func:`operation_latencies`' output (module docstring); None with under 3
+    windows of at least ``min_ops`` operations."""
+    if len(latencies) == 0:
+        return None
+    times, logs = latencies[:, 0], np.log(latencies[:, 1])
+    start = times[0] + skip_s
+    index = np.floor((times - start) / window_s).astype(np.int64)
+    keep = index >= 0
+    index, logs = index[keep], logs[keep]
+    medians, noise = [], []
+    for window in np.unique(index):
+        values = logs[index == window]
+        if values.size >= min_ops:
+            medians.append(float(np.median(values)))
+            noise.append((MEDIAN_NOISE * float(values.std())) ** 2 / values.size)
+    if len(medians) < 3:
+        return None
+    series = np.asarray(medians)
+    raw = float(series.var())
+    noise_var = float(np.mean(noise))
+    signal = max(raw - noise_var, 0.0)
+    rho = float("nan")
+    if signal > 0 and series[:-1].std() > 0 and series[1:].std() > 0:
+        rho = float(np.corrcoef(series[:-1], series[1:])[0, 1]) * raw / signal
+        rho = max(min(rho, 1.0), -1.0)
+    return WindowStats(math.sqrt(signal), rho, len(medians), math.sqrt(noise_var), math.sqrt(raw))
+
+
+def pooled(stats: Iterable[WindowStats | None]) -> WindowStats | None:
+    """Several runs' window statistics as one: variances averaged (weighted by windows), correlations likewise."""
+    runs = [s for s in stats if s is not None]
+    if not runs:
+        return None
+    weights = np.asarray([s.windows for s in runs], dtype=float)
+    rhos = [(s.rho, w) for s, w in zip(runs, weights) if not math.isnan(s.rho)]
+    return WindowStats(
+        math.sqrt(float(np.average([s.sd ** 2 for s in runs], weights=weights))),
+        float(np.average([r for r, _ in rhos], weights=[w for _, w in rhos])) if rhos else float("nan"),
+        int(weights.sum()),
+        math.sqrt(float(np.average([s.noise_sd ** 2 for s in runs], weights=weights))),
+        math.sqrt(float(np.average([s.raw_sd ** 2 for s in runs], weights=weights))))
