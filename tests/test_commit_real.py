@@ -56,7 +56,8 @@ def test_real_f2_buggy_drifts_and_is_caught_fixed_rolls_back(tmp_path: Path):
         if buggy["injections_missed"] == 0 or buggy["replica_l2_max"] > 1e-3:
             break
     assert buggy["finished"], buggy
-    assert buggy["replica_l2_max"] > 1e-3 and buggy["alarms"] >= 1 and buggy["detected"]
+    # (the summary in the message: a failure under load says whether the injections missed or bit without drift)
+    assert buggy["replica_l2_max"] > 1e-3 and buggy["alarms"] >= 1 and buggy["detected"], buggy
     assert buggy["param_l2_deviation"] == 0.0 and buggy["leaked_handles"] == 0  # resynced, gpart freed
 
 

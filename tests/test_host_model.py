@@ -173,6 +173,9 @@ def test_real_profile_command_writes_a_usable_profile(tmp_path):
     assert host.measured["config"]["clients"] == 8 and "filesystem" in host.measured
     assert host.fsync_grow is not None and host.block_bytes >= 512  # the allocating fsyncs, from the run or probe
     assert host.measured["gc"]["node"]["items"] > 0 and host.measured["gc"]["client"]["items"] > 0
+    # the hand-back under load and the spells' windows, from the CPU runs (spells fitted or, if none, said so)
+    assert host.handback is not None and host.handback.median_s > 0 and "storage thread -> loop" in result.output
+    assert host.measured["spells"]["real"]["windows"] > 0 and "slow spells" in result.output
     assert run(str(out), duration_s=0.3).ops_ok > 0
 
 

@@ -185,3 +185,24 @@ def test_the_headline_predictions_are_anchored_on_the_fitted_rounds_and_the_unan
     assert abs(fitted["sim_ops_s"] - fitted["real_ops_s"]) <= abs(fitted["unanchored_sim_ops_s"]
                                                                    - fitted["real_ops_s"]) + 0.02 * fitted["real_ops_s"]
     assert summary["median_abs_rel_error_throughput_heldout"] is not None
+
+
+def test_the_report_prints_each_workloads_spread_ratio_and_both_sides_spells(tmp_path):
+    """The command as a user runs it (on a given profile, one quick round of 0.5 s): every workload's line ends
+    with its p99/p50 ratio simulated over real, and the spells' windows are printed for both sides."""
+    from click.testing import CliRunner
+
+    from seedance.cli import cli
+    from seedance.models.host import SpellProfile
+    from seedance.real.storage import atomic_write
+
+    import dataclasses
+
+    path = tmp_path / "host.yaml"
+    atomic_write(path, dataclasses.replace(_profile(), spell=SpellProfile(0.2, 0.04)).to_yaml().encode())
+    result = CliRunner().invoke(cli, ["experiment", "sim-vs-real", "--quick", "--repeats", "1", "--duration", "0.5",
+                                      "--host-profile", str(path), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if "ops/s p50" in line]
+    assert len(lines) == 3 and all("p99/p50 sim/real" in line for line in lines)
+    assert "slow spells, latency windows' sd (held out, median): real" in result.output

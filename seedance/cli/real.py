@@ -296,7 +296,7 @@ def profile_command(nodes: int, clients: int, duration: float, runs: int, seed: 
     spells = profile.measured.get("spells") or {}
     if profile.spell is not None:
         click.echo(f"slow spells: latency windows' sd {spells['real']['sd']:.3f} (simulated with the spells "
-                   f"{(spells.get('simulated_with_spell') or {}).get('sd', float('nan')):.3f}); factor sigma "
+                   f"{(spells.get('simulated_with_spell') or {}).get('sd') or float('nan'):.3f}); factor sigma "
                    f"{profile.spell.sigma:.3f}, tau {profile.spell.tau_s * 1e3:.0f} ms")
     elif spells.get("real"):
         click.echo(f"slow spells: none fitted (latency windows' sd {spells['real']['sd']:.3f})")

@@ -539,32 +539,26 @@ def calibrate_spell(profile: HostProfile, real: Any, *, nodes: int, clients: int
     the simulator's own, or neighbouring windows do not agree."""
     import dataclasses
 
-    from seedance.analysis.spells import latency_windows, operation_latencies
+    from seedance.analysis.sim_vs_real import Config, predict
     from seedance.models.host import fit_spell
-    from seedance.sim.config import SimConfig, StorageConfig, WorkloadConfig
-    from seedance.sim.run import simulate
 
-    def simulated(host: HostProfile) -> tuple[Any, float | None]:
-        result = simulate(SimConfig(protocol="raft", nodes=nodes, duration_s=duration_s, seed=seed, trace=False,
-                                    check=False, host_profile=host, storage=StorageConfig(fsync=True),
-                                    workload=WorkloadConfig(clients=clients, mix=(0.0, 1.0, 0.0), op_timeout_s=1.0)),
-                          liveness=False)
-        return latency_windows(operation_latencies(result.history)), result.latency_ms_p50
+    def simulated(host: HostProfile) -> dict[str, Any]:  # throughput, p50, p99, the windows' sd and correlation
+        return predict("raft", nodes, Config(clients), duration_s, seed, host)
 
     record: dict[str, Any] = {"real": None if real is None else real.to_dict()}
     spell = None
     if real is not None and real.sd > 0 and real.rho == real.rho and real.rho > 0:
-        own, p50 = simulated(profile)
-        _, slower = simulated(profile.scaled_cpu(SPELL_ELASTICITY_STEP))
+        own = simulated(profile)
+        p50, slower = own["latency_ms_p50"], simulated(profile.scaled_cpu(SPELL_ELASTICITY_STEP))["latency_ms_p50"]
         elasticity = math.log(slower / p50) / math.log(SPELL_ELASTICITY_STEP) if p50 and slower else 1.0
         elasticity = min(max(elasticity, 0.2), 1.5)
-        own_sd = own.sd if own is not None else 0.0
+        own_sd = own["window_sd"] or 0.0
         beyond = math.sqrt(max(real.sd ** 2 - own_sd ** 2, 0.0))
         spell = fit_spell(beyond, real.rho, WINDOW_S, elasticity)
         record.update({"simulated_own_sd": own_sd, "elasticity": elasticity, "beyond_sd": beyond})
         if spell is not None:
-            check, _ = simulated(dataclasses.replace(profile, spell=spell))
-            record["simulated_with_spell"] = None if check is None else check.to_dict()
+            check = simulated(dataclasses.replace(profile, spell=spell))
+            record["simulated_with_spell"] = {"sd": check["window_sd"], "rho": check["window_rho"]}
     record["fitted"] = None if spell is None else asdict(spell)
     return dataclasses.replace(profile, spell=spell, measured={**profile.measured, "spells": record})
 
