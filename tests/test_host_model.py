@@ -469,6 +469,8 @@ def test_a_profile_pools_its_cpu_runs(tmp_path):
     assert all(n > 0 for n in per_run) and cpu["inputs"] == sum(per_run)
     # every fsync's return from the storage thread to the loop, and the runs' latency windows (the slow spells)
     assert len(cpu["handback_s"]) > 50 and 0 < np.median(cpu["handback_s"]) < 0.05
+    first = cpu["group_commit"]["handover_quantiles_s"]  # the first half under load, recorded beside the model
+    assert 0 < first[0] <= first[1] <= first[2] <= first[3] < 0.5
     assert cpu["windows"] is not None and cpu["windows"].windows >= 4
     assert (tmp_path / "client-profile-0.json").is_file() and (tmp_path / "client-profile-1.json").is_file()
 

@@ -780,6 +780,12 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
             "group_commit": {"syncs": len(syncs),
                              "group_mean": float(np.mean([s[0] for s in syncs])) if syncs else None,
                              "handoff_median_s": float(np.median([s[1] for s in syncs]) / 1e9) if syncs else None,
+                             # the first half under load: submitted -> the storage thread runs the job (the lock
+                             # and a core), its 10th / 50th / 90th / 99th percentiles (s); beside the model, which
+                             # draws the idle probe's half and waits for the lock itself
+                             **({"handover_quantiles_s": [float(q) / 1e9 for q in np.quantile(
+                                 [s[5] for s in syncs], [0.1, 0.5, 0.9, 0.99])]}
+                                if syncs and all(len(s) > 5 for s in syncs) else {}),
                              # the storage thread's CPU inside the timed write + fsync (already in the fsync's wall
                              # time), per fsync: how much of sync_cpu overlaps the wait rather than preceding it
                              **({"cpu_in_fsync_mean_s": float(np.mean([s[3] for s in syncs]) / 1e9)}

@@ -235,8 +235,9 @@ class NodeRuntime:
         self._loop_cpu_start = 0
         self._process_cpu_start = 0
         self._busy: BusyPeriods | None = None
-        # profile: (group, handoff ns, write+fsync ns, its CPU ns, 1 if an append reached a new file block else 0)
-        self._sync_stats: list[tuple[int, int, int, int, int]] = []
+        # profile: (group, handoff ns, write+fsync ns, its CPU ns, 1 if an append reached a new file block else 0,
+        # submitted -> the storage thread runs the job ns)
+        self._sync_stats: list[tuple[int, int, int, int, int, int]] = []
         self._gc_pauses: GcPauses | None = None  # profile: the interpreter's older-generation collections
         # profile: per handler sample, the log entries its input carried and its sends carried (encoded in the
         # handler), so the profile can fit a cost per entry beside the cost per input
@@ -520,6 +521,8 @@ class NodeRuntime:
         storage = self.storage
 
         def sync() -> int:
+            if profiling:
+                ended[4] = time.perf_counter_ns() - submitted  # the first half: submitted -> the thread runs it
             for effect in group:
                 storage.stage(effect)
             began = time.perf_counter_ns() if profiling else 0
@@ -533,11 +536,12 @@ class NodeRuntime:
                 ended[3] = int(storage.grown > grown)  # it allocated a block: the fsync commits metadata too
             return count
 
-        profiling, ended = self._busy is not None, [0, 0, 0, 0]
+        profiling, ended = self._busy is not None, [0, 0, 0, 0, 0]
         if profiling:
             self._busy.kinds[BusyPeriods.SYNC_STARTS] += 1  # type: ignore[union-attr]
 
         assert self._loop is not None and self._io is not None
+        submitted = time.perf_counter_ns() if profiling else 0
         self._sync_future = asyncio.wrap_future(self._io.submit(sync), loop=self._loop)
         self._sync_future.add_done_callback(lambda fut: self._synced(fut, group, start, ended))
 
@@ -546,7 +550,8 @@ class NodeRuntime:
         if self._busy is not None and ended and ended[0] and len(self._sync_stats) < BusyPeriods.LIMIT:
             # (durable effects in the group, storage thread -> loop ns, the write + fsync ns on the thread, the
             # thread's CPU ns inside that write + fsync, whether an append of it reached a new file block)
-            self._sync_stats.append((len(group), time.perf_counter_ns() - ended[0], ended[1], ended[2], ended[3]))
+            self._sync_stats.append((len(group), time.perf_counter_ns() - ended[0], ended[1], ended[2], ended[3],
+                                     ended[4]))
             self._busy.items += 1
             self._busy.kinds[BusyPeriods.SYNCED] += 1
         if future.cancelled() or future.exception() is not None:
