@@ -159,6 +159,19 @@ def test_fsync_and_loopback_are_measured_for_real(tmp_path):
     assert len(one_way) == 200 and 0 < np.median(one_way) < 0.01
 
 
+def test_the_loopbacks_cpu_is_measured_and_taken_out_of_its_latency():
+    """Both ends' CPU per one-way trip is most of it here (their syscalls: the nodes' frame I/O charges them); the
+    profile keeps the rest, with the probe's shape."""
+    from seedance.real.profile import LOOPBACK_KEEP_MIN, loopback_beyond_cpu, measure_loopback_with_cpu
+
+    samples, cpu = measure_loopback_with_cpu(round_trips=300)
+    assert len(samples) == 300 and cpu is not None and 0 < cpu < 2 * np.mean(samples)
+    kept, share = loopback_beyond_cpu(samples, cpu)
+    assert LOOPBACK_KEEP_MIN <= share <= 1 and np.allclose(kept, np.asarray(samples) * share)
+    assert loopback_beyond_cpu([2e-5, 4e-5], 1.5e-5) == ([1e-5, 2e-5], 0.5)  # mean 30 us, half of it CPU
+    assert loopback_beyond_cpu([2e-5], 1.0)[1] == LOOPBACK_KEEP_MIN and loopback_beyond_cpu([2e-5], None)[1] == 1.0
+
+
 @pytest.mark.slow
 def test_real_profile_command_writes_a_usable_profile(tmp_path):
     from click.testing import CliRunner

@@ -25,7 +25,10 @@ Method (each part a measurement of the real backend's own code paths on this mac
   state recovered, and the restarted process's CPU until then (``/proc/<pid>/task/*/schedstat``); then one restart
   per node on a copy of the first CPU run's durable state: its extra CPU over the empty log's, per recovered entry
   (here ~19 ms on an empty log, ~55 ms on a 4,800-entry one).
-* loopback: 2,000 round trips of a 64-byte message to an echo process over TCP on 127.0.0.1; one-way = RTT / 2.
+* loopback: 2,000 round trips of a 64-byte message to an echo process over TCP on 127.0.0.1; one-way = RTT / 2,
+  less the share of it that is the two ends' CPU (this thread's and the echo process's over the trips: their send
+  and receive syscalls, which the nodes' per-item frame I/O already charges; 66-100 % of it here, depending on
+  whether the cores were awake), so the simulator adds only the rest (wake-ups, the kernel's path) to a message.
 * handoff: 1,000 round trips from an idle asyncio loop to a one-thread executor and back (the path of every fsync in
   the real runtime: submit to the storage thread, its wake-up, the result handed back through the loop's self-pipe).
   Its second half under load (``handback``) is the CPU runs' own: every fsync's time from the storage thread having
@@ -325,6 +328,13 @@ def measure_entry_codec(entries: int = 64, repeats: int = 60) -> tuple[float, fl
 
 def measure_loopback(round_trips: int = 2000) -> list[float]:
     """One-way process-to-process latency samples (s) over TCP on 127.0.0.1."""
+    return measure_loopback_with_cpu(round_trips)[0]
+
+
+def measure_loopback_with_cpu(round_trips: int = 2000) -> tuple[list[float], float | None]:
+    """One-way latency samples (s) over TCP on 127.0.0.1, and the CPU both ends spent per one-way trip (their
+    send and receive syscalls, their loops: this thread's CPU plus the echo process's, over the timed trips), or
+    None where the echo's CPU cannot be read."""
     echo = subprocess.Popen([sys.executable, "-c", _ECHO], stdout=subprocess.PIPE, text=True)
     try:
         port = int(echo.stdout.readline())  # type: ignore[union-attr]
@@ -332,6 +342,7 @@ def measure_loopback(round_trips: int = 2000) -> list[float]:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             message = b"p" * 64
             samples = []
+            echo_before, mine_before = _process_cpu_s(echo.pid), time.thread_time()
             for _ in range(round_trips):
                 start = time.perf_counter()
                 sock.sendall(message)
@@ -339,10 +350,26 @@ def measure_loopback(round_trips: int = 2000) -> list[float]:
                 while got < len(message):
                     got += len(sock.recv(65536))
                 samples.append((time.perf_counter() - start) / 2)
-        return samples
+            mine, echo_after = time.thread_time() - mine_before, _process_cpu_s(echo.pid)
+        cpu = None if echo_before is None or echo_after is None else (mine + echo_after - echo_before) / (
+            2 * round_trips)
+        return samples, cpu
     finally:
         echo.kill()
         echo.wait(timeout=10)
+
+
+LOOPBACK_KEEP_MIN = 0.05  # the least share of the probe's one-way latency kept as latency
+
+
+def loopback_beyond_cpu(samples: list[float], cpu_per_one_way_s: float | None) -> tuple[list[float], float]:
+    """The one-way latency less the share of it that is the two ends' CPU (the nodes' frame I/O per item, fitted
+    from their loops' busy periods' thread CPU, already charges the send and receive syscalls): every sample scaled
+    by ``1 - cpu / mean`` (at least :data:`LOOPBACK_KEEP_MIN`), so the shape stays the probe's; and that share."""
+    if not samples or cpu_per_one_way_s is None:
+        return samples, 1.0
+    keep = min(max(1.0 - cpu_per_one_way_s / float(np.mean(samples)), LOOPBACK_KEEP_MIN), 1.0)
+    return [x * keep for x in samples], keep
 
 
 def _machine_busy_s() -> float:
@@ -841,7 +868,8 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
     work_dir = Path(work_dir)
     facts = machine_facts(work_dir)
     fsync_samples, bandwidth = measure_fsync(work_dir)
-    loopback = measure_loopback()
+    loopback_wall, loopback_cpu = measure_loopback_with_cpu()
+    loopback, loopback_kept = loopback_beyond_cpu(loopback_wall, loopback_cpu)
     handoff = measure_handoff()
     tenants_busy, tenant_slices = measure_tenants()
     wake_probe = measure_wake()
@@ -911,6 +939,9 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
                   # the direct probe of a wake-up (an idle loop, one message, a no-op callback): beside the fits
                   "wake_probe": {"samples": len(wake_probe), **asdict(LogNormal.fit(wake_probe))},
                   "fsync_probe": asdict(LogNormal.fit(fsync_samples)), "tenant_probe_busy_cores": tenants_busy,
+                  # the probe's one-way latency as measured, the CPU in it, and the share kept as `loopback`
+                  "loopback_probe": {"one_way_median_s": float(np.median(loopback_wall)),
+                                     "cpu_per_one_way_s": loopback_cpu, "kept": loopback_kept},
                   "gc": {who: {"collections": len(v["pauses_s"]), "items": v["items"]} for who, v in cpu["gc"].items()},
                   # the cores' speed during the CPU runs (SpeedMeter's median chunk of thread CPU)
                   "cpu_chunk_s": cpu["cpu_chunk_s"],
