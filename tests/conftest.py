@@ -21,3 +21,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         first = params.get("seed", params.get("first"))
         if isinstance(first, int) and first >= DEFAULT_CAMPAIGN_SEEDS:
             item.add_marker(pytest.mark.campaign)
+
+
+@pytest.fixture(autouse=True)
+def _sigint_restored():
+    """Every test starts with the SIGINT handling the session had and leaves it so. A library a test drives (a
+    worker pool, a cluster) can set SIGINT to ignored in this process; every process started afterwards inherits
+    the ignore across exec, and a real run that is to be stopped by Ctrl-C then runs on (seen: the SIGINT CLI test
+    hanging 60 s in full runs only; reproduced by ignoring SIGINT before it)."""
+    import signal
+
+    before = signal.getsignal(signal.SIGINT)
+    yield
+    if signal.getsignal(signal.SIGINT) is not before and before is not None:
+        signal.signal(signal.SIGINT, before)

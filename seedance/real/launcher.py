@@ -400,19 +400,12 @@ class LocalLauncher:
             self._zygote = None
         # The store thread may still be importing torch (seconds; tens under load): do not wait for it. Under the
         # lock, either it already hosts the store (dropped below) or it will see _closing and close the socket.
-        # The lock is held while the thread creates the store (a C++ call that connects to its own server): wait
-        # for it a bounded time, so a store that is slow to come up never holds a Ctrl-C (a run the test suite
-        # interrupted once took over 60 s to stop, its stderr empty; not reproduced)
-        locked = self._store_lock.acquire(timeout=STORE_LOCK_WAIT_S)
-        try:
+        with self._store_lock:
             self._closing = True
             importing = self._store_thread is not None and self._store_thread.is_alive() and self.store is None
-            if locked and not importing and self._listen is not None:  # never handed over, no thread to do it
+            if not importing and self._listen is not None:  # never handed to a store, and no thread to do it
                 self._listen.close()
                 self._listen = None
-        finally:
-            if locked:
-                self._store_lock.release()
         self._store_thread = None
         self.store = None  # the last reference: the store's server and its listening socket go with it
         for sock in getattr(self, "_node_sockets", []):
@@ -433,9 +426,6 @@ class NodeFailure(RuntimeError):
     def __init__(self, rank: int, code: int, log_tail: str) -> None:
         self.rank, self.code, self.log_tail = rank, code, log_tail
         super().__init__(f"node {rank} exited with status {code} on its own:\n{log_tail}")
-
-
-STORE_LOCK_WAIT_S = 5.0  # close() waits this long at most for the store thread to finish creating the store
 
 
 def _killpg(pid: int, sig: int) -> None:
