@@ -155,9 +155,9 @@ def predict(protocol: str, nodes: int, config: Config, duration_s: float, seed: 
 
 def window_keys(events: Any) -> dict[str, float | None]:
     """A run's slow spells (:mod:`seedance.analysis.spells`): its latency windows' sd and lag-1 correlation."""
-    from seedance.analysis.spells import latency_windows, operation_latencies
+    from seedance.analysis.spells import history_windows
 
-    stats = latency_windows(operation_latencies(events))
+    stats = history_windows(events)
     if stats is None:
         return {"window_sd": None, "window_rho": None}
     return {"window_sd": stats.sd, "window_rho": None if stats.rho != stats.rho else stats.rho}

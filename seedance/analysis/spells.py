@@ -97,6 +97,11 @@ def latency_windows(latencies: np.ndarray, *, window_s: float = WINDOW_S, skip_s
     return WindowStats(math.sqrt(signal), rho, len(medians), math.sqrt(noise_var), math.sqrt(raw))
 
 
+def history_windows(events: Iterable[Any]) -> WindowStats | None:
+    """A history's window statistics: :func:`latency_windows` of :func:`operation_latencies`."""
+    return latency_windows(operation_latencies(events))
+
+
 def pooled(stats: Iterable[WindowStats | None]) -> WindowStats | None:
     """Several runs' window statistics as one: variances averaged (weighted by windows), correlations likewise."""
     runs = [s for s in stats if s is not None]

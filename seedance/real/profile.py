@@ -32,12 +32,12 @@ Method (each part a measurement of the real backend's own code paths on this mac
 * handoff: 1,000 round trips from an idle asyncio loop to a one-thread executor and back (the path of every fsync in
   the real runtime: submit to the storage thread, its wake-up, the result handed back through the loop's self-pipe).
   Its second half under load (``handback``) is the CPU runs' own: every fsync's time from the storage thread having
-  the interpreter's lock again after the write to the loop running its completion (here median 56 us, p90 143 us,
-  p99 360 us, where the idle probe's half is 15 us).
+  the interpreter's lock again after the write to the loop running its completion (here median 56-103 us, p90
+  143-225 us, where the idle probe's half is 15 us).
 * slow spells (``spell``): each CPU run's latencies in 50 ms windows (:mod:`seedance.analysis.spells`: the window
   medians' sd beyond their sampling noise, and their lag-1 correlation), pooled; fitted as an Ornstein-Uhlenbeck
-  factor on every CPU cost by :func:`calibrate_spell` (here sd 0.08-0.13 of the windows' log latency, 0.14-0.19 of
-  the factor, 26-48 ms).
+  factor on every CPU cost by :func:`calibrate_spell` (on eleven profiles here: sd 0.08-0.17 of the windows' log
+  latency, sigma 0.14-0.30 of the factor, tau 26-98 ms).
 * CPU: ``--runs`` real Raft runs (``--nodes`` processes, ``--clients`` closed-loop clients, ``--duration`` s, fsync
   on; 3 runs by default, seeds ``--seed``, ``--seed`` + 1, ...; their samples pooled, so the fit is not one run's
   luck — three 3 s runs of the profile's configuration spanned 8.5-13 % in throughput here; the run of median
@@ -822,9 +822,9 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
 def run_windows(history: Path) -> Any:
     """A real run's latency windows (:func:`seedance.analysis.spells.latency_windows`), None without a history."""
     from seedance.analysis.history import read_jsonl
-    from seedance.analysis.spells import latency_windows, operation_latencies
+    from seedance.analysis.spells import history_windows
 
-    return latency_windows(operation_latencies(read_jsonl(history))) if history.exists() else None
+    return history_windows(read_jsonl(history)) if history.exists() else None
 
 
 def _add_gc(into: list[Any], data: dict[str, Any]) -> None:

@@ -610,9 +610,8 @@ class Runtime:
         """The thread hands the result back through the loop's self-pipe: the loop has it after its wake-up (as
         the real backend's trace, the write is recorded then, from its request to the loop having it)."""
         model = self.host
-        back = model.handback.draw(self._host_rng) if model is not None and model.handback is not None \
-            else handoff / 2
-        done = self.env._now + back
+        assert model is not None  # a measured host's path only
+        done = self.env._now + (model.handback.draw(self._host_rng) if model.handback is not None else handoff / 2)
         if self._tracing:
             storage = host.storage
             self._record((requested, "persist", host.node_id, len(storage.staged), storage.staged_bytes, done))
