@@ -130,6 +130,34 @@ def test_crash_of_the_leader_gives_info_ops_and_fresh_processes():
                if result.history[j].type.value == "invoke")
 
 
+@pytest.mark.parametrize("resets", [True, False])
+def test_a_crash_resets_its_clients_connections_unless_told_not_to(resets):
+    """A node crashing under a client's request resets the connection (as a killed process's sockets do): the
+    client completes it as info one hop after the crash, not at its timeout; ``crash_resets = false`` keeps the
+    wait. Echo serves at node 0, so node 0's crashes strand every client's request."""
+    config = SimConfig(protocol="echo", nodes=3, duration_s=0.8, seed=4, trace=True,
+                       workload=WorkloadConfig(clients=3, op_timeout_s=0.2, think_s=0.0, mix=(0.0, 1.0, 0.0),
+                                               crash_resets=resets),
+                       nemesis=NemesisConfig(faults=("crash",)))
+    result = simulate(config)
+    crashes = [rec[0] for rec in result.trace.of_kind("crash") if rec[2] == 0]
+    assert crashes
+    invoked = {}
+    infos = []  # (invoked, completed) of every info
+    for event in result.history:
+        if event.type.value == "invoke":
+            invoked[event.process] = event.time
+        elif event.type.value == "info" and event.time < result.healed_at_s:
+            infos.append((invoked[event.process], event.time))
+    assert infos
+    soon = [done for start, done in infos if any(0 <= done - at < 1e-3 for at in crashes)]
+    timed_out = [done for start, done in infos if done - start >= 0.2 - 1e-9]
+    if resets:
+        assert len(soon) == len(infos) and not timed_out
+    else:
+        assert not soon and len(timed_out) == len(infos)
+
+
 def test_all_faults_together_stay_linearizable_for_the_single_copy_store():
     config = SimConfig(protocol="echo", nodes=3, duration_s=0.6, seed=11, check=True,
                        workload=WorkloadConfig(clients=4, op_timeout_s=0.05, think_s=0.001), nemesis=NemesisConfig(faults=FAULTS))

@@ -88,10 +88,12 @@ def test_values_of_a_given_size_travel_in_entries_messages_and_durable_writes():
 
 
 @pytest.mark.parametrize("field, value", [("mode", "half-open"), ("key_distribution", "pareto"),
-                                          ("mix", (0.5, 0.5, 0.5)), ("keys", 0), ("conflict_rate", 1.5)])
+                                          ("mix", (0.5, 0.5, 0.5)), ("keys", 0), ("conflict_rate", 1.5),
+                                          ("crash_resets", "yes")])
 def test_bad_workload_is_a_spec_error(field, value):
-    with pytest.raises(SpecError):
+    with pytest.raises(SpecError) as info:
         WorkloadConfig(**{field: value})
+    assert info.value.field == f"workload.{field}"
 
 
 @pytest.mark.parametrize(("field_name", "value"), [("duration_s", 0), ("duration_s", float("nan")), ("duration_s", "1"),

@@ -143,8 +143,12 @@ def predict(protocol: str, nodes: int, config: Config, duration_s: float, seed: 
     from seedance.sim.config import NemesisConfig, SimConfig, StorageConfig, WorkloadConfig
     from seedance.sim.run import simulate
 
+    from seedance.real.clients import Workload
+
+    # the real clients' timeout and pause before trying the next node (a refusal, or not-leader with no hint)
     workload = WorkloadConfig(clients=config.clients, mix=(config.read_fraction, 1.0 - config.read_fraction, 0.0),
-                              op_timeout_s=1.0, request_bytes=64 + config.value_size, value_bytes=config.value_size)
+                              op_timeout_s=Workload.op_timeout_s, not_leader_backoff_s=Workload.retry_pause_s,
+                              request_bytes=64 + config.value_size, value_bytes=config.value_size)
     result = simulate(SimConfig(protocol=protocol, nodes=nodes, duration_s=duration_s, seed=seed,
                                 workload=workload, trace=False, check=False, host_profile=profile,
                                 storage=StorageConfig(fsync=config.fsync), nemesis=NemesisConfig(faults=config.faults)),

@@ -93,6 +93,9 @@ class WorkloadConfig:
     frame_rate_hz: float = 60.0  # mode "frame": bursts per second per client
     writes_per_frame: int = 1  # mode "frame": writes per burst (then one read)
     roam: bool = False  # mode "frame": each burst goes to a node drawn uniformly (clients bound to no replica)
+    # a crashed node's client connections reset (its kernel closes them): a client with a request out to it learns
+    # it one hop later and completes it as info, as real clients do; false: it waits for op_timeout_s
+    crash_resets: bool = True
 
     def __post_init__(self) -> None:
         if self.mode not in WORKLOAD_MODES:
@@ -113,6 +116,8 @@ class WorkloadConfig:
         _positive("workload.frame_rate_hz", self.frame_rate_hz)
         if not isinstance(self.roam, bool):
             raise SpecError("workload.roam", f"must be true or false, got {self.roam!r}")
+        if not isinstance(self.crash_resets, bool):
+            raise SpecError("workload.crash_resets", f"must be true or false, got {self.crash_resets!r}")
         if isinstance(self.writes_per_frame, bool) or not isinstance(self.writes_per_frame, int) \
                 or not 1 <= self.writes_per_frame <= 10_000:
             raise SpecError("workload.writes_per_frame", f"must be an integer in 1..10000, got {self.writes_per_frame!r}")

@@ -243,6 +243,7 @@ class Runtime:
         self.observe_sink: Callable[[int, Any, float], None] = lambda node_id, effect, at: None
         self.collectives: Any = None
         self.after_input: list[Callable[[], None]] = []
+        self.crash_sinks: list[Callable[[int, float], None]] = []  # told (node, time) when a node crashes
 
     # ----------------------------------------------------------------------------------------------- scheduling
     def _at(self, at_s: float, fn: Callable[[Any], None], args: Any) -> None:
@@ -288,6 +289,8 @@ class Runtime:
             self._record((now, "crash", node_id, lost))
         if self.collectives is not None:
             self.collectives.member_crashed(node_id)
+        for sink in self.crash_sinks:
+            sink(node_id, now)
 
     def restart(self, node_id: int) -> None:
         host = self.hosts[node_id]

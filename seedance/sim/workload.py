@@ -9,11 +9,14 @@ Rules (Jepsen's client model, Kingsbury 2013–; history format of :mod:`seedanc
   Open loop: Poisson arrivals at ``rate_ops_s``; an arrival takes the longest-idle process, or a new one.
 * Requests and replies cross the network model: client ``c`` sits on the device of node ``c % nodes`` (a client
   co-located with a server; see :mod:`seedance.sim.network`). Client traffic is not subject to network faults (a
-  reliable session), but a request to a crashed node is lost and the client times out.
+  reliable session), but a request to a crashed node is lost (see the crash rule below).
 * A ``not-leader`` reply from the node the client is talking to makes it retry the SAME request (same client id and
   request id, so a server that deduplicates applies it once — Raft §8) at ``leader_hint``, or at the next node after
   ``not_leader_backoff_s`` when there is no hint. A request reaching a crashed node is refused (the client hears
-  it one network hop later) and retried likewise at the next node: it never ran. A timeout (``op_timeout_s`` since the invoke) gives ``info`` and
+  it one network hop later) and retried likewise at the next node: it never ran. A node that crashes while a
+  client's request is out to it resets the connection (``crash_resets``; its kernel closes the sockets of a killed
+  process): the client hears it one hop later and completes the operation as ``info`` (it may have taken effect),
+  as the real clients do; without it the client waits for its timeout. A timeout (``op_timeout_s`` since the invoke) gives ``info`` and
   the next operation goes to the next node. A late ``ok`` from an earlier target still counts: the operation took
   effect. This serves every ``ProtocolSpec.routing``: with ``"any"`` (every replica serves, e.g. EPaxos) no node
   answers ``not-leader``, so each client keeps to its co-located replica and moves only on a timeout or a crashed
@@ -107,7 +110,7 @@ class KeyChooser:
 
 class _Client:
     __slots__ = ("slot", "process", "device", "target", "busy", "request", "invoked_s", "op_seq", "deadline_s",
-                 "watchdog", "context")
+                 "watchdog", "context", "sent")
 
     def __init__(self, slot: int, process: int, device: int, target: int) -> None:
         self.slot = slot
@@ -121,6 +124,7 @@ class _Client:
         self.deadline_s = 0.0  # when the outstanding operation times out
         self.watchdog = False  # a timeout check is scheduled (one per client, re-armed lazily)
         self.context = None  # the session context of the last reply that carried one (Reply.context)
+        self.sent = False  # the outstanding request is out to ``target`` (not between a refusal and its retry)
 
 
 class Clients:
@@ -148,6 +152,8 @@ class Clients:
         self._last_value: dict[str, Any] = {}
         self.completions: list[tuple[float, str]] = []  # (time, outcome) of every completion
         runtime.reply_sink = self._reply_sent
+        if config.crash_resets:
+            runtime.crash_sinks.append(self._node_crashed)
         cumulative = np.cumsum(config.mix)
         self._mix_cdf = (cumulative / cumulative[-1]).tolist()
 
@@ -250,6 +256,7 @@ class Clients:
         depart += self.runtime.connect_latency(client.slot, client.target, depart)  # a first request: the connection
         arrive = self.network.transit(client.device, client.target, self.config.request_bytes, depart) \
             + self.runtime.extra_latency()
+        client.sent = True
         call_at(self.env, arrive, self._request_arrives, (client.target, client, client.op_seq))
 
     def _request_arrives(self, event: Any) -> None:
@@ -257,6 +264,8 @@ class Clients:
         if self.runtime.client_request(target, client.request):
             return
         # the node is down: the connection is refused, the request never ran; try the next node after a backoff
+        if client.op_seq == op_seq:
+            client.sent = False
         back = self.network.transit(target, client.device, self.config.reply_bytes, self.env.now)
         call_at(self.env, back + self.config.not_leader_backoff_s, self._refused, (client, op_seq, target))
 
@@ -286,6 +295,7 @@ class Clients:
             if node_id != client.target:
                 return  # a stale redirect from a node we already left
             hint = reply.leader_hint
+            client.sent = False
             if hint is not None and hint != node_id and 0 <= hint < self.num_nodes:
                 client.target = hint
                 delay = 0.0
@@ -295,6 +305,20 @@ class Clients:
             call_at(self.env, now + delay, self._retry, (client, client.op_seq))
             return
         self._complete(client, _TYPE[reply.outcome], reply.value, now)
+
+    def _node_crashed(self, node_id: int, now: float) -> None:
+        """``node_id`` crashed: every client with a request out to it hears its connection reset one hop later."""
+        for client in self.clients:
+            if client.busy and client.sent and client.target == node_id:
+                notice = self.network.transit(node_id, client.device, self.config.reply_bytes, now) \
+                    + self.runtime.extra_latency()
+                call_at(self.env, notice, self._connection_lost, (client, client.op_seq, node_id))
+
+    def _connection_lost(self, event: Any) -> None:
+        client, op_seq, node_id = event.args
+        if client.busy and client.op_seq == op_seq and client.sent and client.target == node_id:
+            client.target = (node_id + 1) % self.num_nodes
+            self._complete(client, EventType.INFO, None, self.env.now)
 
     def _retry(self, event: Any) -> None:
         client, op_seq = event.args
@@ -323,6 +347,7 @@ class Clients:
         else:
             value = request.value
         self.rows.append((client.process, outcome, op, request.key, value, now))
+        client.sent = False
         if self.trace.enabled:
             self.trace.records.append((now, "return", -1, client.process, outcome.value, value))
         self.completions.append((now, outcome.value))
