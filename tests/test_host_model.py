@@ -3,6 +3,8 @@ file format and its errors, and the real measurements behind `seedance real prof
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import yaml
@@ -448,6 +450,7 @@ def test_storage_thread_cpu_inside_the_fsync_overlaps_its_wait():
 
 
 def test_scaling_the_cpu_scales_every_cpu_time_and_no_latency():
+    """Every CPU time scales; latencies do not, except a durable write's wall time by its own CPU's share of it."""
     base = amortised(io_per_kind={"message": LogNormal(30e-6), "fsync_done": LogNormal(20e-6)},
                      fsync_cpu=LogNormal(10e-6))
     slow = base.scaled_cpu(2.0)
@@ -456,8 +459,17 @@ def test_scaling_the_cpu_scales_every_cpu_time_and_no_latency():
     for name in ("io_per_input", "client_per_op", "wake", "client_wake", "sync_cpu", "fsync_cpu"):
         assert getattr(slow, name).median_s == pytest.approx(2 * getattr(base, name).median_s), name
     assert slow.io_per_kind["fsync_done"].median_s == pytest.approx(40e-6)
-    for name in ("fsync", "loopback", "handoff", "connect", "accept", "tenants", "write_bandwidth_GBps"):
+    for name in ("loopback", "handoff", "connect", "accept", "tenants", "write_bandwidth_GBps"):
         assert getattr(slow, name) == getattr(base, name), name
+    share = base.fsync_cpu.median_s / base.fsync.median_s  # the storage thread's CPU inside the fsync's wall time
+    assert slow.fsync.median_s == pytest.approx(base.fsync.median_s * (1 + share))
+    assert slow.fsync.sigma == base.fsync.sigma
+    measured = dataclasses.replace(base, fsync=Empirical((0.0, 0.5, 1.0), (100e-6, 200e-6, 900e-6)),
+                                   fsync_cpu=LogNormal(100e-6), write=LogNormal(20e-6), write_cpu=LogNormal(10e-6))
+    fast = measured.scaled_cpu(0.5)  # half the CPU: the CPU half of the wall halves, the device's half stays
+    assert fast.fsync.s == pytest.approx((75e-6, 150e-6, 675e-6))
+    assert fast.write.median_s == pytest.approx(15e-6)
+    assert dataclasses.replace(base, fsync_cpu=None).scaled_cpu(2.0).fsync == base.fsync  # no CPU part measured
     assert run(slow, clients=8, duration_s=0.3).throughput_ops_s < run(base, clients=8, duration_s=0.3).throughput_ops_s
     for bad in (0.0, -1.0, float("nan"), float("inf")):
         with pytest.raises(SpecError, match="cpu scale factor"):
