@@ -9,6 +9,7 @@ process or socket behind. Control frames must carry the control key: the run key
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import subprocess
@@ -217,6 +218,27 @@ def test_no_trace_writes_no_trace(tmp_path):
     assert summary["trace"] is None and not (out / "trace.json").exists()
     assert not list(out.glob("*.trace.jsonl"))
     assert summary["ops_ok"] > 0 and summary["progress_after_heal"]
+
+
+def test_the_load_runs_with_the_callers_heap_frozen(tmp_path, monkeypatch):
+    """The clients run in the caller's process: during the load what the caller held is frozen (its collections
+    would otherwise stall every client for ~0.1 s each), and afterwards it is as it was."""
+    from seedance.real.clients import ClientPool
+
+    frozen = []
+    run = ClientPool.run
+
+    async def counting(self, duration_s):
+        frozen.append(gc.get_freeze_count())
+        return await run(self, duration_s)
+
+    monkeypatch.setattr(ClientPool, "run", counting)
+    held = [{"i": i} for i in range(20_000)]  # the caller's objects
+    assert gc.get_freeze_count() == 0
+    summary = run_real(protocol=KV, nodes=2, clients=2, duration_s=0.5, seed=2, out=tmp_path / "run",
+                       extra_env=child_env(), trace=False)
+    assert summary["ops_ok"] > 0 and frozen and frozen[0] >= len(held)
+    assert gc.get_freeze_count() == 0
 
 
 @pytest.mark.slow
