@@ -145,10 +145,9 @@ def with_tenants(profile: Any, busy_cores: float | None) -> Any:
 
 def predict(protocol: str, nodes: int, config: Config, duration_s: float, seed: int, profile: Any) -> dict[str, Any]:
     """The simulator's prediction of :func:`measure_real` on a host profile."""
+    from seedance.real.clients import Workload
     from seedance.sim.config import NemesisConfig, SimConfig, StorageConfig, WorkloadConfig
     from seedance.sim.run import simulate
-
-    from seedance.real.clients import Workload
 
     # the real clients' timeout and pause before trying the next node (a refusal, or not-leader with no hint)
     workload = WorkloadConfig(clients=config.clients, mix=(config.read_fraction, 1.0 - config.read_fraction, 0.0),
