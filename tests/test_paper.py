@@ -198,3 +198,39 @@ def test_make_run_quick_suite(tmp_path):
     assert [i["name"] for i in items] == list(suite.NAMES)
     assert all(i["error"] is None and i["points_failed"] == 0 for i in items)
     assert (tmp_path / "report" / "report.html").is_file()
+
+
+def test_the_sweeps_host_profile_is_fitted_on_profile_clients_whichever_point_measures_it(tmp_path, monkeypatch):
+    """The sweep's first point (2 clients in the suite's order) used to fit the profile on its own clients; now it
+    is measured on ``profile_clients`` (8), once per profile setting, and a profile already there for the same
+    setting is reused."""
+    from seedance.models.host import HostProfile, LogNormal
+    from seedance.paper import runners
+    from seedance.real import profile as real_profile
+    from seedance.sweep.runners import POINT_DIR_ENV
+
+    measured = []
+
+    def fake_profile_host(work_dir, *, nodes, clients, duration_s, runs):
+        measured.append((Path(work_dir).name, nodes, clients, duration_s, runs))
+        return HostProfile(cores=2, cpu={k: LogNormal(2e-5) for k in ("message", "timer", "client", "persisted",
+                                                                          "collective", "work")},
+                           io_per_input=LogNormal(1e-4), fsync=LogNormal(4e-4), write_bandwidth_GBps=0.4,
+                           loopback=LogNormal(1e-5), client_per_op=LogNormal(1e-4),
+                           measured={"config": {"protocol": "raft", "nodes": nodes, "clients": clients,
+                                                "duration_s": duration_s, "runs": runs}})
+
+    monkeypatch.setattr(real_profile, "profile_host", fake_profile_host)
+    monkeypatch.setenv(POINT_DIR_ENV, str(tmp_path / "runs" / "point-0"))
+    first = runners._sim_vs_real_setup({"clients": 2, "profile_duration_s": 1.0, "profile_runs": 1})
+    profile, path = runners._sweep_profile(first)
+    assert measured == [("profile-work", 3, 8, 1.0, 1)] and path == str(tmp_path / "host.yaml")
+    assert profile.measured["config"]["clients"] == 8
+    again = runners._sweep_profile(runners._sim_vs_real_setup({"clients": 8, "profile_duration_s": 1.0,
+                                                               "profile_runs": 1}))
+    assert len(measured) == 1 and again[1] == path  # the same setting: measured once
+    other = runners._sweep_profile(runners._sim_vs_real_setup({"clients": 2, "profile_clients": 4,
+                                                               "profile_duration_s": 1.0, "profile_runs": 1}))
+    assert measured[1][2] == 4 and other[1] != path and other[0].measured["config"]["clients"] == 4
+    with pytest.raises(SpecError, match="params.profile_clients"):
+        runners._sim_vs_real_setup({"profile_clients": 0})

@@ -86,6 +86,25 @@ def test_the_cpu_anchor_recovers_the_factor_a_slower_machine_ran_at():
     assert anchor_cpu(rows[2:], profile, protocol="raft", nodes=3, configs=[Config(2)], duration_s=0.4) is None
 
 
+def test_each_round_is_anchored_on_its_own_fitted_run():
+    """A machine that ran 1.6x slower in round 0 than at profiling and as fast in round 1: each round's anchor finds
+    its own factor from that round's fitted run alone; ``factor`` is their geometric mean."""
+    from seedance.analysis.sim_vs_real import Config, anchor_rounds, predict
+
+    profile = _profile()
+    rows = [{"config": Config(8).name, "held_out": False, "round": r, "real_tenant_cores": None,
+             "real_ops_s": predict("raft", 3, Config(8), 1.0, r + 1, profile.scaled_cpu(f))["throughput_ops_s"],
+             "sim_ops_s": predict("raft", 3, Config(8), 1.0, r + 1, profile)["throughput_ops_s"]}
+            for r, f in ((0, 1.6), (1, 1.0))]
+    rows.append({"config": Config(2).name, "held_out": True, "round": 0, "real_tenant_cores": None,
+                 "real_ops_s": 1.0, "sim_ops_s": 1.0})  # a held-out row: never looked at
+    anchor = anchor_rounds(rows, profile, protocol="raft", nodes=3, configs=[Config(2), Config(8)], duration_s=1.0)
+    assert set(anchor["factors"]) == {0, 1} and anchor["config"] == "clients=8"
+    assert anchor["factors"][0] == pytest.approx(1.6, rel=0.08) and anchor["factors"][1] == pytest.approx(1.0, abs=0.08)
+    assert anchor["factor"] == pytest.approx((anchor["factors"][0] * anchor["factors"][1]) ** 0.5)
+    assert anchor_rounds(rows[2:], profile, protocol="raft", nodes=3, configs=[Config(2)], duration_s=1.0) is None
+
+
 def test_the_headline_interval_comes_from_the_rounds_noise():
     import pandas as pd
 
@@ -175,7 +194,7 @@ def test_the_headline_predictions_are_anchored_on_the_fitted_rounds_and_the_unan
     frame, summary = result["frame"], result["summary"]
     assert {"unanchored_sim_ops_s", "unanchored_sim_p99_ms", "real_cpu_speed"} <= set(frame.columns)
     anchored = summary["anchored"]
-    assert anchored["config"] == "clients=8" and anchored["factor"] > 0
+    assert anchored["config"] == "clients=8" and anchored["factor"] > 0 and set(anchored["factors"]) == {"0", "1"}
     assert set(anchored["unanchored_median_abs_rel_error_heldout"]) == {"ops_s", "p50_ms", "p99_ms"}
     fitted = next(r for r in summary["rows"] if not r["held_out"])
     # the fitted rows' headline is exactly the anchor's own prediction, and the anchor moved it towards the real

@@ -22,12 +22,13 @@ Method:
    p50 and p99, and the spread check (simulated p99/p50 over real p99/p50); beside it, a 95 % bootstrap interval
    of the throughput headline from the rounds' own noise (:func:`headline_interval`).
 4. Anchored (what ``sim_*`` and the headline are when the fitted configuration is among the experiment's): the
-   profile's CPU times scaled by one factor fitted so that the simulator reproduces this experiment's own rounds
-   of the *fitted* configuration (:func:`anchor_cpu`), on top of each run's metered speed and tenants: the speed
-   meter follows the cores from round to round, the anchor sets their level now rather than minutes ago (the
-   meter's own level drifted 13 % between a profile and the experiment after it while the nodes' speed did not);
-   still blind to every held-out configuration. The prediction without the anchor stays beside it
-   (``unanchored_sim_*``, ``anchored.unanchored_*``); with the fitted configuration absent, ``sim_*`` is that one.
+   profile's CPU times scaled by a factor fitted so that the simulator reproduces the round's own run of the
+   *fitted* configuration (:func:`anchor_rounds`), one factor per round, on top of each run's metered speed and
+   tenants: the speed meter follows the cores from run to run, the anchor sets their level during the round
+   rather than minutes ago at profiling (the meter's own level drifted 13 % between a profile and the experiment
+   after it while the nodes' speed did not); still blind to every held-out configuration. The prediction without
+   the anchor stays beside it (``unanchored_sim_*``, ``anchored.unanchored_*``); with the fitted configuration
+   absent, ``sim_*`` is that one.
 
 Outputs: ``rows.csv`` (one row per configuration and round), ``summary.json`` (medians, errors, provenance), and
 ``sim_vs_real.pdf/.png`` (predicted vs measured with the y = x line, throughput and p99).
@@ -224,6 +225,33 @@ def anchor_cpu(rows: Sequence[Mapping[str, Any]], profile: Any, *, protocol: str
             "sim_ops_s_unscaled": float(np.median([r["sim_ops_s"] for r in fitted]))}
 
 
+def anchor_rounds(rows: Sequence[Mapping[str, Any]], profile: Any, *, protocol: str, nodes: int,
+                  configs: Sequence[Config], duration_s: float, steps: int = 8,
+                  progress: Callable[[str], None] | None = None) -> dict[str, Any] | None:
+    """The CPU scale per round (:func:`anchor_cpu` on each round's own run of the *fitted* configuration): the
+    level a round's runs are predicted at is the one the machine had during that round, a minute or so, rather than
+    the experiment's median. One factor for the whole experiment let a machine that slowed between rounds move all
+    of a round's held-out errors one way (J7: 26 % with one factor, 11 % per round, re-simulated on the same real
+    rows); over J5-J11 the headline's sd over experiments went from 6.9 to 3.9 pp. ``factors`` maps round to
+    factor; a round without a fitted run gets the geometric mean of the others (``factor``). None when no
+    configuration of the experiment is the fitted one."""
+    fitted = [r for r in rows if not r["held_out"]]
+    if not fitted or next((c for c in configs if c.name == fitted[0]["config"]), None) is None:
+        return None
+    if progress is not None:
+        progress(f"anchoring the CPU scale on {fitted[0]['config']} (per round, {len(fitted)} rounds)")
+    per_round = {}
+    for rnd in sorted({r["round"] for r in fitted}):
+        per_round[rnd] = anchor_cpu([r for r in fitted if r["round"] == rnd], profile, protocol=protocol, nodes=nodes,
+                                    configs=configs, duration_s=duration_s, steps=steps)
+    factors = {rnd: a["factor"] for rnd, a in per_round.items()}
+    return {"config": fitted[0]["config"], "factors": factors,
+            "factor": float(np.exp(np.mean(np.log(list(factors.values()))))),
+            "real_ops_s": float(np.median([a["real_ops_s"] for a in per_round.values()])),
+            "sim_ops_s": float(np.median([a["sim_ops_s"] for a in per_round.values()])),
+            "sim_ops_s_unscaled": float(np.median([a["sim_ops_s_unscaled"] for a in per_round.values()]))}
+
+
 def headline_interval(frame: Any, key: str, side: str = "sim", draws: int = 2000, seed: int = 0) -> list[float] | None:
     """A 95 % bootstrap interval of the held-out headline (median over held-out configurations of |median sim /
     median real - 1|), resampling each configuration's rounds (a round's real and simulated run stay paired): how
@@ -280,12 +308,12 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
                          "real_window_sd": real["window_sd"], "sim_window_sd": sim["window_sd"],
                          "profile_sim_ops_s": alone["throughput_ops_s"], "profile_sim_p50_ms": alone["latency_ms_p50"],
                          "profile_sim_p99_ms": alone["latency_ms_p99"]})
-    anchor = anchor_cpu(rows, profile, protocol=protocol, nodes=nodes, configs=configs, duration_s=duration_s,
-                        progress=progress)
+    anchor = anchor_rounds(rows, profile, protocol=protocol, nodes=nodes, configs=configs, duration_s=duration_s,
+                           progress=progress)
     if anchor is not None:  # the anchored prediction is the experiment's (sim_*); the one before it stays beside
-        scaled = profile.scaled_cpu(anchor["factor"])
         by_name = {config.name: config for config in configs}
         for row in rows:
+            scaled = profile.scaled_cpu(anchor["factors"].get(row["round"], anchor["factor"]))
             got = predict(protocol, nodes, by_name[row["config"]], duration_s, row["round"] + 1,
                           at_run(scaled, row["real_tenant_cores"], row.get("real_cpu_speed", 1.0)))
             for key, field_ in (("ops_s", "throughput_ops_s"), ("p50_ms", "latency_ms_p50"),
@@ -366,12 +394,12 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
 def _anchored_summary(anchor: Mapping[str, Any] | None, frame: Any, held: list[dict[str, Any]],
                       median_error: Callable[..., float | None],
                       per_round_error: Callable[..., list[float]]) -> dict[str, Any] | None:
-    """The CPU scale anchored on this experiment's fitted configuration (see :func:`anchor_cpu`; the headline's
-    predictions use it), and the errors of the prediction without it (``unanchored_*``)."""
+    """The CPU scale anchored on this experiment's fitted configuration, per round (see :func:`anchor_rounds`;
+    the headline's predictions use it), and the errors of the prediction without it (``unanchored_*``)."""
     if anchor is None:
         return None
     rounds = per_round_error("ops_s", "unanchored_sim")
-    return {**anchor,
+    return {**anchor, "factors": {str(k): v for k, v in anchor["factors"].items()},
             "unanchored_median_abs_rel_error_heldout": {k: median_error(k, held, "unanchored_sim")
                                                         for k in ("ops_s", "p50_ms", "p99_ms")},
             "unanchored_throughput_error_by_round_heldout": rounds,

@@ -143,7 +143,8 @@ def sim_vs_real(protocol: str, out_dir: str, host_profile: str | None, quick: bo
     anchored = summary.get("anchored")
     if anchored is not None:
         errors = anchored["unanchored_median_abs_rel_error_heldout"]
-        click.echo(f"CPU scale anchored on this experiment's {anchored['config']} rounds: x{anchored['factor']:.2f} "
+        per_round = ", ".join(f"{v:.2f}" for v in anchored["factors"].values())
+        click.echo(f"CPU scale anchored on each round's {anchored['config']} run: x{per_round} "
                    f"(the predictions above); without the anchor, median |error| (held out) "
                    + " / ".join("-" if errors[k] is None else f"{100 * errors[k]:.0f} %"
                                 for k in ("ops_s", "p50_ms", "p99_ms")) + " (throughput / p50 / p99)")

@@ -203,7 +203,8 @@ def nccl(params: dict[str, Any], seed: int) -> dict[str, Any]:
 # ----------------------------------------------------------------------------------------------- sim vs real
 SIM_VS_REAL_PARAMS: dict[str, Any] = {"protocol": "raft", "nodes": 3, "clients": 8, "value_size": 0,
                                       "read_fraction": 0.0, "fsync": True, "crash": False, "duration_s": 2.0,
-                                      "host_profile": None, "profile_duration_s": 2.0, "profile_runs": 3}
+                                      "host_profile": None, "profile_clients": 8, "profile_duration_s": 2.0,
+                                      "profile_runs": 3}
 
 
 def _sim_vs_real_setup(params: dict[str, Any]) -> dict[str, Any]:
@@ -220,6 +221,7 @@ def _sim_vs_real_setup(params: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(p[flag], bool):
             raise SpecError(f"params.{flag}", f"must be true or false, got {p[flag]!r}")
     V.number("params.duration_s", p["duration_s"], lo=0, hi=V.MAX_REAL_DURATION_S, lo_open=True)
+    V.integer("params.profile_clients", p["profile_clients"], lo=1, hi=V.MAX_CLIENTS, why=V.WHY_CLIENTS)
     V.number("params.profile_duration_s", p["profile_duration_s"], lo=0.5, hi=60)
     V.integer("params.profile_runs", p["profile_runs"], lo=1, hi=20)
     if p["host_profile"] is not None and not Path(str(p["host_profile"])).is_file():
@@ -233,24 +235,39 @@ def validate_sim_vs_real(params: dict[str, Any]) -> None:
 
 
 def _sweep_profile(p: dict[str, Any]) -> tuple[Any, str]:
-    """The host profile: the given file, or one measured once per sweep into ``DIR/host.yaml`` (under a lock, so
-    concurrent runs measure it once)."""
+    """The host profile: the given file, or one measured once per sweep and profile setting (nodes, clients,
+    duration, runs) into ``DIR/host.yaml`` (``DIR/host-<setting>.yaml`` for any setting but the first; under a lock,
+    so concurrent runs measure it once). It is fitted on ``profile_clients`` writing clients whichever point measures
+    it (the sweep's first point used to fit it on its own clients: 2 in the suite's order, the workload the
+    simulator predicts worst, with 8 then held out)."""
     from seedance.models.host import load_profile
 
     if p["host_profile"] is not None:
         return load_profile(p["host_profile"]), str(p["host_profile"])
     sweep_dir = current_point_dir().parent.parent  # DIR/runs/<key> -> DIR
-    path = sweep_dir / "host.yaml"
+    setting = {"nodes": p["nodes"], "clients": p["profile_clients"], "duration_s": float(p["profile_duration_s"]),
+               "runs": int(p["profile_runs"])}
     with open(sweep_dir / ".host.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        path = sweep_dir / "host.yaml"
+        if path.is_file() and _profile_setting(load_profile(path)) != setting:
+            tag = "-".join(f"{k}{v:g}" for k, v in setting.items())
+            path = sweep_dir / f"host-{tag}.yaml"
         if not path.is_file():
             from seedance.real.profile import profile_host
             from seedance.real.storage import atomic_write
 
-            profile = profile_host(sweep_dir / "profile-work", nodes=p["nodes"], clients=p["clients"],
-                                   duration_s=float(p["profile_duration_s"]), runs=int(p["profile_runs"]))
+            profile = profile_host(path.with_name(path.stem.replace("host", "profile-work", 1)), nodes=setting["nodes"],
+                                   clients=setting["clients"], duration_s=setting["duration_s"],
+                                   runs=setting["runs"])
             atomic_write(path, profile.to_yaml().encode())
     return load_profile(path), str(path)
+
+
+def _profile_setting(profile: Any) -> dict[str, Any]:
+    config = (profile.measured or {}).get("config", {})
+    return {"nodes": config.get("nodes"), "clients": config.get("clients"),
+            "duration_s": float(config.get("duration_s", 0.0)), "runs": config.get("runs")}
 
 
 def _rel(predicted: Any, measured: Any) -> float | None:
