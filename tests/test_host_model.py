@@ -192,6 +192,24 @@ def test_real_profile_command_writes_a_usable_profile(tmp_path):
     assert host.handback is not None and host.handback.median_s > 0 and "storage thread -> loop" in result.output
     assert host.measured["spells"]["real"]["windows"] > 0 and "slow spells" in result.output
     assert run(str(out), duration_s=0.3).ops_ok > 0
+    calibration = host.measured["cpu_calibration"]  # the CPU level set so the profile reproduces its own run
+    assert 0.5 <= calibration["factor"] <= 2.0 and "CPU scale calibrated" in result.output
+
+
+def test_the_cpu_calibration_recovers_the_level_the_profile_run_ran_at():
+    """A profile whose own run was 1.4x slower than the simulator makes of its samples: the calibration finds
+    that factor from the run's throughput alone and records it."""
+    from seedance.analysis.sim_vs_real import Config, predict
+    from seedance.real.profile import calibrate_cpu
+
+    host = profile(fsync=LogNormal(2e-4, 0.3, 1e-3))  # CPU-bound: the default's 3.7 ms fsync hides the CPU
+    real = predict("raft", 3, Config(8), 1.0, 1, host.scaled_cpu(1.4))["throughput_ops_s"]
+    calibrated = calibrate_cpu(host, real_ops_s=real, nodes=3, clients=8, duration_s=1.0)
+    record = calibrated.measured["cpu_calibration"]
+    assert record["factor"] == pytest.approx(1.4, rel=0.08) and record["sim_ops_s"] == pytest.approx(real, rel=0.05)
+    assert record["sim_ops_s_before"] > 1.15 * real
+    assert calibrated.cpu["message"].median_s == pytest.approx(record["factor"] * host.cpu["message"].median_s)
+    assert calibrate_cpu(host, real_ops_s=0.0, nodes=3, clients=8, duration_s=1.0) is host  # no run: as it was
 
 
 # ------------------------------------------------------------------------------------ amortisation (issue V, round 2)

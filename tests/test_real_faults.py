@@ -213,8 +213,12 @@ def test_kill_rate_100_returns_within_30_s_linearizable_and_leaves_nothing(tmp_p
 
 def test_no_trace_writes_no_trace(tmp_path):
     out = tmp_path / "run"
+    before = time.monotonic()
     summary = run_real(protocol=KV, nodes=2, clients=2, duration_s=0.5, seed=2, out=out, extra_env=child_env(),
                        trace=False)
+    # the load's window on the system-wide monotonic clock (for meters outside the run): after the start-up
+    start, end = summary["load_window_monotonic_s"]
+    assert before < start < end <= time.monotonic() and end - start == pytest.approx(0.5, abs=0.3)
     assert summary["trace"] is None and not (out / "trace.json").exists()
     assert not list(out.glob("*.trace.jsonl"))
     assert summary["ops_ok"] > 0 and summary["progress_after_heal"]

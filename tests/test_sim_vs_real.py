@@ -166,8 +166,18 @@ def test_the_cores_speed_is_metered_for_real_and_scales_the_cpu_for_that_run():
     from seedance.real.profile import SpeedMeter
 
     with SpeedMeter(interval_s=0.02) as meter:
-        time.sleep(0.3)
+        time.sleep(0.15)
+        window = [time.monotonic()]
+        time.sleep(0.15)
+        window.append(time.monotonic())
+        time.sleep(0.1)
     assert len(meter.chunks_s) >= 3 and 0 < meter.chunk_s < 0.05
+    # each chunk carries when it began (the system-wide monotonic clock): a run's reading is its load window's
+    assert len(meter.stamps_s) == len(meter.chunks_s) and meter.stamps_s == sorted(meter.stamps_s)
+    inside = meter.within(window)
+    assert 0 < len(inside) < len(meter.chunks_s)
+    assert inside == [c for c, t in zip(meter.chunks_s, meter.stamps_s) if window[0] <= t <= window[1]]
+    assert meter.within(None) == meter.chunks_s and meter.within([0.0, 1.0]) == meter.chunks_s  # none inside: all
     profile = _profile()
     assert speed_factor(profile, 2e-4) == 1.0  # no baseline in the profile
     metered = dataclasses.replace(profile, measured={**profile.measured, "cpu_chunk_s": 1e-4})

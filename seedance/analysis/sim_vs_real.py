@@ -100,7 +100,9 @@ def measure_real(protocol: str, nodes: int, config: Config, duration_s: float, s
     from seedance.analysis.history import read_jsonl
 
     return {**summary, "tenant_cores": meter.busy_cores, "loadavg_1min": os.getloadavg()[0],
-            "cpu_chunk_s": speed.chunk_s, **window_keys(read_jsonl(out / "history.jsonl"))}
+            # the cores' speed under the load (the processes' start-up ran the meter's chunks slower)
+            "cpu_chunk_s": _median(speed.within(summary.get("load_window_monotonic_s"))),
+            **window_keys(read_jsonl(out / "history.jsonl"))}
 
 
 # How much of the speed meter's ratio the nodes feel: the simulated CPU times are scaled by the meter's ratio to

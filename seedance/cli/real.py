@@ -290,6 +290,11 @@ def profile_command(nodes: int, clients: int, duration: float, runs: int, seed: 
     if profile.tenants is not None:
         click.echo(f"other tenants: {profile.tenants.busy_cores:.2f} busy cores during the run (share "
                    f"{profile.tenants.share:.2f}); load average {profile.measured.get('loadavg_1min', 0.0):.2f}")
+    calibration = profile.measured.get("cpu_calibration")
+    if calibration:
+        click.echo(f"CPU scale calibrated to the profile run's {calibration['real_ops_s']:.0f} ops/s: "
+                   f"x{calibration['factor']:.2f} (simulated {calibration['sim_ops_s_before']:.0f} -> "
+                   f"{calibration['sim_ops_s']:.0f} ops/s)")
     if profile.handback is not None:
         click.echo(f"storage thread -> loop under load: median {profile.handback.median_s * 1e6:.0f} us, tail "
                    f"{profile.handback.cap_s * 1e6:.0f} us")

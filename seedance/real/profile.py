@@ -78,6 +78,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -427,14 +428,14 @@ import msgpack
 key, interval, out = b"k" * 32, float(sys.argv[1]), []
 message = ["AppendEntries", 3, [[3, 1, 7, "write", "k1", 12345678, 48] for _ in range(3)], 41, 2, 40, 0]
 while not select.select([sys.stdin], [], [], interval)[0]:  # until the parent closes stdin
-    began = time.thread_time_ns()
+    at, began = time.monotonic_ns(), time.thread_time_ns()
     for _ in range(30):  # a node's kind of work: encode, authenticate, decode, small dicts
         payload = msgpack.packb(message)
         hmac.new(key, payload, sha256).digest()
         decoded = msgpack.unpackb(payload)
         {i: decoded for i in range(8)}
-    out.append(time.thread_time_ns() - began)
-print(" ".join(map(str, out)), flush=True)
+    out.append(f"{at}:{time.thread_time_ns() - began}")
+print(" ".join(out), flush=True)
 """
 
 
@@ -445,16 +446,30 @@ class SpeedMeter:
     without any CPU showing as busy or stolen (here the same chunk took 5.1-9.6 ms of CPU per 2,000 iterations
     within one minute, in episodes of seconds); ``chunk_s`` is the median chunk, and the ratio of a run's to the
     profile's scales the profile's CPU times for that run (a condition of the machine, like its tenants, not an
-    outcome of the run: the chunk's work is fixed). About 0.5 % of one core."""
+    outcome of the run: the chunk's work is fixed). About 0.5 % of one core.
+
+    Each chunk is stamped with the monotonic clock (system-wide) when it began, so a run's reading can be taken
+    over its load alone (:meth:`within`): the chunks while the run's processes start (imports, connections, the
+    election) ran 15-40 % slower than under the load that followed, and in a 1 s run they were half of all."""
 
     def __init__(self, interval_s: float = 0.05) -> None:
         self.interval_s = interval_s
         self.chunks_s: list[float] = []
+        self.stamps_s: list[float] = []  # time.monotonic() when each chunk began
         self._proc: subprocess.Popen[str] | None = None
 
     @property
     def chunk_s(self) -> float | None:
         return float(np.median(self.chunks_s)) if self.chunks_s else None
+
+    def within(self, window: Sequence[float] | None) -> list[float]:
+        """The chunks that began inside ``window`` (monotonic start, end; a run's ``load_window_monotonic_s``); all
+        of them when no window is given or none fell inside it (a run shorter than the meter's interval)."""
+        if not window:
+            return list(self.chunks_s)
+        start, end = window
+        inside = [c for c, t in zip(self.chunks_s, self.stamps_s) if start <= t <= end]
+        return inside or list(self.chunks_s)
 
     def __enter__(self) -> SpeedMeter:
         self._proc = subprocess.Popen([sys.executable, "-c", _SPEED_CHUNK, str(self.interval_s)],
@@ -467,7 +482,9 @@ class SpeedMeter:
             return
         try:
             out, _ = proc.communicate(input="", timeout=10)
-            self.chunks_s = [int(x) / 1e9 for x in out.split()]
+            pairs = [item.split(":") for item in out.split()]
+            self.stamps_s = [int(at) / 1e9 for at, _ in pairs]
+            self.chunks_s = [int(took) / 1e9 for _, took in pairs]
         except (subprocess.TimeoutExpired, ValueError):
             proc.kill()
             proc.wait()
@@ -549,6 +566,37 @@ def calibrate_tenants(profile: HostProfile, *, real_ops_s: float, nodes: int, cl
     sim_ops = predict("raft", nodes, Config(clients), duration_s, 1, out)["throughput_ops_s"]
     return dataclasses.replace(out, measured={**profile.measured, "tenant_calibration": {
         "share": share, "real_ops_s": real_ops_s, "sim_ops_s": sim_ops}})
+
+
+def calibrate_cpu(profile: HostProfile, *, real_ops_s: float, nodes: int, clients: int, duration_s: float,
+                  steps: int = 8) -> HostProfile:
+    """Scale the profile's CPU times (:meth:`HostProfile.scaled_cpu`, one factor in [1/2, 2]) so the simulator
+    reproduces the profile run's own throughput (the fitted configuration only; after the tenants' share, which
+    does so only on a machine with other tenants to share it with; bisection on log(factor): the simulated
+    throughput falls as the factor grows). The CPU samples are the runs' own, but what the model makes of them
+    (the cores' sharing, the hand-offs between processes) left a profile 0.8-1.04 of its own run's throughput on
+    this machine (the median run of three 3 s runs; one 1 s run: 0.8); calibrated, a profile used without an
+    experiment's anchor (``sim run --host-profile``, the paper's quick item) starts from its own run. The factor
+    and both throughputs are recorded in ``measured.cpu_calibration``."""
+    from seedance.analysis.sim_vs_real import Config, predict
+
+    if not real_ops_s:
+        return profile
+
+    def simulated(factor: float) -> float:
+        return predict("raft", nodes, Config(clients), duration_s, 1, profile.scaled_cpu(factor))["throughput_ops_s"]
+
+    before = simulated(1.0)
+    lo, hi = math.log(0.5), math.log(2.0)
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if simulated(math.exp(mid)) > real_ops_s else (lo, mid)
+    factor = math.exp((lo + hi) / 2)
+    out = profile.scaled_cpu(factor)
+    import dataclasses
+
+    return dataclasses.replace(out, measured={**profile.measured, "cpu_calibration": {
+        "factor": factor, "real_ops_s": real_ops_s, "sim_ops_s_before": before, "sim_ops_s": simulated(factor)}})
 
 
 SPELL_ELASTICITY_STEP = 1.2  # the CPU scale the spells' calibration compares with 1 (the latency's elasticity)
@@ -760,7 +808,7 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
                 os.environ[CLIENT_PROFILE_ENV] = before
         summaries.append(summary)
         windows.append(run_windows(run_dir / "history.jsonl"))
-        chunks.extend(speed.chunks_s)
+        chunks.extend(speed.within(summary.get("load_window_monotonic_s")))  # the load's, not the start-up's
         if meter.busy_cores is not None:
             tenant_cores.append(meter.busy_cores)
         for path in sorted(run_dir.glob("node-*/cpu-profile-*.json")):
@@ -962,6 +1010,8 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
     )
     profile = calibrate_tenants(profile, real_ops_s=summary.get("throughput_ops_s") or 0.0, nodes=nodes,
                                 clients=clients, duration_s=min(duration_s, 2.0))
+    profile = calibrate_cpu(profile, real_ops_s=summary.get("throughput_ops_s") or 0.0, nodes=nodes,
+                            clients=clients, duration_s=min(duration_s, 2.0))
     return calibrate_spell(profile, cpu["windows"], nodes=nodes, clients=clients, duration_s=duration_s, seed=seed)
 
 

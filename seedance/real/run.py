@@ -133,7 +133,9 @@ async def _drive(launcher: LocalLauncher, workload: Workload, duration_s: float,
             phase.cancel()
             watchdog.result()  # raises NodeFailure
         await phase
-        counts["load_end_s"] = time.monotonic() - launcher.t0_monotonic
+        t_end = time.monotonic()
+        counts["load_end_s"] = t_end - launcher.t0_monotonic
+        counts["load_window_monotonic_s"] = [t_start, t_end]  # for meters outside the run (SpeedMeter.within)
         counts["client_cpu_s"] = time.process_time() - cpu_start  # the client process (this one) during the load
         if faulty:
             await nemesis.heal()  # already done at the end of the faulty phase; a no-op then
@@ -233,6 +235,7 @@ def run_real(*, protocol: str, nodes: int, clients: int, duration_s: float, seed
                     "nemesis": list(nemesis), "faults": [w.name for w in schedule],
                     "faults_applied": counts.get("faults_applied", 0), "messages": counts.get("messages"),
                     "load_start_s": counts["load_start_s"], "final_reads": counts["final_reads"],
+                    "load_window_monotonic_s": counts.get("load_window_monotonic_s"),
                     "client_cpu_s": counts.get("client_cpu_s"),
                     "reproduce": reproduce_command(argv) if argv is not None else _default_reproduce(spec, seed, out),
                     "provenance": run_metadata(seed=seed, spec=spec, argv=argv)})
