@@ -35,7 +35,9 @@ TINY = {
     "nccl": {"axes": {"grid": {"curve": ["a100-1x8-allreduce"], "size": [8, 1048576, 3]}}},
 }
 SLOW_TINY = {
-    "sim-vs-real": {"fixed": {"duration_s": 0.5, "profile_duration_s": 0.5, "profile_runs": 1}, "axes": {"grid": {"clients": [2]}},
+    "sim-vs-real": {"fixed": {"duration_s": 0.5, "profile_duration_s": 0.5, "profile_runs": 1},
+                    "axes": {"zip": {"clients": [2], "value_size": [0], "read_fraction": [0.0], "fsync": [True],
+                                     "crash": [False]}},
                     "repetitions": 1},
     "memory": {"fixed": {"duration_s": 6, "interval_s": 0.25}, "repetitions": 1},
 }
@@ -185,6 +187,12 @@ def test_items_on_real_processes(tmp_path):
         assert r.figures and r.table and r.headline
     memory = {r.name: r for r in results}["memory"].headline
     assert memory["buggy F8"]["leak_flagged"] == 1.0 and memory["fixed"]["leak_flagged"] == 0.0
+    # sim-vs-real: the profile fitted on 8 clients, so the 2-client point is held out and predicted at the CPU
+    # level of a real 8-client run just before it (its own run never seen); the unanchored prediction beside it
+    rows = load_results(tmp_path / "out" / "sim-vs-real")
+    assert rows["held_out"].astype(bool).all() and (rows["config"] == "clients=2").all()
+    assert (rows["anchor_factor"].astype(float) > 0).all() and (rows["anchor_real_ops_s"].astype(float) > 0).all()
+    assert rows["unanchored_sim_throughput_ops_s"].astype(float).gt(0).all()
 
 
 @pytest.mark.slow

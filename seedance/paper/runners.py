@@ -18,7 +18,9 @@ Each checks its parameters first (``validate_NAME``; an unknown or bad one is a 
 * :func:`memory` — one memory soak of the commit protocol on real processes (seed §4.4): RSS per period, drift,
   slope with its CI, growth of live handles, fds and threads.
 * :func:`sim_vs_real` — the same protocol, clients and duration on real processes and in the simulator on a
-  measured host profile: both throughputs and latencies and the relative errors.
+  measured host profile: both throughputs and latencies and the relative errors. A held-out point is predicted
+  with its CPU level anchored on a real run of the profile's configuration just before it (``anchor``, as the
+  experiment anchors each round); ``unanchored_sim_*`` beside it.
 """
 
 from __future__ import annotations
@@ -204,7 +206,7 @@ def nccl(params: dict[str, Any], seed: int) -> dict[str, Any]:
 SIM_VS_REAL_PARAMS: dict[str, Any] = {"protocol": "raft", "nodes": 3, "clients": 8, "value_size": 0,
                                       "read_fraction": 0.0, "fsync": True, "crash": False, "duration_s": 2.0,
                                       "host_profile": None, "profile_clients": 8, "profile_duration_s": 2.0,
-                                      "profile_runs": 3}
+                                      "profile_runs": 3, "anchor": True}
 
 
 def _sim_vs_real_setup(params: dict[str, Any]) -> dict[str, Any]:
@@ -217,7 +219,7 @@ def _sim_vs_real_setup(params: dict[str, Any]) -> dict[str, Any]:
     V.integer("params.clients", p["clients"], lo=1, hi=V.MAX_CLIENTS, why=V.WHY_CLIENTS)
     V.integer("params.value_size", p["value_size"], lo=0, hi=V.MAX_VALUE_BYTES, why=V.WHY_VALUE_BYTES)
     V.number("params.read_fraction", p["read_fraction"], lo=0, hi=1, hi_open=True)
-    for flag in ("fsync", "crash"):
+    for flag in ("fsync", "crash", "anchor"):
         if not isinstance(p[flag], bool):
             raise SpecError(f"params.{flag}", f"must be true or false, got {p[flag]!r}")
     V.number("params.duration_s", p["duration_s"], lo=0, hi=V.MAX_REAL_DURATION_S, lo_open=True)
@@ -277,27 +279,47 @@ def _rel(predicted: Any, measured: Any) -> float | None:
 
 
 def sim_vs_real(params: dict[str, Any], seed: int) -> dict[str, Any]:
-    from seedance.analysis.sim_vs_real import Config, at_run, is_fitted, measure_real, predict, speed_factor
+    from seedance.analysis.sim_vs_real import (Config, anchor_cpu, at_run, is_fitted, measure_real, predict,
+                                               speed_factor)
 
     p = _sim_vs_real_setup(params)
     profile, profile_path = _sweep_profile(p)
     config = Config(p["clients"], p["value_size"], float(p["read_fraction"]), p["fsync"], p["crash"])
     duration_s = float(p["duration_s"])
-    real = measure_real(p["protocol"], p["nodes"], config, duration_s, seed + 1, current_point_dir() / "real")
+    fitted = (profile.measured or {}).get("config", {})
+    held_out = not is_fitted(config, fitted, p["protocol"])
+    point = current_point_dir()
+    anchor = None
+    if held_out and p["anchor"]:
+        # the experiment's per-round anchor, per point: a real run of the fitted configuration just before this
+        # one sets the CPU level the simulator predicts this point at (the machine drifts from minute to minute:
+        # a profile's run at 1,555 ops/s, the points after it at 2,298-2,457); the point itself is never seen
+        reference = Config(int(fitted.get("clients", p["profile_clients"])))
+        ref = measure_real(p["protocol"], p["nodes"], reference, duration_s, seed + 1, point / "anchor-real")
+        anchor = anchor_cpu([{"config": reference.name, "held_out": False, "round": seed,
+                              "real_ops_s": ref["throughput_ops_s"], "real_tenant_cores": ref["tenant_cores"],
+                              "real_cpu_speed": speed_factor(profile, ref.get("cpu_chunk_s")),
+                              "sim_ops_s": float("nan")}],
+                            profile, protocol=p["protocol"], nodes=p["nodes"], configs=[reference],
+                            duration_s=duration_s, steps=6)
+    real = measure_real(p["protocol"], p["nodes"], config, duration_s, seed + 1, point / "real")
     # the simulator sees the other tenants' CPU and the cores' speed metered during this very real run, as the
     # experiment does
     speed = speed_factor(profile, real.get("cpu_chunk_s"))
-    sim = predict(p["protocol"], p["nodes"], config, duration_s, seed + 1,
-                  at_run(profile, real["tenant_cores"], speed))
-    fitted = (profile.measured or {}).get("config", {})
-    out: dict[str, Any] = {"host_profile": profile_path, "config": config.name,
-                           "held_out": not is_fitted(config, fitted, p["protocol"]),
+    unanchored = predict(p["protocol"], p["nodes"], config, duration_s, seed + 1,
+                         at_run(profile, real["tenant_cores"], speed))
+    sim = unanchored if anchor is None else predict(p["protocol"], p["nodes"], config, duration_s, seed + 1,
+                                                    at_run(profile.scaled_cpu(anchor["factor"]),
+                                                           real["tenant_cores"], speed))
+    out: dict[str, Any] = {"host_profile": profile_path, "config": config.name, "held_out": held_out,
                            "loadavg_1min": real["loadavg_1min"], "tenant_cores": real["tenant_cores"],
-                           "cpu_speed": speed}
+                           "cpu_speed": speed, "anchor_factor": None if anchor is None else anchor["factor"],
+                           "anchor_real_ops_s": None if anchor is None else anchor["real_ops_s"]}
     for key in ("throughput_ops_s", "latency_ms_p50", "latency_ms_p99"):
         out[f"real_{key}"] = real.get(key)
         out[f"sim_{key}"] = sim.get(key)
         out[f"rel_error_{key}"] = _rel(sim.get(key), real.get(key))
+        out[f"unanchored_sim_{key}"] = unanchored.get(key)
     return out
 
 
