@@ -275,7 +275,7 @@ def headline_interval(frame: Any, key: str, side: str = "sim", draws: int = 2000
 
 
 def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, configs: Sequence[Config],
-                   repeats: int = 3, duration_s: float = 3.0,
+                   repeats: int = 5, duration_s: float = 3.0,
                    progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run every configuration ``repeats`` times on both sides; rows and the summary (see the module docstring)."""
     import pandas as pd
