@@ -101,8 +101,7 @@ def convergence(out_dir: str, quick: bool, seeds: int | None, root_seed: int, as
 @json_option
 @progress_option
 def sim_vs_real(protocol: str, out_dir: str, host_profile: str | None, quick: bool, repeats: int | None,
-                duration: float,
-                nodes: int, as_json: bool, show_progress: bool | None) -> None:
+                duration: float, nodes: int, as_json: bool, show_progress: bool | None) -> None:
     """The same protocol in the simulator (on a measured host profile) and for real: predicted vs measured."""
     from pathlib import Path
 
