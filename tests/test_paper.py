@@ -242,3 +242,19 @@ def test_the_sweeps_host_profile_is_fitted_on_profile_clients_whichever_point_me
     assert measured[1][2] == 4 and other[1] != path and other[0].measured["config"]["clients"] == 4
     with pytest.raises(SpecError, match="params.profile_clients"):
         runners._sim_vs_real_setup({"profile_clients": 0})
+
+
+def test_the_sim_vs_real_figure_marks_the_fitted_workload_as_reproducibility():
+    """The profile's own workload compares the fit with its own data: drawn hollow and labelled so; the held-out
+    ones filled."""
+    import pandas as pd
+
+    rows = [{"status": "ok", "protocol": "raft", "config": config, "held_out": held, "real_throughput_ops_s": real,
+             "sim_throughput_ops_s": real * 0.9, "real_latency_ms_p99": 5.0, "sim_latency_ms_p99": 4.5}
+            for config, held, real in (("clients=2", True, 900.0), ("clients=8", False, 2500.0)) for _ in range(2)]
+    figure = figures.sim_vs_real(pd.DataFrame(rows))
+    ax = figure.axes[0]
+    labels = {bars.get_label(): bars.lines[0] for bars in ax.containers}  # errorbar: label and data line
+    assert set(labels) == {"raft, clients=2", "raft, clients=8 (fitted: reproducibility)"}
+    assert labels["raft, clients=8 (fitted: reproducibility)"].get_markerfacecolor() == "none"
+    assert labels["raft, clients=2"].get_markerfacecolor() != "none"

@@ -191,20 +191,24 @@ def pixel(df: pd.DataFrame) -> Figure:
 # --------------------------------------------------------------------------------------------- sim vs real
 def sim_vs_real(df: pd.DataFrame) -> Figure:
     """Predicted (simulator) against measured (real processes) throughput and p99 latency per workload, with
-    CIs on both axes; the diagonal is a perfect prediction."""
+    CIs on both axes; the diagonal is a perfect prediction. Held-out workloads are filled; the profile's own
+    (fitted) workload is hollow and labelled so: it shows reproducibility, not prediction."""
     import numpy as np
 
     data = ok_rows(df)
     metrics = [f"{side}_{m}" for m in ("throughput_ops_s", "latency_ms_p99") for side in ("real", "sim")]
-    table = _aggregate(with_config(data), ["protocol", "config"], metrics)
+    table = _aggregate(with_config(data), ["protocol", "config", "held_out"], metrics)
     figure, axes = style.new_figure(2, 1, aspect=1.0)
     for ax, metric in zip(axes[0], ("throughput_ops_s", "latency_ms_p99")):
         for k, row in enumerate(table.itertuples()):
             real = [getattr(row, f"real_{metric}_{s}") for s in ("mean", "lo", "hi")]
             sim = [getattr(row, f"sim_{metric}_{s}") for s in ("mean", "lo", "hi")]
+            held = str(row.held_out).lower() in ("true", "1")
+            colour = style.color(row.protocol)
             ax.errorbar([real[0]], [sim[0]], xerr=[[max(real[0] - real[1], 0)], [max(real[2] - real[0], 0)]],
-                        yerr=[[max(sim[0] - sim[1], 0)], [max(sim[2] - sim[0], 0)]], color=style.color(row.protocol),
-                        marker=style.marker(k), linestyle="none", label=f"{row.protocol}, {row.config}")
+                        yerr=[[max(sim[0] - sim[1], 0)], [max(sim[2] - sim[0], 0)]], color=colour,
+                        marker=style.marker(k), markerfacecolor=colour if held else "none", linestyle="none",
+                        label=f"{row.protocol}, {row.config}" + ("" if held else " (fitted: reproducibility)"))
         values = table[[f"{s}_{metric}_{q}" for s in ("real", "sim") for q in ("lo", "hi")]].to_numpy(dtype=float)
         finite = values[np.isfinite(values) & (values > 0)]
         if finite.size:

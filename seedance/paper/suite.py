@@ -73,7 +73,8 @@ ITEMS: tuple[Item, ...] = (
          headline="sim_vs_real_headline",
          shows="Raft with 3 replicas on this machine's real processes against the simulator on a host profile "
                "measured in the same sweep: predicted against measured throughput and p99 latency per client "
-               "count; points on the diagonal are exact predictions."),
+               "count, each held-out one at the CPU level of a real run of the profile's workload just before it "
+               "(hollow: that workload itself, reproducibility); points on the diagonal are exact predictions."),
     Item(name="memory", title="Memory stability", seed_section="§4.4", figure="memory", table="memory",
          headline="memory_headline",
          shows="A memory soak of the commit protocol's training on real processes: rank 0's mean RSS in three "
