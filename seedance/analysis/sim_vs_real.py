@@ -453,8 +453,8 @@ def figure(per_config: list[dict[str, Any]]) -> Any:
             axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xlabel(f"measured {label}")
         ax.set_ylabel(f"simulated {label}")
-    axes[0].set_title("held out: filled; fitted (the profile's configuration): hollow", fontsize=7)
-    axes[1].set_title("o: CPU level anchored on the fitted rounds, tenants and speed metered per run; "
+    axes[0].set_title("held out: filled; fitted (the profile's configuration, reproducibility): hollow", fontsize=7)
+    axes[1].set_title("o: CPU level anchored on each round's fitted run, tenants and speed metered per run; "
                       "x: the profile alone", fontsize=6)
     fig.tight_layout()
     return fig
