@@ -94,7 +94,7 @@ def convergence(out_dir: str, quick: bool, seeds: int | None, root_seed: int, as
 @click.option("--quick", is_flag=True, help="3 configurations × 3 rounds of 2 s (about 2 minutes here).")
 @click.option("--repeats", type=Integer(1, 20), default=None,
               help="Rounds per configuration [default: 5; 3 with --quick]. Five because the throughput headline "
-                   "repeats better with them: five experiments spanned 5.2 pp here, six of 3 rounds 8.5 pp.")
+                   "repeats better with them: six experiments spanned 5.2 pp here, six of 3 rounds 8.5 pp.")
 @click.option("--duration", type=Number(0.5, 120), default=3.0, show_default=True,
               help="Seconds of load per run (both runtimes).")
 @click.option("--nodes", type=Integer(1, 16), default=3, show_default=True)
