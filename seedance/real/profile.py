@@ -570,33 +570,28 @@ def calibrate_tenants(profile: HostProfile, *, real_ops_s: float, nodes: int, cl
 
 def calibrate_cpu(profile: HostProfile, *, real_ops_s: float, nodes: int, clients: int, duration_s: float,
                   steps: int = 8) -> HostProfile:
-    """Scale the profile's CPU times (:meth:`HostProfile.scaled_cpu`, one factor in [1/2, 2]) so the simulator
-    reproduces the profile run's own throughput (the fitted configuration only; after the tenants' share, which
-    does so only on a machine with other tenants to share it with; bisection on log(factor): the simulated
-    throughput falls as the factor grows). The CPU samples are the runs' own, but what the model makes of them
-    (the cores' sharing, the hand-offs between processes) left a profile 0.8-1.04 of its own run's throughput on
-    this machine (the median run of three 3 s runs; one 1 s run: 0.8); calibrated, a profile used without an
-    experiment's anchor (``sim run --host-profile``, the paper's quick item) starts from its own run. The factor
-    and both throughputs are recorded in ``measured.cpu_calibration``."""
-    from seedance.analysis.sim_vs_real import Config, predict
+    """Scale the profile's CPU times (:meth:`HostProfile.scaled_cpu`) by the one factor at which the simulator
+    reproduces the profile run's own throughput: the experiment's anchor (:func:`seedance.analysis.sim_vs_real.
+    anchor_cpu`) on the profile's own run, after the tenants' share, which does so only on a machine with other
+    tenants to share it with. The CPU samples are the runs' own, but what the model makes of them (the cores'
+    sharing, the hand-offs between processes) left a profile 0.8-1.04 of its own run's throughput on this machine
+    (the median run of three 3 s runs; one 1 s run: 0.8); calibrated, a profile used without an experiment's
+    anchor (``sim run --host-profile``) starts from its own run. The factor and both throughputs are recorded in
+    ``measured.cpu_calibration``."""
+    import dataclasses
+
+    from seedance.analysis.sim_vs_real import Config, anchor_cpu, predict
 
     if not real_ops_s:
         return profile
-
-    def simulated(factor: float) -> float:
-        return predict("raft", nodes, Config(clients), duration_s, 1, profile.scaled_cpu(factor))["throughput_ops_s"]
-
-    before = simulated(1.0)
-    lo, hi = math.log(0.5), math.log(2.0)
-    for _ in range(steps):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if simulated(math.exp(mid)) > real_ops_s else (lo, mid)
-    factor = math.exp((lo + hi) / 2)
-    out = profile.scaled_cpu(factor)
-    import dataclasses
-
-    return dataclasses.replace(out, measured={**profile.measured, "cpu_calibration": {
-        "factor": factor, "real_ops_s": real_ops_s, "sim_ops_s_before": before, "sim_ops_s": simulated(factor)}})
+    config = Config(clients)
+    before = predict("raft", nodes, config, duration_s, 1, profile)["throughput_ops_s"]
+    anchor = anchor_cpu([{"config": config.name, "held_out": False, "round": 0, "real_ops_s": real_ops_s,
+                          "real_tenant_cores": None, "sim_ops_s": before}],
+                        profile, protocol="raft", nodes=nodes, configs=[config], duration_s=duration_s, steps=steps)
+    return dataclasses.replace(profile.scaled_cpu(anchor["factor"]), measured={**profile.measured, "cpu_calibration": {
+        "factor": anchor["factor"], "real_ops_s": real_ops_s, "sim_ops_s_before": before,
+        "sim_ops_s": anchor["sim_ops_s"]}})
 
 
 SPELL_ELASTICITY_STEP = 1.2  # the CPU scale the spells' calibration compares with 1 (the latency's elasticity)
