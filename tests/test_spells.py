@@ -85,6 +85,22 @@ def test_spells_are_recovered_from_a_latency_series_and_none_are_seen_without_th
     assert latency_windows(np.empty((0, 2))) is None
 
 
+def test_a_stall_window_is_clipped_not_taken_for_a_spell():
+    """One window 18x slower than the rest (a collection, a disk hiccup) is a tail event: it must not lift the
+    windows' sd (a profile run's went from 0.10 to 0.40 with one, and its fitted spells' sigma to 0.55)."""
+    truth = SpellProfile(0.2, 0.08)
+    latencies = operation_latencies(_synthetic_history(truth))
+    clean = latency_windows(latencies)
+    stalled = latencies.copy()
+    start = stalled[0, 0] + 0.3 + 100 * 0.05  # the 101st window: each of its operations 18x as slow
+    inside = (stalled[:, 0] >= start) & (stalled[:, 0] < start + 0.05)
+    stalled[inside, 1] *= 18.0
+    stats = latency_windows(stalled)
+    assert clean.stalls == 0 and stats.stalls == 1
+    assert stats.sd == pytest.approx(clean.sd, rel=0.1) and stats.rho == pytest.approx(clean.rho, abs=0.1)
+    assert pooled([stats, clean]).stalls == stats.stalls and stats.to_dict()["stalls"] == stats.stalls
+
+
 def test_a_spell_scales_every_cost_on_the_cores():
     spell = SpellProfile(0.4, 0.02)
     factor = SpellProcess(spell, np.random.default_rng(5))
