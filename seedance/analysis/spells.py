@@ -10,7 +10,7 @@ and as neighbouring windows that agree (the spell lasts). :func:`latency_windows
 * stalls: a window whose median lies more than :data:`STALL_MADS` robust sds (1.4826 x the median absolute
   deviation) from the median window is clipped to that bound before the two statistics below, and counted
   (``stalls``). A stall is one window many times slower than the rest (an old-generation collection, a disk
-  hiccup): a tail event, which the host model draws apart (``gc``, the fsync's own tail), not a spell. Unclipped,
+  hiccup): a tail event, which the host model draws apart (``gc``, ``disk_stalls``), not a spell. Unclipped,
   one such window (a log median of 2.9 among 54 whose robust sd was 0.07) lifted a profile run's sd from 0.10 to
   0.40, the three runs' pooled sd from 0.077 to 0.237 and the fitted spells' sigma from 0.165 to 0.55; the
   simulator then drew windows of sd 0.50 (the real ones: 0.24 with the stall, 0.077 without) and over-predicted

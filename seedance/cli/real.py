@@ -298,6 +298,11 @@ def profile_command(nodes: int, clients: int, duration: float, runs: int, seed: 
     if profile.handback is not None:
         click.echo(f"storage thread -> loop under load: median {profile.handback.median_s * 1e6:.0f} us, tail "
                    f"{profile.handback.cap_s * 1e6:.0f} us")
+    stalls = profile.measured.get("disk_stalls") or {}
+    if stalls.get("events") is not None:
+        lengths = ", ".join(f"{d * 1e3:.0f}" for d in stalls["durations_s"])
+        click.echo(f"disk stalls: {stalls['events']} in {stalls['seconds']:.0f} s of runs ({stalls['fsyncs_held']} "
+                   f"fsyncs held over {stalls['factor']:.0f}x their median)" + (f", {lengths} ms" if lengths else ""))
     spells = profile.measured.get("spells") or {}
     if profile.spell is not None:
         click.echo(f"slow spells: latency windows' sd {spells['real']['sd']:.3f} (simulated with the spells "

@@ -236,8 +236,9 @@ class NodeRuntime:
         self._process_cpu_start = 0
         self._busy: BusyPeriods | None = None
         # profile: (group, handoff ns, write+fsync ns, its CPU ns, 1 if an append reached a new file block else 0,
-        # submitted -> the storage thread runs the job ns)
-        self._sync_stats: list[tuple[int, int, int, int, int, int]] = []
+        # submitted -> the storage thread runs the job ns, the write+fsync's end on the host-wide monotonic clock ns:
+        # the nodes' slow fsyncs that overlap are one stall of the shared device)
+        self._sync_stats: list[tuple[int, int, int, int, int, int, int]] = []
         self._gc_pauses: GcPauses | None = None  # profile: the interpreter's older-generation collections
         # profile: per handler sample, the log entries its input carried and its sends carried (encoded in the
         # handler), so the profile can fit a cost per entry beside the cost per input
@@ -549,9 +550,10 @@ class NodeRuntime:
         self._sync_future = None
         if self._busy is not None and ended and ended[0] and len(self._sync_stats) < BusyPeriods.LIMIT:
             # (durable effects in the group, storage thread -> loop ns, the write + fsync ns on the thread, the
-            # thread's CPU ns inside that write + fsync, whether an append of it reached a new file block)
+            # thread's CPU ns inside that write + fsync, whether an append of it reached a new file block, submitted
+            # -> the thread runs it ns, the write + fsync's end on the monotonic clock, which every process shares)
             self._sync_stats.append((len(group), time.perf_counter_ns() - ended[0], ended[1], ended[2], ended[3],
-                                     ended[4]))
+                                     ended[4], ended[0]))
             self._busy.items += 1
             self._busy.kinds[BusyPeriods.SYNCED] += 1
         if future.cancelled() or future.exception() is not None:

@@ -45,7 +45,7 @@ from seedance.models.compute import work_time_s
 from seedance.models.protocols.contract import ClientRequest, CollectiveDone, ProtocolSpec, Reply
 from seedance.sim.config import CpuConfig, StorageConfig
 from seedance.sim.kernel import Call
-from seedance.models.host import CorePool, HostProfile, SpellProcess, carried_entries
+from seedance.models.host import CorePool, DiskStallProcess, HostProfile, SpellProcess, carried_entries
 from seedance.sim.network import Network
 from seedance.sim.storage import Storage
 from seedance.tracing import Trace
@@ -219,6 +219,9 @@ class Runtime:
             # the host's slow spells: their own stream too, so a profile without them draws what it drew before
             None if host.spell is None else SpellProcess(
                 host.spell, np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(HOST_STREAM, 2)))))
+        # the shared disk's stalls (every node's fsyncs held together): their own stream as well
+        self._disk_stalls = None if host is None or host.disk_stalls is None else DiskStallProcess(
+            host.disk_stalls, np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(HOST_STREAM, 3))))
         self._amortised = host is not None and host.amortised
         self._entry_costs = None if host is None else host.entries
         self._client_busy = 0.0
@@ -595,7 +598,12 @@ class Runtime:
             cursor = cores.take_background(now, model.sync_cpu.draw(rng))
             if cursor > host.busy_until:
                 host.busy_until = cursor
+        on_device = max(cursor, storage.disk_free_s)  # after this node's fsync ahead of it
         done = storage.sync_done_s(cursor, syscall)
+        if self._fsync and self._disk_stalls is not None:  # the device stopped meanwhile: held, and the next behind it
+            held_to = self._disk_stalls.hold(on_device, done)
+            if held_to > done:
+                done = storage.disk_free_s = held_to
         inside = model.fsync_cpu if self._fsync else model.write_cpu
         if inside is not None:  # its CPU inside the write (+ fsync): a core held during the wait
             held = cores.take_background(cursor, inside.draw(rng))
