@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from _host_helpers import run_on, small_host
+
 from seedance.errors import SpecError
 from seedance.models.host import DiskStallProcess, DiskStallProfile, HostProfile, LogNormal, load_profile
 from seedance.real.profile import STALL_FACTOR, split_stalls
 from seedance.real.storage import atomic_write
-from seedance.sim.config import SimConfig, WorkloadConfig
-from seedance.sim.run import simulate
 
 MS = 1_000_000  # ns
 
@@ -54,21 +54,6 @@ def test_a_stall_holds_an_fsync_for_its_overlap_and_is_a_pure_function_of_its_se
     assert DiskStallProcess(DiskStallProfile(0.0, ()), np.random.default_rng(1)).hold(1.0, 1.5) == 1.5
 
 
-def _host(**over) -> HostProfile:
-    base = dict(cores=2, cpu={"message": LogNormal(30e-6), "client": LogNormal(8e-6)}, io_per_input=LogNormal(45e-6),
-                fsync=LogNormal(1.2e-4, 0.3, 1e-3), write_bandwidth_GBps=1.0, loopback=LogNormal(2e-5),
-                client_per_op=LogNormal(1e-4), wake=LogNormal(8e-5), client_wake=LogNormal(1e-4),
-                handoff=LogNormal(3e-5), measured={"config": {"protocol": "raft", "clients": 8}})
-    base.update(over)
-    return HostProfile(**base)
-
-
-def _run(host: HostProfile, seed: int = 1):
-    return simulate(SimConfig(protocol="raft", nodes=3, duration_s=2.0, seed=seed, trace=False, check=False,
-                              workload=WorkloadConfig(clients=8, mix=(0.0, 1.0, 0.0)), host_profile=host),
-                    liveness=False)
-
-
 def _longest(result, after_s: float = 0.5) -> float:
     """The longest operation invoked after ``after_s`` (the election and the connections before it)."""
     invoked, longest = {}, 0.0
@@ -82,26 +67,24 @@ def _longest(result, after_s: float = 0.5) -> float:
 
 
 def test_the_simulator_holds_every_nodes_fsyncs_in_a_stall():
-    plain = _run(_host())
-    stalled = _host(disk_stalls=DiskStallProfile(2.0, (0.06,)))  # ~4 stalls of 60 ms in 2 s: ~12 % of the time
-    a, b = _run(stalled), _run(stalled)
+    plain = run_on(small_host())
+    stalled = small_host(disk_stalls=DiskStallProfile(2.0, (0.06,)))  # ~4 stalls of 60 ms in 2 s: ~12 % of the time
+    a, b = run_on(stalled), run_on(stalled)
     assert (a.throughput_ops_s, a.latency_ms_p99) == (b.throughput_ops_s, b.latency_ms_p99)
     assert a.throughput_ops_s < 0.95 * plain.throughput_ops_s
     # the operations waiting through a stall: one per client each time (closed loop), too few to move the p99
     assert _longest(a) > 0.05 > 0.01 > _longest(plain)
     # with fsync off the writes reach the page cache only: the device's stalls do not hold them
-    off = dict(trace=False, check=False, workload=WorkloadConfig(clients=8, mix=(0.0, 1.0, 0.0)))
     from seedance.sim.config import StorageConfig
 
-    runs = [simulate(SimConfig(protocol="raft", nodes=3, duration_s=2.0, seed=1, host_profile=h,
-                               storage=StorageConfig(fsync=False), **off), liveness=False)
-            for h in (_host(write=LogNormal(1.5e-5)), _host(write=LogNormal(1.5e-5),
-                                                            disk_stalls=DiskStallProfile(2.0, (0.06,))))]
+    runs = [run_on(h, storage=StorageConfig(fsync=False))
+            for h in (small_host(write=LogNormal(1.5e-5)),
+                      small_host(write=LogNormal(1.5e-5), disk_stalls=DiskStallProfile(2.0, (0.06,))))]
     assert runs[0].throughput_ops_s == runs[1].throughput_ops_s
 
 
 def test_a_profile_keeps_its_stalls_and_rejects_bad_ones(tmp_path):
-    host = _host(disk_stalls=DiskStallProfile(0.33, (0.039, 0.0685)))
+    host = small_host(disk_stalls=DiskStallProfile(0.33, (0.039, 0.0685)))
     path = tmp_path / "host.yaml"
     atomic_write(path, host.to_yaml().encode())
     assert load_profile(path) == host

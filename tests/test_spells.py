@@ -9,12 +9,12 @@ import math
 import numpy as np
 import pytest
 
+from _host_helpers import run_on, small_host
+
 from seedance.analysis.history import Event
 from seedance.analysis.spells import latency_windows, operation_latencies, pooled
 from seedance.models.host import (CorePool, Empirical, HostProfile, LogNormal, SpellProcess, SpellProfile, fit_spell,
                                   ou_window_shape)
-from seedance.sim.config import SimConfig, WorkloadConfig
-from seedance.sim.run import simulate
 
 
 def _factor_series(spell: SpellProfile, seed: int, seconds: float, step: float = 0.001) -> np.ndarray:
@@ -111,18 +111,11 @@ def test_a_spell_scales_every_cost_on_the_cores():
 
 
 def _host(**over) -> HostProfile:
-    base = dict(cores=2, cpu={"message": LogNormal(30e-6), "client": LogNormal(8e-6)}, io_per_input=LogNormal(45e-6),
-                fsync=LogNormal(1.2e-4, 0.3, 1e-3), write_bandwidth_GBps=1.0, loopback=LogNormal(2e-5),
-                client_per_op=LogNormal(1e-4), wake=LogNormal(8e-5), client_wake=LogNormal(1e-4),
-                handoff=LogNormal(3e-5), measured={"config": {"protocol": "raft", "clients": 8}})
-    base.update(over)
-    return HostProfile(**base)
+    return small_host(**over)
 
 
 def _run(host: HostProfile, seed: int = 1, duration_s: float = 2.0, trace: bool = False):
-    return simulate(SimConfig(protocol="raft", nodes=3, duration_s=duration_s, seed=seed, trace=trace, check=False,
-                              workload=WorkloadConfig(clients=8, mix=(0.0, 1.0, 0.0)), host_profile=host),
-                    liveness=False)
+    return run_on(host, seed, duration_s, trace)
 
 
 def test_a_simulated_run_with_spells_varies_from_window_to_window_and_stays_reproducible():
