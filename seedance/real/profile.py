@@ -17,6 +17,10 @@ Method (each part a measurement of the real backend's own code paths on this mac
   reached a new block of its file (the real storage counts them); ``fsync`` is the others, ``fsync_grow`` these
   (where the run had >= 50; else the others shifted by a probe's step: 100 fsynced 64-byte appends into a new block
   against 100 within one). Larger values allocate more often, so this is what a held-out value size costs.
+* the shared disk's stalls (``disk_stalls``, :func:`split_stalls`): each fsync record carries its end on the
+  monotonic clock that every process shares, so the nodes' fsyncs over 20x their kind's median that overlap in time
+  are found to be one stop of the device. Their count over the runs' seconds is the stalls' rate, their union spans
+  the lengths drawn; the fsync quantiles leave them out.
 * write without fsync (``write``, ``write_cpu``): 300 log appends of one Raft-shaped entry through the real storage
   code with ``fsync=False`` (what a node does under ``SEEDANCE_FSYNC=0``), wall time and thread CPU; a probe, so a
   configuration with fsync off is never fitted.
