@@ -143,11 +143,25 @@ def test_the_loop_has_a_write_back_after_the_measured_hand_back():
     assert late.latency_ms_p50 > fast.latency_ms_p50 + 0.5  # the leader's and a follower's write, in turn
 
 
+def test_the_storage_thread_starts_after_the_measured_hand_over():
+    """The first half under load (the thread's wake-up on a busy machine, the lock): where the profile has it, it
+    replaces the idle probe's half of ``handoff``; the write's round trip starts with it."""
+    late = _run(_host(handover=Empirical((0.0, 1.0), (5e-4, 5e-4))), trace=True, duration_s=0.5)
+    fast = _run(_host(), trace=True, duration_s=0.5)
+
+    def write_round_trips(result):
+        return [r[5] - r[0] for r in result.trace.records if r[1] == "persist"]
+
+    assert min(write_round_trips(late)) >= 5e-4 > np.median(write_round_trips(fast))
+    assert late.latency_ms_p50 > fast.latency_ms_p50 + 0.5  # the leader's and a follower's write, in turn
+
+
 def test_a_profile_with_spells_and_a_hand_back_round_trips(tmp_path):
     from seedance.models.host import load_profile
     from seedance.real.storage import atomic_write
 
-    host = _host(spell=SpellProfile(0.15, 0.03), handback=Empirical.fit([3e-5, 5e-5, 6e-5, 1.5e-4, 4e-4]))
+    host = _host(spell=SpellProfile(0.15, 0.03), handback=Empirical.fit([3e-5, 5e-5, 6e-5, 1.5e-4, 4e-4]),
+                 handover=Empirical.fit([7e-5, 9e-5, 1e-4, 3.5e-4, 8e-4]))
     path = tmp_path / "host.yaml"
     atomic_write(path, host.to_yaml().encode())
     assert load_profile(path) == host

@@ -298,6 +298,9 @@ def profile_command(nodes: int, clients: int, duration: float, runs: int, seed: 
     if profile.handback is not None:
         click.echo(f"storage thread -> loop under load: median {profile.handback.median_s * 1e6:.0f} us, tail "
                    f"{profile.handback.cap_s * 1e6:.0f} us")
+    if profile.handover is not None:
+        click.echo(f"loop -> storage thread under load: median {profile.handover.median_s * 1e6:.0f} us, tail "
+                   f"{profile.handover.cap_s * 1e6:.0f} us")
     stalls = profile.measured.get("disk_stalls") or {}
     if stalls.get("events") is not None:
         lengths = ", ".join(f"{d * 1e3:.0f}" for d in stalls["durations_s"])

@@ -33,7 +33,9 @@ simulator's textbook constants leave out:
   ``handback`` (optional) replaces the second half with the profile run's own: from the storage thread holding the
   interpreter's lock after its write to the loop running the completion (the future's result handed over, the
   self-pipe, the loop's two turns to the callback), measured for every fsync of the run (here median 56 us, p90
-  143 us, against the idle probe's 15 us half);
+  143 us, against the idle probe's 15 us half); ``handover`` (optional) replaces the first half likewise: from the
+  loop's submit to the storage thread running the job (its wake-up on a busy machine, the interpreter's lock),
+  measured for every fsync of the run (here median 74-103 us, p90 250-400 us, against the idle probe's ~17 us);
 * ``spell`` (optional): the host's slow spells (:class:`SpellProfile`): a slowly varying factor on every CPU cost
   and the loopback latency, fitted to the profile runs' latency windows (:mod:`seedance.analysis.spells`);
 * ``tenants`` (optional): the machine's other tenants (other users' processes on a shared machine): the cores' worth
@@ -285,6 +287,7 @@ class HostProfile:
     spell: SpellProfile | None = None  # the host's slow spells (a slowly varying factor on every CPU cost)
     handback: LogNormal | Empirical | None = None  # storage thread (holding the lock) -> the loop has the result
     disk_stalls: DiskStallProfile | None = None  # the shared disk's stalls (every node's fsyncs held together)
+    handover: LogNormal | Empirical | None = None  # the loop's submit -> its storage thread runs the job (under load)
 
     def __post_init__(self) -> None:
         if set(self.cpu) != set(KINDS):  # a kind never measured costs nothing beyond its frame I/O
@@ -363,7 +366,7 @@ class HostProfile:
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
-        for key in ("fsync", "write", "fsync_grow", "handback"):
+        for key in ("fsync", "write", "fsync_grow", "handback", "handover"):
             value = getattr(self, key)
             if isinstance(value, Empirical):
                 out[key] = {"p": list(value.p), "s": list(value.s)}
@@ -446,6 +449,8 @@ class HostProfile:
             spell=None if data.get("spell") is None else SpellProfile.from_dict(data["spell"], f"{where}: spell"),
             handback=None if data.get("handback") is None else service_time_from_dict(data["handback"],
                                                                                      f"{where}: handback"),
+            handover=None if data.get("handover") is None else service_time_from_dict(data["handover"],
+                                                                                     f"{where}: handover"),
             disk_stalls=None if data.get("disk_stalls") is None else DiskStallProfile.from_dict(
                 data["disk_stalls"], f"{where}: disk_stalls"),
             device=None if data.get("device") is None else DeviceProfile.from_dict(data["device"], f"{where}: device"),
@@ -458,7 +463,8 @@ class HostProfile:
 
 _OPTIONAL = ("wake", "client_wake", "handoff", "device", "tenants", "connect", "accept", "sync_cpu", "io_per_kind",
              "fsync_cpu", "write", "write_cpu", "restart", "fsync_grow", "block_bytes", "gc", "client_gc",
-             "restart_cpu", "recover_per_entry_s", "entries", "spell", "handback", "disk_stalls")
+             "restart_cpu", "recover_per_entry_s", "entries", "spell", "handback", "disk_stalls",
+             "handover")
 
 
 def _seconds(value: Any, where: str) -> float | None:

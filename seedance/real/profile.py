@@ -37,7 +37,8 @@ Method (each part a measurement of the real backend's own code paths on this mac
   the real runtime: submit to the storage thread, its wake-up, the result handed back through the loop's self-pipe).
   Its second half under load (``handback``) is the CPU runs' own: every fsync's time from the storage thread having
   the interpreter's lock again after the write to the loop running its completion (here median 56-103 us, p90
-  143-225 us, where the idle probe's half is 15 us).
+  143-225 us, where the idle probe's half is 15 us). So is its first half (``handover``): from the loop's submit to
+  the thread running the job (median 74-103 us, p90 250-400 us).
 * slow spells (``spell``): each CPU run's latencies in 50 ms windows (:mod:`seedance.analysis.spells`: the window
   medians' sd beyond their sampling noise, and their lag-1 correlation), pooled; fitted as an Ornstein-Uhlenbeck
   factor on every CPU cost by :func:`calibrate_spell` (on eleven profiles here: sd 0.08-0.17 of the windows' log
@@ -884,6 +885,8 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
             "disk_stalls": disk_stalls, "disk_stall_record": stall_record,
             # from the storage thread holding the lock after its write to the loop running the completion
             "handback_s": [s[1] / 1e9 for s in syncs if s[1] > 0],
+            # from the loop's submit to the storage thread running the job (its wake-up, the lock)
+            "handover_s": [s[5] / 1e9 for s in syncs if len(s) > 5 and s[5] > 0],
             "tenant_cores": float(np.mean(tenant_cores)) if tenant_cores else None,
             "gc": {who: {"pauses_s": pauses, "items": items} for who, (pauses, items) in gcs.items()},
             "cpu_chunk_s": float(np.median(chunks)) if chunks else None,
@@ -995,6 +998,9 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
         handoff=LogNormal.fit(handoff),
         # ... whose second half, under the run's load, is the run's own (the lock's handover, the loop's turns)
         handback=Empirical.fit(cpu["handback_s"]) if len(cpu["handback_s"]) >= 50 else None,
+        # ... and its first half too: the loop's submit to the thread running the write (the idle probe's half is
+        # ~17 us; under the run's load 74-103 us at the median)
+        handover=Empirical.fit(cpu["handover_s"]) if len(cpu["handover_s"]) >= 50 else None,
         # the other tenants during the profile run (as sim-vs-real measures them during each of its runs); the probe
         # alone (its own busy cores recorded in measured) gives their bursts' shape
         tenants=TenantProfile(cpu["tenant_cores"] if cpu["tenant_cores"] is not None else tenants_busy,

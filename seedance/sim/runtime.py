@@ -175,7 +175,10 @@ class Host:
             cursor = runtime.cores.take(cursor, start)
             if cursor > self.busy_until:
                 self.busy_until = cursor
-        handoff = model.handoff.draw(runtime._host_rng) if model.handoff is not None else 0.0
+        if model.handover is not None:  # the run's own first half under load (the thread's wake-up, the lock)
+            handoff = 2.0 * model.handover.draw(runtime._host_rng)
+        else:  # the idle probe's round trip, half of it
+            handoff = model.handoff.draw(runtime._host_rng) if model.handoff is not None else 0.0
         runtime.with_lock(self, cursor + handoff / 2, runtime._sync_thread,
                           (self, self.incarnation, group, handoff, cursor))
 
