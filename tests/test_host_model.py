@@ -190,6 +190,12 @@ def test_real_profile_command_writes_a_usable_profile(tmp_path):
     assert host.measured["gc"]["node"]["items"] > 0 and host.measured["gc"]["client"]["items"] > 0
     # the hand-back under load and the spells' windows, from the CPU runs (spells fitted or, if none, said so)
     assert host.handback is not None and host.handback.median_s > 0 and "storage thread -> loop" in result.output
+    # ... and the first half under load (the thread's wake-up, the lock), every fsync of the runs timed
+    assert host.handover is not None and host.handover.median_s > 0 and "loop -> storage thread" in result.output
+    # the disk's stalls looked for on the shared clock (found or not: the records carry it), and said
+    stalls = host.measured["disk_stalls"]
+    assert isinstance(stalls["events"], int) and stalls["seconds"] > 0 and "disk stalls:" in result.output
+    assert (host.disk_stalls is None) == (stalls["events"] == 0)
     assert host.measured["spells"]["real"]["windows"] > 0 and "slow spells" in result.output
     assert run(str(out), duration_s=0.3).ops_ok > 0
     calibration = host.measured["cpu_calibration"]  # the CPU level set so the profile reproduces its own run
