@@ -35,7 +35,7 @@ simulator's textbook constants leave out:
   self-pipe, the loop's two turns to the callback), measured for every fsync of the run (here median 56 us, p90
   143 us, against the idle probe's 15 us half); ``handover`` (optional) replaces the first half likewise: from the
   loop's submit to the storage thread running the job (its wake-up on a busy machine, the interpreter's lock),
-  measured for every fsync of the run (here median 74-103 us, p90 250-400 us, against the idle probe's ~17 us);
+  measured for every fsync of the run (here median 74-119 us, p90 250-400 us, against the idle probe's ~17 us);
 * ``spell`` (optional): the host's slow spells (:class:`SpellProfile`): a slowly varying factor on every CPU cost
   and the loopback latency, fitted to the profile runs' latency windows (:mod:`seedance.analysis.spells`);
 * ``tenants`` (optional): the machine's other tenants (other users' processes on a shared machine): the cores' worth

@@ -38,7 +38,7 @@ Method (each part a measurement of the real backend's own code paths on this mac
   Its second half under load (``handback``) is the CPU runs' own: every fsync's time from the storage thread having
   the interpreter's lock again after the write to the loop running its completion (here median 56-103 us, p90
   143-225 us, where the idle probe's half is 15 us). So is its first half (``handover``): from the loop's submit to
-  the thread running the job (median 74-103 us, p90 250-400 us).
+  the thread running the job (median 74-119 us, p90 250-400 us).
 * slow spells (``spell``): each CPU run's latencies in 50 ms windows (:mod:`seedance.analysis.spells`: the window
   medians' sd beyond their sampling noise, and their lag-1 correlation), pooled; fitted as an Ornstein-Uhlenbeck
   factor on every CPU cost by :func:`calibrate_spell` (on eleven profiles here: sd 0.08-0.17 of the windows' log
@@ -999,7 +999,7 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
         # ... whose second half, under the run's load, is the run's own (the lock's handover, the loop's turns)
         handback=Empirical.fit(cpu["handback_s"]) if len(cpu["handback_s"]) >= 50 else None,
         # ... and its first half too: the loop's submit to the thread running the write (the idle probe's half is
-        # ~17 us; under the run's load 74-103 us at the median)
+        # ~17 us; under the run's load 74-119 us at the median)
         handover=Empirical.fit(cpu["handover_s"]) if len(cpu["handover_s"]) >= 50 else None,
         # the other tenants during the profile run (as sim-vs-real measures them during each of its runs); the probe
         # alone (its own busy cores recorded in measured) gives their bursts' shape
