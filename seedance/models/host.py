@@ -659,16 +659,24 @@ class DiskStallProfile:
     durations_s: tuple[float, ...]
 
     def __post_init__(self) -> None:
+        rate, durations = self.checked(self.rate_per_s, self.durations_s, "host profile disk_stalls")
+        object.__setattr__(self, "rate_per_s", rate)
+        object.__setattr__(self, "durations_s", durations)
+
+    @staticmethod
+    def checked(rate: Any, durations: Any, where: str) -> tuple[float, tuple[float, ...]]:
+        """``rate`` and ``durations`` validated, each error naming its field under ``where``."""
         from seedance import validation as V
 
-        V.number("host profile disk_stalls.rate_per_s", self.rate_per_s, lo=0, hi=1000,
-                 why="stalls per second of run")
-        durations = tuple(float(V.number("host profile disk_stalls.durations_s", d, lo=0, hi=60,
-                                         why="seconds the device stopped")) for d in self.durations_s)
-        if self.rate_per_s > 0 and not durations:
-            raise SpecError("host profile disk_stalls.durations_s", "is empty but rate_per_s > 0",
+        if not isinstance(durations, (list, tuple)):
+            raise SpecError(f"{where}.durations_s", f"must be a list of seconds, got {durations!r}",
                             "the measured stalls' lengths in seconds")
-        object.__setattr__(self, "durations_s", durations)
+        rate = float(V.number(f"{where}.rate_per_s", rate, lo=0, hi=1000, why="stalls per second of run"))
+        if rate > 0 and not durations:
+            raise SpecError(f"{where}.durations_s", "is empty but rate_per_s > 0",
+                            "the measured stalls' lengths in seconds")
+        return rate, tuple(float(V.number(f"{where}.durations_s[{i}]", d, lo=0, hi=60,
+                                          why="seconds the device stopped")) for i, d in enumerate(durations))
 
     def to_dict(self) -> dict[str, Any]:
         return {"rate_per_s": self.rate_per_s, "durations_s": list(self.durations_s)}
@@ -678,18 +686,10 @@ class DiskStallProfile:
         if not isinstance(data, Mapping) or set(data) != {"rate_per_s", "durations_s"}:
             raise SpecError(where, f"expected {{rate_per_s, durations_s}}, got {data!r}",
                             "rate_per_s (stalls per second), durations_s (a list of seconds)")
-        from seedance import validation as V
-
-        durations = data["durations_s"]
-        if not isinstance(durations, list):
-            raise SpecError(f"{where}.durations_s", f"must be a list of seconds, got {durations!r}",
+        if not isinstance(data["durations_s"], list):  # a YAML list: a tuple only ever comes from code
+            raise SpecError(f"{where}.durations_s", f"must be a list of seconds, got {data['durations_s']!r}",
                             "the measured stalls' lengths in seconds")
-        rate = V.number(f"{where}.rate_per_s", data["rate_per_s"], lo=0, hi=1000, why="stalls per second of run")
-        if rate > 0 and not durations:
-            raise SpecError(f"{where}.durations_s", "is empty but rate_per_s > 0",
-                            "the measured stalls' lengths in seconds")
-        return cls(float(rate), tuple(V.number(f"{where}.durations_s[{i}]", d, lo=0, hi=60,
-                                               why="seconds the device stopped") for i, d in enumerate(durations)))
+        return cls(*cls.checked(data["rate_per_s"], data["durations_s"], where))
 
 
 class DiskStallProcess:

@@ -601,12 +601,9 @@ class Runtime:
             cursor = cores.take_background(now, model.sync_cpu.draw(rng))
             if cursor > host.busy_until:
                 host.busy_until = cursor
-        on_device = max(cursor, storage.disk_free_s)  # after this node's fsync ahead of it
-        done = storage.sync_done_s(cursor, syscall)
-        if self._fsync and self._disk_stalls is not None:  # the device stopped meanwhile: held, and the next behind it
-            held_to = self._disk_stalls.hold(on_device, done)
-            if held_to > done:
-                done = storage.disk_free_s = held_to
+        # with fsync on, the device's stalls hold it (the page cache alone does not wait for them)
+        done = storage.sync_done_s(cursor, syscall, self._disk_stalls.hold if self._fsync and self._disk_stalls
+                                   is not None else None)
         inside = model.fsync_cpu if self._fsync else model.write_cpu
         if inside is not None:  # its CPU inside the write (+ fsync): a core held during the wait
             held = cores.take_background(cursor, inside.draw(rng))

@@ -22,6 +22,7 @@ Rules (the contract's Persist/PersistLog, and the "save to stable storage before
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -102,13 +103,18 @@ class Storage:
         self.staged_bytes += effect.size_bytes
         self._grow(effect)
 
-    def sync_done_s(self, now_s: float, fsync_s: float | None = None) -> float:
+    def sync_done_s(self, now_s: float, fsync_s: float | None = None,
+                    hold: Callable[[float, float], float] | None = None) -> float:
         """Book one fsync of everything staged, starting at ``now_s``; when it completes. ``fsync_s`` overrides the
-        configured latency (a host profile's draw; the slow-disk fault's extra delay still applies on top)."""
+        configured latency (a host profile's draw; the slow-disk fault's extra delay still applies on top). ``hold``
+        (the shared device's stalls: ``DiskStallProcess.hold``) moves the end by what stopped the device meanwhile;
+        this node's next fsync queues behind it."""
         size = self.staged_bytes
         start = now_s if now_s > self.disk_free_s else self.disk_free_s
         latency = self.fsync_s if fsync_s is None else fsync_s + max(0.0, self.fsync_s - self.base_fsync_s)
         done = start + latency + size * self.inv_bandwidth
+        if hold is not None:
+            done = hold(start, done)
         self.disk_free_s = done
         self.bytes_written += size
         self.fsyncs += 1
