@@ -146,6 +146,10 @@ def test_cli_run_prints_the_simulator_summary_keys_plus_backend(tmp_path, capsys
                 "latency_ms_p99", "linearizable", "trace_sha256", "history", "reproduce"):
         assert key in summary
     assert summary["backend"] == "real" and summary["linearizable"] is True and summary["ops_ok"] > 0
+    # each node's protocol had started before the load (the launcher waits until every node serves), and not
+    # before the launcher itself
+    leads = summary["node_lead_s"]
+    assert len(leads) == 3 and all(0 < lead < summary["load_start_s"] for lead in leads)
     assert {p.name for p in out.iterdir()} >= {"history.jsonl", "trace.json", "summary.json"}
     assert json.loads((out / "summary.json").read_text())["trace_sha256"] == summary["trace_sha256"]
     trace = json.loads((out / "trace.json").read_text())

@@ -235,3 +235,17 @@ def test_the_report_prints_each_workloads_spread_ratio_and_both_sides_spells(tmp
     lines = [line for line in result.output.splitlines() if "ops/s p50" in line]
     assert len(lines) == 3 and all("p99/p50 sim/real" in line for line in lines)
     assert "slow spells, latency windows' sd (held out, median): real" in result.output
+
+
+def test_the_prediction_starts_its_load_as_long_after_the_nodes_as_the_real_run_did():
+    """A real run's load starts once every node serves: 0.07-0.09 s after the nodes' protocols started between an
+    experiment's runs here (1.2 s in a process's first run, which imports torch meanwhile), so its first election
+    is under way. The simulator booted the nodes with the load and lost the whole election to it (first commits
+    157-232 ms into the load against 40-141 ms real)."""
+    from seedance.analysis.sim_vs_real import Config, predict, run_lead_s
+
+    assert run_lead_s({"node_lead_s": [0.08, None, 0.07, 0.09]}) == pytest.approx(0.08)
+    assert run_lead_s({"node_lead_s": None}) == 0.0 and run_lead_s({}) == 0.0 and run_lead_s(None) == 0.0
+    cold = predict("raft", 3, Config(8), 1.0, 1, _profile())
+    warm = predict("raft", 3, Config(8), 1.0, 1, _profile(), lead_s=0.4)  # past the longest election timeout
+    assert warm["throughput_ops_s"] > cold["throughput_ops_s"] * 1.1

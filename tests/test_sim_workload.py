@@ -89,7 +89,7 @@ def test_values_of_a_given_size_travel_in_entries_messages_and_durable_writes():
 
 @pytest.mark.parametrize("field, value", [("mode", "half-open"), ("key_distribution", "pareto"),
                                           ("mix", (0.5, 0.5, 0.5)), ("keys", 0), ("conflict_rate", 1.5),
-                                          ("crash_resets", "yes")])
+                                          ("crash_resets", "yes"), ("start_s", -0.1), ("start_s", float("nan"))])
 def test_bad_workload_is_a_spec_error(field, value):
     with pytest.raises(SpecError) as info:
         WorkloadConfig(**{field: value})
@@ -104,3 +104,32 @@ def test_bad_run_settings_are_refused_naming_the_field(field_name, value):
     with pytest.raises(SpecError) as info:
         SimConfig(**{field_name: value})
     assert info.value.field == field_name
+
+
+def test_a_load_that_starts_after_the_nodes_finds_the_first_election_done():
+    """Real runs start their load once every node serves, ~0.1-1.2 s after the nodes' protocols started: the first
+    election is then under way or over. ``start_s`` simulates that: the clients, the duration and the fault windows
+    count from it, and a load started after the longest election timeout (0.3 s) meets a leader at once."""
+    from seedance.sim.config import NemesisConfig, SimConfig
+    from seedance.sim.run import simulate
+
+    def run(start_s, faults=()):
+        return simulate(SimConfig(protocol="raft", nodes=3, duration_s=1.0, seed=4, trace=False,
+                                  workload=WorkloadConfig(clients=4, mix=(0.0, 1.0, 0.0), start_s=start_s),
+                                  nemesis=NemesisConfig(faults=faults)), liveness=False)
+
+    def first_ok(result):
+        return min(e.time for e in result.history if e.type.value == "ok")
+
+    cold, warm = run(0.0), run(0.5)
+    assert min(e.time for e in warm.history) >= 0.5  # no request before the load starts
+    assert first_ok(cold) > 0.15  # the first election's timeout, at least
+    assert first_ok(warm) - 0.5 < 0.01  # the leader was elected before the load
+    assert warm.throughput_ops_s > cold.throughput_ops_s  # over the same 1 s of load
+    assert max(e.time for e in warm.history) <= 1.5 + 0.5  # the load's end counts from its start (ops finish late)
+    # the fault windows move with the load: the same draw, start_s later
+    base, moved = run(0.0, ("crash",)), run(0.5, ("crash",))
+    assert len(base.faults) == len(moved.faults) > 0
+    assert [t + 0.5 for w in base.faults for t in (w.start_s, w.end_s)] == pytest.approx(
+        [t for w in moved.faults for t in (w.start_s, w.end_s)])
+    assert moved.healed_at_s == pytest.approx(base.healed_at_s + 0.5)

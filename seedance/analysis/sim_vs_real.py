@@ -146,8 +146,10 @@ def with_tenants(profile: Any, busy_cores: float | None) -> Any:
                                                               profile.tenants.share))
 
 
-def predict(protocol: str, nodes: int, config: Config, duration_s: float, seed: int, profile: Any) -> dict[str, Any]:
-    """The simulator's prediction of :func:`measure_real` on a host profile."""
+def predict(protocol: str, nodes: int, config: Config, duration_s: float, seed: int, profile: Any,
+            lead_s: float = 0.0) -> dict[str, Any]:
+    """The simulator's prediction of :func:`measure_real` on a host profile; ``lead_s``: how long the nodes ran
+    before the load started (a real run's :func:`run_lead_s`)."""
     from seedance.real.clients import Workload
     from seedance.sim.config import NemesisConfig, SimConfig, StorageConfig, WorkloadConfig
     from seedance.sim.run import simulate
@@ -155,13 +157,22 @@ def predict(protocol: str, nodes: int, config: Config, duration_s: float, seed: 
     # the real clients' timeout and pause before trying the next node (a refusal, or not-leader with no hint)
     workload = WorkloadConfig(clients=config.clients, mix=(config.read_fraction, 1.0 - config.read_fraction, 0.0),
                               op_timeout_s=Workload.op_timeout_s, not_leader_backoff_s=Workload.retry_pause_s,
-                              request_bytes=64 + config.value_size, value_bytes=config.value_size)
+                              request_bytes=64 + config.value_size, value_bytes=config.value_size, start_s=lead_s)
     result = simulate(SimConfig(protocol=protocol, nodes=nodes, duration_s=duration_s, seed=seed,
                                 workload=workload, trace=False, check=False, host_profile=profile,
                                 storage=StorageConfig(fsync=config.fsync), nemesis=NemesisConfig(faults=config.faults)),
                       liveness=False)
     return {"throughput_ops_s": result.throughput_ops_s, "latency_ms_p50": result.latency_ms_p50,
             "latency_ms_p99": result.latency_ms_p99, **window_keys(result.history)}
+
+
+def run_lead_s(summary: Mapping[str, Any] | None) -> float:
+    """How long a real run's nodes had run their protocol when its load started: the median over nodes of its
+    summary's ``node_lead_s`` (the launcher starts the load once every node serves, so the first election is under
+    way; 0.3-0.4 s between an experiment's runs here, over 1 s in a process's first run, which imports torch
+    meanwhile). 0 for a summary without it (a run from before it was recorded)."""
+    leads = [x for x in ((summary or {}).get("node_lead_s") or []) if x is not None]
+    return float(np.median(leads)) if leads else 0.0
 
 
 def window_keys(events: Any) -> dict[str, float | None]:
@@ -213,7 +224,8 @@ def anchor_cpu(rows: Sequence[Mapping[str, Any]], profile: Any, *, protocol: str
     def simulated(factor: float) -> float:
         scaled = profile.scaled_cpu(factor)
         return float(np.median([predict(protocol, nodes, config, duration_s, r["round"] + 1,
-                                        at_run(scaled, r["real_tenant_cores"], r.get("real_cpu_speed", 1.0)))
+                                        at_run(scaled, r["real_tenant_cores"], r.get("real_cpu_speed", 1.0)),
+                                        r.get("real_lead_s", 0.0))
                                 ["throughput_ops_s"] for r in fitted]))
 
     if progress is not None:
@@ -294,10 +306,13 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
             # condition of the machine, like its fsync; not an outcome of the run) ...
             # ... and with the cores' speed metered during it (SpeedMeter: a fixed chunk's thread CPU)
             speed = speed_factor(profile, real.get("cpu_chunk_s"))
-            sim = predict(protocol, nodes, config, duration_s, rnd + 1, at_run(profile, real["tenant_cores"], speed))
+            # ... and the load started as long after the nodes as it did for real (the first election's progress)
+            lead = run_lead_s(real)
+            sim = predict(protocol, nodes, config, duration_s, rnd + 1, at_run(profile, real["tenant_cores"], speed),
+                          lead)
             # ... and on the profile alone (the tenants as they were when it was measured): a pure prediction
-            alone = predict(protocol, nodes, config, duration_s, rnd + 1, profile) if profile.tenants is not None \
-                else sim
+            alone = predict(protocol, nodes, config, duration_s, rnd + 1, profile, lead) \
+                if profile.tenants is not None else sim
             rows.append({"protocol": protocol, "config": config.name, "clients": config.clients,
                          "value_size": config.value_size, "read_fraction": config.read_fraction,
                          "fsync": config.fsync, "crash": config.crash, "round": rnd, "held_out": held_out,
@@ -305,7 +320,7 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
                          "real_p50_ms": real["latency_ms_p50"], "sim_p50_ms": sim["latency_ms_p50"],
                          "real_p99_ms": real["latency_ms_p99"], "sim_p99_ms": sim["latency_ms_p99"],
                          "real_loadavg": real["loadavg_1min"], "real_tenant_cores": real["tenant_cores"],
-                         "real_cpu_speed": speed,
+                         "real_cpu_speed": speed, "real_lead_s": lead,
                          # the slow spells: the latency windows' sd (seedance.analysis.spells), both sides
                          "real_window_sd": real["window_sd"], "sim_window_sd": sim["window_sd"],
                          "profile_sim_ops_s": alone["throughput_ops_s"], "profile_sim_p50_ms": alone["latency_ms_p50"],
@@ -317,7 +332,8 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
         for row in rows:
             scaled = profile.scaled_cpu(anchor["factors"].get(row["round"], anchor["factor"]))
             got = predict(protocol, nodes, by_name[row["config"]], duration_s, row["round"] + 1,
-                          at_run(scaled, row["real_tenant_cores"], row.get("real_cpu_speed", 1.0)))
+                          at_run(scaled, row["real_tenant_cores"], row.get("real_cpu_speed", 1.0)),
+                          row.get("real_lead_s", 0.0))
             for key, field_ in (("ops_s", "throughput_ops_s"), ("p50_ms", "latency_ms_p50"),
                                 ("p99_ms", "latency_ms_p99")):
                 row[f"unanchored_sim_{key}"] = row[f"sim_{key}"]

@@ -296,7 +296,17 @@ class LocalLauncher:
             text = (self.run_dir / f"node-{rank}.ready").read_text()
         except OSError:
             return False
-        return self.alive(rank) and text == str(self.incarnations.get(rank))
+        return self.alive(rank) and text.split("\n", 1)[0] == str(self.incarnations.get(rank))
+
+    def started_monotonic(self, rank: int) -> float | None:
+        """When the ready incarnation of ``rank`` started its protocol (``on_start`` or ``on_recover``), on the
+        monotonic clock; None when the node is not ready or its ready file does not say."""
+        if not self.ready(rank):
+            return None
+        try:
+            return float((self.run_dir / f"node-{rank}.ready").read_text().split("\n")[1])
+        except (OSError, IndexError, ValueError):
+            return None
 
     def pids(self) -> list[int]:
         return [n.process.pid for n in self.nodes.values()]

@@ -94,7 +94,9 @@ from seedance.analysis.spells import WINDOW_S, pooled
 from seedance.models.host import (ITEM_KINDS, KINDS, DiskStallProfile, Empirical, EntryCosts, GcProfile, HostProfile,
                                   LogNormal, TenantProfile)
 
-RUN_FIELDS = ("throughput_ops_s", "latency_ms_p50", "latency_ms_p99", "ops_ok")  # what a profile keeps of a run
+# what a profile keeps of a run (node_lead_s: how long the nodes ran before the load, which the calibrations'
+# simulated runs reproduce)
+RUN_FIELDS = ("throughput_ops_s", "latency_ms_p50", "latency_ms_p99", "ops_ok", "node_lead_s")
 RUNS = 3  # CPU runs a profile pools by default
 
 _ECHO = r"""
@@ -553,9 +555,10 @@ def calibrate_tenants(profile: HostProfile, *, real_ops_s: float, nodes: int, cl
     left as it is."""
     import dataclasses
 
-    from seedance.analysis.sim_vs_real import Config, predict
+    from seedance.analysis.sim_vs_real import Config, predict, run_lead_s
 
     tenants = profile.tenants
+    lead = run_lead_s(profile.measured.get("raft_run"))  # the profile run's nodes ran this long before its load
     if tenants is None or tenants.busy_cores < 0.1 or not real_ops_s:
         return profile
 
@@ -565,11 +568,11 @@ def calibrate_tenants(profile: HostProfile, *, real_ops_s: float, nodes: int, cl
     lo, hi = 0.0, 1.5
     for _ in range(steps):
         mid = (lo + hi) / 2
-        predicted = predict("raft", nodes, Config(clients), duration_s, 1, shared(mid))["throughput_ops_s"]
+        predicted = predict("raft", nodes, Config(clients), duration_s, 1, shared(mid), lead)["throughput_ops_s"]
         lo, hi = (mid, hi) if predicted > real_ops_s else (lo, mid)
     share = (lo + hi) / 2
     out = shared(share)
-    sim_ops = predict("raft", nodes, Config(clients), duration_s, 1, out)["throughput_ops_s"]
+    sim_ops = predict("raft", nodes, Config(clients), duration_s, 1, out, lead)["throughput_ops_s"]
     return dataclasses.replace(out, measured={**profile.measured, "tenant_calibration": {
         "share": share, "real_ops_s": real_ops_s, "sim_ops_s": sim_ops}})
 
@@ -586,14 +589,15 @@ def calibrate_cpu(profile: HostProfile, *, real_ops_s: float, nodes: int, client
     ``measured.cpu_calibration``."""
     import dataclasses
 
-    from seedance.analysis.sim_vs_real import Config, anchor_cpu, predict
+    from seedance.analysis.sim_vs_real import Config, anchor_cpu, predict, run_lead_s
 
     if not real_ops_s:
         return profile
     config = Config(clients)
-    before = predict("raft", nodes, config, duration_s, 1, profile)["throughput_ops_s"]
+    lead = run_lead_s(profile.measured.get("raft_run"))
+    before = predict("raft", nodes, config, duration_s, 1, profile, lead)["throughput_ops_s"]
     anchor = anchor_cpu([{"config": config.name, "held_out": False, "round": 0, "real_ops_s": real_ops_s,
-                          "real_tenant_cores": None, "sim_ops_s": before}],
+                          "real_tenant_cores": None, "sim_ops_s": before, "real_lead_s": lead}],
                         profile, protocol="raft", nodes=nodes, configs=[config], duration_s=duration_s, steps=steps)
     return dataclasses.replace(profile.scaled_cpu(anchor["factor"]), measured={**profile.measured, "cpu_calibration": {
         "factor": anchor["factor"], "real_ops_s": real_ops_s, "sim_ops_s_before": before,
@@ -615,11 +619,13 @@ def calibrate_spell(profile: HostProfile, real: Any, *, nodes: int, clients: int
     the simulator's own (the median over three seeds), or neighbouring windows do not agree."""
     import dataclasses
 
-    from seedance.analysis.sim_vs_real import Config, predict
+    from seedance.analysis.sim_vs_real import Config, predict, run_lead_s
     from seedance.models.host import fit_spell
 
+    lead = run_lead_s(profile.measured.get("raft_run"))
+
     def simulated(host: HostProfile, at: int = seed) -> dict[str, Any]:  # throughput, p50, p99, the windows' sd
-        return predict("raft", nodes, Config(clients), duration_s, at, host)
+        return predict("raft", nodes, Config(clients), duration_s, at, host, lead)
 
     record: dict[str, Any] = {"real": None if real is None else real.to_dict()}
     spell = None

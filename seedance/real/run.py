@@ -120,6 +120,9 @@ async def _drive(launcher: LocalLauncher, workload: Workload, duration_s: float,
         t_start = time.monotonic()
         cpu_start = time.process_time()
         counts["load_start_s"] = t_start - launcher.t0_monotonic
+        # how long each node's protocol had run when the load started (its first election is under way)
+        started = [launcher.started_monotonic(rank) for rank in range(launcher.num_nodes)]
+        counts["node_lead_s"] = [None if s is None else t_start - s for s in started]
         load = asyncio.ensure_future(pool.run(duration_s))
         tasks = [load]
         if faulty:
@@ -234,7 +237,8 @@ def run_real(*, protocol: str, nodes: int, clients: int, duration_s: float, seed
                     "kills": counts["kills"], "restarts": counts["restarts"],
                     "nemesis": list(nemesis), "faults": [w.name for w in schedule],
                     "faults_applied": counts.get("faults_applied", 0), "messages": counts.get("messages"),
-                    "load_start_s": counts["load_start_s"], "final_reads": counts["final_reads"],
+                    "load_start_s": counts["load_start_s"], "node_lead_s": counts.get("node_lead_s"),
+                    "final_reads": counts["final_reads"],
                     "load_window_monotonic_s": counts.get("load_window_monotonic_s"),
                     "client_cpu_s": counts.get("client_cpu_s"),
                     "reproduce": reproduce_command(argv) if argv is not None else _default_reproduce(spec, seed, out),

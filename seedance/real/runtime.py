@@ -281,6 +281,7 @@ class NodeRuntime:
         self._io = ThreadPoolExecutor(1, thread_name_prefix=f"node{self.cfg.node_id}-storage")
         self.node = self.spec.factory(self.cfg.node_id, self.cfg.num_nodes, rng, config)
         self.engine = EffectEngine(self.cfg.node_id, self, torch_backend(lambda: self.device))
+        self.started_monotonic = time.monotonic()  # the protocol's clock starts here (its first timers)
         if durable.empty:
             self._lifecycle(lambda now: self.node.on_start(now))
         else:
@@ -293,7 +294,8 @@ class NodeRuntime:
             self.trace.record("restart", self.cfg.node_id, self.cfg.incarnation)
         self.addresses.publish(self.cfg.node_id, self.cfg.advertise_host or host, port)
         if self.cfg.ready_path is not None:
-            atomic_write(self.cfg.ready_path, str(self.cfg.incarnation).encode())
+            # the incarnation, then when its protocol started (the monotonic clock every process shares)
+            atomic_write(self.cfg.ready_path, f"{self.cfg.incarnation}\n{self.started_monotonic!r}".encode())
         try:
             await self._stopping.wait()
         finally:

@@ -96,6 +96,9 @@ class WorkloadConfig:
     # a crashed node's client connections reset (its kernel closes them): a client with a request out to it learns
     # it one hop later and completes it as info, as real clients do; false: it waits for op_timeout_s
     crash_resets: bool = True
+    # the load starts this long after the nodes boot (their first election under way): a real run's launcher starts
+    # it once every node serves (its summary's ``node_lead_s``); the duration and the fault schedule count from it
+    start_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.mode not in WORKLOAD_MODES:
@@ -128,6 +131,7 @@ class WorkloadConfig:
         _positive("workload.zipf_s", self.zipf_s)
         _positive("workload.op_timeout_s", self.op_timeout_s)
         _positive("workload.think_s", self.think_s, allow_zero=True)
+        validation.number("workload.start_s", self.start_s, lo=0, hi=3600)
         _positive("workload.not_leader_backoff_s", self.not_leader_backoff_s, allow_zero=True)
         if not 0.0 <= self.conflict_rate <= 1.0:
             raise SpecError("workload.conflict_rate", f"must be in [0, 1], got {self.conflict_rate!r}")

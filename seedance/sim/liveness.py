@@ -107,7 +107,8 @@ def assess_run(result: Any, simulate: Any, *, faulty: bool) -> Any:
         baseline = None
     own = _ok_times(result)
     recovery = assess(own, own if baseline is None else baseline, healed_at_s=result.healed_at_s,
-                      end_s=config.duration_s, fraction=nemesis.recovery_fraction, bound_s=nemesis.recovery_bound_s)
+                      end_s=config.workload.start_s + config.duration_s, fraction=nemesis.recovery_fraction,
+                      bound_s=nemesis.recovery_bound_s)
     return replace(result, liveness=recovery)
 
 

@@ -25,7 +25,7 @@ import json
 import shlex
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -191,7 +191,8 @@ def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invaria
     """Run ``config`` to completion and return its result (history, trace, counts, verdicts).
 
     ``actions`` are scripted interventions ``(time_s, fn(runtime))`` for scenario tests (crash node 2 at 10 ms,
-    cut a link...), run at their virtual time in the order given.
+    cut a link...), run at their virtual time in the order given (the nodes boot at 0; the load starts at
+    ``workload.start_s``).
     """
     wall_start = time.perf_counter()
     spec = _spec(config.protocol)
@@ -208,19 +209,24 @@ def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invaria
     runtime = Runtime(env=env, spec=spec, protocol_config=protocol_config, num_nodes=config.nodes, network=network,
                       cpu=config.cpu, storage=config.storage, trace=trace, seed=config.seed, host=config.host())
     runtime.collectives = Collectives(runtime)
+    start = config.workload.start_s  # the load (and the fault schedule's clock) starts here; the nodes boot at 0
+    end = start + config.duration_s
     clients = Clients(env=env, runtime=runtime, config=config.workload, rng=np.random.default_rng(workload_seq),
-                      num_nodes=config.nodes, end_s=config.duration_s)
+                      num_nodes=config.nodes, end_s=end, start_s=start)
     faults = config.nemesis.faults
-    healed_at = config.duration_s * config.nemesis.faulty_fraction if faults else 0.0
-    schedule = draw_schedule(faults, num_nodes=config.nodes, faulty_end_s=healed_at,
+    faulty_end = config.duration_s * config.nemesis.faulty_fraction if faults else 0.0
+    schedule = draw_schedule(faults, num_nodes=config.nodes, faulty_end_s=faulty_end,
                              rng=np.random.default_rng(nemesis_seq), window_s=config.nemesis.window_s,
                              gap_s=config.nemesis.gap_s) if faults else []
+    if start:
+        schedule = [replace(w, start_s=start + w.start_s, end_s=start + w.end_s) for w in schedule]
+    healed_at = start + faulty_end
     nemesis = Nemesis(runtime=runtime, schedule=schedule, faulty_end_s=healed_at)
     _check_operations(spec, config)
     replicas: list[ReplicaEvent] = []
     runtime.observe_sink = lambda node_id, effect, at: replicas.append(
         ReplicaEvent(node=node_id, f=effect.what, key=effect.key, value=_plain(effect.value), time=at))
-    background = Background(runtime, config.background, config.duration_s)
+    background = Background(runtime, config.background, end)
 
     violations: list[tuple[float, str]] = []
     if config.monitor and spec.monitor is not None:  # the protocol's own invariant monitor, after every input
@@ -262,11 +268,11 @@ def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invaria
         clients.start()
         steps = 100 if progress is not None else 1
         for k in range(1, steps + 1):
-            env.run(until=config.duration_s * k / steps)
+            env.run(until=start + config.duration_s * k / steps)
             if violations and stop_on_violation:
                 break
             if progress is not None:
-                progress(env.now)
+                progress(env.now - start)
     except Exception as err:  # a protocol bug: say how to get it back
         err.add_note(f"reproduce: {reproduce_command(config)}")
         raise

@@ -131,7 +131,7 @@ class Clients:
     """All client processes of a run, driving requests through the runtime and recording the history."""
 
     def __init__(self, *, env: Any, runtime: Any, config: WorkloadConfig, rng: np.random.Generator,
-                 num_nodes: int, end_s: float) -> None:
+                 num_nodes: int, end_s: float, start_s: float = 0.0) -> None:
         self.env = env
         self.runtime = runtime
         self.network = runtime.network
@@ -139,6 +139,7 @@ class Clients:
         self.uniform = Uniforms(rng)
         self.keys = KeyChooser(config, self.uniform)
         self.num_nodes = num_nodes
+        self.start_s = start_s  # the clients' first requests (the nodes booted at 0)
         self.end_s = end_s
         self.trace = runtime.trace
         self.rows: list[tuple[int, EventType, Operation, str | None, Any, float]] = []  # the history, raw
@@ -173,13 +174,14 @@ class Clients:
         if self.config.mode == "frame":
             for _ in range(self.config.clients):
                 client = self._new_client()
-                call_at(self.env, self.uniform() / self.config.frame_rate_hz, self._frame, client)
+                call_at(self.env, self.start_s + self.uniform() / self.config.frame_rate_hz, self._frame, client)
         elif self.config.mode == "closed":
             for _ in range(self.config.clients):
                 client = self._new_client()
-                call_at(self.env, self.uniform() * 1e-3, self._begin, client)
+                call_at(self.env, self.start_s + self.uniform() * 1e-3, self._begin, client)
         else:
-            call_at(self.env, self.uniform.exponential(1.0 / self.config.rate_ops_s), self._arrival, None)
+            call_at(self.env, self.start_s + self.uniform.exponential(1.0 / self.config.rate_ops_s), self._arrival,
+                    None)
 
     def _arrival(self, event: Any) -> None:
         now = self.env.now
