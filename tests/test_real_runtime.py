@@ -49,6 +49,30 @@ def test_a_sigkilled_node_recovers_from_its_durable_state(tmp_path):
     assert wait_gone(tmp_path) == []
 
 
+def test_a_killed_nodes_address_refuses_connections_until_it_restarts(tmp_path):
+    """A client or peer connecting to a dead node is refused at once, as a real host's kernel refuses a killed
+    server's port; held listening, its handshake had waited in a backlog nobody read until the restart (or its
+    0.5 s timeout). The address stays the node's: the restarted node serves on it."""
+    import socket
+
+    with launcher(tmp_path, nodes=3) as launch:
+        launch.start_all()
+        launch.wait_ready()
+        host, port = launch.addresses.lookup(0)
+        socket.create_connection((host, port), timeout=1.0).close()  # alive: accepted
+        launch.kill(0)
+        started = time.monotonic()
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection((host, port), timeout=1.0)
+        assert time.monotonic() - started < 0.2  # refused, not timed out
+        launch.spawn(0)
+        launch.wait_ready()
+        assert launch.addresses.lookup(0) == (host, port)
+        assert all(outcome == "ok" for outcome, _ in run_ops(launch, [(Operation.WRITE, "k0", 1),
+                                                                       (Operation.READ, "k0", None)]))
+    assert wait_gone(tmp_path) == []
+
+
 def test_node_processes_keep_a_users_own_allocator_tunables():
     assert with_node_defaults({})["GLIBC_TUNABLES"] == NODE_MALLOC_TUNABLES
     assert with_node_defaults({"GLIBC_TUNABLES": "glibc.malloc.arena_max=2"})["GLIBC_TUNABLES"] == \

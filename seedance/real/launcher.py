@@ -7,7 +7,8 @@ Rules (torch.distributed.run environment contract; POSIX process groups):
   ``torchrun`` on a cluster (examples/slurm/seedance-real.sbatch) with no code of ours.
 * The launcher binds every node's listening socket itself (``bind_host``, 127.0.0.1 by default) and hands it to each
   incarnation of that node (``SEEDANCE_LISTEN_FD``) with the table of all addresses (``SEEDANCE_PEERS``): a restarted
-  node keeps its address, and a node starts without importing torch.
+  node keeps its address, and a node starts without importing torch. While a killed node is down its address
+  refuses connections (the socket stops listening but keeps its port), as a host's kernel refuses a dead server's.
 * The rendezvous TCPStore (for collectives) is hosted here, on a socket *we* bind to ``bind_host`` (a TCPStore left
   to itself listens on every interface), so a node crash never takes the store down.
 * The per-run HMAC key is 32 random bytes in a 0600 file inside a 0700 temporary directory, passed by path
@@ -50,6 +51,27 @@ from seedance.real.faults import CTL_KEY_FILE_ENV, FAULTS_ENV
 from seedance.real.transport import KEY_FILE_ENV, new_key, write_key_file
 
 log = logging.getLogger("seedance.real.launcher")
+
+
+def _node_listener(family: int, host: str, attempts: int = 50) -> socket.socket:
+    """A node's listening socket, bound to a port *named* in its bind: only then does Linux keep the port through a
+    ``shutdown`` of the listener (the port lock of an explicit bind), so :meth:`LocalLauncher._refuse` can stop it
+    listening while its node is down and listen again at the restart on the same address. The port is found by a
+    bind to port 0 first, and taken again explicitly (another process may take it in between: the next one)."""
+    for _ in range(attempts):
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((host, 0))
+            port = probe.getsockname()[1]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            sock.close()
+            continue
+        sock.listen(512)
+        return sock
+    raise OSError(f"no free port on {host} for a node after {attempts} tries")
 
 
 class Zygote:
@@ -194,13 +216,7 @@ class LocalLauncher:
         self._listen.listen(512)
         self.store_port = self._listen.getsockname()[1]
         self.store_host = "127.0.0.1" if self.bind_host in ("0.0.0.0", "::") else self.bind_host
-        self._node_sockets = []
-        for _ in range(self.num_nodes):
-            sock = socket.socket(family, socket.SOCK_STREAM)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((self.bind_host, 0))
-            sock.listen(512)
-            self._node_sockets.append(sock)
+        self._node_sockets = [_node_listener(family, self.bind_host) for _ in range(self.num_nodes)]
         from seedance.real.runtime import StaticAddressBook
 
         self.addresses = StaticAddressBook([(self.store_host if self.bind_host in ("0.0.0.0", "::") else
@@ -241,6 +257,7 @@ class LocalLauncher:
         return env
 
     def spawn(self, rank: int) -> NodeProcess:
+        self._node_sockets[rank].listen(512)  # a killed node's address refused connections: it serves again
         incarnation = self.incarnations.get(rank, -1) + 1
         self.incarnations[rank] = incarnation
         log_path = self.run_dir / f"node-{rank}.log"
@@ -339,6 +356,7 @@ class LocalLauncher:
             raise RuntimeError(f"node {rank} (pid {node.process.pid}) still alive {self.kill_timeout_s:.0f} s after "
                                f"signal {sig}") from None
         self.paused.discard(rank)
+        self._refuse(rank)
 
     async def akill(self, rank: int) -> None:
         """SIGKILL node ``rank`` and wait (on the event loop, polling) until the zygote has reaped it."""
@@ -359,6 +377,19 @@ class LocalLauncher:
                 resend = now + 1.0
             await asyncio.sleep(0.005)
         self.paused.discard(rank)
+        self._refuse(rank)
+
+    def _refuse(self, rank: int) -> None:
+        """A dead node's address refuses connections, as a host's kernel does for a killed server: its listening
+        socket (this launcher's, the zygote's copy) stops listening but keeps its port (:func:`_node_listener`), and
+        connections queued in its backlog are reset. Held listening, the port had taken the clients' and peers'
+        connections into a backlog no process read: a client's handshake waited there until the restart or its
+        0.5 s timeout (a crash round's eight clients all stuck behind one dead node), where the simulator, and a
+        real cluster, refuse at once. :meth:`spawn` listens again."""
+        try:
+            self._node_sockets[rank].shutdown(socket.SHUT_RD)  # Linux: a listening socket goes back to bound
+        except OSError as err:  # a platform where shutdown does not stop a listener: it stays as it was
+            log.debug("node %d's address keeps listening while it is down: %s", rank, err)
 
     def pause(self, rank: int) -> bool:
         """SIGSTOP node ``rank``'s process group (the pause fault); False if it is not running."""
