@@ -270,13 +270,23 @@ class LocalLauncher:
         self.paused.discard(rank)
         return node
 
-    def start_all(self) -> None:
-        for rank in range(self.num_nodes):
-            self.spawn(rank)
-        # the rendezvous store is only needed by collectives: host it on a thread, so importing torch (seconds)
-        # never delays the nodes or the clients; a node connecting early waits in the listening socket's backlog
+    def start_all(self, timeout_s: float = 120.0) -> None:
+        # the rendezvous store is only needed by collectives: it is hosted on a thread, whose import of torch takes
+        # seconds in a process's first run. The nodes start once it is up, so their protocols have run as long when
+        # the load starts in a first run as in a later one (0.07-0.19 s here, the first election under way); spawned
+        # beside the import, a first run's nodes had run 1.2 s, and a round's `reproduce` command (a process's first
+        # run) did not start its load where the round had
         self._store_thread = threading.Thread(target=self._host_store, daemon=True, name="rendezvous-store")
         self._store_thread.start()
+        self._wait_store(time.monotonic() + timeout_s)
+        for rank in range(self.num_nodes):
+            self.spawn(rank)
+
+    def _wait_store(self, deadline: float) -> None:
+        while self._store_thread is not None and self._store_thread.is_alive():
+            if time.monotonic() > deadline:
+                raise RuntimeError("the rendezvous store did not start in time")
+            time.sleep(0.02)  # polled, not one long join: a SIGINT lands between sleeps and close() runs at once
 
     def _host_store(self) -> None:
         import torch.distributed as dist
@@ -303,10 +313,7 @@ class LocalLauncher:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"nodes not ready after {timeout_s:.0f} s; see {self.run_dir}/node-*.log")
             time.sleep(0.02)
-        while self._store_thread is not None and self._store_thread.is_alive():
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the rendezvous store did not start within {timeout_s:.0f} s")
-            time.sleep(0.02)  # polled, not one long join: a SIGINT lands between sleeps and close() runs at once
+        self._wait_store(deadline)
 
     def ready(self, rank: int) -> bool:
         try:
