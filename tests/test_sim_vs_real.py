@@ -238,9 +238,8 @@ def test_the_report_prints_each_workloads_spread_ratio_and_both_sides_spells(tmp
 
 
 def test_the_prediction_starts_its_load_as_long_after_the_nodes_as_the_real_run_did():
-    """A real run's load starts once every node serves: 0.07-0.09 s after the nodes' protocols started between an
-    experiment's runs here (1.2 s in a process's first run, which imports torch meanwhile), so its first election
-    is under way. The simulator booted the nodes with the load and lost the whole election to it (first commits
+    """A real run's load starts once every node serves: 0.07-0.19 s after the nodes' protocols started here, so its
+    first election is under way. The simulator booted the nodes with the load and lost the whole election to it (first commits
     157-232 ms into the load against 40-141 ms real)."""
     from seedance.analysis.sim_vs_real import Config, predict, run_lead_s
 

@@ -169,8 +169,7 @@ def predict(protocol: str, nodes: int, config: Config, duration_s: float, seed: 
 def run_lead_s(summary: Mapping[str, Any] | None) -> float:
     """How long a real run's nodes had run their protocol when its load started: the median over nodes of its
     summary's ``node_lead_s`` (the launcher starts the load once every node serves, so the first election is under
-    way; 0.3-0.4 s between an experiment's runs here, over 1 s in a process's first run, which imports torch
-    meanwhile). 0 for a summary without it (a run from before it was recorded)."""
+    way: 0.07-0.19 s here). 0 for a summary without it (a run from before it was recorded)."""
     leads = [x for x in ((summary or {}).get("node_lead_s") or []) if x is not None]
     return float(np.median(leads)) if leads else 0.0
 
