@@ -129,6 +129,11 @@ def test_profiles_round_trip_and_are_part_of_the_reproduce_command(tmp_path):
     ({"block_bytes": "4k"}, "block_bytes"), ({"block_bytes": True}, "block_bytes"),
     ({"gc": {"rate": 2, "pause": 1e-3}}, "gc.rate"), ({"gc": {"rate": 0.1}}, "gc"),
     ({"client_gc": {"rate": 0.1, "pause": {"median_s": -1}}}, "client_gc.pause"),
+    ({"gc": {"rate": 0.1, "pause": 1e-3, "full": 2e-2}}, "gc"),
+    ({"gc": {"rate": 0.1, "pause": 1e-3, "full": 2e-2, "full_first": 0, "full_period": 12}}, "gc.full_first"),
+    ({"gc": {"rate": 0.1, "pause": 1e-3, "full": 2e-2, "full_first": 6, "full_period": 1.5}}, "gc.full_period"),
+    ({"gc": {"rate": 0.1, "pause": 1e-3, "full": {"median_s": -1}, "full_first": 6, "full_period": 12}},
+     "gc.full"),
     ({"recover_per_entry_s": -1e-6}, "recover_per_entry_s"), ({"entries": {"send_s": 1e-6}}, "entries"),
     ({"entries": {"send_s": 1e-6, "recv_s": "x", "mean_in": 1, "mean_out": 1}}, "entries"),
     ({"restart_cpu": "fast"}, "restart_cpu"),
@@ -683,6 +688,60 @@ def test_older_collections_are_recorded_for_real_and_fitted_per_item():
     fitted = fit_gc([1e-3, 2e-3], 1000)
     assert fitted.rate == pytest.approx(2e-3) and 1e-3 <= fitted.pause.median_s <= 2e-3
     assert fit_gc([], 1000) is None
+
+
+def test_full_collections_come_where_the_interpreter_counts_them_and_a_restart_counts_again():
+    """CPython runs a full (generation-2) collection once ``threshold2`` generation-1 ones have passed; a node
+    forked from the zygote inherits its counts. The profile runs showed it: each leader's 6th older collection was
+    its one full one (14-20 ms, against 0.5-3.8 ms), its followers' three never were. Fitted so (per item beyond
+    the few every process makes at its start), and drawn so: the ``full_first``-th collection of an incarnation,
+    then every 12th, is full; a restarted node counts from 0."""
+    import gc
+
+    from seedance.models.host import GcProfile
+    from seedance.real.profile import fit_gc
+
+    # two leaders (18k items: 5 young collections, then a full one) and their followers (3k items: 3 young ones)
+    leader = [(1, 1.2e-3), (1, 6e-4), (1, 7e-4), (1, 9e-4), (1, 7e-4), (2, 1.66e-2)]
+    follower = [(1, 1.3e-3), (1, 6e-4), (1, 7e-4)]
+    processes = [(18_000, leader), (3_000, follower), (3_000, follower),
+                 (18_000, [(1, 1.8e-3), *leader[1:5], (2, 2.0e-2)])]
+    pauses = [s for _, seq in processes for _, s in seq]
+    fitted = fit_gc(pauses, 42_000, processes)
+    # collections = start + rate x items through (3k, 3) and (18k, 6): 2.4 + 2e-4 per item; the full one is a
+    # process's 6th, so the 4th (6 - 2.4, rounded) of those drawn per item (the start's are not drawn)
+    assert fitted.rate == pytest.approx(2e-4) and fitted.full_first == 4
+    assert fitted.full_period == gc.get_threshold()[2] + 2
+    assert 1.66e-2 <= fitted.full.median_s <= 2.0e-2 and max(fitted.pause.s) < 2e-3  # the young ones apart
+    pooled = fit_gc(pauses[:3], 3_000, [(3_000, follower)])  # no full collection seen: pooled, as before
+    assert pooled.full is None and pooled.rate == pytest.approx(1e-3)
+
+    profile = GcProfile(1.0, LogNormal(1e-3), LogNormal(2e-2), 6, 12)  # every item collects: count them
+    counted = [0]
+    drawn = [profile.draw(np.random.default_rng(0), counted) for _ in range(30)]
+    assert [i + 1 for i, pause in enumerate(drawn) if pause == pytest.approx(2e-2)] == [6, 18, 30]
+    assert counted == [30] and GcProfile(1.0, LogNormal(1e-3)).draw(np.random.default_rng(0), counted) == 1e-3
+    again = HostProfile.from_dict(yaml.safe_load(amortised(gc=profile).to_yaml()))
+    assert again.gc == profile
+
+    from seedance.sim.config import SimConfig, WorkloadConfig
+    from seedance.sim.run import simulate
+
+    seen = {}
+
+    def crash(runtime):
+        seen["before"] = runtime.hosts[0].collections[0]
+        runtime.crash(0)
+
+    def restart(runtime):
+        runtime.restart(0)
+        seen["after"] = runtime.hosts[0].collections[0]
+
+    simulate(SimConfig(protocol="raft", nodes=3, duration_s=0.6, seed=1, trace=False, check=False,
+                       workload=WorkloadConfig(clients=4, mix=(0.0, 1.0, 0.0)),
+                       host_profile=amortised(gc=GcProfile(0.05, LogNormal(1e-4), LogNormal(2e-4), 6, 12))),
+             actions=[(0.4, crash), (0.45, restart)], liveness=False)
+    assert seen["before"] > 0 and seen["after"] == 0
 
 
 def test_entries_a_message_carries_cost_per_entry_around_the_profiles_mean():

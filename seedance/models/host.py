@@ -58,7 +58,8 @@ simulator's textbook constants leave out:
   hundreds of entries costs milliseconds on both ends as it does for real, and the fitted mix costs what it did;
 * ``gc`` and ``client_gc`` (optional): the interpreter's older-generation garbage collections in a node process
   and in the client process: the chance per handled item (per operation for the client) that one runs, and its
-  pause (measured with ``gc.callbacks`` in the profile run: ~4 per process in a 3 s run here, ~1 ms each, now and
+  pause; for the nodes, the full (generation-2) collections apart, counted per incarnation as the interpreter
+  counts them (:class:`GcProfile`) (measured with ``gc.callbacks`` in the profile run: ~4 per process in a 3 s run here, ~1 ms each, now and
   then a 100 ms one in the client process as its history grows). A pause holds the process's core and stalls
   every operation waiting on that process, which is much of a CPU-bound run's tail; the young collections are
   frequent and short and stay inside the per-item costs (the busy periods' CPU includes the pauses too, ~0.3 % of
@@ -293,20 +294,22 @@ class HostProfile:
         if set(self.cpu) != set(KINDS):  # a kind never measured costs nothing beyond its frame I/O
             object.__setattr__(self, "cpu", {k: self.cpu.get(k, LogNormal(0.0)) for k in KINDS})
 
-    def cpu_cost(self, kind: int, rng: np.random.Generator, woke: bool = False) -> float:
+    def cpu_cost(self, kind: int, rng: np.random.Generator, woke: bool = False,
+                 collections: list[int] | None = None) -> float:
         """CPU of one input of ``kind``: the handler, the per-item frame I/O and, when it woke the loop, the
-        wake-up cost (amortisation; see the module docstring)."""
+        wake-up cost (amortisation; see the module docstring); ``collections``: the node incarnation's collections
+        so far (:meth:`GcProfile.draw`)."""
         cost = self.cpu[KINDS[kind]].draw(rng) + self._io(KINDS[kind]).draw(rng)
         if woke and self.wake is not None:
             cost += self.wake.draw(rng)
         if self.gc is not None:
-            cost += self.gc.draw(rng)
+            cost += self.gc.draw(rng, collections)
         return cost
 
-    def completion_cost(self, rng: np.random.Generator, woke: bool) -> float:
+    def completion_cost(self, rng: np.random.Generator, woke: bool, collections: list[int] | None = None) -> float:
         """CPU of an fsync completion (the effects that waited behind it) on an amortised host."""
         cost = self._io("fsync_done").draw(rng) + (self.wake.draw(rng) if woke and self.wake is not None else 0.0)
-        return cost + self.gc.draw(rng) if self.gc is not None else cost
+        return cost + self.gc.draw(rng, collections) if self.gc is not None else cost
 
     def sync_start_cost(self, rng: np.random.Generator) -> float:
         """The loop's CPU to hand one fsync to its storage thread, where measured by kind (else inside the items)."""
@@ -531,33 +534,72 @@ class EntryCosts:
 @dataclass(frozen=True)
 class GcProfile:
     """A process's older-generation garbage collections: each handled item (operation) runs one with probability
-    ``rate``, which pauses the process for a draw of ``pause``."""
+    ``rate``, which pauses the process for a draw of ``pause``.
+
+    With ``full`` (the full collections' pauses, generation 2), the collections of one incarnation are counted, as
+    CPython counts them: the ``full_first``-th is a full one, then every ``full_period``-th (the interpreter runs
+    generation 2 once ``threshold2`` generation-1 collections have passed: 12 for the default thresholds), and the
+    others draw ``pause`` (generation 1 only). A node forked from the zygote inherits the zygote's counts, so its
+    first full collection comes early (its 6th here, the 4th of those drawn per item: the few every process makes
+    at its start are not drawn, :func:`seedance.real.profile.fit_gc`), and a restarted node counts again. Without
+    ``full`` (a profile from before it), every collection draws the pooled ``pause``."""
 
     rate: float
     pause: LogNormal | Empirical
+    full: LogNormal | Empirical | None = None
+    full_first: int = 0
+    full_period: int = 0
 
     def __post_init__(self) -> None:
         from seedance import validation as V
 
         V.number("host profile gc.rate", self.rate, lo=0, hi=1)
+        if self.full is not None:
+            V.integer("host profile gc.full_first", self.full_first, lo=1, hi=10_000)
+            V.integer("host profile gc.full_period", self.full_period, lo=1, hi=10_000)
 
-    def draw(self, rng: np.random.Generator) -> float:
-        return self.pause.draw(rng) if self.rate and rng.random() < self.rate else 0.0
+    def draw(self, rng: np.random.Generator, counted: list[int] | None = None) -> float:
+        """One item's collection pause (0: none); ``counted``: the incarnation's collections so far, in a list of
+        one (updated), where the profile has ``full``."""
+        if not self.rate or rng.random() >= self.rate:
+            return 0.0
+        if self.full is None or counted is None:
+            return self.pause.draw(rng)
+        counted[0] += 1
+        n = counted[0]
+        if n >= self.full_first and (n - self.full_first) % self.full_period == 0:
+            return self.full.draw(rng)
+        return self.pause.draw(rng)
 
     def to_dict(self) -> dict[str, Any]:
-        pause = self.pause
-        return {"rate": self.rate, "pause": {"p": list(pause.p), "s": list(pause.s)} if isinstance(pause, Empirical)
-                else asdict(pause)}
+        out: dict[str, Any] = {"rate": self.rate, "pause": _service_dict(self.pause)}
+        if self.full is not None:
+            out.update({"full": _service_dict(self.full), "full_first": self.full_first,
+                        "full_period": self.full_period})
+        return out
 
     @classmethod
     def from_dict(cls, data: Any, where: str) -> GcProfile:
-        if not isinstance(data, Mapping) or set(data) != {"rate", "pause"}:
-            raise SpecError(where, f"expected {{rate, pause}}, got {data!r}",
-                            "rate (collections per item, 0..1), pause (a service time)")
+        full_keys = {"full", "full_first", "full_period"}
+        if not isinstance(data, Mapping) or not {"rate", "pause"} <= set(data) <= {"rate", "pause"} | full_keys \
+                or (set(data) & full_keys and not full_keys <= set(data)):
+            raise SpecError(where, f"expected {{rate, pause}} and optionally {{full, full_first, full_period}}, "
+                                   f"got {data!r}",
+                            "rate (collections per item, 0..1), pause (a service time); full (a service time), "
+                            "full_first and full_period (integers >= 1)")
         from seedance import validation as V
 
         rate = V.number(f"{where}.rate", data["rate"], lo=0, hi=1)
-        return cls(float(rate), service_time_from_dict(data["pause"], f"{where}.pause"))
+        if "full" not in data:
+            return cls(float(rate), service_time_from_dict(data["pause"], f"{where}.pause"))
+        return cls(float(rate), service_time_from_dict(data["pause"], f"{where}.pause"),
+                   service_time_from_dict(data["full"], f"{where}.full"),
+                   V.integer(f"{where}.full_first", data["full_first"], lo=1, hi=10_000),
+                   V.integer(f"{where}.full_period", data["full_period"], lo=1, hi=10_000))
+
+
+def _service_dict(time_: LogNormal | Empirical) -> dict[str, Any]:
+    return {"p": list(time_.p), "s": list(time_.s)} if isinstance(time_, Empirical) else asdict(time_)
 
 
 @dataclass(frozen=True)

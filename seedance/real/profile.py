@@ -828,7 +828,8 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
     tenant_cores: list[float] = []
     other_threads_s = 0.0  # CPU of the nodes' threads other than the loop (the storage thread's writes and fsyncs)
     # older-generation garbage collections: [pause samples (s), items handled] for the nodes and the client process
-    gcs: dict[str, list[Any]] = {"node": [[], 0], "client": [[], 0]}
+    # [pause samples (s), items handled, each process's collections in order as (generation, s)]
+    gcs: dict[str, list[Any]] = {"node": [[], 0, []], "client": [[], 0, []]}
     chunks: list[float] = []  # the speed meter's chunks during the runs (SpeedMeter)
     windows: list[Any] = []  # each run's latency windows (the slow spells: seedance.analysis.spells)
     carried: dict[str, int] = {}  # messages received / sent and the log entries they carried
@@ -894,7 +895,8 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
             # from the loop's submit to the storage thread running the job (its wake-up, the lock)
             "handover_s": [s[5] / 1e9 for s in syncs if len(s) > 5 and s[5] > 0],
             "tenant_cores": float(np.mean(tenant_cores)) if tenant_cores else None,
-            "gc": {who: {"pauses_s": pauses, "items": items} for who, (pauses, items) in gcs.items()},
+            "gc": {who: {"pauses_s": pauses, "items": items, "sequences": sequences}
+                   for who, (pauses, items, sequences) in gcs.items()},
             "cpu_chunk_s": float(np.median(chunks)) if chunks else None,
             "windows": pooled(windows),
             "carried": carried,
@@ -929,11 +931,13 @@ def run_windows(history: Path) -> Any:
 
 
 def _add_gc(into: list[Any], data: dict[str, Any]) -> None:
-    """Pool one process's recorded collections (``seedance.real.runtime.GcPauses``) into [pauses (s), items]."""
+    """Pool one process's recorded collections (``seedance.real.runtime.GcPauses``) into [pauses (s), items,
+    sequences]: its collections in order, as (generation, s), are one more sequence."""
     recorded = data.get("gc")
     if recorded and data.get("items"):
         into[0].extend(ns / 1e9 for _, ns in recorded.get("pauses", []))
         into[1] += int(data["items"])
+        into[2].append((int(data["items"]), [(int(gen), ns / 1e9) for gen, ns in recorded.get("pauses", [])]))
 
 
 def _entry_costs(send_s: float, recv_s: float, carried: dict[str, int]) -> EntryCosts | None:
@@ -944,12 +948,42 @@ def _entry_costs(send_s: float, recv_s: float, carried: dict[str, int]) -> Entry
                       mean_out=carried["entries_out"] / carried["messages_out"])
 
 
-def fit_gc(pauses_s: list[float], items: int) -> GcProfile | None:
+def fit_gc(pauses_s: list[float], items: int,
+           processes: list[tuple[int, list[tuple[int, float]]]] | None = None) -> GcProfile | None:
     """A process kind's older-generation collections: their rate per handled item and their pauses' quantiles;
-    None when none were recorded."""
+    None when none were recorded.
+
+    With ``processes`` (each process's items handled and its collections in order, as (generation, s)) in which a
+    full collection (generation 2) ran, those are apart (:class:`GcProfile`). Every profile run here: each leader
+    handled 16-19k items and had 4-7 older collections, the 6th (when it came) its one full one, 14-20 ms against
+    0.5-3.8 ms; each follower handled ~3k items and had 3. So a process makes a few collections whatever it handles
+    (its start) and then more per item: a line ``collections = start + rate x items`` fitted over the processes
+    (least squares) gives the per-item ``rate``, and the first full collection is the ``(position - start)``-th
+    of those drawn per item. One rate pooled over all of them (collections / items) had the simulated leader
+    collect ~1.6x as often as the real one, and so reach its full collection early; its full ones fell on
+    followers and on restarted nodes as often as on a long-lived leader. The period between full collections is
+    the interpreter's (generation 2 runs once ``threshold2`` generation-1 collections have passed: 12 for the
+    default thresholds; the nodes run this interpreter)."""
     if not pauses_s or items <= 0:
         return None
-    return GcProfile(min(1.0, len(pauses_s) / items), Empirical.fit(pauses_s))
+    pooled = GcProfile(min(1.0, len(pauses_s) / items), Empirical.fit(pauses_s))
+    processes = [(n, seq) for n, seq in (processes or []) if n > 0]
+    fulls = [s for _, seq in processes for gen, s in seq if gen >= 2]
+    young = [s for _, seq in processes for gen, s in seq if gen < 2]
+    counts = np.array([len(seq) for _, seq in processes], dtype=float)
+    handled = np.array([n for n, _ in processes], dtype=float)
+    if not fulls or not young or len(processes) < 2 or np.ptp(handled) <= 0:
+        return pooled
+    slope, start = np.polyfit(handled, counts, 1)
+    if slope <= 0:
+        return pooled
+    import gc
+
+    firsts = [next(i for i, (gen, _) in enumerate(seq) if gen >= 2) + 1
+              for _, seq in processes if any(gen >= 2 for gen, _ in seq)]
+    first = max(1, int(round(float(np.median(firsts)) - max(0.0, float(start)))))
+    return GcProfile(min(1.0, float(slope)), Empirical.fit(young), Empirical.fit(fulls), first,
+                     gc.get_threshold()[2] + 2)
 
 
 def _sync_cpus(total_s: float | None, inside_s: float | None) -> dict[str, LogNormal | None]:
@@ -1026,7 +1060,7 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
         # the frame path's CPU per log entry a message carries, around the run's mean entries per message
         entries=_entry_costs(entry_send_s, entry_recv_s, cpu["carried"]),
         # the interpreter's older-generation collections in the nodes and in the client process (their pauses)
-        gc=fit_gc(cpu["gc"]["node"]["pauses_s"], cpu["gc"]["node"]["items"]),
+        gc=fit_gc(cpu["gc"]["node"]["pauses_s"], cpu["gc"]["node"]["items"], cpu["gc"]["node"]["sequences"]),
         client_gc=fit_gc(cpu["gc"]["client"]["pauses_s"], cpu["gc"]["client"]["items"]),
         write_bandwidth_GBps=bandwidth,
         # with fsync off (page cache only), probed on the real storage code apart from any run

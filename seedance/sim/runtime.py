@@ -72,7 +72,7 @@ class Host:
 
     __slots__ = ("node_id", "runtime", "node", "engine", "up", "incarnation", "boots", "paused", "busy_until",
                  "inbox", "timer_rate", "storage", "wake_at", "deferred", "handled", "stream_free", "device_kind",
-                 "syncs", "woke", "wakeups", "ahead", "turn_end", "owed", "lock_waiters")
+                 "syncs", "woke", "wakeups", "ahead", "turn_end", "owed", "lock_waiters", "collections")
 
     def __init__(self, node_id: int, runtime: Runtime, storage: Storage, device_kind: str | None) -> None:
         self.node_id = node_id
@@ -98,6 +98,7 @@ class Host:
         self.wakeups = 0  # busy periods started (an amortised host)
         self.ahead = 0  # an amortised host: inputs queued when the one being handled started (see Runtime._arrive)
         self.turn_end = -1.0  # when the last input's effects were performed (what it scheduled with no delay arrives)
+        self.collections = [0]  # a measured host: this incarnation's older-generation collections (GcProfile.draw)
         # a measured host: the storage thread's steps waiting for the interpreter's lock (Runtime.with_lock)
         self.lock_waiters: deque[tuple[int, float, Callable[..., None], tuple[Any, ...]]] = deque()
 
@@ -259,6 +260,7 @@ class Runtime:
     def _new_node(self, host: Host) -> Any:
         rng = node_rng(self.seed, host.node_id, host.boots)
         host.boots += 1
+        host.collections = [0]  # a new process (forked from the zygote, real): the collections count again
         node = self.spec.factory(host.node_id, self.num_nodes, rng, self.protocol_config)
         host.node = node
         host.engine = EffectEngine(host.node_id, host)
@@ -507,7 +509,8 @@ class Runtime:
         engine = host.engine
         host.ahead = len(host.inbox)
         if kind == SYNCED:  # an amortised host's fsync completion: the effects behind it run on the loop's CPU
-            cursor = self.cores.take(now, self._owe(host, self.host.completion_cost(self._host_rng, host.woke)))
+            cursor = self.cores.take(now, self._owe(host, self.host.completion_cost(self._host_rng, host.woke,
+                                                                                     host.collections)))
             host.woke = False
             host.busy_until = host.turn_end = cursor
             engine.durable(value, cursor)
@@ -526,7 +529,7 @@ class Runtime:
         if self.host is None:
             cursor = now + self._cost[kind]
         else:
-            cost = self.host.cpu_cost(kind, self._host_rng, host.woke)
+            cost = self.host.cpu_cost(kind, self._host_rng, host.woke, host.collections)
             if self._entry_costs is not None and kind == MESSAGE:  # decoding the entries it carries
                 cost += self._entry_costs.received(carried_entries(value[1]))
             cursor = self.cores.take(now, self._owe(host, cost))
