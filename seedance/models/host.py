@@ -58,9 +58,9 @@ simulator's textbook constants leave out:
   hundreds of entries costs milliseconds on both ends as it does for real, and the fitted mix costs what it did;
 * ``gc`` and ``client_gc`` (optional): the interpreter's older-generation garbage collections in a node process
   and in the client process: the chance per handled item (per operation for the client) that one runs, and its
-  pause; for the nodes, the full (generation-2) collections apart, counted per incarnation as the interpreter
-  counts them (:class:`GcProfile`) (measured with ``gc.callbacks`` in the profile run: ~4 per process in a 3 s run here, ~1 ms each, now and
-  then a 100 ms one in the client process as its history grows). A pause holds the process's core and stalls
+  pause (measured with ``gc.callbacks`` in the profile run: ~4 per process in a 3 s run here, ~1 ms each, now and
+  then a 100 ms one in the client process as its history grows); for the nodes, the full (generation-2)
+  collections apart, counted per incarnation as the interpreter counts them (:class:`GcProfile`). A pause holds the process's core and stalls
   every operation waiting on that process, which is much of a CPU-bound run's tail; the young collections are
   frequent and short and stay inside the per-item costs (the busy periods' CPU includes the pauses too, ~0.3 % of
   it: left in);

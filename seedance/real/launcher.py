@@ -315,21 +315,25 @@ class LocalLauncher:
             time.sleep(0.02)
         self._wait_store(deadline)
 
-    def ready(self, rank: int) -> bool:
+    def _ready_lines(self, rank: int) -> list[str] | None:
+        """The ready file of ``rank``'s current incarnation (its incarnation, then when its protocol started), or
+        None while that incarnation is not ready."""
         try:
-            text = (self.run_dir / f"node-{rank}.ready").read_text()
+            lines = (self.run_dir / f"node-{rank}.ready").read_text().split("\n")
         except OSError:
-            return False
-        return self.alive(rank) and text.split("\n", 1)[0] == str(self.incarnations.get(rank))
+            return None
+        return lines if self.alive(rank) and lines[0] == str(self.incarnations.get(rank)) else None
+
+    def ready(self, rank: int) -> bool:
+        return self._ready_lines(rank) is not None
 
     def started_monotonic(self, rank: int) -> float | None:
         """When the ready incarnation of ``rank`` started its protocol (``on_start`` or ``on_recover``), on the
         monotonic clock; None when the node is not ready or its ready file does not say."""
-        if not self.ready(rank):
-            return None
+        lines = self._ready_lines(rank)
         try:
-            return float((self.run_dir / f"node-{rank}.ready").read_text().split("\n")[1])
-        except (OSError, IndexError, ValueError):
+            return float(lines[1]) if lines is not None else None
+        except (IndexError, ValueError):
             return None
 
     def pids(self) -> list[int]:

@@ -827,8 +827,8 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
     summaries: list[dict[str, Any]] = []
     tenant_cores: list[float] = []
     other_threads_s = 0.0  # CPU of the nodes' threads other than the loop (the storage thread's writes and fsyncs)
-    # older-generation garbage collections: [pause samples (s), items handled] for the nodes and the client process
-    # [pause samples (s), items handled, each process's collections in order as (generation, s)]
+    # older-generation garbage collections, for the nodes and the client process: [pause samples (s), items handled,
+    # processes: each one's (items handled, its collections in order as (generation, s))]
     gcs: dict[str, list[Any]] = {"node": [[], 0, []], "client": [[], 0, []]}
     chunks: list[float] = []  # the speed meter's chunks during the runs (SpeedMeter)
     windows: list[Any] = []  # each run's latency windows (the slow spells: seedance.analysis.spells)
@@ -895,8 +895,8 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
             # from the loop's submit to the storage thread running the job (its wake-up, the lock)
             "handover_s": [s[5] / 1e9 for s in syncs if len(s) > 5 and s[5] > 0],
             "tenant_cores": float(np.mean(tenant_cores)) if tenant_cores else None,
-            "gc": {who: {"pauses_s": pauses, "items": items, "sequences": sequences}
-                   for who, (pauses, items, sequences) in gcs.items()},
+            "gc": {who: {"pauses_s": pauses, "items": items, "processes": processes}
+                   for who, (pauses, items, processes) in gcs.items()},
             "cpu_chunk_s": float(np.median(chunks)) if chunks else None,
             "windows": pooled(windows),
             "carried": carried,
@@ -932,7 +932,7 @@ def run_windows(history: Path) -> Any:
 
 def _add_gc(into: list[Any], data: dict[str, Any]) -> None:
     """Pool one process's recorded collections (``seedance.real.runtime.GcPauses``) into [pauses (s), items,
-    sequences]: its collections in order, as (generation, s), are one more sequence."""
+    processes]: the process itself is one more (items handled, its collections in order as (generation, s))."""
     recorded = data.get("gc")
     if recorded and data.get("items"):
         into[0].extend(ns / 1e9 for _, ns in recorded.get("pauses", []))
@@ -1060,7 +1060,7 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
         # the frame path's CPU per log entry a message carries, around the run's mean entries per message
         entries=_entry_costs(entry_send_s, entry_recv_s, cpu["carried"]),
         # the interpreter's older-generation collections in the nodes and in the client process (their pauses)
-        gc=fit_gc(cpu["gc"]["node"]["pauses_s"], cpu["gc"]["node"]["items"], cpu["gc"]["node"]["sequences"]),
+        gc=fit_gc(cpu["gc"]["node"]["pauses_s"], cpu["gc"]["node"]["items"], cpu["gc"]["node"]["processes"]),
         client_gc=fit_gc(cpu["gc"]["client"]["pauses_s"], cpu["gc"]["client"]["items"]),
         write_bandwidth_GBps=bandwidth,
         # with fsync off (page cache only), probed on the real storage code apart from any run
