@@ -60,10 +60,10 @@ simulator's textbook constants leave out:
   and in the client process: the chance per handled item (per operation for the client) that one runs, and its
   pause (measured with ``gc.callbacks`` in the profile run: ~4 per process in a 3 s run here, ~1 ms each, now and
   then a 100 ms one in the client process as its history grows); for the nodes, the full (generation-2)
-  collections apart, counted per incarnation as the interpreter counts them (:class:`GcProfile`). A pause holds the process's core and stalls
-  every operation waiting on that process, which is much of a CPU-bound run's tail; the young collections are
-  frequent and short and stay inside the per-item costs (the busy periods' CPU includes the pauses too, ~0.3 % of
-  it: left in);
+  collections apart, counted per incarnation as the interpreter counts them (:class:`GcProfile`). A pause holds
+  the process's core and stalls every operation waiting on that process, which is much of a CPU-bound run's tail;
+  the young collections are frequent and short and stay inside the per-item costs (the busy periods' CPU includes
+  the pauses too, ~0.3 % of it: left in);
 * ``restart`` (optional): a node process's restart, from its spawn to serving (fork from the launcher's zygote,
   recovery of its durable state, listening again), which the simulator's crash fault waits before the node's
   recovery handler runs; ``restart_cpu`` (optional) is the restarted process's CPU in that time, taken on a shared
