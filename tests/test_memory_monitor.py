@@ -78,6 +78,17 @@ def test_a_window_too_short_after_the_warm_up_gets_no_verdict() -> None:
     assert long["leaks"] == ["heap"] and long["not_judged"] == [] and long["heap"]["fit"]["judged"]
 
 
+def test_a_series_sampled_too_few_times_for_a_fit_is_listed_as_not_judged() -> None:
+    """The CI failure this guards: on a slow machine one rank of an 8 s run started late and left two samples; its
+    rss had neither a verdict nor a place in ``not_judged`` — silently dropped, and the report named only the
+    other rank as not judged."""
+    few = [{"t": 0.0, "rss": 80e6, "fds": 12}, {"t": 1.0, "rss": 81e6, "fds": 12}]
+    seg = memory.analyze_segment(few)
+    assert seg["not_judged"] == ["rss"] and seg["leaks"] == [] and "rss" not in seg
+    run = memory.analyze_run({0: [few], 1: [_samples([float(i) for i in range(8)], [90e6] * 8)]})
+    assert run["not_judged"] == ["rank 0: rss", "rank 1: heap"] and run["causes"] == []
+
+
 def test_constant_series_has_no_slope_and_no_leak() -> None:
     verdict = memory.leak_verdict(list(range(10)), [5.0] * 10)
     assert verdict["slope"] == 0.0 and not verdict["significant"] and not verdict["leak"]

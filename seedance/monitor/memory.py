@@ -28,9 +28,9 @@ never more than half of it):
   noise) and the drift exceeds ``drift_threshold_pct`` (it matters). A flat or noisy series is never a leak.
 * A memory series is judged only when its window after the warm-up spans at least ``min_window_s`` (20 s) and
   ``MIN_WINDOW_SAMPLES`` samples; a shorter one gets ``judged: False`` and no verdict (it is listed in
-  ``not_judged``, and reports say so). In a run of a few seconds the whole series is start-up: an 8 s run left a
-  3 s window in which a rank's heap rose 1.4 % (424 KiB/s, interval excluding 0) while it warmed up — a "leak"
-  that was only start-up.
+  ``not_judged``, and reports say so; so is a series sampled too few times for a fit at all). In a run of a few
+  seconds the whole series is start-up: an 8 s run left a 3 s window in which a rank's heap rose 1.4 % (424 KiB/s,
+  interval excluding 0) while it warmed up — a "leak" that was only start-up.
 * :func:`count_verdict` for counts (handles, fds, threads): the floor (minimum) of the first and of the last
   window; a leak is a floor that rose (transient opens do not move a floor) with a significant positive slope.
 """
@@ -335,11 +335,11 @@ def analyze_segment(samples: Sequence[Mapping[str, Any]], *, periods: int = 3, d
                            "not_judged": []}
     for key in (*SERIES, *COUNTS):
         pairs = [(float(s["t"]), float(s[key])) for s in samples if s.get(key) is not None]
-        if len(pairs) < 3:
-            continue
         t, y = steady([a for a, _ in pairs], [b for _, b in pairs], warmup_fraction=warmup_fraction,
                       warmup_min_s=warmup_min_s)
         if len(t) < 3:
+            if pairs and key in SERIES:  # sampled, but too few samples for even a fit: not judged, and said so
+                out["not_judged"].append(key)
             continue
         if key in SERIES:
             verdict = leak_verdict(t, y, drift_threshold_pct=drift_threshold_pct)
