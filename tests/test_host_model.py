@@ -139,6 +139,7 @@ def test_profiles_round_trip_and_are_part_of_the_reproduce_command(tmp_path):
     ({"restart_cpu": "fast"}, "restart_cpu"),
     ({"spell": {"sigma": -0.1, "tau_s": 0.05}}, "spell.sigma"), ({"spell": {"sigma": 0.1, "tau_s": 0}}, "spell.tau_s"),
     ({"spell": {"sigma": 0.1}}, "spell"), ({"spell": {"sigma": "x", "tau_s": 0.05}}, "spell.sigma"),
+    ({"reconnect_s": -0.02}, "reconnect_s"), ({"reconnect_s": "soon"}, "reconnect_s"),
     ({"handback": "slow"}, "handback"), ({"handback": {"p": [0, 1], "s": [2e-4, 1e-4]}}, "handback"),
 ])
 def test_a_bad_profile_is_refused_naming_the_field(tmp_path, change, field):
@@ -568,6 +569,31 @@ def test_a_crashed_node_restarts_after_the_measured_restart_time():
     assert slow.throughput_ops_s < quick.throughput_ops_s
     assert HostProfile.from_dict(yaml.safe_load(amortised(restart=LogNormal(0.02, 0.1)).to_yaml())).restart == \
         LogNormal(0.02, 0.1)
+
+
+def test_running_peers_reach_a_restarted_node_at_their_next_reconnect():
+    """``reconnect_s`` (the real transport's retry interval for a refused peer): a running peer's messages to a
+    restarted node leave once its connection is up again, a seeded uniform point within the interval, together;
+    none earlier. Without it (an older profile) they leave at once. The test protocol's primary sends node 1 a
+    heartbeat every 10 ms; node 1 is down from 0.3 to 0.6 s."""
+    from _real_kv_protocol import SPEC
+
+    def go(p):
+        return simulate(SimConfig(protocol=SPEC, nodes=3, duration_s=1.0, seed=3, trace=True, check=False,
+                                  protocol_config={"heartbeat_s": 0.01}, host_profile=p,
+                                  workload=WorkloadConfig(clients=1, mix=(1.0, 0.0, 0.0))),
+                        liveness=False, actions=[(0.3, lambda rt: rt.crash(1)), (0.6, lambda rt: rt.restart(1))])
+
+    def sends_to_1(result):
+        return sorted(r[0] for r in result.trace.of_kind("send") if r[2] == 0 and r[4] == 1 and r[0] >= 0.6)
+
+    quick = sends_to_1(go(amortised(restart=LogNormal(1e-3))))
+    slow = sends_to_1(go(amortised(restart=LogNormal(1e-3), reconnect_s=0.2)))
+    assert quick[0] - 0.6 < 0.011 and np.diff(quick[:10]).min() > 0.005  # a heartbeat each 10 ms, from the restart
+    up = slow[0]
+    assert 0.6 < up <= 0.8 and slow.count(up) >= int((up - 0.6) / 0.01)  # those sent meanwhile leave at the up time
+    assert slow == sends_to_1(go(amortised(restart=LogNormal(1e-3), reconnect_s=0.2)))  # seeded
+    assert HostProfile.from_dict(yaml.safe_load(amortised(reconnect_s=0.02).to_yaml())).reconnect_s == 0.02
 
 
 def test_writes_without_fsync_and_restarts_are_measured_for_real(tmp_path):

@@ -289,6 +289,9 @@ class HostProfile:
     handback: LogNormal | Empirical | None = None  # storage thread (holding the lock) -> the loop has the result
     disk_stalls: DiskStallProfile | None = None  # the shared disk's stalls (every node's fsyncs held together)
     handover: LogNormal | Empirical | None = None  # the loop's submit -> its storage thread runs the job (under load)
+    # the real transport's retry interval for a refused peer when the profile was measured: a restarted node is
+    # reached by each running peer at its next retry, a uniform point within it (None: at once)
+    reconnect_s: float | None = None
 
     def __post_init__(self) -> None:
         if set(self.cpu) != set(KINDS):  # a kind never measured costs nothing beyond its frame I/O
@@ -442,6 +445,7 @@ class HostProfile:
                for key in ("wake", "client_wake", "handoff", "connect", "accept", "sync_cpu", "fsync_cpu",
                            "write_cpu", "restart", "restart_cpu")},
             recover_per_entry_s=_seconds(data.get("recover_per_entry_s"), f"{where}: recover_per_entry_s"),
+            reconnect_s=_seconds(data.get("reconnect_s"), f"{where}: reconnect_s"),
             write=None if data.get("write") is None else service_time_from_dict(data["write"], f"{where}: write"),
             fsync_grow=None if data.get("fsync_grow") is None else service_time_from_dict(data["fsync_grow"],
                                                                                          f"{where}: fsync_grow"),
@@ -467,7 +471,7 @@ class HostProfile:
 _OPTIONAL = ("wake", "client_wake", "handoff", "device", "tenants", "connect", "accept", "sync_cpu", "io_per_kind",
              "fsync_cpu", "write", "write_cpu", "restart", "fsync_grow", "block_bytes", "gc", "client_gc",
              "restart_cpu", "recover_per_entry_s", "entries", "spell", "handback", "disk_stalls",
-             "handover")
+             "handover", "reconnect_s")
 
 
 def _seconds(value: Any, where: str) -> float | None:

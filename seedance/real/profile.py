@@ -1027,6 +1027,8 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         cores = os.cpu_count() or 1
+    from seedance.real.runtime import RECONNECT_S
+
     profile = HostProfile(
         cores=cores,
         cpu={k: LogNormal.fit(v) for k, v in cpu["handler"].items() if k in KINDS},
@@ -1068,6 +1070,7 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
         **recovery,
         loopback=LogNormal.fit(loopback),
         client_per_op=LogNormal(cpu["client_per_op_s"]),
+        reconnect_s=RECONNECT_S,  # the transport's, not measured: when a running peer reaches a restarted node
         measured={**facts, "cores_used": cores, "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   "config": {"protocol": "raft", "nodes": nodes, "clients": clients, "duration_s": duration_s,
                              "seed": seed, "runs": runs, "fsync": True},

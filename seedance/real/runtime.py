@@ -10,7 +10,7 @@ Rules (contract.py; etcd/raft ``Ready`` ordering; Raft §5.1 stable storage):
   started at the end of the event-loop turn (group commit: every durable effect waiting by then joins it, etcd/raft's
   ``Ready`` batching) and runs on a storage thread, so the loop keeps receiving and handling inputs while the fsync
   is in flight; their effects wait in the engine behind the write, in order. ``Send`` queues a frame to the peer's
-  connection (lossy: a full queue or a broken connection drops it, as the contract allows); ``SetTimer`` is a
+  connection (lossy: a full queue, a broken connection or a peer not reachable drops it, as the contract allows); ``SetTimer`` is a
   ``loop.call_later`` whose firing the engine checks against the timer's current token; ``Reply`` goes back on the
   requesting client's connection; collectives go to :mod:`.collectives` (one process group per membership, reused),
   work to a worker thread (one per node: the node's stream), buffers are torch tensors on the node's device
@@ -56,6 +56,20 @@ log = logging.getLogger("seedance.real.runtime")
 ADDR_KEY = "seedance/addr/{}"
 CPU_PROFILE_ENV = "SEEDANCE_CPU_PROFILE"
 PEER_QUEUE_LIMIT = 10_000
+# A peer that refuses (its process is down; its host answers at once) is retried at this fixed interval, well under
+# any election timeout, so a restarted node is reachable within it; other failures (timeouts, bad frames) back off
+# from RECONNECT_S doubling to RECONNECT_MAX_S. See _peer_sender.
+RECONNECT_S = 0.02
+RECONNECT_MAX_S = 0.5
+
+
+def _drain(queue: asyncio.Queue) -> int:
+    """Empty ``queue`` without waiting; returns how many items it held."""
+    n = 0
+    while not queue.empty():
+        queue.get_nowait()
+        n += 1
+    return n
 
 
 class BusyPeriods:
@@ -611,7 +625,15 @@ class NodeRuntime:
         self._input(MESSAGE, (src, message))
 
     async def _peer_sender(self, dst: int, queue: asyncio.Queue) -> None:
-        backoff = 0.02
+        """Keep one connection to ``dst`` and send its queue over it.
+
+        While ``dst`` cannot be reached, what was queued for it is dropped at each failed attempt: those messages
+        went to a peer that was not there, and are lost as on a network (the contract's sends are lossy; the
+        simulator drops a message to a crashed node too). Kept, they reached a restarted peer all at once as a
+        burst of stale messages (a candidate's vote requests of every term it tried while alone). A refused
+        connection is retried every ``RECONNECT_S``: an exponential back-off capped at 0.5 s had a leader reach a
+        restarted follower up to 0.5 s after it came back, longer than an election timeout."""
+        backoff = RECONNECT_S
         while True:
             conn = None
             try:
@@ -620,7 +642,7 @@ class NodeRuntime:
                     raise ConnectionError("peer not published yet")
                 conn = await Connection.open(*address, self.cfg.key, self.cfg.max_frame_bytes)
                 conn.send_nowait("peer", self.cfg.node_id, None)
-                backoff = 0.02
+                backoff = RECONNECT_S
                 while True:
                     data = await queue.get()
                     conn.send_nowait("msg", self.cfg.node_id, data)
@@ -632,11 +654,13 @@ class NodeRuntime:
                     conn.close()
                 raise
             except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, FrameError, ConnectionError) as err:
-                log.debug("connection to %d lost: %s", dst, err)
+                dropped = _drain(queue)
+                log.debug("connection to %d lost: %s (%d queued messages dropped)", dst, err, dropped)
                 if conn is not None:
                     conn.close()
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 0.5)
+                refused = isinstance(err, ConnectionRefusedError)
+                await asyncio.sleep(RECONNECT_S if refused else backoff)
+                backoff = RECONNECT_S if refused else min(backoff * 2, RECONNECT_MAX_S)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = Connection(reader, writer, self.cfg.key, self.cfg.max_frame_bytes)

@@ -232,6 +232,8 @@ class Runtime:
         self._lock_seq = 0  # numbers the storage threads' waits for the interpreter's lock (with_lock)
         self._connected: set[tuple[int, int]] = set()  # (client, node) connections opened (a modelled host)
         self._accept_free: dict[int, float] = {}  # per node: when its last connection set-up is done
+        # (src, dst) -> when src's connection to a restarted dst is up again (a modelled host's reconnect_s)
+        self._link_up: dict[tuple[int, int], float] = {}
         kinds = network.topology.device_kinds
         self.hosts = [
             Host(i, self, Storage(fsync_s=storage.fsync_s if storage.fsync else 0.0,
@@ -313,6 +315,14 @@ class Runtime:
             self._record((now, "restart", node_id, host.incarnation))
         durable = host.storage.durable_state()
         model = self.host
+        if model is not None and model.reconnect_s:
+            # the running peers retry a refused connection every reconnect_s: each reaches the restarted node at
+            # its next retry, a uniform point within the interval; the restarted process connects at once
+            for other in self.hosts:
+                if other.node_id != node_id:
+                    self._link_up[(other.node_id, node_id)] = now + model.reconnect_s * float(self._host_rng.random())
+                    if other.up:
+                        self._link_up.pop((node_id, other.node_id), None)
         # a measured host: the node process's restart (spawn to serving), inputs queueing behind it; where
         # measured, its CPU on a shared core (more for a longer durable log), which the running nodes feel
         recover = model.restart.draw(self._host_rng) if model is not None and model.restart is not None \
@@ -651,6 +661,10 @@ class Runtime:
 
     def _send(self, src: int, dst: int, message: Any, size_bytes: int, depart: float) -> None:
         self.messages_sent += 1
+        if self._link_up:
+            up = self._link_up.get((src, dst))
+            if up is not None and depart < up:  # queued until the sender's connection to a restarted node is up
+                depart = up
         network = self.network
         if network.faulty and src != dst:
             reason, copies, extra = network.plan(src, dst)
