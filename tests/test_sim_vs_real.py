@@ -192,6 +192,26 @@ def test_the_cores_speed_is_metered_for_real_and_scales_the_cpu_for_that_run():
     assert predict("raft", 3, Config(8), 0.4, 1, slow)["throughput_ops_s"] < 0.8 * fast
 
 
+def test_the_share_of_operations_that_waited_out_an_outage_is_counted_on_both_sides():
+    """``slow_share``: ok operations over SLOW_OP_S among all ok ones (fail / info / unfinished do not count); a
+    crash prediction has more than a fault-free one (whose load meets the first election only). The crash workload's p99 sits on this share."""
+    from seedance.analysis.history import Event
+    from seedance.analysis.sim_vs_real import SLOW_OP_S, Config, predict, slow_share
+    import dataclasses
+
+    events = [Event(process=0, type="invoke", f="write", key="k", value=1, time=0.0),
+              Event(process=0, type="ok", f="write", key="k", value=1, time=0.004),
+              Event(process=1, type="invoke", f="write", key="k", value=2, time=0.0),
+              Event(process=1, type="ok", f="write", key="k", value=2, time=SLOW_OP_S + 0.3),
+              Event(process=2, type="invoke", f="write", key="k", value=3, time=0.0),
+              Event(process=2, type="info", f="write", key="k", value=3, time=0.9),
+              Event(process=3, type="invoke", f="read", key="k", value=None, time=0.5)]
+    assert slow_share(events) == 0.5 and slow_share(events[:0]) is None
+    profile = dataclasses.replace(_profile(), restart=LogNormal(0.02))
+    crash, calm = (predict("raft", 3, c, 1.0, 1, profile) for c in (Config(8, crash=True), Config(8)))
+    assert 0 <= calm["slow_share"] < crash["slow_share"] < 0.2  # calm: only the first election's few
+
+
 def test_the_headline_predictions_are_anchored_on_the_fitted_rounds_and_the_unanchored_stay_beside(tmp_path):
     """With the fitted configuration among the experiment's, ``sim_*`` are the anchored predictions (the CPU level
     set by the fitted configuration's own real rounds), ``unanchored_sim_*`` the ones before the anchor, and the
@@ -202,7 +222,8 @@ def test_the_headline_predictions_are_anchored_on_the_fitted_rounds_and_the_unan
     result = run_experiment(protocol="raft", out=tmp_path, profile=profile, configs=[Config(2), Config(8)],
                             repeats=2, duration_s=0.5)
     frame, summary = result["frame"], result["summary"]
-    assert {"unanchored_sim_ops_s", "unanchored_sim_p99_ms", "real_cpu_speed"} <= set(frame.columns)
+    assert {"unanchored_sim_ops_s", "unanchored_sim_p99_ms", "real_cpu_speed", "real_slow_share",
+            "sim_slow_share"} <= set(frame.columns)
     anchored = summary["anchored"]
     assert anchored["config"] == "clients=8" and anchored["factor"] > 0 and set(anchored["factors"]) == {"0", "1"}
     assert set(anchored["unanchored_median_abs_rel_error_heldout"]) == {"ops_s", "p50_ms", "p99_ms"}

@@ -137,6 +137,9 @@ def sim_vs_real(protocol: str, out_dir: str, host_profile: str | None, quick: bo
                    f"{row['real_ops_s']:.0f} ops/s p50 {row['real_p50_ms']:.2f} p99 {row['real_p99_ms']:.2f} ms | sim "
                    f"{row['sim_ops_s']:.0f} ops/s p50 {row['sim_p50_ms']:.2f} p99 {row['sim_p99_ms']:.2f} ms | "
                    f"p99/p50 sim/real {row['spread_ratio']:.2f}")
+        if row.get("real_slow_share") and row.get("sim_slow_share") is not None:  # only where outages held some
+            click.echo(f"{'':>24}  operations over {1e3 * svr.SLOW_OP_S:.0f} ms (waited out an outage): real "
+                       f"{100 * row['real_slow_share']:.2f} %, sim {100 * row['sim_slow_share']:.2f} %")
     for key in ("throughput", "p50", "p99"):
         value = summary[f"median_abs_rel_error_{key}_heldout"]
         click.echo(f"median |error| {key} (held out): {'-' if value is None else f'{100 * value:.0f} %'}")
