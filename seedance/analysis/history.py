@@ -383,11 +383,9 @@ class HistoryWriter:
         self.close()
 
 
-def summarize(events: Iterable[Event], duration_s: float, *,
-              exclude: Callable[[int], bool] | None = None) -> dict[str, Any]:
-    """The summary keys every runtime prints: ops_ok, ops_failed, ops_info, throughput_ops_s and the p50/p99 latency
-    (ms, invoke to ok; None without any ok). Operations still open at the end are not counted; ``exclude(process)``
-    leaves out bookkeeping processes (e.g. the real backend's final reads)."""
+def _outcomes(events: Iterable[Event], exclude: Callable[[int], bool] | None) -> tuple[dict[EventType, int],
+                                                                                   list[float]]:
+    """Completions by type, and the latencies (s, invoke to ok) of the ok ones; ``exclude`` as in summarize."""
     counts = {EventType.OK: 0, EventType.FAIL: 0, EventType.INFO: 0}
     latencies_s: list[float] = []
     pending: dict[int, float] = {}
@@ -401,6 +399,20 @@ def summarize(events: Iterable[Event], duration_s: float, *,
         counts[event.type] += 1
         if event.type is EventType.OK and start is not None:
             latencies_s.append(event.time - start)
+    return counts, latencies_s
+
+
+def ok_latencies_s(events: Iterable[Event], *, exclude: Callable[[int], bool] | None = None) -> list[float]:
+    """The latencies (s, invoke to ok) that :func:`summarize`'s p50 and p99 are taken over, in completion order."""
+    return _outcomes(events, exclude)[1]
+
+
+def summarize(events: Iterable[Event], duration_s: float, *,
+              exclude: Callable[[int], bool] | None = None) -> dict[str, Any]:
+    """The summary keys every runtime prints: ops_ok, ops_failed, ops_info, throughput_ops_s and the p50/p99 latency
+    (ms, invoke to ok; None without any ok). Operations still open at the end are not counted; ``exclude(process)``
+    leaves out bookkeeping processes (e.g. the real backend's final reads)."""
+    counts, latencies_s = _outcomes(events, exclude)
 
     def percentile_ms(q: float) -> float | None:
         return float(np.percentile(np.asarray(latencies_s), q) * 1e3) if latencies_s else None

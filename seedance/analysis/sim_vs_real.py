@@ -195,19 +195,13 @@ def window_keys(events: Any) -> dict[str, float | None]:
 
 
 def slow_share(events: Any, slow_s: float = SLOW_OP_S) -> float | None:
-    """The fraction of a history's ``ok`` operations that took longer than ``slow_s`` (None: none completed)."""
-    pending: dict[int, float] = {}
-    ok = slow = 0
-    for event in events:
-        kind = getattr(event.type, "value", event.type)
-        if kind == "invoke":
-            pending[event.process] = event.time
-        elif event.process in pending:
-            start = pending.pop(event.process)
-            if kind == "ok":
-                ok += 1
-                slow += event.time - start > slow_s
-    return slow / ok if ok else None
+    """The fraction of a history's ``ok`` operations that took longer than ``slow_s``, over the operations its p50
+    and p99 are taken over (a real run's final reads left out); None: none completed."""
+    from seedance.analysis.history import ok_latencies_s
+    from seedance.real.run import FINAL_READ_PROCESS
+
+    latencies = ok_latencies_s(events, exclude=lambda process: process >= FINAL_READ_PROCESS)
+    return sum(latency > slow_s for latency in latencies) / len(latencies) if latencies else None
 
 
 def _median(values: Sequence[float | None]) -> float | None:

@@ -10,11 +10,11 @@ Rules (contract.py; etcd/raft ``Ready`` ordering; Raft §5.1 stable storage):
   started at the end of the event-loop turn (group commit: every durable effect waiting by then joins it, etcd/raft's
   ``Ready`` batching) and runs on a storage thread, so the loop keeps receiving and handling inputs while the fsync
   is in flight; their effects wait in the engine behind the write, in order. ``Send`` queues a frame to the peer's
-  connection (lossy: a full queue, a broken connection or a peer not reachable drops it, as the contract allows); ``SetTimer`` is a
-  ``loop.call_later`` whose firing the engine checks against the timer's current token; ``Reply`` goes back on the
-  requesting client's connection; collectives go to :mod:`.collectives` (one process group per membership, reused),
-  work to a worker thread (one per node: the node's stream), buffers are torch tensors on the node's device
-  (``cuda:LOCAL_RANK`` with NCCL, else the CPU); observations are appended to ``observations.jsonl``.
+  connection (lossy: a full queue, a broken connection or a peer not reachable drops it, as the contract allows);
+  ``SetTimer`` is a ``loop.call_later`` whose firing the engine checks against the timer's current token; ``Reply``
+  goes back on the requesting client's connection; collectives go to :mod:`.collectives` (one process group per
+  membership, reused), work to a worker thread (one per node: the node's stream), buffers are torch tensors on the
+  node's device (``cuda:LOCAL_RANK`` with NCCL, else the CPU); observations are appended to ``observations.jsonl``.
 * On start the node's durable directory is loaded: empty -> ``on_start``; otherwise a fresh node gets
   ``on_recover(DurableState)``. Nothing else survives a crash.
 * Peers are found through an :class:`AddressBook`: the local launcher hands every node a fixed table and a listening
