@@ -11,7 +11,8 @@ Rules (seedance.tracing; Google "Trace Event Format"):
   its send time (the receiver's ``deliver`` record says when it arrived); a ``persist`` record's duration is the
   measured fsync time.
 * Each process appends its records as JSON Lines (``node-<id>.trace.jsonl``, ``launcher.trace.jsonl``), flushed every
-  ``flush_every_s`` so a SIGKILL loses at most that much; :func:`merge` sorts them by time (stably) into one
+  ``flush_every_s`` (20 ms) so a SIGKILL loses at most the records of its last 20 ms: the crash fault's incarnations
+  live 0.2-0.5 s here, and with the 0.5 s this once was a killed incarnation's whole trace was lost; :func:`merge` sorts them by time (stably) into one
   :class:`~seedance.tracing.Trace`, streams ``trace.json`` and returns the sha256 of the canonical records
   (:meth:`seedance.tracing.Trace.sha256`: the records' MessagePack bytes in time order).
 """
@@ -27,10 +28,13 @@ from typing import Any, TextIO
 from seedance.tracing import Trace, _plain
 
 
+FLUSH_EVERY_S = 0.02  # at most 50 writes a second per process, and a kill loses at most this much of its trace
+
+
 class TraceRecorder:
     """Buffers this process's trace records and appends them to a JSON Lines file (``path=None``: records nothing)."""
 
-    def __init__(self, path: Path | None, t0_monotonic: float, flush_every_s: float = 0.5) -> None:
+    def __init__(self, path: Path | None, t0_monotonic: float, flush_every_s: float = FLUSH_EVERY_S) -> None:
         self.t0 = t0_monotonic
         # records go straight into the file object's own buffer (fixed-size chunks), not a list joined into one
         # string per flush: those joins made big temporaries of ever-changing size on the main heap every 0.5 s
