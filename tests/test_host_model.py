@@ -895,3 +895,23 @@ def test_a_real_executor_job_waits_for_the_loop_thread_to_let_go_of_the_lock():
     finally:
         executor.shutdown()
     assert np.median(started) >= 1.9e-3
+
+
+def test_the_cores_count_the_work_they_take_and_a_run_reports_it_over_its_load():
+    pool = CorePool(2)
+    pool.take(0.0, 1.0)
+    pool.take_background(0.0, 0.5)
+    assert pool.work_s == pytest.approx(1.5)  # foreground and background alike
+    from _host_helpers import run_on, small_host
+
+    result = run_on(small_host(), duration_s=1.0)
+    cores = result.stats["cpu_s"] / 1.0
+    assert 0.0 < cores <= 2.0  # the load window's work, on two cores
+    # more clients, more work on the same cores: the count follows the load, it is not a constant
+    busier = simulate(SimConfig(protocol="raft", nodes=3, duration_s=1.0, seed=1, trace=False, check=False,
+                                workload=WorkloadConfig(clients=32, mix=(0.0, 1.0, 0.0)), host_profile=small_host()),
+                      liveness=False)
+    assert busier.stats["cpu_s"] > 1.2 * result.stats["cpu_s"]
+    plain = simulate(SimConfig(protocol="raft", nodes=3, duration_s=0.3, seed=1, trace=False, check=False),
+                     liveness=False)
+    assert "cpu_s" not in plain.stats  # no modelled cores, nothing to count

@@ -59,3 +59,20 @@ def test_a_killed_incarnations_trace_survives_the_kill(tmp_path):
     assert before, "incarnation 0's records were lost with it"
     assert max(before) > killed_at - 0.3 + FLUSH_EVERY_S  # its records up to shortly before the kill, not only early
     assert [r[3] for r in restarts] == [1]  # the restarted incarnation recorded on into the same file
+
+
+def test_the_node_processes_cpu_counts_a_killed_incarnations_up_to_its_kill(tmp_path):
+    """``LocalLauncher.cpu_s`` brackets a run's load (``node_cpu_s``): a kill must not take the killed process's
+    CPU out of the count, or a crash run's nodes would seem to have spent less than they did."""
+    with launcher(tmp_path / "run", protocol="raft") as cluster:
+        cluster.start_all()
+        cluster.wait_ready()
+        time.sleep(0.2)
+        before = cluster.cpu_s()
+        assert before > 0.0  # three Python processes that imported the protocol and ran their timers
+        cluster.kill(0)
+        after_kill = cluster.cpu_s()
+        assert after_kill >= before  # node 0's CPU stays counted though its process is gone
+        cluster.spawn(0)
+        cluster.wait_ready()
+        assert cluster.cpu_s() > after_kill  # the new incarnation's start-up adds its own

@@ -57,6 +57,9 @@ def test_one_configuration_runs_on_both_sides_and_reports_its_tenants(tmp_path):
     # the slow spells on both sides: the latency windows' sd of the real run's history and of the simulated one
     assert row["real_window_sd"] is not None and row["sim_window_sd"] is not None
     assert result["summary"]["window_sd_heldout"]["real"] == row["real_window_sd"]
+    # the CPU both sides spent over the load: the real processes' (nodes + clients) and the simulated cores'
+    assert 0 < row["real_cpu_cores"] <= 2.5 and 0 < row["sim_cpu_cores"] <= profile.cores
+    assert result["summary"]["cpu_ratio"] == pytest.approx(row["sim_cpu_cores"] / row["real_cpu_cores"])
     save(result, tmp_path, provenance={"test": True})
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["median_abs_rel_error_throughput_heldout"] is not None
@@ -256,6 +259,7 @@ def test_the_report_prints_each_workloads_spread_ratio_and_both_sides_spells(tmp
     lines = [line for line in result.output.splitlines() if "ops/s p50" in line]
     assert len(lines) == 3 and all("p99/p50 sim/real" in line for line in lines)
     assert "slow spells, latency windows' sd (held out, median): real" in result.output
+    assert "CPU over the load, cores (real processes / simulated cores): clients=2 " in result.output
 
 
 def test_the_prediction_starts_its_load_as_long_after_the_nodes_as_the_real_run_did():
@@ -269,3 +273,12 @@ def test_the_prediction_starts_its_load_as_long_after_the_nodes_as_the_real_run_
     cold = predict("raft", 3, Config(8), 1.0, 1, _profile())
     warm = predict("raft", 3, Config(8), 1.0, 1, _profile(), lead_s=0.4)  # past the longest election timeout
     assert warm["throughput_ops_s"] > cold["throughput_ops_s"] * 1.1
+
+
+def test_a_real_runs_cores_are_its_nodes_and_clients_cpu_over_the_load_window():
+    from seedance.analysis.sim_vs_real import cpu_cores
+
+    summary = {"node_cpu_s": 2.0, "client_cpu_s": 1.0, "load_window_monotonic_s": [10.0, 12.0]}
+    assert cpu_cores(summary) == pytest.approx(1.5)
+    assert cpu_cores({"client_cpu_s": 1.0, "load_window_monotonic_s": [10.0, 12.0]}) is None  # an older summary
+    assert cpu_cores({**summary, "load_window_monotonic_s": [10.0, 10.0]}) is None

@@ -29,6 +29,11 @@ Method:
    after it while the nodes' speed did not); still blind to every held-out configuration. The prediction without
    the anchor stays beside it (``unanchored_sim_*``, ``anchored.unanchored_*``); with the fitted configuration
    absent, ``sim_*`` is that one.
+5. The CPU both sides spend over the load (``real_cpu_cores``: the node processes' and the client process's CPU
+   over the load window, every thread; ``sim_cpu_cores``: the work the simulator put on its modelled cores), and
+   ``cpu_ratio`` (simulated / real, the median over configurations). A model that reproduces the throughput while
+   spending half the CPU has its cores idle where the real ones are busy, so a CPU burst (a restarting process)
+   costs it nothing; the ratio says how far that is so.
 
 Outputs: ``rows.csv`` (one row per configuration and round), ``summary.json`` (medians, errors, provenance), and
 ``sim_vs_real.pdf/.png`` (predicted vs measured with the y = x line, throughput and p99).
@@ -100,6 +105,7 @@ def measure_real(protocol: str, nodes: int, config: Config, duration_s: float, s
     from seedance.analysis.history import read_jsonl
 
     return {**summary, "tenant_cores": meter.busy_cores, "loadavg_1min": os.getloadavg()[0],
+            "cpu_cores": cpu_cores(summary),
             # the cores' speed under the load (the processes' start-up ran the meter's chunks slower)
             "cpu_chunk_s": _median(speed.within(summary.get("load_window_monotonic_s"))),
             **window_keys(read_jsonl(out / "history.jsonl"))}
@@ -162,8 +168,20 @@ def predict(protocol: str, nodes: int, config: Config, duration_s: float, seed: 
                                 workload=workload, trace=False, check=False, host_profile=profile,
                                 storage=StorageConfig(fsync=config.fsync), nemesis=NemesisConfig(faults=config.faults)),
                       liveness=False)
+    cpu = result.stats.get("cpu_s")
     return {"throughput_ops_s": result.throughput_ops_s, "latency_ms_p50": result.latency_ms_p50,
-            "latency_ms_p99": result.latency_ms_p99, **window_keys(result.history)}
+            "latency_ms_p99": result.latency_ms_p99, "cpu_cores": None if cpu is None else cpu / duration_s,
+            **window_keys(result.history)}
+
+
+def cpu_cores(summary: Mapping[str, Any]) -> float | None:
+    """The cores a real run's processes kept busy over its load window: the node processes' CPU plus the client
+    process's, over the window's length (None: a summary from before ``node_cpu_s`` was recorded)."""
+    node, client = summary.get("node_cpu_s"), summary.get("client_cpu_s")
+    window = summary.get("load_window_monotonic_s")
+    if node is None or client is None or not window or window[1] <= window[0]:
+        return None
+    return float((node + client) / (window[1] - window[0]))
 
 
 def run_lead_s(summary: Mapping[str, Any] | None) -> float:
@@ -344,6 +362,8 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
                          "real_window_sd": real["window_sd"], "sim_window_sd": sim["window_sd"],
                          # the share of operations that waited out an outage (window_keys), both sides
                          "real_slow_share": real["slow_share"], "sim_slow_share": sim["slow_share"],
+                         # the CPU both sides spent over the load (cores): does the model spend what the processes do?
+                         "real_cpu_cores": real["cpu_cores"], "sim_cpu_cores": sim["cpu_cores"],
                          "profile_sim_ops_s": alone["throughput_ops_s"], "profile_sim_p50_ms": alone["latency_ms_p50"],
                          "profile_sim_p99_ms": alone["latency_ms_p99"]})
     anchor = anchor_rounds(rows, profile, protocol=protocol, nodes=nodes, configs=configs, duration_s=duration_s,
@@ -361,6 +381,7 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
                 row[f"sim_{key}"] = got[field_]
             row["sim_window_sd"] = got["window_sd"]
             row["sim_slow_share"] = got["slow_share"]
+            row["sim_cpu_cores"] = got["cpu_cores"]
     frame = pd.DataFrame(rows)
     per_config = []
     for name, group in frame.groupby("config", sort=False):
@@ -381,6 +402,8 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
                            "real_window_sd": _float(med.real_window_sd), "sim_window_sd": _float(med.sim_window_sd),
                            "real_slow_share": _float(med.get("real_slow_share")),
                            "sim_slow_share": _float(med.get("sim_slow_share")),
+                           "real_cpu_cores": _float(med.get("real_cpu_cores")),
+                           "sim_cpu_cores": _float(med.get("sim_cpu_cores")),
                            "real_loadavg": _float(med.real_loadavg),
                            "real_tenant_cores": _float(med.real_tenant_cores),
                            "real_cpu_speed": _float(med.real_cpu_speed),
@@ -418,6 +441,9 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
         "spread_ratio_heldout": [r["spread_ratio"] for r in held],
         # the slow spells on both sides (seedance.analysis.spells): the median over the held-out workloads
         "window_sd_heldout": {side: _median([r[f"{side}_window_sd"] for r in held]) for side in ("real", "sim")},
+        # the CPU the simulator spends over the real processes' (cores / cores), median over every configuration
+        "cpu_ratio": _median([r["sim_cpu_cores"] / r["real_cpu_cores"] for r in per_config
+                              if r.get("sim_cpu_cores") and r.get("real_cpu_cores")]),
         # the same errors for the simulator on the profile alone (tenants as at profiling, not as during each run)
         "profile_only_median_abs_rel_error_heldout": {
             key: median_error(key, held, "profile_sim") for key in ("ops_s", "p50_ms", "p99_ms")},

@@ -159,6 +159,12 @@ def sim_vs_real(protocol: str, out_dir: str, host_profile: str | None, quick: bo
     if windows.get("real") is not None and windows.get("sim") is not None:
         click.echo(f"slow spells, latency windows' sd (held out, median): real {windows['real']:.3f}, simulated "
                    f"{windows['sim']:.3f}")
+    cpu = [(row["config"], row["real_cpu_cores"], row["sim_cpu_cores"]) for row in summary["rows"]
+           if row.get("real_cpu_cores") and row.get("sim_cpu_cores")]
+    if cpu:
+        click.echo("CPU over the load, cores (real processes / simulated cores): "
+                   + ", ".join(f"{name} {real:.2f} / {sim:.2f}" for name, real, sim in cpu)
+                   + f"; simulated / real, median {summary['cpu_ratio']:.2f}")
     spread, drift = summary["real_throughput_spread_pct_heldout"], summary["fitted_config_real_vs_profile_run_pct"]
     if spread is not None:
         click.echo(f"real throughput's own spread over rounds (held out, median): {spread:.0f} %")

@@ -899,6 +899,7 @@ class CorePool:
     def __init__(self, cores: int, tenants: TenantProfile | None = None,
                  rng: np.random.Generator | None = None, spell: SpellProcess | None = None) -> None:
         self.spell = spell  # the host's slow spells: every cost is their factor at its start times its draw
+        self.work_s = 0.0  # the CPU taken so far, foreground and background (the tenants' bursts not counted)
         self.free = [0.0] * cores  # per core: when its foreground work ends
         self.all_free = [0.0] * cores  # per core: when its foreground and background work ends
         self._tenants = None
@@ -962,6 +963,7 @@ class CorePool:
         any background work there; when it ends."""
         if self.spell is not None:
             cost *= self.spell.factor(start)
+        self.work_s += cost
         spans = [self._run_on(core, start, cost, self.free) for core in range(len(self.free))]
         core = min(range(len(spans)), key=lambda c: spans[c][1])
         begin, end = spans[core]
@@ -977,6 +979,7 @@ class CorePool:
         background work and not before ``start``; when it ends."""
         if self.spell is not None:
             cost *= self.spell.factor(start)
+        self.work_s += cost
         spans = [self._run_on(core, start, cost, self.all_free) for core in range(len(self.all_free))]
         core = min(range(len(spans)), key=lambda c: spans[c][1])
         self.all_free[core] = spans[core][1]

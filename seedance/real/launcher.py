@@ -198,6 +198,7 @@ class LocalLauncher:
         self._closing = False
         self._spawn_lock = threading.Lock()  # one spawn request to the zygote at a time: pids come back in order
         self.paused: set[int] = set()
+        self._cpu_gone_s = 0.0  # the CPU of node processes this launcher killed, read just before each kill
         self.node_rules: dict[int, dict[str, Any]] = {}  # fault rules each node runs under (seedance.real.faults)
         self.ctl_key: bytes = b""
 
@@ -358,6 +359,7 @@ class LocalLauncher:
         """
         node = self.nodes[rank]
         node.killed_by_us = True
+        self._count_cpu_of(node)
         self.send_signal(rank, sig)
         if sig != signal.SIGKILL:
             self.send_signal(rank, signal.SIGCONT)  # a stopped process acts on SIGTERM only once continued
@@ -377,6 +379,7 @@ class LocalLauncher:
         node.killed_by_us = True
         deadline = time.monotonic() + self.kill_timeout_s
         resend = time.monotonic() + 1.0
+        self._count_cpu_of(node)
         self.send_signal(rank, signal.SIGKILL)
         while node.process.poll() is None:
             now = time.monotonic()
@@ -389,6 +392,17 @@ class LocalLauncher:
             await asyncio.sleep(0.005)
         self.paused.discard(rank)
         self._refuse(rank)
+
+    def _count_cpu_of(self, node: NodeProcess) -> None:
+        if node.process.poll() is None:
+            self._cpu_gone_s += process_cpu_s(node.process.pid) or 0.0
+
+    def cpu_s(self) -> float:
+        """CPU (s, every thread) the node processes have run: the live ones' so far plus the killed ones' up to
+        their kill. Two readings bracket a load window (``seedance real run``'s ``node_cpu_s``); a process that
+        exited by itself takes its CPU with it (a failure, reported anyway)."""
+        live = [node.process.pid for node in self.nodes.values() if node.process.poll() is None]
+        return self._cpu_gone_s + sum(process_cpu_s(pid) or 0.0 for pid in live)
 
     def _refuse(self, rank: int) -> None:
         """A dead node's address refuses connections, as a host's kernel does for a killed server: its listening
@@ -485,6 +499,15 @@ def _killpg(pid: int, sig: int) -> None:
         os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def process_cpu_s(pid: int) -> float | None:
+    """CPU a live process has run (all its threads; ``/proc/<pid>/task/*/schedstat``, ns), or None."""
+    try:
+        return sum(int(Path(f"/proc/{pid}/task/{t}/schedstat").read_text().split()[0])
+                   for t in os.listdir(f"/proc/{pid}/task")) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _signal_pid(pid: int, sig: int) -> None:

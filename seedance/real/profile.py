@@ -91,6 +91,7 @@ from typing import Any
 import numpy as np
 
 from seedance.analysis.spells import WINDOW_S, pooled
+from seedance.real.launcher import process_cpu_s
 from seedance.models.host import (ITEM_KINDS, KINDS, DiskStallProfile, Empirical, EntryCosts, GcProfile, HostProfile,
                                   LogNormal, TenantProfile)
 
@@ -220,15 +221,6 @@ def measure_restart(work_dir: Path, *, nodes: int = 3, restarts: int = 8, seed: 
     return restart_samples(work_dir / "restart-probe", nodes=nodes, restarts=restarts, seed=seed)[0]
 
 
-def _process_cpu_s(pid: int) -> float | None:
-    """CPU a live process has run (all its threads; ``/proc/<pid>/task/*/schedstat``, ns), or None."""
-    try:
-        return sum(int(Path(f"/proc/{pid}/task/{t}/schedstat").read_text().split()[0])
-                   for t in os.listdir(f"/proc/{pid}/task")) / 1e9
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def restart_samples(run_dir: Path, *, nodes: int = 3, restarts: int = 8, seed: int = 1,
                     state_from: Path | None = None) -> tuple[list[float], list[float]]:
     """Spawn-to-ready wall times and the restarted processes' CPU until ready (s) of ``restarts`` SIGKILL +
@@ -258,7 +250,7 @@ def restart_samples(run_dir: Path, *, nodes: int = 3, restarts: int = 8, seed: i
                     raise RuntimeError(f"node {rank} not ready 30 s after its restart; see {run_dir}")
                 time.sleep(0.0005)
             walls.append(time.perf_counter() - start)
-            cpu = _process_cpu_s(launcher.nodes[rank].process.pid)
+            cpu = process_cpu_s(launcher.nodes[rank].process.pid)
             if cpu is not None:
                 cpus.append(cpu)
     return walls, cpus
@@ -351,7 +343,7 @@ def measure_loopback_with_cpu(round_trips: int = 2000) -> tuple[list[float], flo
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             message = b"p" * 64
             samples = []
-            echo_before, mine_before = _process_cpu_s(echo.pid), time.thread_time()
+            echo_before, mine_before = process_cpu_s(echo.pid), time.thread_time()
             for _ in range(round_trips):
                 start = time.perf_counter()
                 sock.sendall(message)
@@ -359,7 +351,7 @@ def measure_loopback_with_cpu(round_trips: int = 2000) -> tuple[list[float], flo
                 while got < len(message):
                     got += len(sock.recv(65536))
                 samples.append((time.perf_counter() - start) / 2)
-            mine, echo_after = time.thread_time() - mine_before, _process_cpu_s(echo.pid)
+            mine, echo_after = time.thread_time() - mine_before, process_cpu_s(echo.pid)
         cpu = None if echo_before is None or echo_after is None else (mine + echo_after - echo_before) / (
             2 * round_trips)
         return samples, cpu

@@ -25,6 +25,9 @@ Rules (issue D item 2; the simulator's summary format):
   election); it is in the history (process 2,000,000) but not in the summary's counts.
 * Timing (``duration``) is wall-clock, so real runs do not reproduce bit for bit; the seed fixes the workload and
   the kill schedule's draws, and the summary records the command that reruns it.
+* CPU over the load window: ``client_cpu_s`` (this process: the clients, the nemesis) and ``node_cpu_s`` (the node
+  processes, every thread, every incarnation: :meth:`LocalLauncher.cpu_s`); the simulator's ``cpu_s`` is the same
+  sum of its modelled cores' work, so the two say whether the model spends the CPU the processes do.
 """
 
 from __future__ import annotations
@@ -119,6 +122,7 @@ async def _drive(launcher: LocalLauncher, workload: Workload, duration_s: float,
             await pool.warm_up()
         t_start = time.monotonic()
         cpu_start = time.process_time()
+        node_cpu_start = launcher.cpu_s()
         counts["load_start_s"] = t_start - launcher.t0_monotonic
         # how long each node's protocol had run when the load started (its first election is under way)
         started = [launcher.started_monotonic(rank) for rank in range(launcher.num_nodes)]
@@ -140,6 +144,7 @@ async def _drive(launcher: LocalLauncher, workload: Workload, duration_s: float,
         counts["load_end_s"] = t_end - launcher.t0_monotonic
         counts["load_window_monotonic_s"] = [t_start, t_end]  # for meters outside the run (SpeedMeter.within)
         counts["client_cpu_s"] = time.process_time() - cpu_start  # the client process (this one) during the load
+        counts["node_cpu_s"] = launcher.cpu_s() - node_cpu_start  # the node processes, every incarnation
         if faulty:
             await nemesis.heal()  # already done at the end of the faulty phase; a no-op then
             counts["healed_at_s"] = nemesis.healed_at_monotonic - launcher.t0_monotonic
@@ -240,7 +245,7 @@ def run_real(*, protocol: str, nodes: int, clients: int, duration_s: float, seed
                     "load_start_s": counts["load_start_s"], "node_lead_s": counts.get("node_lead_s"),
                     "final_reads": counts["final_reads"],
                     "load_window_monotonic_s": counts.get("load_window_monotonic_s"),
-                    "client_cpu_s": counts.get("client_cpu_s"),
+                    "client_cpu_s": counts.get("client_cpu_s"), "node_cpu_s": counts.get("node_cpu_s"),
                     "reproduce": reproduce_command(argv) if argv is not None else _default_reproduce(spec, seed, out),
                     "provenance": run_metadata(seed=seed, spec=spec, argv=argv)})
     atomic_write(out / "summary.json", (json.dumps(summary, indent=2, default=str) + "\n").encode())

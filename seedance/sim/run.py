@@ -266,6 +266,9 @@ def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invaria
         nemesis.install()
         background.install()
         clients.start()
+        cpu_at_start: list[float] = []  # the modelled cores' work when the load starts (a host profile's cores)
+        if runtime.cores is not None:
+            call_at(env, start, lambda _event: cpu_at_start.append(runtime.cores.work_s))
         steps = 100 if progress is not None else 1
         for k in range(1, steps + 1):
             env.run(until=start + config.duration_s * k / steps)
@@ -282,6 +285,8 @@ def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invaria
         phase(f"checking linearizability of {len(clients.history)} events")
     result = _result(config, runtime, clients, trace, schedule, healed_at, violations,
                      time.perf_counter() - wall_start, nemesis.applied, spec, replicas, background.summary())
+    if cpu_at_start:  # the CPU taken over the load window, the real run's node_cpu_s + client_cpu_s
+        result.stats["cpu_s"] = runtime.cores.work_s - cpu_at_start[0]
     if not liveness or (violations and stop_on_violation):  # a run stopped by a safety violation: no baseline
         return result
     if phase is not None and faults:
