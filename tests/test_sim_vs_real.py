@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -282,3 +283,29 @@ def test_a_real_runs_cores_are_its_nodes_and_clients_cpu_over_the_load_window():
     assert cpu_cores(summary) == pytest.approx(1.5)
     assert cpu_cores({"client_cpu_s": 1.0, "load_window_monotonic_s": [10.0, 12.0]}) is None  # an older summary
     assert cpu_cores({**summary, "load_window_monotonic_s": [10.0, 10.0]}) is None
+
+
+def test_a_restarts_aftermath_counts_slow_operations_started_just_after_a_minority_restart():
+    """``aftermath_share``: among ok operations started within AFTERMATH_S of the end of a crash window that left a
+    majority up, the fraction over twice the median; windows that took a majority down (an election follows) and
+    operations outside the windows' aftermath do not count."""
+    from seedance.analysis.history import Event
+    from seedance.analysis.sim_vs_real import AFTERMATH_S, Config, aftermath_share, predict
+    from seedance.faults import FaultWindow
+
+    def op(process: int, start: float, latency: float) -> list[Event]:
+        return [Event(process=process, type="invoke", f="write", key="k", value=process, time=start),
+                Event(process=process, type="ok", f="write", key="k", value=process, time=start + latency)]
+
+    steady = [e for i in range(20) for e in op(i, 0.01 * i, 0.005)]  # the median: 5 ms
+    after = op(100, 1.02, 0.020) + op(101, 1.05, 0.006) + op(102, 1.0 + AFTERMATH_S + 0.01, 0.050)
+    events = sorted(steady + after, key=lambda e: e.time)
+    one = FaultWindow(fault_id=0, name="crash", start_s=0.3, end_s=0.5, params={"nodes": [1]})
+    every = FaultWindow(fault_id=1, name="crash", start_s=0.3, end_s=0.5, params={"nodes": [0, 1, 2]})
+    # the load started 0.5 s into the history: the window ends at 1.0 s on its clock; of the two operations
+    # started within AFTERMATH_S after it, one is over 10 ms; the 50 ms one started too late to count
+    assert aftermath_share(events, [one], 0.5, 3) == 0.5
+    assert aftermath_share(events, [every], 0.5, 3) is None  # a majority went down: an election, not an aftermath
+    assert aftermath_share(events, [], 0.5, 3) is None
+    profile = dataclasses.replace(_profile(), restart=LogNormal(0.02))
+    assert predict("raft", 3, Config(8), 1.0, 1, profile)["aftermath_share"] is None

@@ -384,10 +384,10 @@ class HistoryWriter:
 
 
 def _outcomes(events: Iterable[Event], exclude: Callable[[int], bool] | None) -> tuple[dict[EventType, int],
-                                                                                   list[float]]:
-    """Completions by type, and the latencies (s, invoke to ok) of the ok ones; ``exclude`` as in summarize."""
+                                                                                   list[tuple[float, float]]]:
+    """Completions by type, and the (invoke time, latency) pairs (s) of the ok ones; ``exclude`` as in summarize."""
     counts = {EventType.OK: 0, EventType.FAIL: 0, EventType.INFO: 0}
-    latencies_s: list[float] = []
+    ok: list[tuple[float, float]] = []
     pending: dict[int, float] = {}
     for event in events:
         if event.type is EventType.INVOKE:
@@ -398,12 +398,18 @@ def _outcomes(events: Iterable[Event], exclude: Callable[[int], bool] | None) ->
             continue
         counts[event.type] += 1
         if event.type is EventType.OK and start is not None:
-            latencies_s.append(event.time - start)
-    return counts, latencies_s
+            ok.append((start, event.time - start))
+    return counts, ok
 
 
 def ok_latencies_s(events: Iterable[Event], *, exclude: Callable[[int], bool] | None = None) -> list[float]:
     """The latencies (s, invoke to ok) that :func:`summarize`'s p50 and p99 are taken over, in completion order."""
+    return [latency for _, latency in _outcomes(events, exclude)[1]]
+
+
+def ok_operations_s(events: Iterable[Event], *,
+                    exclude: Callable[[int], bool] | None = None) -> list[tuple[float, float]]:
+    """The same operations as :func:`ok_latencies_s`, each as (invoke time, latency) in seconds."""
     return _outcomes(events, exclude)[1]
 
 
@@ -412,7 +418,8 @@ def summarize(events: Iterable[Event], duration_s: float, *,
     """The summary keys every runtime prints: ops_ok, ops_failed, ops_info, throughput_ops_s and the p50/p99 latency
     (ms, invoke to ok; None without any ok). Operations still open at the end are not counted; ``exclude(process)``
     leaves out bookkeeping processes (e.g. the real backend's final reads)."""
-    counts, latencies_s = _outcomes(events, exclude)
+    counts, ok_ops = _outcomes(events, exclude)
+    latencies_s = [latency for _, latency in ok_ops]
 
     def percentile_ms(q: float) -> float | None:
         return float(np.percentile(np.asarray(latencies_s), q) * 1e3) if latencies_s else None

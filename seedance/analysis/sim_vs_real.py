@@ -34,6 +34,9 @@ Method:
    ``cpu_ratio`` (simulated / real, the median over configurations). A model that reproduces the throughput while
    spending half the CPU has its cores idle where the real ones are busy, so a CPU burst (a restarting process)
    costs it nothing; the ratio says how far that is so.
+6. With crashes, ``slow_share`` (operations that waited out an outage) and ``aftermath_share``: of the operations
+   started within :data:`AFTERMATH_S` of a restart that left a majority running, the share slower than twice the
+   run's median (:func:`aftermath_share`), both sides on the same windows.
 
 Outputs: ``rows.csv`` (one row per configuration and round), ``summary.json`` (medians, errors, provenance), and
 ``sim_vs_real.pdf/.png`` (predicted vs measured with the y = x line, throughput and p99).
@@ -104,11 +107,26 @@ def measure_real(protocol: str, nodes: int, config: Config, duration_s: float, s
                            nemesis=config.faults, extra_env=None if config.fsync else {"SEEDANCE_FSYNC": "0"})
     from seedance.analysis.history import read_jsonl
 
+    events = read_jsonl(out / "history.jsonl")
     return {**summary, "tenant_cores": meter.busy_cores, "loadavg_1min": os.getloadavg()[0],
             "cpu_cores": cpu_cores(summary),
             # the cores' speed under the load (the processes' start-up ran the meter's chunks slower)
             "cpu_chunk_s": _median(speed.within(summary.get("load_window_monotonic_s"))),
-            **window_keys(read_jsonl(out / "history.jsonl"))}
+            **window_keys(events),
+            "aftermath_share": aftermath_share(events, real_schedule(config, nodes, duration_s, seed),
+                                               summary["load_start_s"], nodes)}
+
+
+def real_schedule(config: Config, nodes: int, duration_s: float, seed: int) -> list[Any]:
+    """The fault windows a real run of ``config`` applied (``seedance real run`` draws them from its seed, on the
+    load's clock), as the simulator draws them."""
+    from seedance.faults import draw_schedule
+    from seedance.real.run import FAULTY_FRACTION, nemesis_rng
+
+    if not config.faults:
+        return []
+    return draw_schedule(config.faults, num_nodes=nodes, faulty_end_s=FAULTY_FRACTION * duration_s,
+                         rng=nemesis_rng(seed))
 
 
 # How much of the speed meter's ratio the nodes feel: the simulated CPU times are scaled by the meter's ratio to
@@ -171,7 +189,8 @@ def predict(protocol: str, nodes: int, config: Config, duration_s: float, seed: 
     cpu = result.stats.get("cpu_s")
     return {"throughput_ops_s": result.throughput_ops_s, "latency_ms_p50": result.latency_ms_p50,
             "latency_ms_p99": result.latency_ms_p99, "cpu_cores": None if cpu is None else cpu / duration_s,
-            **window_keys(result.history)}
+            **window_keys(result.history),
+            "aftermath_share": aftermath_share(result.history, result.faults, 0.0, nodes)}  # windows on its clock
 
 
 def cpu_cores(summary: Mapping[str, Any]) -> float | None:
@@ -220,6 +239,30 @@ def slow_share(events: Any, slow_s: float = SLOW_OP_S) -> float | None:
 
     latencies = ok_latencies_s(events, exclude=lambda process: process >= FINAL_READ_PROCESS)
     return sum(latency > slow_s for latency in latencies) / len(latencies) if latencies else None
+
+
+# How long after a restart its aftermath is looked for: real operations started within 150 ms of a node's restart
+# were slower than the rest (13-55 % over 12 ms in 25 ms bins, against 1-5 % after that; seeds 1-4 here)
+AFTERMATH_S = 0.15
+
+
+def aftermath_share(events: Any, windows: Sequence[Any], offset_s: float, num_nodes: int,
+                    after_s: float = AFTERMATH_S) -> float | None:
+    """What a restart does to the operations around it: of the ``ok`` operations started within ``after_s`` of
+    the end of a crash window that left a majority running (its nodes restart there, the leader may stay), the
+    fraction slower than twice the history's median. ``windows`` are :class:`seedance.faults.FaultWindow` on the
+    load's clock, ``offset_s`` the load's start on the history's. None: no such window, or no operation in one."""
+    from seedance.analysis.history import ok_operations_s
+    from seedance.real.run import FINAL_READ_PROCESS
+
+    ends = [offset_s + w.end_s for w in windows if w.name == "crash"
+            and len(w.params.get("nodes", ())) <= (num_nodes - 1) // 2]
+    ops = ok_operations_s(events, exclude=lambda process: process >= FINAL_READ_PROCESS)
+    if not ends or not ops:
+        return None
+    slow = 2.0 * float(np.median([latency for _, latency in ops]))
+    after = [latency for start, latency in ops if any(end <= start < end + after_s for end in ends)]
+    return sum(latency > slow for latency in after) / len(after) if after else None
 
 
 def _median(values: Sequence[float | None]) -> float | None:
@@ -364,6 +407,8 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
                          "real_slow_share": real["slow_share"], "sim_slow_share": sim["slow_share"],
                          # the CPU both sides spent over the load (cores): does the model spend what the processes do?
                          "real_cpu_cores": real["cpu_cores"], "sim_cpu_cores": sim["cpu_cores"],
+                         # a restart's aftermath: operations started just after it slower than twice the median
+                         "real_aftermath_share": real["aftermath_share"], "sim_aftermath_share": sim["aftermath_share"],
                          "profile_sim_ops_s": alone["throughput_ops_s"], "profile_sim_p50_ms": alone["latency_ms_p50"],
                          "profile_sim_p99_ms": alone["latency_ms_p99"]})
     anchor = anchor_rounds(rows, profile, protocol=protocol, nodes=nodes, configs=configs, duration_s=duration_s,
@@ -382,6 +427,7 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
             row["sim_window_sd"] = got["window_sd"]
             row["sim_slow_share"] = got["slow_share"]
             row["sim_cpu_cores"] = got["cpu_cores"]
+            row["sim_aftermath_share"] = got["aftermath_share"]
     frame = pd.DataFrame(rows)
     per_config = []
     for name, group in frame.groupby("config", sort=False):
@@ -404,6 +450,8 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
                            "sim_slow_share": _float(med.get("sim_slow_share")),
                            "real_cpu_cores": _float(med.get("real_cpu_cores")),
                            "sim_cpu_cores": _float(med.get("sim_cpu_cores")),
+                           "real_aftermath_share": _float(med.get("real_aftermath_share")),
+                           "sim_aftermath_share": _float(med.get("sim_aftermath_share")),
                            "real_loadavg": _float(med.real_loadavg),
                            "real_tenant_cores": _float(med.real_tenant_cores),
                            "real_cpu_speed": _float(med.real_cpu_speed),

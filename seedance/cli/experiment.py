@@ -140,6 +140,9 @@ def sim_vs_real(protocol: str, out_dir: str, host_profile: str | None, quick: bo
         if row.get("real_slow_share") and row.get("sim_slow_share") is not None:  # only where outages held some
             click.echo(f"{'':>24}  operations over {1e3 * svr.SLOW_OP_S:.0f} ms (waited out an outage): real "
                        f"{100 * row['real_slow_share']:.2f} %, sim {100 * row['sim_slow_share']:.2f} %")
+        if row.get("real_aftermath_share") is not None and row.get("sim_aftermath_share") is not None:
+            click.echo(f"{'':>24}  started within {1e3 * svr.AFTERMATH_S:.0f} ms of a restart, over twice the median: "
+                       f"real {100 * row['real_aftermath_share']:.1f} %, sim {100 * row['sim_aftermath_share']:.1f} %")
     for key in ("throughput", "p50", "p99"):
         value = summary[f"median_abs_rel_error_{key}_heldout"]
         click.echo(f"median |error| {key} (held out): {'-' if value is None else f'{100 * value:.0f} %'}")

@@ -60,6 +60,7 @@ from seedance.real.trace import TraceRecorder
 log = logging.getLogger("seedance.real.run")
 
 FINAL_READ_PROCESS = 1_000_000
+FAULTY_FRACTION = 0.6  # the share of the load with faults, by default (the simulator's too)
 TRACE_ENV = "SEEDANCE_TRACE"  # "0": node processes record no trace
 
 
@@ -184,7 +185,7 @@ def run_real(*, protocol: str, nodes: int, clients: int, duration_s: float, seed
              workload: Workload | None = None, bind_host: str = "127.0.0.1", check: bool = True,
              argv: list[str] | None = None, extra_env: Mapping[str, str] | None = None,
              check_timeout_s: float = 30.0, warmup: bool = False, nemesis: tuple[str, ...] = (),
-             faulty_fraction: float = 0.6, window_s: tuple[float, float] | None = None, gap_s: float | None = None,
+             faulty_fraction: float = FAULTY_FRACTION, window_s: tuple[float, float] | None = None, gap_s: float | None = None,
              trace: bool = True) -> dict[str, Any]:
     """Run ``protocol`` on ``nodes`` real processes and return the summary (also written to ``out``)."""
     nemesis = faults.parse(nemesis, faults.REAL)
