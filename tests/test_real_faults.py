@@ -65,6 +65,9 @@ def test_message_faults_are_applied_by_the_receiving_nodes_and_healed(tmp_path):
     messages = summary["messages"]
     assert messages["dropped"] > 0 and messages["duplicated"] > 0 and messages["delayed"] > 0, messages
     assert summary["faults_applied"] == len(summary["faults"]) >= 3
+    # the windows themselves, on the load's clock: what an analysis of the run lines its history up with
+    assert [w["name"] for w in summary["fault_windows"]] == summary["faults"]
+    assert all(0 <= w["start_s"] < w["end_s"] <= 1.2 for w in summary["fault_windows"])  # 60 % of the 2 s load
     records = _trace_records(tmp_path / "run")
     starts = [r for r in records if r[1] == "fault-start"]
     assert {r[4] for r in starts} == {"partition-one", "duplicate", "delay"}

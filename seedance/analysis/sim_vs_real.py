@@ -106,6 +106,7 @@ def measure_real(protocol: str, nodes: int, config: Config, duration_s: float, s
                            out=out, workload=workload, check=False, trace=False,  # the election is in both sides
                            nemesis=config.faults, extra_env=None if config.fsync else {"SEEDANCE_FSYNC": "0"})
     from seedance.analysis.history import read_jsonl
+    from seedance.faults import FaultWindow
 
     events = read_jsonl(out / "history.jsonl")
     return {**summary, "tenant_cores": meter.busy_cores, "loadavg_1min": os.getloadavg()[0],
@@ -113,20 +114,8 @@ def measure_real(protocol: str, nodes: int, config: Config, duration_s: float, s
             # the cores' speed under the load (the processes' start-up ran the meter's chunks slower)
             "cpu_chunk_s": _median(speed.within(summary.get("load_window_monotonic_s"))),
             **window_keys(events),
-            "aftermath_share": aftermath_share(events, real_schedule(config, nodes, duration_s, seed),
+            "aftermath_share": aftermath_share(events, [FaultWindow(**w) for w in summary["fault_windows"]],
                                                summary["load_start_s"], nodes)}
-
-
-def real_schedule(config: Config, nodes: int, duration_s: float, seed: int) -> list[Any]:
-    """The fault windows a real run of ``config`` applied (``seedance real run`` draws them from its seed, on the
-    load's clock), as the simulator draws them."""
-    from seedance.faults import draw_schedule
-    from seedance.real.run import FAULTY_FRACTION, nemesis_rng
-
-    if not config.faults:
-        return []
-    return draw_schedule(config.faults, num_nodes=nodes, faulty_end_s=FAULTY_FRACTION * duration_s,
-                         rng=nemesis_rng(seed))
 
 
 # How much of the speed meter's ratio the nodes feel: the simulated CPU times are scaled by the meter's ratio to

@@ -33,6 +33,7 @@ Rules (issue D item 2; the simulator's summary format):
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import hashlib
 import json
@@ -60,7 +61,6 @@ from seedance.real.trace import TraceRecorder
 log = logging.getLogger("seedance.real.run")
 
 FINAL_READ_PROCESS = 1_000_000
-FAULTY_FRACTION = 0.6  # the share of the load with faults, by default (the simulator's too)
 TRACE_ENV = "SEEDANCE_TRACE"  # "0": node processes record no trace
 
 
@@ -185,7 +185,7 @@ def run_real(*, protocol: str, nodes: int, clients: int, duration_s: float, seed
              workload: Workload | None = None, bind_host: str = "127.0.0.1", check: bool = True,
              argv: list[str] | None = None, extra_env: Mapping[str, str] | None = None,
              check_timeout_s: float = 30.0, warmup: bool = False, nemesis: tuple[str, ...] = (),
-             faulty_fraction: float = FAULTY_FRACTION, window_s: tuple[float, float] | None = None, gap_s: float | None = None,
+             faulty_fraction: float = 0.6, window_s: tuple[float, float] | None = None, gap_s: float | None = None,
              trace: bool = True) -> dict[str, Any]:
     """Run ``protocol`` on ``nodes`` real processes and return the summary (also written to ``out``)."""
     nemesis = faults.parse(nemesis, faults.REAL)
@@ -242,6 +242,8 @@ def run_real(*, protocol: str, nodes: int, clients: int, duration_s: float, seed
                     "nodes": nodes, "clients": clients, "duration_s": duration_s, "kill_rate": kill_rate,
                     "kills": counts["kills"], "restarts": counts["restarts"],
                     "nemesis": list(nemesis), "faults": [w.name for w in schedule],
+                    # the windows themselves, on the load's clock (the simulator's result has them as `faults`)
+                    "fault_windows": [dataclasses.asdict(w) for w in schedule],
                     "faults_applied": counts.get("faults_applied", 0), "messages": counts.get("messages"),
                     "load_start_s": counts["load_start_s"], "node_lead_s": counts.get("node_lead_s"),
                     "final_reads": counts["final_reads"],
