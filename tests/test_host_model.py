@@ -373,6 +373,32 @@ def test_busy_periods_and_the_handoff_are_measured_on_a_real_loop():
     assert len(wakes) >= 40 and all(w > 0 for w in wakes) and np.median(wakes) < 5e-3
 
 
+def test_the_profile_hooks_records_are_not_traversed_by_the_garbage_collector():
+    """A profiled node keeps up to 50,000 busy-period records; were any of them tracked by the collector (a list
+    inside each one was), every full collection of the profiled process would traverse them, and the profile would
+    record its own bookkeeping as the nodes' collection pauses (14-22 ms full collections that unprofiled runs never
+    had). After two collections the records must all be untracked."""
+    import asyncio
+    import gc
+
+    from seedance.real.runtime import BusyPeriods
+
+    async def main():
+        busy = BusyPeriods(asyncio.get_running_loop())
+        for _ in range(200):
+            await asyncio.sleep(0)  # a zero timeout does not close a period: sleep long enough to block
+            await asyncio.sleep(0.0001)
+            busy.items += 1
+            busy.kinds[0] += 1
+        return busy.periods
+
+    periods = asyncio.run(main())
+    assert len(periods) > 100
+    gc.collect()  # a record's inner tuple is untracked in the first collection it survives, the record in the next
+    gc.collect()
+    assert not any(gc.is_tracked(p) for p in periods)
+
+
 def test_fit_by_kind_separates_costly_items_from_the_wake_up_that_the_pooled_fit_confounds():
     """Followers' periods hold one costly item (an AppendEntries: decode, hand the fsync to the storage thread),
     the leader's several cheap ones (timers): the pooled fit's one per-item cost moves the costly items into
@@ -528,6 +554,12 @@ def test_a_profile_pools_its_cpu_runs(tmp_path):
     assert 0 < first[0] <= first[1] <= first[2] <= first[3] < 0.5
     assert cpu["windows"] is not None and cpu["windows"].windows >= 4
     assert (tmp_path / "client-profile-0.json").is_file() and (tmp_path / "client-profile-1.json").is_file()
+    # the nodes' collections come from a run without the CPU profile (whose records change how they collect)
+    plain = tmp_path / "raft-gc"
+    assert cpu["gc_source"] == "an unprofiled run"
+    assert len(list(plain.glob("node-*/gc-profile-*.json"))) == 3 and not list(plain.glob("node-*/cpu-profile-*"))
+    recorded = [json_.loads(f.read_text()) for f in plain.glob("node-*/gc-profile-*.json")]
+    assert cpu["gc"]["node"]["items"] == sum(r["items"] for r in recorded) > 0
 
 
 def test_fsync_off_draws_the_write_alone_and_needs_it_measured():

@@ -10,9 +10,11 @@ Method (each part a measurement of the real backend's own code paths on this mac
   path (the protocol codec and an authenticated connection over a socket pair), encode and decode timed apart:
   the CPU per entry sent and received (here ~4 and ~5-7 us). The profile run counts the messages received and sent
   and their entries; their means are the zero point (the per-kind costs were fitted at them).
-* garbage collections (``gc``, ``client_gc``): the CPU runs record every older-generation collection of the nodes
-  and of the client process (``gc.callbacks``: generation and wall time); per process kind the rate per handled
-  item (operation) and the pauses' quantiles.
+* garbage collections (``gc``, ``client_gc``): every older-generation collection (``gc.callbacks``: generation and
+  wall time); per process kind the rate per handled item (operation) and the pauses' quantiles. The nodes' come from
+  one more run without the CPU profile (:func:`plain_gc`: the profile's own records made its nodes collect three
+  times as often and gave their leaders a full collection the unprofiled runs never had), the client process's
+  from the CPU runs.
 * allocating fsyncs (``fsync_grow``, ``block_bytes``): the run's fsyncs are split by whether an append of theirs
   reached a new block of its file (the real storage counts them); ``fsync`` is the others, ``fsync_grow`` these
   (where the run had >= 50; else the others shifted by a probe's step: 100 fsynced 64-byte appends into a new block
@@ -802,7 +804,7 @@ def split_stalls(syncs: Sequence[Sequence[int]], seconds: float) -> tuple[set[in
 
 
 def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, seed: int, runs: int = 1,
-                wake_probe_s: float | None = None) -> dict[str, Any]:
+                wake_probe_s: float | None = None, plain_gc_run: bool = True) -> dict[str, Any]:
     """Handler CPU samples per input kind, frame I/O per input and client CPU per op, from ``runs`` real Raft runs
     (seeds ``seed``, ``seed + 1``, ...), pooled: one run's luck (which processes shared a core, the machine's other
     work during its few seconds) is not the model's. ``summary`` is the run of median throughput; ``runs`` lists
@@ -862,6 +864,11 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
         client_periods.extend(client_data.get("busy_periods", []))
         _add_gc(gcs["client"], client_data)
         connects.extend(client_data.get("connects_s", []))
+    gc_source = "cpu-profile runs"
+    if plain_gc_run:
+        plain = plain_gc(work_dir / "raft-gc", nodes=nodes, clients=clients, duration_s=duration_s, seed=seed + runs)
+        if plain is not None:
+            gcs["node"], gc_source = plain, "an unprofiled run"
     ordered = sorted(summaries, key=lambda r: r.get("throughput_ops_s") or 0.0)
     summary = ordered[(len(ordered) - 1) // 2]
     stalled, disk_stalls, stall_record = split_stalls(syncs, runs * duration_s)
@@ -889,6 +896,7 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
             "tenant_cores": float(np.mean(tenant_cores)) if tenant_cores else None,
             "gc": {who: {"pauses_s": pauses, "items": items, "processes": processes}
                    for who, (pauses, items, processes) in gcs.items()},
+            "gc_source": gc_source,
             "cpu_chunk_s": float(np.median(chunks)) if chunks else None,
             "windows": pooled(windows),
             "carried": carried,
@@ -912,6 +920,29 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
                              # time), per fsync: how much of sync_cpu overlaps the wait rather than preceding it
                              **({"cpu_in_fsync_mean_s": float(np.mean([s[3] for s in syncs]) / 1e9)}
                                 if syncs and all(len(s) > 3 for s in syncs) else {})}}
+
+
+def plain_gc(run_dir: Path, *, nodes: int, clients: int, duration_s: float, seed: int) -> list[Any] | None:
+    """The nodes' older-generation collections in a run without the CPU profile (``GC_PROFILE_ENV``: only the
+    collections and the items handled are recorded), pooled as :func:`_add_gc` does; None if none was recorded.
+
+    The CPU profile's own records make its processes collect more often and longer: measured here at 8 clients,
+    a profiled leader (21k items in 3 s) had 65 young collections, 6 of generation 1 and a 12 ms full one, an
+    unprofiled leader (22k items) 20 young, 2 of generation 1 and no full one; its followers 34-36 young and 3
+    older against 20-21 and 2. The simulator drew the profiled rate and the full collection, one stall of all
+    clients per simulated 3 s leader that the experiment's real runs never had. So the nodes' collections come from
+    this run, which allocates as every other real run does."""
+    from seedance.real.clients import Workload
+    from seedance.real.run import run_real
+    from seedance.real.runtime import GC_PROFILE_ENV
+
+    run_real(protocol="raft", nodes=nodes, clients=clients, duration_s=duration_s, seed=seed, out=run_dir,
+             workload=Workload(num_clients=clients, read_fraction=0.0, cas_fraction=0.0), check=False,
+             extra_env={GC_PROFILE_ENV: "1"}, trace=False)
+    pooled: list[Any] = [[], 0, []]
+    for path in sorted(run_dir.glob("node-*/gc-profile-*.json")):
+        _add_gc(pooled, json.loads(path.read_text()))
+    return pooled if pooled[1] > 0 else None
 
 
 def run_windows(history: Path) -> Any:
@@ -1078,6 +1109,7 @@ def profile_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
                   "loopback_probe": {"one_way_median_s": float(np.median(loopback_wall)),
                                      "cpu_per_one_way_s": loopback_cpu, "kept": loopback_kept},
                   "gc": {who: {"collections": len(v["pauses_s"]), "items": v["items"]} for who, v in cpu["gc"].items()},
+                  "gc_nodes_from": cpu.get("gc_source"),
                   # the cores' speed during the CPU runs (SpeedMeter's median chunk of thread CPU)
                   "cpu_chunk_s": cpu["cpu_chunk_s"],
                   "disk_stalls": cpu["disk_stall_record"],
