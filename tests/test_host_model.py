@@ -740,7 +740,8 @@ def test_older_collections_are_recorded_for_real_and_fitted_per_item():
     gc.collect(1)
     gc.collect(2)
     recorded = recorder.close()
-    assert [g for g, _ in recorded["pauses"]] == [1, 2] and all(ns > 0 for _, ns in recorded["pauses"])
+    assert [p[0] for p in recorded["pauses"]] == [1, 2] and all(p[1] > 0 and p[2] > 0 for p in recorded["pauses"])
+    assert recorded["pauses"][0][2] + recorded["pauses"][0][1] <= recorded["pauses"][1][2]  # starts in order
     gc.collect(1)
     assert len(recorder.pauses) == 2  # closed: no longer recording
     fitted = fit_gc([1e-3, 2e-3], 1000)
@@ -947,3 +948,18 @@ def test_the_cores_count_the_work_they_take_and_a_run_reports_it_over_its_load()
     plain = simulate(SimConfig(protocol="raft", nodes=3, duration_s=0.3, seed=1, trace=False, check=False),
                      liveness=False)
     assert "cpu_s" not in plain.stats  # no modelled cores, nothing to count
+
+
+def test_fsyncs_a_collection_held_are_left_out_of_the_hand_over_and_fsync_samples():
+    """A collection of the node's own process holds its storage thread's hand-over (the interpreter's lock): such
+    fsync records are found by their span (submit -> the loop has the result) and the collection's, so the
+    simulator, which draws the collections apart, does not draw their pause a second time from these tails."""
+    from seedance.real.profile import gc_held
+
+    ms = 1_000_000
+    # (group, handback, wall, cpu, grew, handover, end): spans [end - wall - handover, end + handback]
+    syncs = [(1, ms // 10, ms // 3, 0, 0, ms // 10, t * ms) for t in (10, 20, 30, 40)]
+    pauses = [(2, 5 * ms, 18 * ms), (1, ms, 39 * ms + ms // 2)]  # 18-23 ms: the 2nd; 39.5-40.5 ms: the 4th
+    assert gc_held(syncs, pauses) == {1, 3}
+    assert gc_held(syncs, [(2, 5 * ms)]) == set()  # an older record without the start: none
+    assert gc_held([s[:6] for s in syncs], pauses) == set()  # older fsync records without their end: none

@@ -770,8 +770,8 @@ def fit_amortisation_by_kind(periods: list[Any], wake_s: float | None = None) ->
 STALL_FACTOR = 20.0  # an fsync this many times its kind's median is held by the device's stall, not its service
 
 
-def split_stalls(syncs: Sequence[Sequence[int]], seconds: float) -> tuple[set[int], DiskStallProfile | None,
-                                                                          dict[str, Any]]:
+def split_stalls(syncs: Sequence[Sequence[int]], seconds: float, exclude: set[int] | frozenset[int] = frozenset(),
+                 ) -> tuple[set[int], DiskStallProfile | None, dict[str, Any]]:
     """The shared disk's stalls in the profile runs' fsyncs (every node's ``syncs`` records, pooled; their end on
     the monotonic clock that every process shares): an fsync over :data:`STALL_FACTOR` times the median of its kind
     (within the file's last block, or allocating a new one) was held by the device; such fsyncs whose intervals
@@ -788,7 +788,7 @@ def split_stalls(syncs: Sequence[Sequence[int]], seconds: float) -> tuple[set[in
         if walls:
             medians[grow] = float(np.median(walls))
     stalled = sorted((syncs[i][6] - syncs[i][2], syncs[i][6], i) for i in timed
-                     if syncs[i][2] > STALL_FACTOR * medians[bool(syncs[i][4])])
+                     if syncs[i][2] > STALL_FACTOR * medians[bool(syncs[i][4])] and i not in exclude)
     events: list[list[float]] = []  # [begin, end] in ns, merged where they overlap
     for begin, end, _ in stalled:
         if events and begin <= events[-1][1]:
@@ -816,6 +816,7 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
     handler: dict[str, list[float]] = {k: [] for k in KINDS}
     periods: list[Any] = []
     syncs: list[Any] = []
+    held: set[int] = set()  # the fsync records a collection of their process held (gc_held)
     client_periods: list[Any] = []
     connects: list[float] = []
     summaries: list[dict[str, Any]] = []
@@ -854,6 +855,7 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
             if "process_cpu_ns" in data:
                 other_threads_s += max(0, data["process_cpu_ns"] - data["loop_cpu_ns"]) / 1e9
             periods.extend(data.get("busy_periods", []))
+            held.update(len(syncs) + i for i in gc_held(data.get("syncs", []), (data.get("gc") or {}).get("pauses", [])))
             syncs.extend(data.get("syncs", []))
             _add_gc(gcs["node"], data)
             for key, value in (data.get("carried") or {}).items():
@@ -871,7 +873,9 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
             gcs["node"], gc_source = plain, "an unprofiled run"
     ordered = sorted(summaries, key=lambda r: r.get("throughput_ops_s") or 0.0)
     summary = ordered[(len(ordered) - 1) // 2]
-    stalled, disk_stalls, stall_record = split_stalls(syncs, runs * duration_s)
+    stalled, disk_stalls, stall_record = split_stalls(syncs, runs * duration_s, held)
+    stall_record["gc_held_fsyncs"] = len(held)
+    stalled |= held  # neither a service time nor a stall: the collections are drawn apart
     wake, per_item = fit_amortisation(periods)
     by_kind = fit_amortisation_by_kind(periods)
     by_kind_probed = fit_amortisation_by_kind(periods, wake_s=wake_probe_s) if wake_probe_s is not None else None
@@ -890,9 +894,9 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
                              if len(s) > 4 and s[2] > 0 and s[4] and i not in stalled],
             "disk_stalls": disk_stalls, "disk_stall_record": stall_record,
             # from the storage thread holding the lock after its write to the loop running the completion
-            "handback_s": [s[1] / 1e9 for s in syncs if s[1] > 0],
+            "handback_s": [s[1] / 1e9 for i, s in enumerate(syncs) if s[1] > 0 and i not in held],
             # from the loop's submit to the storage thread running the job (its wake-up, the lock)
-            "handover_s": [s[5] / 1e9 for s in syncs if len(s) > 5 and s[5] > 0],
+            "handover_s": [s[5] / 1e9 for i, s in enumerate(syncs) if len(s) > 5 and s[5] > 0 and i not in held],
             "tenant_cores": float(np.mean(tenant_cores)) if tenant_cores else None,
             "gc": {who: {"pauses_s": pauses, "items": items, "processes": processes}
                    for who, (pauses, items, processes) in gcs.items()},
@@ -958,9 +962,30 @@ def _add_gc(into: list[Any], data: dict[str, Any]) -> None:
     processes]: the process itself is one more (items handled, its collections in order as (generation, s))."""
     recorded = data.get("gc")
     if recorded and data.get("items"):
-        into[0].extend(ns / 1e9 for _, ns in recorded.get("pauses", []))
+        into[0].extend(p[1] / 1e9 for p in recorded.get("pauses", []))
         into[1] += int(data["items"])
-        into[2].append((int(data["items"]), [(int(gen), ns / 1e9) for gen, ns in recorded.get("pauses", [])]))
+        into[2].append((int(data["items"]), [(int(p[0]), p[1] / 1e9) for p in recorded.get("pauses", [])]))
+
+
+def gc_held(syncs: Sequence[Sequence[int]], pauses: Sequence[Sequence[int]]) -> set[int]:
+    """The indices of one process's fsync records (``seedance.real.runtime.Runtime._synced``) whose span, from the
+    loop's submit to the loop having the result, overlaps one of its own older-generation collections
+    (``GcPauses``: generation, wall ns, start ns; older records without the start: none). The simulator draws the
+    collections apart (``gc``); a hand-over, a write + fsync or a hand-back that a collection held (the thread
+    needs the interpreter's lock before and after its syscall) would otherwise draw it a second time, in these
+    distributions' tails: a profiled leader's 12 ms full collection had put the hand-over's largest quantile at
+    12.5-15 ms, and the simulator then stalled every client 10-17 ms one to three times per 3 s run."""
+    spans = sorted((p[2], p[2] + p[1]) for p in pauses if len(p) > 2 and p[2] > 0)
+    if not spans:
+        return set()
+    held = set()
+    for i, s in enumerate(syncs):
+        if len(s) < 7 or s[6] <= 0:
+            continue
+        begin, end = s[6] - s[2] - s[5], s[6] + s[1]
+        if any(b < end and begin < e for b, e in spans):
+            held.add(i)
+    return held
 
 
 def _entry_costs(send_s: float, recv_s: float, carried: dict[str, int]) -> EntryCosts | None:
