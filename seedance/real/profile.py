@@ -804,7 +804,7 @@ def split_stalls(syncs: Sequence[Sequence[int]], seconds: float, exclude: set[in
 
 
 def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, seed: int, runs: int = 1,
-                wake_probe_s: float | None = None, plain_gc_run: bool = True) -> dict[str, Any]:
+                wake_probe_s: float | None = None) -> dict[str, Any]:
     """Handler CPU samples per input kind, frame I/O per input and client CPU per op, from ``runs`` real Raft runs
     (seeds ``seed``, ``seed + 1``, ...), pooled: one run's luck (which processes shared a core, the machine's other
     work during its few seconds) is not the model's. ``summary`` is the run of median throughput; ``runs`` lists
@@ -855,7 +855,8 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
             if "process_cpu_ns" in data:
                 other_threads_s += max(0, data["process_cpu_ns"] - data["loop_cpu_ns"]) / 1e9
             periods.extend(data.get("busy_periods", []))
-            held.update(len(syncs) + i for i in gc_held(data.get("syncs", []), (data.get("gc") or {}).get("pauses", [])))
+            pauses = (data.get("gc") or {}).get("pauses", [])
+            held.update(len(syncs) + i for i in gc_held(data.get("syncs", []), pauses))
             syncs.extend(data.get("syncs", []))
             _add_gc(gcs["node"], data)
             for key, value in (data.get("carried") or {}).items():
@@ -867,10 +868,9 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
         _add_gc(gcs["client"], client_data)
         connects.extend(client_data.get("connects_s", []))
     gc_source = "cpu-profile runs"
-    if plain_gc_run:
-        plain = plain_gc(work_dir / "raft-gc", nodes=nodes, clients=clients, duration_s=duration_s, seed=seed + runs)
-        if plain is not None:
-            gcs["node"], gc_source = plain, "an unprofiled run"
+    plain = plain_gc(work_dir / "raft-gc", nodes=nodes, clients=clients, duration_s=duration_s, seed=seed + runs)
+    if plain is not None:
+        gcs["node"], gc_source = plain, "an unprofiled run"
     ordered = sorted(summaries, key=lambda r: r.get("throughput_ops_s") or 0.0)
     summary = ordered[(len(ordered) - 1) // 2]
     stalled, disk_stalls, stall_record = split_stalls(syncs, runs * duration_s, held)
