@@ -5,7 +5,7 @@ last-writer-wins key-value store, ``sessions`` client sessions each bound to a r
 replica), a write applied at once at its replica and broadcast to the others, delivered after one fixed
 delay (so every replica receives writes in the order they were made: causal delivery) and installed when newer than
 what the replica holds (last writer wins), reads served by the session's replica. Every write value is unique (a differentiated history). Measured: the time of
-:func:`seedance.analysis.causal.check` (causal bad patterns and convergence) on histories of growing size, the time
+:func:`seedance.history.causal.check` (causal bad patterns and convergence) on histories of growing size, the time
 to read and validate the largest file, and the verdict on the largest history with one planted anomaly (a session
 reads the initial value of a key it wrote: WriteCOInitRead).
 
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from seedance.analysis.causal import check
-from seedance.analysis.history import Event, ReplicaEvent, read_jsonl, write_jsonl
+from seedance.history.causal import check
+from seedance.history.events import Event, ReplicaEvent, read_jsonl, write_jsonl
 from seedance.provenance import run_metadata
 
 SEED = 20261201

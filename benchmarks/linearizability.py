@@ -26,9 +26,9 @@ from pathlib import Path
 import numpy as np
 
 from seedance.analysis.histgen import GeneratorConfig, atomic_history, plant_stale_read
-from seedance.analysis.history import read_jsonl
-from seedance.analysis.linearizability import check
-from seedance.analysis.linearizability.oracle import brute_force_linearizable
+from seedance.history.events import read_jsonl
+from seedance.history.linearizability import check
+from seedance.history.linearizability.oracle import brute_force_linearizable
 from seedance.provenance import run_metadata
 
 SEED = 20261129

@@ -109,7 +109,7 @@ def run_ops(launch: LocalLauncher, ops: list[tuple[Operation, str, object]]) -> 
 def kill_campaign_run(protocol: str, seed: int, out: Path, duration_s: float, kill_rate: float) -> dict:
     """A real run of ``protocol`` (3 nodes, 4 clients) under SIGKILLs: linearizable, no acknowledged write lost
     (every acknowledged key is read back non-null once all nodes are up again), no process left behind."""
-    from seedance.analysis.history import read_jsonl
+    from seedance.history.events import read_jsonl
     from seedance.real.run import FINAL_READ_PROCESS, run_real
 
     summary = run_real(protocol=protocol, nodes=3, clients=4, duration_s=duration_s, seed=seed, out=out,

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from seedance.analysis.history import ReplicaEvent
+from seedance.history.events import ReplicaEvent
 from seedance.models.protocols.causal import CausalConfig, CausalNode, invariants
 from seedance.models.protocols.contract import (
     Annotate, ClientRequest, DurableState, Observe, Operation, Persist, PersistRecords, Reply, Send, SetTimer,

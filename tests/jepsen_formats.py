@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from seedance.analysis.history import Event, parse_lines
+from seedance.history.events import Event, parse_lines
 
 _LOG_LINE = re.compile(r"^(?:INFO\s+jepsen\.util\s+-\s+)?(\d+)\s+:(\w+)\s+:(\w+)\s+(.+?)\s*$")
 _EDN_MAP = re.compile(r"\{([^{}]*)\}")
@@ -65,7 +65,7 @@ def events_from_knossos_edn(text: str) -> list[Event]:
 
 def _revalidated(events: list[Event]) -> list[Event]:
     """Round-trip through our own parser, so the converted history is exactly what a file of ours would give."""
-    from seedance.analysis.history import event_to_json
+    from seedance.history.events import event_to_json
 
     return parse_lines([event_to_json(e) for e in events])
 
@@ -81,7 +81,7 @@ CORPUS = Path(__file__).resolve().parent / "data" / "histories"
 
 def converted_text(path: Path) -> str:
     """The JSON Lines form of a corpus file, exactly as stored under ``converted/``."""
-    from seedance.analysis.history import event_to_json
+    from seedance.history.events import event_to_json
 
     return "".join(event_to_json(e) + "\n" for e in load(path))
 

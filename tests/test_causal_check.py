@@ -1,4 +1,4 @@
-"""seedance.analysis.causal: each bad pattern of Bouajjani et al. (POPL'17) on a small history, clean histories
+"""seedance.history.causal: each bad pattern of Bouajjani et al. (POPL'17) on a small history, clean histories
 judged valid, convergence anomalies from replica events, and the CLI (`seedance check causal`)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from seedance.analysis.causal import check, check_convergence, operations
-from seedance.analysis.history import Event, ReplicaEvent, write_jsonl
+from seedance.history.causal import check, check_convergence, operations
+from seedance.history.events import Event, ReplicaEvent, write_jsonl
 
 
 class H:

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from seedance.analysis.causal import check
-from seedance.analysis.history import read_jsonl
+from seedance.history.causal import check
+from seedance.history.events import read_jsonl
 from seedance.real.clients import Workload
 from seedance.real.run import run_real
 

@@ -13,7 +13,7 @@ import pytest
 from _conformance_protocol import TICKER
 from _real_helpers import child_env
 from _sim_probe import inputs, probe_spec
-from seedance.analysis.history import read_jsonl
+from seedance.history.events import read_jsonl
 from seedance.engine.effects import ContractError
 from seedance.errors import SpecError
 from seedance.models.protocols.contract import (

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from seedance.analysis.history import (
+from seedance.history.events import (
     Event, EventType, HistoryWriter, Operation, parse_lines, read_jsonl, write_jsonl,
 )
 from seedance.errors import HistoryError
@@ -108,7 +108,7 @@ def test_unreadable_file(tmp_path):
 
 def test_summary_counts_completions_and_ok_latencies():
     """One summary for both runtimes: open operations are not counted; latencies are invoke-to-ok."""
-    from seedance.analysis.history import Event, summarize
+    from seedance.history.events import Event, summarize
 
     events = [
         Event(process=1, type="invoke", f="write", key="k", value=1, time=0.0),

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from seedance.analysis.histgen import GeneratorConfig, atomic_history, plant_stale_read
-from seedance.analysis.history import Event
-from seedance.analysis.linearizability import check
-from seedance.analysis.linearizability.oracle import brute_force_linearizable
+from seedance.history.events import Event
+from seedance.history.linearizability import check
+from seedance.history.linearizability.oracle import brute_force_linearizable
 from seedance.errors import HistoryError, SpecError
 
 

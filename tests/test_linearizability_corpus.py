@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from jepsen_formats import CORPUS, converted_name, converted_text, load
-from seedance.analysis.history import read_jsonl
-from seedance.analysis.linearizability import check
-from seedance.analysis.linearizability.oracle import brute_force_linearizable
+from seedance.history.events import read_jsonl
+from seedance.history.linearizability import check
+from seedance.history.linearizability.oracle import brute_force_linearizable
 
 # Porcupine's porcupine_test.go, TestEtcdJepsenNNN; Knossos' data/cas-register/{good,bad}.
 PUBLISHED = {

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from seedance.analysis.histgen import GeneratorConfig, atomic_history, plant_stale_read
-from seedance.analysis.history import EventType, HistoryValidator, Operation, event_to_json
-from seedance.analysis.linearizability import check
+from seedance.history.events import EventType, HistoryValidator, Operation, event_to_json
+from seedance.history.linearizability import check
 
 
 def test_well_formed_reproducible_and_shaped_by_the_config():

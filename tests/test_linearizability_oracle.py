@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from seedance.analysis.histgen import GeneratorConfig, atomic_history
-from seedance.analysis.history import Event, EventType, Operation
-from seedance.analysis.linearizability import check
-from seedance.analysis.linearizability.oracle import brute_force_linearizable
+from seedance.history.events import Event, EventType, Operation
+from seedance.history.linearizability import check
+from seedance.history.linearizability.oracle import brute_force_linearizable
 
 VALUES = st.sampled_from([None, 0, 1, 2])
 

@@ -199,7 +199,7 @@ def test_the_cores_speed_is_metered_for_real_and_scales_the_cpu_for_that_run():
 def test_the_share_of_operations_that_waited_out_an_outage_is_counted_on_both_sides():
     """``slow_share``: ok operations over SLOW_OP_S among all ok ones (fail / info / unfinished do not count); a
     crash prediction has more than a fault-free one (whose load meets the first election only). The crash workload's p99 sits on this share."""
-    from seedance.analysis.history import Event
+    from seedance.history.events import Event
     from seedance.analysis.sim_vs_real import SLOW_OP_S, Config, predict, slow_share
     import dataclasses
 
@@ -289,7 +289,7 @@ def test_a_restarts_aftermath_counts_slow_operations_started_just_after_a_minori
     """``aftermath_share``: among ok operations started within AFTERMATH_S of the end of a crash window that left a
     majority up, the fraction over twice the median; windows that took a majority down (an election follows) and
     operations outside the windows' aftermath do not count."""
-    from seedance.analysis.history import Event
+    from seedance.history.events import Event
     from seedance.analysis.sim_vs_real import AFTERMATH_S, Config, aftermath_share, predict
     from seedance.faults import FaultWindow
 

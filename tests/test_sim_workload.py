@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from seedance.analysis.history import HistoryValidator
+from seedance.history.events import HistoryValidator
 from seedance.errors import SpecError
 from seedance.sim import SimConfig, WorkloadConfig, simulate
 from seedance.sim.workload import KeyChooser

@@ -11,7 +11,7 @@ import pytest
 
 from _host_helpers import run_on, small_host
 
-from seedance.analysis.history import Event
+from seedance.history.events import Event
 from seedance.analysis.spells import latency_windows, operation_latencies, pooled
 from seedance.models.host import (CorePool, Empirical, HostProfile, LogNormal, SpellProcess, SpellProfile, fit_spell,
                                   ou_window_shape)

@@ -6,7 +6,7 @@ NVSwitch server, one node per GPU), with and without training traffic on the sam
 (``allreduce:1GiB@0.2``: a 1 GiB allreduce every 200 ms):
 
 * ``causal`` — the Seedance causal protocol; its *convergence* of a write is measured from the replica events: the
-  time the last replica applied it (or a write after it) minus its invoke time (:mod:`seedance.analysis.causal`);
+  time the last replica applied it (or a write after it) minus its invoke time (:mod:`seedance.history.causal`);
 * ``raft`` — every write through Raft; a write's latency (invoke to ok: committed on a majority and applied at the
   leader) is a lower bound of its convergence, since the other replicas apply it only after they learn the commit.
   Writes invoked before the first acknowledged one (the first election) are left out.
@@ -45,7 +45,7 @@ def pixel_config(protocol: str, *, grid: int, writes_per_frame: int, duration_s:
 
 def measure_run(config: Any) -> tuple[dict[str, Any], list[float]]:
     """Simulate ``config``: the study's row and the per-write times (convergence, or Raft's write latency)."""
-    from seedance.analysis.causal import check_convergence, operations
+    from seedance.history.causal import check_convergence, operations
     from seedance.sim import simulate
 
     result = simulate(config, liveness=False)

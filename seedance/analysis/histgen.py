@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from seedance.analysis.history import Event, EventType, Operation
+from seedance.history.events import Event, EventType, Operation
 
 __all__ = ["GeneratorConfig", "atomic_history", "plant_stale_read"]
 

@@ -105,7 +105,7 @@ def measure_real(protocol: str, nodes: int, config: Config, duration_s: float, s
         summary = run_real(protocol=protocol, nodes=nodes, clients=config.clients, duration_s=duration_s, seed=seed,
                            out=out, workload=workload, check=False, trace=False,  # the election is in both sides
                            nemesis=config.faults, extra_env=None if config.fsync else {"SEEDANCE_FSYNC": "0"})
-    from seedance.analysis.history import read_jsonl
+    from seedance.history.events import read_jsonl
     from seedance.faults import FaultWindow
 
     events = read_jsonl(out / "history.jsonl")
@@ -223,7 +223,7 @@ def window_keys(events: Any) -> dict[str, float | None]:
 def slow_share(events: Any, slow_s: float = SLOW_OP_S) -> float | None:
     """The fraction of a history's ``ok`` operations that took longer than ``slow_s``, over the operations its p50
     and p99 are taken over (a real run's final reads left out); None: none completed."""
-    from seedance.analysis.history import ok_latencies_s
+    from seedance.history.events import ok_latencies_s
     from seedance.real.run import FINAL_READ_PROCESS
 
     latencies = ok_latencies_s(events, exclude=lambda process: process >= FINAL_READ_PROCESS)
@@ -241,7 +241,7 @@ def aftermath_share(events: Any, windows: Sequence[Any], offset_s: float, num_no
     the end of a crash window that left a majority running (its nodes restart there, the leader may stay), the
     fraction slower than twice the history's median. ``windows`` are :class:`seedance.faults.FaultWindow` on the
     load's clock, ``offset_s`` the load's start on the history's. None: no such window, or no operation in one."""
-    from seedance.analysis.history import ok_operations_s
+    from seedance.history.events import ok_operations_s
     from seedance.real.run import FINAL_READ_PROCESS
 
     ends = [offset_s + w.end_s for w in windows if w.name == "crash"

@@ -55,7 +55,7 @@ class WindowStats:
 
 def operation_latencies(events: Iterable[Any]) -> np.ndarray:
     """(invoke time, latency / its operation kind's median latency) of every operation that completed ``ok``,
-    from a history's events (:class:`seedance.analysis.history.Event` or the simulator's, same fields)."""
+    from a history's events (:class:`seedance.history.events.Event` or the simulator's, same fields)."""
     pending: dict[int, tuple[float, str]] = {}
     done: dict[str, list[tuple[float, float]]] = {}
     for event in events:

@@ -2,7 +2,7 @@
 
 Every rank of :mod:`seedance.models.protocols.commit` reports what it does as ``Observe`` events (``vote``,
 ``commit``, ``alarm``, ``rollback``, ``resync``, ``offline``, ``false-offline``, ``leak``, ``split-view``, ``final``);
-the simulator returns them as :class:`~seedance.analysis.history.ReplicaEvent` s and the real backend writes them to
+the simulator returns them as :class:`~seedance.history.events.ReplicaEvent` s and the real backend writes them to
 each node's ``observations.jsonl``. :func:`summarize` turns them into the run's summary keys:
 
 * ``steps`` (the fewest steps any rank finished), ``final_loss`` (mean of the ranks' last local losses);
@@ -153,7 +153,7 @@ def clean(summary: Mapping[str, Any], *, tolerance: float = 1e-6) -> list[str]:
 
 
 def _unhash(value: Any) -> Any:
-    """Undo :class:`~seedance.analysis.history.ReplicaEvent`'s hashable form for this protocol's values (objects
+    """Undo :class:`~seedance.history.events.ReplicaEvent`'s hashable form for this protocol's values (objects
     became tuples of (name, value) pairs, lists became tuples)."""
     if isinstance(value, tuple):
         if value and all(isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], str) for x in value):

@@ -1,7 +1,7 @@
 """``seedance check``: judge a recorded history.
 
 ``seedance check linearizable FILE|- --model register|cas-register|kv [--timeout S] [--json]`` reads a JSON Lines
-history (``-``: from stdin) (format: :mod:`seedance.analysis.history`) and runs :func:`seedance.analysis.linearizability.check`.
+history (``-``: from stdin) (format: :mod:`seedance.history.events`) and runs :func:`seedance.history.linearizability.check`.
 
 Exit status: 0 linearizable, 1 not linearizable, 3 unknown (the time budget ran out), 2 bad input (one line on
 stderr naming the line, e.g. ``seedance: error: line 17: ...``). With ``--json`` the verdict is one object:
@@ -40,8 +40,8 @@ def linearizable(history_file: str, model: str, timeout_s: float | None, per_key
     """Is the history in FILE (or stdin, for -) linearizable? Exit 0 yes, 1 no, 3 unknown (timeout), 2 bad input."""
     import sys
 
-    from seedance.analysis.history import parse_lines, read_jsonl
-    from seedance.analysis.linearizability import check
+    from seedance.history.events import parse_lines, read_jsonl
+    from seedance.history.linearizability import check
 
     steps = Progress(show_progress, "check linearizable")
     steps.phase(f"reading {'stdin' if history_file == '-' else history_file}")
@@ -80,8 +80,8 @@ def causal(history_file: str, nodes: int | None, settle_s: float, as_json: bool)
     2 bad input."""
     import sys
 
-    from seedance.analysis import causal as causal_check
-    from seedance.analysis.history import parse_lines, read_jsonl
+    from seedance.history import causal as causal_check
+    from seedance.history.events import parse_lines, read_jsonl
 
     events = (parse_lines(sys.stdin, replicas=True) if history_file == "-"
               else read_jsonl(history_file, replicas=True))

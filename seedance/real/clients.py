@@ -1,6 +1,6 @@
 """Closed-loop clients that speak to real nodes over authenticated TCP and record the shared history format.
 
-Rules (Herlihy & Wing 1990 §2 as recorded by Jepsen; seedance.analysis.history):
+Rules (Herlihy & Wing 1990 §2 as recorded by Jepsen; seedance.history.events):
 
 * Each client is one logical process with at most one operation outstanding. It records ``invoke`` when it first
   sends an operation and exactly one completion: ``ok`` (the node replied OK; a read carries the value read),
@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from seedance.analysis.history import Event
+from seedance.history.events import Event
 from seedance.errors import FrameError
 from seedance.models.protocols.contract import ClientRequest, Operation, Outcome, Reply
 from seedance.models.wire import Codec

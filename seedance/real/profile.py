@@ -951,7 +951,7 @@ def plain_gc(run_dir: Path, *, nodes: int, clients: int, duration_s: float, seed
 
 def run_windows(history: Path) -> Any:
     """A real run's latency windows (:func:`seedance.analysis.spells.latency_windows`), None without a history."""
-    from seedance.analysis.history import read_jsonl
+    from seedance.history.events import read_jsonl
     from seedance.analysis.spells import history_windows
 
     return history_windows(read_jsonl(history)) if history.exists() else None

@@ -2,7 +2,7 @@
 
 Rules (issue D item 2; the simulator's summary format):
 
-* The run directory gets ``history.jsonl`` (seedance.analysis.history format), ``trace.json`` (Chrome trace),
+* The run directory gets ``history.jsonl`` (seedance.history.events format), ``trace.json`` (Chrome trace),
   ``summary.json`` and one ``node-<i>.log`` per node. The summary has the simulator's keys plus ``"backend": "real"``.
 * Phases, as in the simulator: with any fault (``kill_rate`` > 0 or a ``nemesis`` list) the first
   ``faulty_fraction`` (0.6) of the load is the faulty phase; then every fault is removed (rules cleared, paused
@@ -46,8 +46,8 @@ from typing import Any
 import numpy as np
 
 from seedance import faults
-from seedance.analysis.history import Event, ReplicaEvent, merge_by_time, summarize, write_jsonl
-from seedance.analysis.protocol import protocol_summary
+from seedance.history.events import Event, ReplicaEvent, merge_by_time, summarize, write_jsonl
+from seedance.history.summary import protocol_summary
 from seedance.errors import SpecError
 from seedance.faults import FaultWindow, draw_schedule
 from seedance.provenance import reproduce_command, run_metadata
@@ -72,9 +72,9 @@ def nemesis_rng(seed: int) -> np.random.Generator:
 def judge(events: list[Event], timeout_s: float = 30.0, model: str = "kv") -> bool | str:
     """The shared linearizability checker's verdict (the protocol's model; ``"unknown"`` if it gave up)."""
     try:
-        from seedance.analysis.linearizability import check
+        from seedance.history.linearizability import check
     except ImportError:  # the checker is not installed in this checkout
-        log.warning("seedance.analysis.linearizability is missing: verdict 'unknown'")
+        log.warning("seedance.history.linearizability is missing: verdict 'unknown'")
         return "unknown"
     result = check(events, model=model, timeout_s=timeout_s) if _accepts_timeout(check) else check(events, model=model)
     valid = result.get("valid") if isinstance(result, Mapping) else getattr(result, "valid", result)

@@ -15,7 +15,7 @@ Rules:
   ``invariant_every_s`` of virtual time; a returned string is a violation, recorded with its time, and (by default)
   stops the run. The view exposes the live node objects, so a protocol's tests can check e.g. Raft's Election
   Safety across nodes.
-* The linearizability verdict comes from :func:`seedance.analysis.linearizability.check` (model ``kv``);
+* The linearizability verdict comes from :func:`seedance.history.linearizability.check` (model ``kv``);
   ``"unknown"`` when the checker runs out of time or is not installed.
 """
 
@@ -33,8 +33,8 @@ import numpy as np
 import simpy
 from simpy.core import StopSimulation
 
-from seedance.analysis.history import Event, ReplicaEvent, merge_by_time, summarize, write_jsonl
-from seedance.analysis.protocol import protocol_summary
+from seedance.history.events import Event, ReplicaEvent, merge_by_time, summarize, write_jsonl
+from seedance.history.summary import protocol_summary
 from seedance.models.protocols import registry
 from seedance.models.protocols.contract import ProtocolSpec
 from seedance.sim.collectives import Collectives
@@ -328,9 +328,9 @@ def check_history(history: list[Event], *, timeout_s: float, model: str = "kv") 
     """Judge a history with the linearizability checker (the protocol's model, ``kv`` by default); ``valid`` is
     True, False or "unknown"."""
     try:
-        from seedance.analysis import linearizability
+        from seedance.history import linearizability
     except ImportError:
-        return {"valid": "unknown", "reason": "seedance.analysis.linearizability is not installed"}
+        return {"valid": "unknown", "reason": "seedance.history.linearizability is not installed"}
     verdict = linearizability.check(history, model=model, timeout_s=timeout_s)
     if isinstance(verdict, dict):
         out = dict(verdict)

@@ -1,6 +1,6 @@
 """Clients: closed- and open-loop workloads of read / write / cas operations, recorded as a history.
 
-Rules (Jepsen's client model, Kingsbury 2013–; history format of :mod:`seedance.analysis.history`):
+Rules (Jepsen's client model, Kingsbury 2013–; history format of :mod:`seedance.history.events`):
 
 * A client *process* has at most one operation outstanding. Its history events are ``invoke`` when it issues the
   operation and ``ok`` / ``fail`` / ``info`` when it learns the outcome. After an ``info`` (a timeout, or an
@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from seedance.analysis.history import Event, EventType
+from seedance.history.events import Event, EventType
 from seedance.models.protocols.contract import ClientRequest, Operation, Outcome, Reply
 from seedance.sim.config import WorkloadConfig
 from seedance.sim.kernel import call_at

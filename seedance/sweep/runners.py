@@ -582,7 +582,7 @@ def run_experiment(params: dict[str, Any], seed: int) -> dict[str, Any]:
 # what a worker imports before its first run of each (so imports are not part of any run's time or timeout)
 run_cost.imports = ("seedance.models.cost", "seedance.models.topology")  # type: ignore[attr-defined]
 run_sim.imports = ("seedance.sim", "seedance.analysis.protocols",  # type: ignore[attr-defined]
-                   "seedance.analysis.linearizability")
+                   "seedance.history.linearizability")
 run_real.imports = ("seedance.real.run",)  # type: ignore[attr-defined]
 run_train.imports = ("seedance.analysis.training_run", "seedance.sim")  # type: ignore[attr-defined]
 run_experiment.imports = ("seedance.cli.experiment",)  # type: ignore[attr-defined]

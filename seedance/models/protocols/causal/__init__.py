@@ -1,7 +1,7 @@
 """Seedance causal sync (field report §2.1–2.3): vector-clock write coordination over a delta-state CRDT pixel grid.
 
 ``SPEC`` is what :mod:`seedance.models.protocols.registry` hands a runtime; :mod:`.node` documents the protocol,
-:mod:`.invariants` its clock-honesty monitor. Histories are judged by :mod:`seedance.analysis.causal` (causal
+:mod:`.invariants` its clock-honesty monitor. Histories are judged by :mod:`seedance.history.causal` (causal
 consistency, convergence), which also computes the run summary's causal keys.
 """
 
@@ -30,10 +30,10 @@ SPEC = ProtocolSpec(
     description="causal consistency by vector clocks over a delta-state CRDT pixel grid (every node serves)",
     default_config=CausalConfig().as_dict(),
     operations=("read", "write"),
-    checker=None,  # not linearizable by design; judged by seedance.analysis.causal (summarize)
+    checker=None,  # not linearizable by design; judged by seedance.history.causal (summarize)
     monitor=invariants.Monitor,
     routing="any",
-    summarize="seedance.analysis.causal:run_summary",
+    summarize="seedance.history.causal:run_summary",
 )
 
 __all__ = ["SPEC", "Ack", "CausalConfig", "CausalNode", "Sync", "invariants", "key_of", "make_node"]

@@ -22,11 +22,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from seedance.analysis.history import Event, Operation
-from seedance.analysis.linearizability.operations import (
+from seedance.history.events import Event, Operation
+from seedance.history.linearizability.operations import (
     HistoryOp, pair_operations, prune_unobserved, split_by_key,
 )
-from seedance.analysis.linearizability.wgl import SearchOutcome, search
+from seedance.history.linearizability.wgl import SearchOutcome, search
 from seedance.errors import HistoryError, SpecError
 
 __all__ = ["CheckResult", "Model", "check"]
@@ -77,7 +77,7 @@ def check(
     *,
     initial: Any = None,
 ) -> CheckResult:
-    """Check ``events`` (a validated history, e.g. from :func:`seedance.analysis.history.read_jsonl`).
+    """Check ``events`` (a validated history, e.g. from :func:`seedance.history.events.read_jsonl`).
 
     ``timeout_s`` bounds the whole check (``None``: no bound); when it runs out the verdict is ``"unknown"``.
     Raises :class:`HistoryError` for a history the model cannot judge (a cas under ``register``) and

@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from seedance.analysis.history import Event, EventType, Operation, ReplicaEvent
+from seedance.history.events import Event, EventType, Operation, ReplicaEvent
 
 CC_PATTERNS = ("CyclicCO", "WriteCOInitRead", "ThinAirRead", "WriteCORead", "CyclicCF")
 CONVERGENCE_PATTERNS = ("DivergentOrder", "DuplicateApply", "ThinAirApply", "LostWrite", "NotConverged", "Diverged")

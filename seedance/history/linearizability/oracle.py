@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from seedance.analysis.history import Event, EventType, Operation
+from seedance.history.events import Event, EventType, Operation
 
 __all__ = ["brute_force_linearizable"]
 

@@ -56,8 +56,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from seedance.analysis.history import Operation
-from seedance.analysis.linearizability.operations import HistoryOp
+from seedance.history.events import Operation
+from seedance.history.linearizability.operations import HistoryOp
 
 __all__ = ["UNOBSERVED", "SearchOutcome", "search"]
 

@@ -24,7 +24,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from seedance.analysis.history import Event, EventType, HistoryValidator, Operation
+from seedance.history.events import Event, EventType, HistoryValidator, Operation
 
 __all__ = ["HistoryOp", "pair_operations", "prune_unobserved", "split_by_key"]
 

@@ -1,0 +1,11 @@
+"""Records of a run and the checkers that judge them, below both runtimes.
+
+* :mod:`seedance.history.events` — the record types (client ``Event``, ``ReplicaEvent``), their JSON Lines format,
+  readers, writers and the summary of a history (throughput, latency percentiles).
+* :mod:`seedance.history.linearizability` — the linearizability checker (Wing & Gong search with Lowe's caching).
+* :mod:`seedance.history.causal` — the causal-consistency and convergence checker over replica events.
+* :mod:`seedance.history.summary` — a protocol's own summary keys, computed from its history.
+
+Both runtimes write these records and call these checkers; neither imports the other, and nothing here imports
+either of them.
+"""
