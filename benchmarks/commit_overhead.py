@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from seedance.analysis.training_run import real_train, sim_train
+from seedance.experiments.training_run import real_train, sim_train
 
 
 def main(argv: list[str] | None = None) -> int:

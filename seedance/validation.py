@@ -299,34 +299,6 @@ MAX_BANDWIDTH_GBPS = 1e9
 MAX_LATENCY_US = 1e9
 
 
-def _preset_devices_per_server(name: str) -> int:
-    from seedance.models.topology import PRESETS, preset
-
-    spec = PRESETS[name]
-    return preset(name, spec.min_nodes).num_devices // spec.min_nodes
-
-
-def check_topology_spec(field: str, spec: Any, nodes: int | None = None, *, nodes_field: str = "--nodes") -> None:
-    """Bounds of a topology argument before it is built: a preset's server count (devices ≤ MAX_DEVICES, at least
-    its minimum), or a file's size, duplicate keys, finite numbers, matrix order / device count and value
-    ceilings. The topology model itself validates everything else when it loads."""
-    from seedance.models.topology import PRESETS
-
-    if spec is None:
-        return
-    if isinstance(spec, str) and spec in PRESETS:
-        if nodes is None:
-            return
-        per = _preset_devices_per_server(spec)
-        integer(nodes_field, nodes, lo=PRESETS[spec].min_nodes, hi=MAX_DEVICES // per,
-                why=f"{per} devices per {spec} server; " + WHY_DEVICES)
-        return
-    if not isinstance(spec, (str, os.PathLike)) or not Path(spec).is_file():
-        return  # the model's own "not a preset and no such file" message
-    doc = load_file(spec, field, max_bytes=MAX_TOPOLOGY_FILE_BYTES)
-    check_topology_doc(field, doc)
-
-
 def check_topology_doc(field: str, doc: Any) -> None:
     """Ceilings of a parsed topology document (matrix or link-graph form)."""
     if not isinstance(doc, dict):
@@ -359,23 +331,6 @@ def _ceiling(where: str, value: Any, hi: float, unit_why: str) -> None:
     for v in flat:
         if isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) > hi:
             raise SpecError(where, f"{v!r} is too large", f"at most {hi:g} {unit_why}")
-
-
-def check_protocol_config(protocol: str, config: dict[str, Any], nodes: int) -> None:
-    """Reject an unknown or bad protocol option (``--set``) before any work: build one node with it (a node's
-    constructor validates its configuration, e.g. RaftConfig)."""
-    import numpy as np
-
-    from seedance.models.protocols import registry
-
-    spec = registry.get(protocol) if isinstance(protocol, str) and ":" not in protocol else None
-    if spec is None:
-        return
-    defaults = dict(spec.default_config or {})
-    unknown = sorted(set(config) - set(defaults)) if defaults else []
-    if unknown:
-        raise SpecError(f"--set {unknown[0]}", "unknown option", f"valid for {protocol}: {', '.join(defaults)}")
-    spec.factory(0, max(1, nodes), np.random.default_rng(0), {**defaults, **config})
 
 
 def parse_mix(text: str, field: str = "--mix") -> tuple[float, float, float]:

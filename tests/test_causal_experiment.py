@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from seedance.analysis.causal_experiment import FRAME_MS, measure_run, pixel_config
+from seedance.experiments.causal import FRAME_MS, measure_run, pixel_config
 
 
 def test_measures_causal_convergence_and_raft_write_latency_on_the_same_workload():

@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from seedance.analysis.training import clean
-from seedance.analysis.training_run import SUMMARY_KEYS, sim_train
+from seedance.history.training import clean
+from seedance.experiments.training_run import SUMMARY_KEYS, sim_train
 from seedance.errors import SpecError
 from seedance.models.protocols import registry
 from seedance.models.protocols.commit import SPEC, CommitMonitor

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from seedance.analysis.training_run import sim_train
+from seedance.experiments.training_run import sim_train
 
 MIXES = [("crash", "partition", "pause"), ("crash", "loss", "delay"), ("partition", "duplicate", "reorder"),
          ("pause", "skew", "cpu-hog"), ("crash", "partition", "pause", "loss", "delay", "skew")]

@@ -6,7 +6,7 @@ import csv
 import json
 from pathlib import Path
 
-from seedance.analysis.scenarios import ROW_FIELDS, run
+from seedance.experiments.scenarios import ROW_FIELDS, run
 
 
 def test_failure_scenarios_table(tmp_path: Path):

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from seedance.analysis.training import clean
-from seedance.analysis.training_run import SUMMARY_KEYS, real_train, sim_train
+from seedance.history.training import clean
+from seedance.experiments.training_run import SUMMARY_KEYS, real_train, sim_train
 
 WORLD = 3
 pytestmark = pytest.mark.multiprocess

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from seedance.analysis import consensus_check as C
+from seedance.experiments import consensus_check as C
 from seedance.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
-from seedance.analysis.convergence import ExperimentConfig, run_experiment, save, total_iterations
+from seedance.experiments.convergence import ExperimentConfig, run_experiment, save, total_iterations
 from seedance.cli import main
 from seedance.provenance import run_metadata
 

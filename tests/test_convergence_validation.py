@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from seedance.analysis.convergence.experiment import ExperimentConfig, common_run, rankings, theorem_run
+from seedance.experiments.convergence import ExperimentConfig, common_run, rankings, theorem_run
 from seedance.analysis.convergence.problems import make_logistic
 from seedance.analysis.convergence.time_to_accuracy import ComputeModel, load_fabric, time_to_accuracy
 from seedance.analysis.convergence.training import RunSpec, iterations_to_target, mean_and_ci, run

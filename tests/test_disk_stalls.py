@@ -10,8 +10,8 @@ from _host_helpers import run_on, small_host
 
 from seedance.errors import SpecError
 from seedance.models.host import DiskStallProcess, DiskStallProfile, HostProfile, LogNormal, load_profile
-from seedance.real.profile import STALL_FACTOR, split_stalls
-from seedance.real.storage import atomic_write
+from seedance.real.profile_fit import STALL_FACTOR, split_stalls
+from seedance.files import atomic_write
 
 MS = 1_000_000  # ns
 

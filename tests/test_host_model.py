@@ -12,7 +12,7 @@ import yaml
 from seedance.errors import SpecError
 from seedance.sim.config import SimConfig, WorkloadConfig
 from seedance.models.host import CorePool, Empirical, HostProfile, LogNormal, load_profile
-from seedance.real.storage import atomic_write
+from seedance.files import atomic_write
 from seedance.sim.run import simulate
 
 
@@ -158,7 +158,8 @@ def test_a_missing_profile_file_is_one_line(tmp_path):
 
 
 def test_fsync_and_loopback_are_measured_for_real(tmp_path):
-    from seedance.real.profile import measure_fsync, measure_loopback
+    from seedance.real.probes import measure_fsync
+    from seedance.real.meters import measure_loopback
 
     latencies, bandwidth = measure_fsync(tmp_path, samples=20)
     assert len(latencies) == 20 and all(t > 0 for t in latencies) and bandwidth > 0
@@ -170,7 +171,7 @@ def test_fsync_and_loopback_are_measured_for_real(tmp_path):
 def test_the_loopbacks_cpu_is_measured_and_taken_out_of_its_latency():
     """Both ends' CPU per one-way trip is most of it here (their syscalls: the nodes' frame I/O charges them); the
     profile keeps the rest, with the probe's shape."""
-    from seedance.real.profile import LOOPBACK_KEEP_MIN, loopback_beyond_cpu, measure_loopback_with_cpu
+    from seedance.real.meters import LOOPBACK_KEEP_MIN, loopback_beyond_cpu, measure_loopback_with_cpu
 
     samples, cpu = measure_loopback_with_cpu(round_trips=300)
     assert len(samples) == 300 and cpu is not None and 0 < cpu < 2 * np.mean(samples)
@@ -211,8 +212,8 @@ def test_real_profile_command_writes_a_usable_profile(tmp_path):
 def test_the_cpu_calibration_recovers_the_level_the_profile_run_ran_at():
     """A profile whose own run was 1.4x slower than the simulator makes of its samples: the calibration finds
     that factor from the run's throughput alone and records it."""
-    from seedance.analysis.sim_vs_real import Config, predict
-    from seedance.real.profile import calibrate_cpu
+    from seedance.experiments.sim_vs_real import Config, predict
+    from seedance.experiments.host_profile import calibrate_cpu
 
     host = profile(fsync=LogNormal(2e-4, 0.3, 1e-3))  # CPU-bound: the default's 3.7 ms fsync hides the CPU
     real = predict("raft", 3, Config(8), 1.0, 1, host.scaled_cpu(1.4))["throughput_ops_s"]
@@ -321,7 +322,7 @@ def test_wake_up_cost_adds_latency_at_low_load():
 
 
 def test_fit_amortisation_recovers_wake_and_per_item_cost():
-    from seedance.real.profile import fit_amortisation
+    from seedance.real.profile_fit import fit_amortisation
 
     rng = np.random.default_rng(5)
     items = rng.integers(1, 12, 4000)
@@ -350,7 +351,7 @@ def test_busy_periods_and_the_handoff_are_measured_on_a_real_loop():
     to a worker thread and back takes a positive, bounded time."""
     import asyncio
 
-    from seedance.real.profile import measure_handoff, measure_wake
+    from seedance.real.meters import measure_handoff, measure_wake
     from seedance.real.runtime import BusyPeriods
 
     async def main():
@@ -403,7 +404,7 @@ def test_fit_by_kind_separates_costly_items_from_the_wake_up_that_the_pooled_fit
     the leader's several cheap ones (timers): the pooled fit's one per-item cost moves the costly items into
     ``wake``; the fit by kind recovers the wake-up and each kind's cost."""
     from seedance.models.host import ITEM_KINDS as PERIOD_KINDS
-    from seedance.real.profile import fit_amortisation, fit_amortisation_by_kind
+    from seedance.real.profile_fit import fit_amortisation, fit_amortisation_by_kind
 
     rng = np.random.default_rng(5)
     message, timer, done = PERIOD_KINDS.index("message"), PERIOD_KINDS.index("timer"), PERIOD_KINDS.index("fsync_done")
@@ -448,7 +449,7 @@ def test_other_tenants_hold_cores_for_their_share_and_preempt():
 def test_tenants_are_measured_for_real():
     import time
 
-    from seedance.real.profile import TenantMeter, measure_tenants
+    from seedance.real.meters import TenantMeter, measure_tenants
 
     busy, late = measure_tenants(cycles=100)
     assert busy >= 0 and len(late) == 100 and min(late) == 0.0
@@ -458,7 +459,7 @@ def test_tenants_are_measured_for_real():
 
 
 def test_connection_set_ups_at_one_node_queue_and_are_fitted_from_sorted_times():
-    from seedance.real.profile import fit_connects
+    from seedance.real.profile_fit import fit_connects
 
     fitted = fit_connects([0.002 + 0.001 * k for k in (3, 0, 5, 1, 2, 4, 7, 6)])
     assert fitted["accept"].median_s == pytest.approx(0.001) and fitted["connect"].median_s == pytest.approx(0.002)
@@ -490,7 +491,7 @@ def test_storage_thread_cpu_inside_the_fsync_overlaps_its_wait():
     """``fsync_cpu``: the storage thread's CPU measured inside the timed write + fsync is already in the fsync's
     wall time: it holds a core during the wait (contention) instead of delaying the fsync (as ``sync_cpu`` does);
     the profile splits the measured CPU per fsync between them."""
-    from seedance.real.profile import _sync_cpus
+    from seedance.real.profile_fit import sync_cpus
 
     before = amortised(sync_cpu=LogNormal(300e-6))
     during = amortised(sync_cpu=LogNormal(0.0), fsync_cpu=LogNormal(300e-6))
@@ -499,9 +500,9 @@ def test_storage_thread_cpu_inside_the_fsync_overlaps_its_wait():
            (("before", before), ("during", during), ("free", free))}
     assert p50["during"] < p50["before"] - 0.1 and p50["during"] >= p50["free"]
     assert HostProfile.from_dict(yaml.safe_load(during.to_yaml())).fsync_cpu == LogNormal(300e-6)
-    split = _sync_cpus(200e-6, 150e-6)
+    split = sync_cpus(200e-6, 150e-6)
     assert split["sync_cpu"].median_s == pytest.approx(50e-6) and split["fsync_cpu"] == LogNormal(150e-6)
-    assert _sync_cpus(200e-6, None) == {"sync_cpu": LogNormal(200e-6)} and _sync_cpus(None, 1e-4) == {"sync_cpu": None}
+    assert sync_cpus(200e-6, None) == {"sync_cpu": LogNormal(200e-6)} and sync_cpus(None, 1e-4) == {"sync_cpu": None}
 
 
 def test_scaling_the_cpu_scales_every_cpu_time_and_no_latency():
@@ -628,7 +629,7 @@ def test_running_peers_reach_a_restarted_node_at_their_next_reconnect():
 
 
 def test_writes_without_fsync_and_restarts_are_measured_for_real(tmp_path):
-    from seedance.real.profile import measure_restart, measure_write
+    from seedance.real.probes import measure_restart, measure_write
 
     walls, cpus = measure_write(tmp_path, samples=30)
     assert len(walls) == len(cpus) == 30 and all(w > 0 for w in walls) and all(c >= 0 for c in cpus)
@@ -699,7 +700,8 @@ def test_the_real_storage_counts_appends_into_a_new_block(tmp_path):
 
 
 def test_allocating_fsyncs_are_probed_for_real_and_chosen_from_the_run_when_it_has_enough(tmp_path):
-    from seedance.real.profile import fsync_grow_kind, measure_fsync_grow
+    from seedance.real.profile_fit import fsync_grow_kind
+    from seedance.real.probes import measure_fsync_grow
 
     within, grow, block = measure_fsync_grow(tmp_path, samples=10)
     assert len(within) == len(grow) == 10 and all(x > 0 for x in within + grow) and block >= 512
@@ -732,7 +734,7 @@ def test_garbage_collection_pauses_stretch_the_tail_and_round_trip():
 def test_older_collections_are_recorded_for_real_and_fitted_per_item():
     import gc
 
-    from seedance.real.profile import fit_gc
+    from seedance.real.profile_fit import fit_gc
     from seedance.real.runtime import GcPauses
 
     recorder = GcPauses()
@@ -757,7 +759,7 @@ def test_full_collections_come_where_the_interpreter_counts_them_and_a_restart_c
     import gc
 
     from seedance.models.host import GcProfile
-    from seedance.real.profile import fit_gc
+    from seedance.real.profile_fit import fit_gc
 
     # two leaders (18k items: 5 young collections, then a full one) and their followers (3k items: 3 young ones)
     leader = [(1, 1.2e-3), (1, 6e-4), (1, 7e-4), (1, 9e-4), (1, 7e-4), (2, 1.66e-2)]
@@ -829,7 +831,7 @@ def test_entries_a_message_carries_cost_per_entry_around_the_profiles_mean():
 
 
 def test_the_frame_paths_cost_per_entry_is_measured_for_real():
-    from seedance.real.profile import measure_entry_codec
+    from seedance.real.probes import measure_entry_codec
 
     send_s, recv_s = measure_entry_codec(entries=16, repeats=10)
     assert 0 < send_s < 1e-3 and 0 < recv_s < 1e-3
@@ -841,7 +843,8 @@ def test_a_restart_takes_its_cpu_on_a_shared_core_and_more_for_a_longer_log(tmp_
     commits less when restarts are CPU-heavy; the records of a real log are counted; the fit's medians."""
     from seedance.models.protocols.contract import PersistLog
     from seedance.models.wire import Codec
-    from seedance.real.profile import fit_recovery, log_entries
+    from seedance.real.profile_fit import fit_recovery
+    from seedance.real.probes import log_entries
     from seedance.real.storage import DiskStorage
     from seedance.sim.config import NemesisConfig
 
@@ -953,7 +956,7 @@ def test_fsyncs_a_collection_held_are_left_out_of_the_hand_over_and_fsync_sample
     """A collection of the node's own process holds its storage thread's hand-over (the interpreter's lock): such
     fsync records are found by their span (submit -> the loop has the result) and the collection's, so the
     simulator, which draws the collections apart, does not draw their pause a second time from these tails."""
-    from seedance.real.profile import gc_held
+    from seedance.real.profile_fit import gc_held
 
     ms = 1_000_000
     # (group, handback, wall, cpu, grew, handover, end): spans [end - wall - handover, end + handback]

@@ -214,7 +214,7 @@ def test_the_sweeps_host_profile_is_fitted_on_profile_clients_whichever_point_me
     setting is reused."""
     from seedance.models.host import HostProfile, LogNormal
     from seedance.paper import runners
-    from seedance.real import profile as real_profile
+    from seedance.experiments import host_profile as real_profile
     from seedance.sweep.runners import POINT_DIR_ENV
 
     measured = []

@@ -8,7 +8,7 @@ import csv
 import json
 
 import pytest
-from seedance.analysis import protocols as study
+from seedance.experiments import protocols as study
 from seedance.cli import main
 
 

@@ -19,7 +19,7 @@ def _profile(tenants=None) -> HostProfile:
 
 
 def test_the_tenants_of_a_run_replace_the_profiles_only_when_both_are_known():
-    from seedance.analysis.sim_vs_real import with_tenants
+    from seedance.experiments.sim_vs_real import with_tenants
 
     measured = _profile(TenantProfile(0.2, LogNormal(3e-5, 1.4, 3e-3)))
     during = with_tenants(measured, 1.5)
@@ -32,7 +32,7 @@ def test_the_real_sides_own_noise_is_reported_beside_the_error():
     8-client rounds a median of 1,811 (-16 %); held-out rounds spread 8 % and 3 % around their medians."""
     import dataclasses
 
-    from seedance.analysis.sim_vs_real import real_noise
+    from seedance.experiments.sim_vs_real import real_noise
 
     profile = dataclasses.replace(_profile(), measured={"config": {"clients": 8},
                                                         "raft_run": {"throughput_ops_s": 2165.0}})
@@ -47,7 +47,7 @@ def test_the_real_sides_own_noise_is_reported_beside_the_error():
 
 @pytest.mark.slow
 def test_one_configuration_runs_on_both_sides_and_reports_its_tenants(tmp_path):
-    from seedance.analysis.sim_vs_real import Config, run_experiment, save
+    from seedance.experiments.sim_vs_real import Config, run_experiment, save
 
     profile = _profile(TenantProfile(0.1, LogNormal(3e-5, 1.4, 3e-3)))
     result = run_experiment(protocol="raft", out=tmp_path, profile=profile, configs=[Config(2)], repeats=1,
@@ -72,7 +72,7 @@ def test_one_configuration_runs_on_both_sides_and_reports_its_tenants(tmp_path):
 def test_the_cpu_anchor_recovers_the_factor_a_slower_machine_ran_at():
     """The fitted configuration's real rounds were produced (here: by the simulator itself) on a machine whose CPU
     ran 1.6x slower than at profiling; the anchor finds that factor from those rounds alone."""
-    from seedance.analysis.sim_vs_real import Config, anchor_cpu, predict
+    from seedance.experiments.sim_vs_real import Config, anchor_cpu, predict
 
     profile = _profile()
     slow = profile.scaled_cpu(1.6)
@@ -93,7 +93,7 @@ def test_the_cpu_anchor_recovers_the_factor_a_slower_machine_ran_at():
 def test_each_round_is_anchored_on_its_own_fitted_run():
     """A machine that ran 1.6x slower in round 0 than at profiling and as fast in round 1: each round's anchor finds
     its own factor from that round's fitted run alone; ``factor`` is their geometric mean."""
-    from seedance.analysis.sim_vs_real import Config, anchor_rounds, predict
+    from seedance.experiments.sim_vs_real import Config, anchor_rounds, predict
 
     profile = _profile()
     rows = [{"config": Config(8).name, "held_out": False, "round": r, "real_tenant_cores": None,
@@ -112,7 +112,7 @@ def test_each_round_is_anchored_on_its_own_fitted_run():
 def test_the_headline_interval_comes_from_the_rounds_noise():
     import pandas as pd
 
-    from seedance.analysis.sim_vs_real import headline_interval
+    from seedance.experiments.sim_vs_real import headline_interval
 
     rows = []
     for config, real in (("a", (100.0, 110.0, 90.0)), ("b", (200.0, 260.0, 240.0))):
@@ -128,7 +128,7 @@ def test_the_headline_interval_comes_from_the_rounds_noise():
 
 
 def test_configurations_name_their_workload_and_only_the_profiles_own_is_fitted():
-    from seedance.analysis.sim_vs_real import DEFAULT_CONFIGS, Config, is_fitted
+    from seedance.experiments.sim_vs_real import DEFAULT_CONFIGS, Config, is_fitted
     from seedance.errors import SpecError
 
     names = [c.name for c in DEFAULT_CONFIGS]
@@ -148,7 +148,7 @@ def test_every_configuration_is_simulated_on_a_profile_with_writes_and_restarts(
     """Reads, fsync off and crashes each move the prediction the way they move a real run."""
     import dataclasses
 
-    from seedance.analysis.sim_vs_real import Config, predict
+    from seedance.experiments.sim_vs_real import Config, predict
     from seedance.models.host import Empirical
 
     profile = dataclasses.replace(_profile(), fsync=LogNormal(1e-3, 0.3, 4e-3), write=Empirical((0.0, 1.0),
@@ -166,8 +166,8 @@ def test_the_cores_speed_is_metered_for_real_and_scales_the_cpu_for_that_run():
     import dataclasses
     import time
 
-    from seedance.analysis.sim_vs_real import Config, at_run, predict, speed_factor
-    from seedance.real.profile import SpeedMeter
+    from seedance.experiments.sim_vs_real import Config, at_run, predict, speed_factor
+    from seedance.real.meters import SpeedMeter
 
     with SpeedMeter(interval_s=0.02) as meter:
         time.sleep(0.15)
@@ -185,7 +185,7 @@ def test_the_cores_speed_is_metered_for_real_and_scales_the_cpu_for_that_run():
     profile = _profile()
     assert speed_factor(profile, 2e-4) == 1.0  # no baseline in the profile
     metered = dataclasses.replace(profile, measured={**profile.measured, "cpu_chunk_s": 1e-4})
-    from seedance.analysis.sim_vs_real import METER_SENSITIVITY
+    from seedance.experiments.sim_vs_real import METER_SENSITIVITY
 
     assert speed_factor(metered, 2e-4) == pytest.approx(2.0 ** METER_SENSITIVITY)
     assert speed_factor(metered, None) == 1.0
@@ -200,7 +200,7 @@ def test_the_share_of_operations_that_waited_out_an_outage_is_counted_on_both_si
     """``slow_share``: ok operations over SLOW_OP_S among all ok ones (fail / info / unfinished do not count); a
     crash prediction has more than a fault-free one (whose load meets the first election only). The crash workload's p99 sits on this share."""
     from seedance.history.events import Event
-    from seedance.analysis.sim_vs_real import SLOW_OP_S, Config, predict, slow_share
+    from seedance.experiments.sim_vs_real import SLOW_OP_S, Config, predict, slow_share
     import dataclasses
 
     events = [Event(process=0, type="invoke", f="write", key="k", value=1, time=0.0),
@@ -220,7 +220,7 @@ def test_the_headline_predictions_are_anchored_on_the_fitted_rounds_and_the_unan
     """With the fitted configuration among the experiment's, ``sim_*`` are the anchored predictions (the CPU level
     set by the fitted configuration's own real rounds), ``unanchored_sim_*`` the ones before the anchor, and the
     summary reports both; the fitted rows' anchored throughput lands near their real one."""
-    from seedance.analysis.sim_vs_real import Config, run_experiment
+    from seedance.experiments.sim_vs_real import Config, run_experiment
 
     profile = _profile()
     result = run_experiment(protocol="raft", out=tmp_path, profile=profile, configs=[Config(2), Config(8)],
@@ -248,7 +248,7 @@ def test_the_report_prints_each_workloads_spread_ratio_and_both_sides_spells(tmp
 
     from seedance.cli import cli
     from seedance.models.host import SpellProfile
-    from seedance.real.storage import atomic_write
+    from seedance.files import atomic_write
 
     import dataclasses
 
@@ -267,7 +267,7 @@ def test_the_prediction_starts_its_load_as_long_after_the_nodes_as_the_real_run_
     """A real run's load starts once every node serves: 0.07-0.19 s after the nodes' protocols started here, so its
     first election is under way. The simulator booted the nodes with the load and lost the whole election to it (first commits
     157-232 ms into the load against 40-141 ms real)."""
-    from seedance.analysis.sim_vs_real import Config, predict, run_lead_s
+    from seedance.experiments.sim_vs_real import Config, predict, run_lead_s
 
     assert run_lead_s({"node_lead_s": [0.08, None, 0.07, 0.09]}) == pytest.approx(0.08)
     assert run_lead_s({"node_lead_s": None}) == 0.0 and run_lead_s({}) == 0.0 and run_lead_s(None) == 0.0
@@ -277,7 +277,7 @@ def test_the_prediction_starts_its_load_as_long_after_the_nodes_as_the_real_run_
 
 
 def test_a_real_runs_cores_are_its_nodes_and_clients_cpu_over_the_load_window():
-    from seedance.analysis.sim_vs_real import cpu_cores
+    from seedance.experiments.sim_vs_real import cpu_cores
 
     summary = {"node_cpu_s": 2.0, "client_cpu_s": 1.0, "load_window_monotonic_s": [10.0, 12.0]}
     assert cpu_cores(summary) == pytest.approx(1.5)
@@ -290,7 +290,7 @@ def test_a_restarts_aftermath_counts_slow_operations_started_just_after_a_minori
     majority up, the fraction over twice the median; windows that took a majority down (an election follows) and
     operations outside the windows' aftermath do not count."""
     from seedance.history.events import Event
-    from seedance.analysis.sim_vs_real import AFTERMATH_S, Config, aftermath_share, predict
+    from seedance.experiments.sim_vs_real import AFTERMATH_S, Config, aftermath_share, predict
     from seedance.faults import FaultWindow
 
     def op(process: int, start: float, latency: float) -> list[Event]:

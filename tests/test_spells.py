@@ -12,7 +12,7 @@ import pytest
 from _host_helpers import run_on, small_host
 
 from seedance.history.events import Event
-from seedance.analysis.spells import latency_windows, operation_latencies, pooled
+from seedance.history.spells import latency_windows, operation_latencies, pooled
 from seedance.models.host import (CorePool, Empirical, HostProfile, LogNormal, SpellProcess, SpellProfile, fit_spell,
                                   ou_window_shape)
 
@@ -158,7 +158,7 @@ def test_the_storage_thread_starts_after_the_measured_hand_over():
 
 def test_a_profile_with_spells_and_a_hand_back_round_trips(tmp_path):
     from seedance.models.host import load_profile
-    from seedance.real.storage import atomic_write
+    from seedance.files import atomic_write
 
     host = _host(spell=SpellProfile(0.15, 0.03), handback=Empirical.fit([3e-5, 5e-5, 6e-5, 1.5e-4, 4e-4]),
                  handover=Empirical.fit([7e-5, 9e-5, 1e-4, 3.5e-4, 8e-4]))
@@ -169,8 +169,8 @@ def test_a_profile_with_spells_and_a_hand_back_round_trips(tmp_path):
 
 
 def test_the_spells_are_calibrated_so_the_simulator_reproduces_the_real_windows():
-    from seedance.analysis.spells import WindowStats
-    from seedance.real.profile import calibrate_spell
+    from seedance.history.spells import WindowStats
+    from seedance.experiments.host_profile import calibrate_spell
 
     host = _host()
     real = WindowStats(sd=0.12, rho=0.5, windows=150, noise_sd=0.03, raw_sd=0.124)

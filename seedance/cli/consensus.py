@@ -2,7 +2,7 @@
 
 ``test-consensus`` takes its settings either from options or, with ``--from-env``, from the make variables
 (GPU_COUNT, TEST_DURATION, CONSISTENCY_CHECK_LEVEL, MEMCHECK_ENABLE, SCENARIO, VARIANT, SEED, NEMESIS,
-COMMIT_EVERY, METRICS_PORT, MEMCHECK_DRIFT_PCT, OUT; see :data:`seedance.analysis.consensus_check.VARIABLES` for
+COMMIT_EVERY, METRICS_PORT, MEMCHECK_DRIFT_PCT, OUT; see :data:`seedance.experiments.consensus_check.VARIABLES` for
 the defaults). A bad value stops it before any process starts: one line naming the variable (or option) and what
 is allowed, exit status 2. A run that fails a check exits with status 1 and names the cause.
 """
@@ -88,7 +88,7 @@ def test_consensus(from_env: bool, show_progress: bool | None, as_json: bool, **
     """The seed's verification command: real training under the commit protocol with faults injected throughout,
     checked for consistency (and memory), for a wall-clock duration. Exit 0: passed; 1: a check failed; 2: bad
     input."""
-    from seedance.analysis import consensus_check as C
+    from seedance.experiments import consensus_check as C
 
     options = {k: v for k, v in given.items() if v is not None}
     if from_env:
@@ -129,7 +129,7 @@ def soak(duration: str, ranks: str, scenario: str, variant: str, commit_every: s
     """The memory monitor on its own over a long fault-free commit-protocol run: per-period table, slope and its
     confidence interval, leak verdict, handle/fd/thread counts at start and end. Exit 1 on a leak."""
     from seedance import validation as V
-    from seedance.analysis import consensus_check as C
+    from seedance.experiments import consensus_check as C
 
     duration_s = C.parse_duration("--duration", duration, lo=5.0)
     world = C.parse_int("--ranks", ranks, 1, C.max_ranks()[0], C.max_ranks()[1])

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from seedance.models.topology.checks import check_topology_spec
 from seedance.cli._common import emit_json, json_option
 from seedance import validation
 from seedance.errors import SpecError
@@ -136,7 +137,7 @@ def command(
     if model != "nccl" and protocol != "auto":
         raise SpecError("protocol", f"{protocol} applies to the nccl model only", "auto with --model alpha-beta")
     sizes = parse_size_range(size_spec)
-    validation.check_topology_spec("--topology", topology_spec, nodes)  # file strictness, device ceiling
+    check_topology_spec("--topology", topology_spec, nodes)  # file strictness, device ceiling
     topology = load(topology_spec, nodes=nodes)
     tau = parse_tau(tau_spec, topology.num_devices) if tau_spec is not None else None
     rows = [

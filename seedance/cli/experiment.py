@@ -1,13 +1,13 @@
 """``seedance experiment``: the studies behind the paper's figures, one sub-command each.
 
 ``seedance experiment convergence [--quick] --out DIR [--seeds N] [--seed S] [--json]`` runs the compression /
-convergence study of :mod:`seedance.analysis.convergence.experiment`: empirical optimality gaps of compressed SGD
+convergence study of :mod:`seedance.experiments.convergence`: empirical optimality gaps of compressed SGD
 (many seeds, torch on CPU) against their theorems' bounds, then time to accuracy on NVLink, PCIe, InfiniBand and
 mixed-generation fabrics. It writes rows.csv, curves.csv, summary.json (with provenance) and figures into DIR;
 with ``--json`` it prints ``{"rows": [...], "summary": {...}, "artifacts": {...}}`` on stdout.
 
 ``seedance experiment protocols [--quick] --out DIR [--json]`` compares Raft, Multi-Paxos and EPaxos in the
-simulator (:mod:`seedance.analysis.protocols`): protocols.csv, protocols.tex, protocols.{pdf,png}, summary.json.
+simulator (:mod:`seedance.experiments.protocols`): protocols.csv, protocols.tex, protocols.{pdf,png}, summary.json.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def convergence(out_dir: str, quick: bool, seeds: int | None, root_seed: int, as
     """Compressed SGD: empirical gap vs bounds, and time to accuracy per fabric × compressor."""
     from tqdm import tqdm
 
-    from seedance.analysis.convergence import ExperimentConfig, run_experiment, save, total_iterations
+    from seedance.experiments.convergence import ExperimentConfig, run_experiment, save, total_iterations
     from seedance.provenance import run_metadata
 
     if seeds is not None and seeds < 2:
@@ -70,7 +70,7 @@ def convergence(out_dir: str, quick: bool, seeds: int | None, root_seed: int, as
         result = run_experiment(config, progress=bar.update)
     finally:
         bar.close()
-    from seedance.analysis.convergence.experiment import config_dict
+    from seedance.experiments.convergence import config_dict
 
     provenance = run_metadata(seed=root_seed, spec=config_dict(config))
     steps.phase(f"writing tables and figures to {out_dir}")
@@ -105,7 +105,7 @@ def sim_vs_real(protocol: str, out_dir: str, host_profile: str | None, quick: bo
     """The same protocol in the simulator (on a measured host profile) and for real: predicted vs measured."""
     from pathlib import Path
 
-    from seedance.analysis import sim_vs_real as svr
+    from seedance.experiments import sim_vs_real as svr
     from seedance.models.protocols import registry
     from seedance.provenance import run_metadata
 
@@ -179,11 +179,11 @@ def sim_vs_real(protocol: str, out_dir: str, host_profile: str | None, quick: bo
 def _host_profile(path: str | None, out: Path, nodes: int, steps: Progress) -> HostProfile:
     """The host profile at ``path``, or one measured now on this machine (written to ``out``/host.yaml)."""
     from seedance.models.host import load_profile
-    from seedance.real.storage import atomic_write
+    from seedance.files import atomic_write
 
     if path is not None:
         return load_profile(path)
-    from seedance.real.profile import profile_host
+    from seedance.experiments.host_profile import profile_host
 
     steps.phase("measuring the host profile (fsync, loopback, CPU per input)")
     profile = profile_host(out / "profile-work", nodes=nodes)
@@ -209,7 +209,7 @@ def protocols(out_dir: str, quick: bool, root_seed: int, duration: float | None,
     """Raft, Multi-Paxos and EPaxos on the same fabric, workloads and seeds: throughput, latencies, linearizable."""
     from pathlib import Path
 
-    from seedance.analysis import protocols as study
+    from seedance.experiments import protocols as study
     from seedance.provenance import run_metadata
 
     check_writable_dir("--out", out_dir)
@@ -260,7 +260,7 @@ command.add_command(_failure_scenarios)
 def pixel_vs_consensus(out_dir: str, quick: bool, root_seed: int, as_json: bool, show_progress: bool | None) -> None:
     """The seed's §2.1 table measured: CRDT-grid convergence vs writes through Raft on dgx-a100, with and without
     training traffic; delta vs full-state bytes; a grid-size and write-rate sweep against one frame (16.7 ms)."""
-    from seedance.analysis.causal_experiment import run
+    from seedance.experiments.causal import run
 
     check_writable_dir("--out", out_dir)
     steps = Progress(show_progress, "experiment pixel-vs-consensus")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import click
 
+from seedance.models.topology.checks import check_topology_spec
 from seedance.cli._common import emit_json, json_option
 from seedance import validation as validation_rules
 from seedance.cli._progress import Progress, progress_option
@@ -45,7 +46,7 @@ def preset_topologies(names: list[str], nodes: int | None) -> dict:
 
     topologies = {}
     for name in names:
-        validation_rules.check_topology_spec("topology", name, nodes)
+        check_topology_spec("topology", name, nodes)
         topology = load(name, nodes=nodes)
         topologies[f"{name} {topology.num_hosts}n"] = topology
     return topologies
@@ -70,7 +71,7 @@ def fabric(out_dir: str, nodes: int | None, presets_spec: str | None, as_json: b
 
     names = parse_presets(presets_spec)
     for name in names:
-        validation_rules.check_topology_spec("topology", name, nodes)
+        check_topology_spec("topology", name, nodes)
     validation_rules.check_writable_dir("--out", out_dir)
     steps = Progress(show_progress, "figure fabric")
     steps.phase(f"building {len(names)} preset cluster(s)")

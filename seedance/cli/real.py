@@ -14,7 +14,9 @@ import click
 
 from seedance import validation as V
 from seedance.cli._common import emit_json, json_option, parse_settings
-from seedance.validation import check_protocol_config, parse_mix
+from seedance.models.protocols.registry import check_protocol_config
+from seedance.models.topology.checks import check_topology_spec
+from seedance.validation import parse_mix
 from seedance.cli._types import SEED, TIMEOUT, Integer, Number
 from seedance.errors import SpecError
 
@@ -196,7 +198,7 @@ def validate_command(world_size: int, topology_file: str, sizes: str | None, rep
     from seedance.real.validate import save_figure, validate
 
     V.integer("--world-size", world_size, lo=1, hi=V.max_real_nodes(), why=V.why_real_nodes())
-    V.check_topology_spec("--topology", topology_file)
+    check_topology_spec("--topology", topology_file)
     sizes_list = parse_size_range(sizes, field="--sizes") if sizes is not None else None
     V.check_writable_file("--figure", Path(str(figure_stem) + ".pdf"))  # before minutes of measuring
     result = validate(world_size, Path(topology_file),
@@ -253,8 +255,8 @@ command.add_command(_soak)
 def profile_command(nodes: int, clients: int, duration: float, runs: int, seed: int, work_dir: str | None,
                     out_file: str, as_json: bool) -> None:
     """Measure this machine's service-time distributions (fsync, loopback, CPU per input, client CPU per op)."""
-    from seedance.real.profile import profile_host
-    from seedance.real.storage import atomic_write
+    from seedance.experiments.host_profile import profile_host
+    from seedance.files import atomic_write
 
     if Path(out_file).suffix.lower() not in (".yaml", ".yml", ".json"):
         raise SpecError("--out", f"{out_file!r} has no .yaml, .yml or .json suffix", "a host profile file name")

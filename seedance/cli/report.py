@@ -29,6 +29,7 @@ from typing import Any
 
 import click
 
+from seedance.models.topology.checks import check_topology_spec
 from seedance import validation
 from seedance.cli._common import emit_json, json_option, to_json
 from seedance.cli._progress import Progress, progress_option
@@ -249,7 +250,7 @@ def check_cost_spec(spec: dict[str, Any]) -> None:
 
             if name not in PRESETS:
                 raise SpecError(f"cost.{key}", f"unknown preset {name!r}", "one of " + ", ".join(PRESETS))
-            validation.check_topology_spec(f"cost.{key}", name, nodes, nodes_field=f"cost.{key} {name} nodes")
+            check_topology_spec(f"cost.{key}", name, nodes, nodes_field=f"cost.{key} {name} nodes")
     collectives = spec["collectives"]
     if not isinstance(collectives, list) or not all(isinstance(c, str) for c in collectives):
         raise SpecError("cost.collectives", "is not a list of names", "e.g. [allreduce, allgather]")

@@ -9,7 +9,9 @@ import click
 
 from seedance import validation as V
 from seedance.cli._common import emit_json, json_option, parse_settings
-from seedance.validation import check_protocol_config, parse_mix
+from seedance.models.protocols.registry import check_protocol_config
+from seedance.models.topology.checks import check_topology_spec
+from seedance.validation import parse_mix
 from seedance.cli._progress import Progress, progress_option
 from seedance.cli._types import SEED, TIMEOUT, Integer, Number
 from seedance.errors import SpecError
@@ -133,7 +135,7 @@ def run_command(protocol: str, nodes: int, topology: str | None, hosts: int | No
         host_profile=host_profile,
     )
     check_protocol_config(protocol, dict(config.protocol_config), nodes)  # --set: unknown or bad options
-    V.check_topology_spec("--topology", topology, hosts, nodes_field="--hosts")
+    check_topology_spec("--topology", topology, hosts, nodes_field="--hosts")
     V.check_writable_dir("--out", out_dir)  # before any work: nothing half-written after an exit 2
     steps = Progress(show_progress, "sim run")
     bar = steps.bar(duration, unit="sim-s", desc="simulating",

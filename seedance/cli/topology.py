@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from seedance.models.topology.checks import check_topology_spec
 from seedance import validation
 from seedance.cli._common import emit_json, json_option
 from seedance.cli._progress import Progress, progress_option
@@ -89,7 +90,7 @@ def show(spec: str, nodes: int | None, as_json: bool) -> None:
     """Print a cluster's bandwidth (GB/s per direction) and latency (µs) matrices."""
     from seedance.models.topology import load
 
-    validation.check_topology_spec("topology", spec, nodes)
+    check_topology_spec("topology", spec, nodes)
     topology = load(spec, nodes=nodes)
     if as_json:
         emit_json({
@@ -124,7 +125,7 @@ def heatmap(spec: str, nodes: int | None, out_dir: str, as_json: bool, show_prog
     """Draw the bandwidth matrix as a heatmap (PDF and PNG)."""
     from seedance.models.topology import load
 
-    validation.check_topology_spec("topology", spec, nodes)
+    check_topology_spec("topology", spec, nodes)
     validation.check_writable_dir("--out", out_dir)
     steps = Progress(show_progress, "topology heatmap")
     steps.phase(f"building {spec}")

@@ -3,7 +3,7 @@ optionally with one of the seed's failure scenarios F1–F8 (``--scenario F2 --v
 
 Both print the same keys (``--json``: one object): steps, final_loss, replica_l2_max, param_l2_deviation, commits,
 rollbacks, alarms, commit_overhead_pct, false_alarms, false_offline, false_convergence, leaked_handles, detected,
-global_resync, recovery_s_mean, ... (see :mod:`seedance.analysis.training`). The commands are registered in the
+global_resync, recovery_s_mean, ... (see :mod:`seedance.history.training`). The commands are registered in the
 ``sim`` and ``real`` groups; this module's own ``train`` group (hidden) holds the same two commands.
 """
 
@@ -79,7 +79,7 @@ def sim_train(world_size: int, topology: str | None, steps: int, commit_every: i
               seed: int, settings: tuple[str, ...], out: Path | None, as_json: bool) -> None:
     """Simulate data-parallel training under validate-and-commit (compute from the compute model, parameters as
     small real arrays)."""
-    from seedance.analysis.training_run import sim_train as run
+    from seedance.experiments.training_run import sim_train as run
 
     _check_out(out)
     summary = run(world=world_size, steps=steps, commit_every=commit_every, scenario=_scenario(scenario),
@@ -104,7 +104,7 @@ def real_train(world_size: int, timeout_s: float, nemesis: str, faulty_s: float,
     """Train for real: one OS process per rank, torch.distributed collectives (gloo here, NCCL with CUDA)."""
     import tempfile
 
-    from seedance.analysis.training_run import protocol_config, real_train as run
+    from seedance.experiments.training_run import protocol_config, real_train as run
 
     if world_size > V.max_real_nodes():
         raise SpecError("--world-size", f"{world_size} is above the ceiling {V.max_real_nodes()}",
@@ -158,7 +158,7 @@ def failure_scenarios(out_dir: str, quick: bool, seed: int, no_real: bool, as_js
     """The seed's impact table for F1-F8, buggy and fixed, simulated and real: CSV, LaTeX, figure, summary.json."""
     import sys
 
-    from seedance.analysis.scenarios import ROW_FIELDS, run
+    from seedance.experiments.scenarios import ROW_FIELDS, run
     from seedance.provenance import run_metadata
 
     V.check_writable_dir("--out", out_dir)

@@ -6,7 +6,10 @@ device. ``host(x)`` gives a numpy copy (for torch, after the device-to-host copy
 digests read. An op receives the buffers named by the effect, in order, and its params; it updates buffers in place
 and returns a small plain result (a digest, a norm, a list) or None.
 
-A protocol adds its own ops with :func:`register` (at import time of its module, so both runtimes know it).
+A protocol adds its own ops by name, as protocols themselves are found: its module lists them in ``OPS`` (name ->
+(function, buffers)) and :data:`PROVIDERS` names that module for the ops' prefix (``commit.`` ->
+:mod:`seedance.models.protocols.commit.ops`), read the first time one of them is looked up. Nothing registers on
+import, so no module below the engine imports it. :func:`register` adds one op directly.
 
 Timing: the simulator charges ``StartWork.flops`` / ``bytes_moved`` on the node's device (:mod:`seedance.models.
 compute`), plus ``params["duration_s"]`` when given; the real backend runs the op for real and, when
@@ -17,6 +20,7 @@ the seed's heartbeat-starvation scenario).
 from __future__ import annotations
 
 import hashlib
+import importlib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -26,6 +30,8 @@ import numpy as np
 WorkFn = Callable[[Sequence[Any], Mapping[str, Any], Callable[[Any], np.ndarray]], Any]
 
 _OPS: dict[str, tuple[WorkFn, int]] = {}
+# op-name prefix -> module whose OPS lists the ops of that prefix (imported on first use)
+PROVIDERS: dict[str, str] = {"commit": "seedance.models.protocols.commit.ops"}
 
 
 def register(name: str, fn: WorkFn, *, buffers: int) -> None:
@@ -33,13 +39,27 @@ def register(name: str, fn: WorkFn, *, buffers: int) -> None:
     _OPS[name] = (fn, buffers)
 
 
+def _provide(name: str) -> None:
+    """Load the ops of ``name``'s prefix from their provider module, once."""
+    prefix = name.partition(".")[0]
+    module = PROVIDERS.pop(prefix, None) if "." in name else None
+    if module is not None:
+        for op, (fn, buffers) in importlib.import_module(module).OPS.items():
+            _OPS.setdefault(op, (fn, buffers))
+
+
 def names() -> list[str]:
+    for prefix in list(PROVIDERS):
+        _provide(prefix + ".")
     return sorted(_OPS)
 
 
 def lookup(name: str, count: int) -> tuple[WorkFn | None, str | None]:
     """The op's function, or an error naming the problem."""
     entry = _OPS.get(name)
+    if entry is None:
+        _provide(name)
+        entry = _OPS.get(name)
     if entry is None:
         return None, f"unknown work op {name!r}; valid: {', '.join(names())}"
     fn, want = entry

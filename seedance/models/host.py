@@ -37,7 +37,7 @@ simulator's textbook constants leave out:
   loop's submit to the storage thread running the job (its wake-up on a busy machine, the interpreter's lock),
   measured for every fsync of the run (here median 74-119 us, p90 250-400 us, against the idle probe's ~17 us);
 * ``spell`` (optional): the host's slow spells (:class:`SpellProfile`): a slowly varying factor on every CPU cost
-  and the loopback latency, fitted to the profile runs' latency windows (:mod:`seedance.analysis.spells`);
+  and the loopback latency, fitted to the profile runs' latency windows (:mod:`seedance.history.spells`);
 * ``tenants`` (optional): the machine's other tenants (other users' processes on a shared machine): the cores' worth
   of CPU they use (``busy_cores``, from ``/proc/stat`` less this process tree's own CPU) and how long one of their
   bursts keeps a core from a waking process (``slice``: the lateness of a sleeping thread's wake-ups beyond the

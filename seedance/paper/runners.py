@@ -71,7 +71,7 @@ def validate_pixel(params: dict[str, Any]) -> None:
 
 
 def pixel(params: dict[str, Any], seed: int) -> dict[str, Any]:
-    from seedance.analysis.causal_experiment import measure_run, pixel_config
+    from seedance.experiments.causal import measure_run, pixel_config
 
     p = _pixel_setup(params)
     config = pixel_config(p["protocol"], grid=p["grid"], writes_per_frame=p["writes_per_frame"],
@@ -113,7 +113,7 @@ def validate_convergence(params: dict[str, Any]) -> None:
 
 @functools.lru_cache(maxsize=4)
 def _problem(name: str) -> Any:
-    from seedance.analysis.convergence.experiment import ExperimentConfig
+    from seedance.experiments.convergence import ExperimentConfig
     from seedance.analysis.convergence.problems import make_logistic, make_mlp
 
     config = ExperimentConfig()  # the study's problem sizes; the data set's seed is fixed (0): seeds vary the runs
@@ -127,7 +127,7 @@ def convergence(params: dict[str, Any], seed: int) -> dict[str, Any]:
 
     import torch
 
-    from seedance.analysis.convergence.experiment import ExperimentConfig, common_run
+    from seedance.experiments.convergence import ExperimentConfig, common_run
     from seedance.analysis.convergence.problems import LogisticProblem
     from seedance.analysis.convergence.time_to_accuracy import load_fabric, time_to_accuracy
     from seedance.analysis.convergence.training import iterations_to_target
@@ -256,8 +256,8 @@ def _sweep_profile(p: dict[str, Any]) -> tuple[Any, str]:
             tag = "-".join(f"{k}{v:g}" for k, v in setting.items())
             path = sweep_dir / f"host-{tag}.yaml"
         if not path.is_file():
-            from seedance.real.profile import profile_host
-            from seedance.real.storage import atomic_write
+            from seedance.experiments.host_profile import profile_host
+            from seedance.files import atomic_write
 
             profile = profile_host(path.with_name(path.stem.replace("host", "profile-work", 1)), nodes=setting["nodes"],
                                    clients=setting["clients"], duration_s=setting["duration_s"],
@@ -279,7 +279,7 @@ def _rel(predicted: Any, measured: Any) -> float | None:
 
 
 def sim_vs_real(params: dict[str, Any], seed: int) -> dict[str, Any]:
-    from seedance.analysis.sim_vs_real import (Config, anchor_cpu, at_run, is_fitted, measure_real, predict,
+    from seedance.experiments.sim_vs_real import (Config, anchor_cpu, at_run, is_fitted, measure_real, predict,
                                                speed_factor)
 
     p = _sim_vs_real_setup(params)
@@ -330,7 +330,7 @@ MEMORY_PARAMS: dict[str, Any] = {"ranks": 2, "duration_s": 60.0, "scenario": "no
 
 def _memory_setup(params: dict[str, Any]) -> dict[str, Any]:
     from seedance import validation as V
-    from seedance.analysis import consensus_check as C
+    from seedance.experiments import consensus_check as C
 
     p = known("paper-memory", params, MEMORY_PARAMS)
     limit, why = C.max_ranks()
@@ -352,7 +352,7 @@ def memory(params: dict[str, Any], seed: int) -> dict[str, Any]:
     """One memory soak (``seedance real soak``: a fault-free or F-scenario commit-protocol training run on real
     processes, every rank sampled): rank 0's RSS per period (the seed's §4.4 table: three periods), its fluctuation
     and drift, the slope with its CI, and the largest growth of live handles, fds and threads over the ranks."""
-    from seedance.analysis.consensus_check import run_soak
+    from seedance.experiments.consensus_check import run_soak
 
     p = _memory_setup(params)
     report = run_soak(ranks=p["ranks"], duration_s=float(p["duration_s"]),

@@ -171,7 +171,7 @@ def draw(it: Item, results: str | os.PathLike[str], out: Path) -> tuple[list[Pat
     """Figure, table and headline of item ``it`` from its Parquet dataset (read back from disk)."""
     from seedance.analysis import style
     from seedance.paper import figures, tables
-    from seedance.real.storage import atomic_write
+    from seedance.files import atomic_write
     from seedance.sweep import load_results
 
     df = load_results(results)
@@ -243,7 +243,7 @@ def write_html(path: Path, results: list[ItemResult], *, size: str, metadata: di
                extra_figures: list[Path] = (), extra_lines: list[str] = ()) -> Path:
     """One page: per item its headline numbers, figure (PNG, linked relatively; the PDF beside it), table link,
     failed runs with their reproduce commands; then the provenance."""
-    from seedance.real.storage import atomic_write
+    from seedance.files import atomic_write
 
     base = path.parent
 

@@ -55,7 +55,7 @@ from seedance.real import trace as trace_mod
 from seedance.real.clients import ClientPool, Workload
 from seedance.real.launcher import LocalLauncher
 from seedance.real.nemesis import RealNemesis
-from seedance.real.storage import atomic_write
+from seedance.files import atomic_write
 from seedance.real.trace import TraceRecorder
 
 log = logging.getLogger("seedance.real.run")

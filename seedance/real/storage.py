@@ -45,9 +45,10 @@ from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
-from seedance.errors import SeedanceError
 import numpy as np
 
+from seedance.errors import SeedanceError
+from seedance.files import atomic_write, fsync_dir
 from seedance.models.host import reaches_new_block
 from seedance.models.protocols.contract import DurableState
 from seedance.models.wire import Codec
@@ -63,37 +64,6 @@ RECORDS_PREFIX = "\x00records\x00"  # log keys of keyed-record tables (no protoc
 
 class StorageError(SeedanceError, OSError):
     """A durable file is torn or corrupt (``field`` names the file); the node refuses to start on it."""
-
-
-def fsync_dir(path: Path | str, enabled: bool = True) -> None:
-    if not enabled:
-        return
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: Path | str, data: bytes, fsync: bool = True) -> None:
-    """write temp -> fsync -> os.replace -> fsync directory.
-
-    The temporary name is built as a string, not with ``Path.with_name``: CPython's pathlib (before 3.13) interns
-    every component it parses, and a fresh ``"<name>.tmp"`` interned and dropped on every write is one insertion into
-    the interpreter's interned-string table each time (see ``DiskStorage._path``)."""
-    path = os.fspath(path)
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        if fsync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(os.path.dirname(path) or ".", fsync)
 
 
 def encode_value_file(body: bytes) -> bytes:

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from seedance.sweep.aggregate import aggregate, mean_ci
 from seedance.sweep.execute import SweepSummary, run_sweep
-from seedance.sweep.expand import points, runs
+from seedance.sweep.expand import load_spec, points, runs
 from seedance.sweep.runners import current_point_dir, register_runner, runner_names
-from seedance.sweep.spec import SweepSpec, load_spec
+from seedance.sweep.spec import SweepSpec
 from seedance.sweep.store import build_dataset, load_results
 
 __all__ = ["SweepSpec", "SweepSummary", "aggregate", "build_dataset", "current_point_dir", "load_results",

@@ -286,7 +286,7 @@ def run_sweep(spec: Any, out: str | Path, *, workers: int = 1, scheduler: str | 
     command uses). Returns the counts and the path of the Parquet dataset, rebuilt from the point files.
     """
     from seedance.sweep import expand, store
-    from seedance.sweep.spec import load_spec
+    from seedance.sweep.expand import load_spec
 
     spec = load_spec(spec)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -311,7 +311,7 @@ def run_sweep(spec: Any, out: str | Path, *, workers: int = 1, scheduler: str | 
 def _run_locked(spec: Any, out: Path, all_runs: list[Any], selected: list[Any], *, workers: int,
                 scheduler: str | None, progress: bool | None) -> SweepSummary:
     from seedance.provenance import git_commit, spec_hash, versions
-    from seedance.real.storage import atomic_write
+    from seedance.files import atomic_write
     from seedance.sweep import store
     from seedance.sweep.runners import entry
 

@@ -11,10 +11,10 @@ Built-in runners, each a thin function over the library (not the CLI through a s
   protocol options as ``set: {...}``, settings without a flag as ``extra: {section: {...}}``). Metrics: the run
   summary flattened (throughput, client latency p50/p99, ops counts, linearizable, liveness, protocol keys,
   ``stats.*``), the protocol comparison's commit / execution latency, messages and bytes per op, EPaxos's fast-path
-  fraction (:func:`seedance.analysis.protocols.latency_breakdown`), and ``command`` (the ``seedance sim run`` that
+  fraction (:func:`seedance.experiments.protocols.latency_breakdown`), and ``command`` (the ``seedance sim run`` that
   reproduces the run).
 * ``real`` — :func:`seedance.real.run.run_real` into the run's own directory: same shape on real processes.
-* ``train`` — :func:`seedance.analysis.training_run.sim_train` / ``real_train`` (``runtime: sim | real``):
+* ``train`` — :func:`seedance.experiments.training_run.sim_train` / ``real_train`` (``runtime: sim | real``):
   ``scenario``, ``variant``, ``ranks``, ``steps``, ``commit_every``, ``set`` → the training summary's metrics.
 * ``experiment`` — one ``seedance experiment NAME`` study (``quick: true`` by default, other options as
   ``options: {...}``) into the run's own directory; its headline numbers (the scalars of its JSON summary) and
@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from seedance.errors import SpecError
+from seedance.models.topology.checks import check_topology_spec
 
 POINT_DIR_ENV = "SEEDANCE_SWEEP_POINT_DIR"
 
@@ -207,7 +208,7 @@ def _mix(p: Mapping[str, Any]) -> tuple[float, float, float]:
 
 def _protocol_options(protocol: str, settings: dict[str, Any], nodes: int) -> None:
     """The check of ``--set`` options (unknown or bad ones), with errors named ``params.set.<option>``."""
-    from seedance.validation import check_protocol_config
+    from seedance.models.protocols.registry import check_protocol_config
 
     try:
         check_protocol_config(protocol, settings, nodes)
@@ -246,7 +247,7 @@ def _cost_setup(params: Mapping[str, Any]) -> dict[str, Any]:
         V.integer("params.size", size, lo=1, hi=1 << 50)
     if p["nodes"] is not None:
         V.integer("params.nodes", p["nodes"], lo=1, hi=V.MAX_DEVICES, why=V.WHY_DEVICES)
-    V.check_topology_spec("params.topology", p["topology"], p["nodes"], nodes_field="params.nodes")
+    check_topology_spec("params.topology", p["topology"], p["nodes"], nodes_field="params.nodes")
     protocol = check_protocol(p["protocol"])
     if model != "nccl" and protocol != "auto":  # as `seedance cost` refuses it
         raise SpecError("params.protocol", f"{protocol} applies to the nccl model only", "auto with model alpha-beta")
@@ -343,7 +344,7 @@ def sim_config(params: Mapping[str, Any], seed: int) -> Any:
             background=_names("params.background", p["background"]), monitor=p["monitor"],
             host_profile=p["host_profile"])
         _protocol_options(p["protocol"], dict(config.protocol_config), p["nodes"])
-        V.check_topology_spec("params.topology", p["topology"], p["hosts"], nodes_field="params.hosts")
+        check_topology_spec("params.topology", p["topology"], p["hosts"], nodes_field="params.hosts")
         if p["topology"] is not None:
             _topology("params.topology", p["topology"], p["hosts"])
     except SpecError as err:
@@ -362,7 +363,7 @@ def validate_sim(params: dict[str, Any]) -> None:
 def run_sim(params: dict[str, Any], seed: int) -> dict[str, Any]:
     """One ``seedance sim run`` (history in memory, nothing written; ``trace: true`` records the trace for its
     ``trace_sha256``); its flattened summary."""
-    from seedance.analysis.protocols import latency_breakdown
+    from seedance.experiments.protocols import latency_breakdown
     from seedance.sim import simulate
 
     config = sim_config(params, seed)
@@ -454,7 +455,7 @@ SCENARIOS = ("F1", "F2", "F3", "F4", "F5", "F6", "F7", "F8")
 def _train_setup(params: Mapping[str, Any], seed: int) -> dict[str, Any]:
     from seedance import faults as fault_table
     from seedance import validation as V
-    from seedance.analysis.training_run import protocol_config
+    from seedance.experiments.training_run import protocol_config
 
     p = known("train", params, TRAIN_PARAMS)
     if p["runtime"] not in ("sim", "real"):
@@ -487,7 +488,7 @@ def validate_train(params: dict[str, Any]) -> None:
 
 def run_train(params: dict[str, Any], seed: int) -> dict[str, Any]:
     """One validate-and-commit training run (simulated or real); the training summary's scalars."""
-    from seedance.analysis.training_run import real_train, sim_train
+    from seedance.experiments.training_run import real_train, sim_train
 
     p = _train_setup(params, seed)
     common = {"world": p["ranks"], "steps": p["steps"], "commit_every": p["commit_every"], "scenario": p["scenario"],
@@ -581,10 +582,10 @@ def run_experiment(params: dict[str, Any], seed: int) -> dict[str, Any]:
 
 # what a worker imports before its first run of each (so imports are not part of any run's time or timeout)
 run_cost.imports = ("seedance.models.cost", "seedance.models.topology")  # type: ignore[attr-defined]
-run_sim.imports = ("seedance.sim", "seedance.analysis.protocols",  # type: ignore[attr-defined]
+run_sim.imports = ("seedance.sim", "seedance.experiments.protocols",  # type: ignore[attr-defined]
                    "seedance.history.linearizability")
 run_real.imports = ("seedance.real.run",)  # type: ignore[attr-defined]
-run_train.imports = ("seedance.analysis.training_run", "seedance.sim")  # type: ignore[attr-defined]
+run_train.imports = ("seedance.experiments.training_run", "seedance.sim")  # type: ignore[attr-defined]
 run_experiment.imports = ("seedance.cli.experiment",)  # type: ignore[attr-defined]
 
 for _name in ("cost", "sim", "real", "train", "experiment"):

@@ -27,8 +27,6 @@ dotted path (``axes.random.params.lr.loguniform``) and what would be valid, in o
 from __future__ import annotations
 
 import math
-import os
-from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
@@ -266,44 +264,3 @@ def spec_error(err: ValidationError, where: str = "") -> SpecError:
     field = f"{where}: {path}" if where else path
     return SpecError(field, msg, valid)
 
-
-def load_spec(source: str | os.PathLike[str] | dict[str, Any] | SweepSpec, *, check_points: bool = True) -> SweepSpec:
-    """A validated :class:`SweepSpec` from a YAML/JSON file, a dict or a spec.
-
-    With ``check_points`` (default) every point's parameters also pass the runner's own validation, so an unknown
-    or bad parameter is refused before any point runs.
-    """
-    from seedance import validation
-
-    if isinstance(source, SweepSpec):
-        spec = source
-    else:
-        where = ""
-        if isinstance(source, dict):
-            doc = source
-        else:
-            path = Path(source)
-            if not path.is_file():
-                raise SpecError("SPEC", f"{path} is not a file", "a YAML or JSON sweep specification")
-            doc = validation.load_file(path, "SPEC")
-            where = str(path)
-        if not isinstance(doc, dict):
-            raise SpecError(where or "spec", f"expected a mapping, got {type(doc).__name__}",
-                            "a YAML mapping with name, runner, fixed, axes, repetitions, timeout_s")
-        try:
-            spec = SweepSpec.model_validate(doc)
-        except ValidationError as err:
-            raise spec_error(err, where) from None
-    if check_points and not spec._points_checked:
-        from seedance.provenance import spec_hash
-        from seedance.sweep.expand import points
-        from seedance.sweep.runners import validate_params
-
-        seen: set[str] = set()
-        for params in points(spec):
-            key = spec_hash(params)
-            if key not in seen:
-                seen.add(key)
-                validate_params(spec.runner, params)
-        spec._points_checked = True
-    return spec

@@ -30,7 +30,7 @@ from typing import Any
 
 from seedance.errors import SpecError
 from seedance.jsonable import jsonable
-from seedance.real.storage import atomic_write
+from seedance.files import atomic_write
 
 POINTS = "points"
 RESULTS = "results.parquet"

@@ -22,7 +22,6 @@ to every algorithm alike.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,9 +29,10 @@ import numpy as np
 
 from seedance.errors import SpecError
 from seedance.models.cost._algorithms import ALGORITHMS, COLLECTIVES, Plan, build_plan, ring_of
-from seedance.models.cost._curves import Steps, evaluate
+from seedance.models.cost._curves import evaluate
 from seedance.models.cost._fabric import Fabric, fabric_of
 from seedance.models.cost.ring import RingOrder
+from seedance.models.cost.scalar import scalar_time
 
 SIZE_MEANING = {
     "allreduce": "bytes each rank reduces (input = output size)",
@@ -198,57 +198,6 @@ def _times(collective: str, sizes: np.ndarray, fabric: Fabric, algorithm: str, t
     return best, winner
 
 
-def _compiled(fabric: Fabric, collective: str, algorithm: str) -> tuple:
-    """The plans ``algorithm`` (or every candidate of auto) needs, flattened for plain-Python evaluation at one size:
-    ``((name, terms, base), ...)`` with each term ``(0, count, a, s)`` (one line), ``(1, count, lines, None)`` or
-    ``(2, pipeline.at, None, None)``. The arithmetic is exactly that of ``Steps.at``/``Pipeline.at`` (cached)."""
-    key = ("scalar", collective, algorithm)
-    found = fabric.cache.get(key)
-    if found is not None:
-        return found
-    entries = []
-    for name in ALGORITHMS[collective] if algorithm == "auto" else (algorithm,):
-        try:
-            plan = build_plan(fabric, collective, name)
-        except SpecError:
-            if algorithm != "auto":
-                raise
-            continue
-        terms = []
-        for term in plan.curve:
-            if isinstance(term, Steps):
-                if not term.count:
-                    terms.append((3, None, None, None))  # Steps.at gives 0.0
-                    continue
-                lines = tuple(zip(term.intercept_s.tolist(), term.slope_s_per_byte.tolist()))
-                terms.append((0, term.count, *lines[0]) if len(lines) == 1 else (1, term.count, lines, None))
-            else:
-                terms.append((2, term.at, None, None))
-        entries.append((name, tuple(terms), fabric.base_latency_s if plan.curve else 0.0))
-    found = tuple(entries)
-    fabric.cache[key] = found
-    return found
-
-
-def _scalar_time(collective: str, size: float, fabric: Fabric, algorithm: str) -> tuple[float, str]:
-    best, chosen = math.inf, ALGORITHMS[collective][0] if algorithm == "auto" else algorithm
-    for name, terms, base in _compiled(fabric, collective, algorithm):
-        total = 0  # as sum(): the same additions in the same order as the vectorised evaluate()
-        for kind, x, y, z in terms:
-            if kind == 0:
-                total += x * (y + z * size)
-            elif kind == 1:
-                total += x * max([a + s * size for a, s in y])
-            elif kind == 2:
-                total += x(size)
-            else:
-                total += 0.0
-        total += base
-        if total < best:
-            best, chosen = total, name
-    return float(best), chosen
-
-
 def collective_times(
     collective: str, sizes_bytes: Any, topology: Any, *, algorithm: str = "auto", tau_s: Any = None,
     model: str = "nccl", protocol: str = "auto",
@@ -342,7 +291,7 @@ def collective_time(
             "channels": channels, "model": "nccl",
         })
     if tau_s is None:  # the common case, in plain Python: no array overhead for one size
-        time_s, chosen = _scalar_time(collective, float(size_bytes), fabric, algorithm)
+        time_s, chosen = scalar_time(collective, float(size_bytes), fabric, algorithm)
     else:
         times, winner = _times(
             collective, np.array([float(size_bytes)]), fabric, algorithm, _tau_vector(fabric, tau_s)

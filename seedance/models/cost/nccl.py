@@ -46,6 +46,7 @@ import numpy as np
 
 from seedance.errors import SpecError
 from seedance.models.cost._fabric import Fabric, fabric_of
+from seedance.models.cost.scalar import scalar_time
 
 # --- NCCL constants (NVIDIA/nccl v2.30.7-1) ------------------------------------------------------------------------
 PROTOCOLS: tuple[str, ...] = ("LL", "LL128", "Simple")
@@ -459,9 +460,7 @@ def choose(topology: Any, collective: str, size: float, algorithm: str = "auto",
 
 
 def _p2p(topology: Any, collective: str, size: float, view: NcclView):
-    from seedance.models.cost.collectives import _scalar_time
-
-    seconds, _ = _scalar_time(collective, float(size), fabric_of(topology), "direct")
+    seconds, _ = scalar_time(collective, float(size), fabric_of(topology), "direct")
     # NCCL p2p: one Simple-protocol step per peer exchange; its latency is the ring/Simple step of the hop class
     hop = HW_LATENCY_US["net" if view.nodes > 1 else view.intra]["ring"][2] + (view.net_latency_us if view.nodes > 1
                                                                               else 0.0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 from seedance.errors import SpecError
 from seedance.models.protocols.contract import ProtocolSpec
@@ -33,3 +34,18 @@ def get(name: str) -> ProtocolSpec:
     spec = importlib.import_module(_MODULES[name]).SPEC
     assert isinstance(spec, ProtocolSpec)
     return spec
+
+
+def check_protocol_config(protocol: str, config: dict[str, Any], nodes: int) -> None:
+    """Reject an unknown or bad protocol option (``--set``) before any work: build one node with it (a node's
+    constructor validates its configuration, e.g. RaftConfig)."""
+    import numpy as np
+
+    spec = get(protocol) if isinstance(protocol, str) and ":" not in protocol else None
+    if spec is None:
+        return
+    defaults = dict(spec.default_config or {})
+    unknown = sorted(set(config) - set(defaults)) if defaults else []
+    if unknown:
+        raise SpecError(f"--set {unknown[0]}", "unknown option", f"valid for {protocol}: {', '.join(defaults)}")
+    spec.factory(0, max(1, nodes), np.random.default_rng(0), {**defaults, **config})

@@ -71,6 +71,6 @@ SPEC = ProtocolSpec(
     description="validate-and-commit for data-parallel training state (digests, atomic checkpoints, rollback, "
                 "phi-accrual membership); scenarios F1-F8 buggy/fixed",
     default_config={}, operations=(), checker=None, monitor=CommitMonitor, routing="any",
-    summarize="seedance.analysis.training:run_summary")
+    summarize="seedance.history.training:run_summary")
 
 __all__ = ["SCENARIOS", "SPEC", "VARIANTS", "CommitConfig", "CommitMonitor", "CommitNode", "Heartbeat"]

@@ -40,7 +40,6 @@ import numpy as np
 
 from seedance.errors import SpecError
 from seedance.models.phi import PhiAccrualDetector, PhiConfig
-from seedance.models.protocols.commit import ops as _ops  # noqa: F401  (registers the work ops)
 from seedance.models.protocols.commit import scenarios
 from seedance.models.protocols.contract import (
     Annotate, Checkpoint, CollectiveDone, CreateBuffer, DurableState, Effects, FreeBuffer, Observe, Restore, Send,

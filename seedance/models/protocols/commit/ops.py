@@ -1,6 +1,7 @@
 """Work ops of the commit protocol: a small data-parallel training job on each rank's flat parameter buffer.
 
-Registered in :mod:`seedance.engine.work` at import, so both runtimes run them: numpy buffers in the simulator,
+Listed in :data:`OPS`, which :mod:`seedance.engine.work` reads by name the first time a ``commit.`` op is looked up
+(nothing registers on import), so both runtimes run them: numpy buffers in the simulator,
 torch tensors on the rank's device in the real backend (``host(x)`` reads after the device-to-host copy; results are
 written back with the buffer's own ``copy_`` / item assignment). The arithmetic is float32 on the host, identical in
 every rank that applies the same inputs, so replicas that follow the protocol are bit-identical.
@@ -18,8 +19,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-
-from seedance.engine import work
 
 _TRUTH_STREAM = 0x7A11  # the generator of w* (the same on every rank)
 _INIT_STREAM = 0x1417  # the generator of the initial parameters (the same on every rank)
@@ -126,10 +125,13 @@ def _record_event(bufs: Sequence[Any], params: Mapping[str, Any], host: Any) -> 
     _store(bufs[0], np.asarray([_float(params, "step", 0.0)], dtype=np.float32))
 
 
-work.register("commit.init", _init, buffers=1)
-work.register("commit.grad", _grad, buffers=2)
-work.register("commit.apply", _apply, buffers=2)
-work.register("commit.apply_partial", _apply_partial, buffers=3)
-work.register("commit.slice", _slice, buffers=2)
-work.register("commit.digest", _digest, buffers=1)
-work.register("commit.record_event", _record_event, buffers=1)
+# op name -> (function, buffers it takes; -1: one or more): what seedance.engine.work serves for "commit." ops
+OPS = {
+    "commit.init": (_init, 1),
+    "commit.grad": (_grad, 2),
+    "commit.apply": (_apply, 2),
+    "commit.apply_partial": (_apply_partial, 3),
+    "commit.slice": (_slice, 2),
+    "commit.digest": (_digest, 1),
+    "commit.record_event": (_record_event, 1),
+}

@@ -37,9 +37,9 @@ from seedance.jsonable import jsonable
 from seedance.models import convergence as bounds
 from seedance.models.compression import Compressor, Kind, parse_compressor
 
-from .problems import LogisticProblem, make_logistic, make_mlp
-from .time_to_accuracy import FABRICS, ComputeModel, load_fabric, time_to_accuracy
-from .training import RunResult, RunSpec, iterations_to_target, mean_and_ci, run
+from seedance.analysis.convergence.problems import LogisticProblem, make_logistic, make_mlp
+from seedance.analysis.convergence.time_to_accuracy import FABRICS, ComputeModel, load_fabric, time_to_accuracy
+from seedance.analysis.convergence.training import RunResult, RunSpec, iterations_to_target, mean_and_ci, run
 
 DEFAULT_COMPRESSORS = (
     "identity", "fp16", "top_k:0.1", "random_k:0.1", "scaled_sign", "qsgd:4", "random_k_unbiased:0.1",
@@ -302,7 +302,7 @@ def save(result: ExperimentResult, out_dir, *, provenance: dict, formats: tuple[
 
     import matplotlib.pyplot as plt
 
-    from . import figures
+    from seedance.analysis.convergence import figures
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

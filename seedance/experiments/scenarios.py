@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from seedance.analysis.training_run import real_train, sim_train
+from seedance.experiments.training_run import real_train, sim_train
 from seedance.models.protocols.commit.scenarios import SCENARIOS, VARIANTS
 
 ROW_FIELDS = ("scenario", "variant", "runtime", "runs", "recovery_s_mean", "global_resync", "param_l2_deviation",

@@ -182,9 +182,9 @@ def _ratio(real: Any, predicted: Any) -> float | None:
 
 def run_real_case(case: RealCase, *, profile: Any, seed: int, duration_s: float, out: Path) -> dict[str, Any]:
     """One real run of ``case`` and the simulator's prediction of it (see the module docstring)."""
-    from seedance.analysis.sim_vs_real import with_tenants
+    from seedance.experiments.sim_vs_real import with_tenants
     from seedance.real.clients import Workload
-    from seedance.real.profile import TenantMeter
+    from seedance.real.meters import TenantMeter
     from seedance.real.run import run_real
     from seedance.sim import NemesisConfig, SimConfig, WorkloadConfig, simulate
 
@@ -238,7 +238,7 @@ def real_latex_table(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def save_real(rows: Sequence[dict[str, Any]], out: Path) -> dict[str, str]:
-    from seedance.real.storage import atomic_write
+    from seedance.files import atomic_write
 
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "protocols_real.csv", "w", newline="") as fh:

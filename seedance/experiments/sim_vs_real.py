@@ -96,7 +96,7 @@ def measure_real(protocol: str, nodes: int, config: Config, duration_s: float, s
     import os
 
     from seedance.real.clients import Workload
-    from seedance.real.profile import SpeedMeter, TenantMeter
+    from seedance.real.meters import SpeedMeter, TenantMeter
     from seedance.real.run import run_real
 
     workload = Workload(num_clients=config.clients, read_fraction=config.read_fraction, cas_fraction=0.0,
@@ -205,11 +205,11 @@ SLOW_OP_S = 0.1
 
 
 def window_keys(events: Any) -> dict[str, float | None]:
-    """A run's slow spells (:mod:`seedance.analysis.spells`): its latency windows' sd and lag-1 correlation; and
+    """A run's slow spells (:mod:`seedance.history.spells`): its latency windows' sd and lag-1 correlation; and
     ``slow_share``, the fraction of its ``ok`` operations slower than :data:`SLOW_OP_S`. With crashes that share
     is what the p99 sits on: three outages hold ~24 operations of 1,700-4,000, so the p99 falls inside them or in
     the regular tail by a few operations either way; the share says whether the simulator put as many there."""
-    from seedance.analysis.spells import history_windows
+    from seedance.history.spells import history_windows
 
     events = list(events)
     stats = history_windows(events)
@@ -390,7 +390,7 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
                          "real_p99_ms": real["latency_ms_p99"], "sim_p99_ms": sim["latency_ms_p99"],
                          "real_loadavg": real["loadavg_1min"], "real_tenant_cores": real["tenant_cores"],
                          "real_cpu_speed": speed, "real_lead_s": lead,
-                         # the slow spells: the latency windows' sd (seedance.analysis.spells), both sides
+                         # the slow spells: the latency windows' sd (seedance.history.spells), both sides
                          "real_window_sd": real["window_sd"], "sim_window_sd": sim["window_sd"],
                          # the share of operations that waited out an outage (window_keys), both sides
                          "real_slow_share": real["slow_share"], "sim_slow_share": sim["slow_share"],
@@ -476,7 +476,7 @@ def run_experiment(*, protocol: str, out: Path, profile: Any, nodes: int = 3, co
         "throughput_error_by_round_heldout": rounds,
         "throughput_error_round_spread_pp": (100 * (max(rounds) - min(rounds))) if len(rounds) > 1 else None,
         "spread_ratio_heldout": [r["spread_ratio"] for r in held],
-        # the slow spells on both sides (seedance.analysis.spells): the median over the held-out workloads
+        # the slow spells on both sides (seedance.history.spells): the median over the held-out workloads
         "window_sd_heldout": {side: _median([r[f"{side}_window_sd"] for r in held]) for side in ("real", "sim")},
         # the CPU the simulator spends over the real processes' (cores / cores), median over every configuration
         "cpu_ratio": _median([r["sim_cpu_cores"] / r["real_cpu_cores"] for r in per_config

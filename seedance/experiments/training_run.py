@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from seedance.analysis.training import summarize
+from seedance.history.training import summarize
 from seedance.errors import SpecError
 from seedance.models.protocols.commit import SPEC, CommitConfig
 from seedance.models.protocols.commit.node import PERSISTENT
