@@ -50,7 +50,9 @@ import numpy as np
 from seedance.errors import SeedanceError
 from seedance.files import atomic_write, fsync_dir
 from seedance.models.host import reaches_new_block
-from seedance.models.protocols.contract import DurableState
+from seedance.engine.durable import not_durable, writers
+from seedance.engine.effects import StagedCheckpoint
+from seedance.models.protocols.contract import DurableState, Persist, PersistLog, PersistRecords
 from seedance.models.wire import Codec
 
 log = logging.getLogger("seedance.real.storage")
@@ -166,38 +168,47 @@ class DiskStorage:
         self._fsync_log(key)
 
     def stage(self, effect: Any) -> None:
-        """Queue a ``Persist`` or ``PersistLog`` for the next :meth:`sync`."""
+        """Queue a durable write (:data:`seedance.engine.durable.STAGED`) for the next :meth:`sync`."""
         self._staged.append(effect)
 
     def sync(self) -> int:
-        """Perform the staged writes in order, durably; returns how many there were."""
+        """Perform the staged writes in order, durably; returns how many there were. Each is written by its type's
+        writer (:data:`_WRITERS`); consecutive appends to one log (or record table) share one fsync, and a write
+        to another file fsyncs the pending log first."""
         staged, self._staged = self._staged, []
         if staged and self.sync_delay_s > 0:  # the slow-disk fault (seedance.real.faults): this fsync takes longer
             time.sleep(self.sync_delay_s)
         dirty: str | None = None
         for effect in staged:
-            kind = type(effect).__name__
-            if kind == "PersistRecords":
-                key = RECORDS_PREFIX + effect.table
-                if dirty is not None and dirty != key:
-                    self._fsync_log(dirty)
-                dirty = self._write_records(effect)
-            elif hasattr(effect, "entries"):
-                if dirty is not None and dirty != effect.key:
-                    self._fsync_log(dirty)
-                self._write_log(effect.key, effect.start, effect.entries)
-                dirty = effect.key
-            else:
-                if dirty is not None:
-                    self._fsync_log(dirty)
-                    dirty = None
-                if kind == "StagedCheckpoint":
-                    self._write_checkpoint(effect.name, effect.arrays)
-                else:
-                    self.persist(effect.key, effect.value)
+            writer = _WRITERS.get(type(effect))
+            if writer is None:
+                raise not_durable("DiskStorage", effect)
+            dirty = writer(self, effect, dirty)
         if dirty is not None:
             self._fsync_log(dirty)
         return len(staged)
+
+    def _switch_log(self, dirty: str | None, key: str | None) -> None:
+        """Before writing to ``key`` (None: a file of its own), fsync the log appended to so far if it is another."""
+        if dirty is not None and dirty != key:
+            self._fsync_log(dirty)
+
+    def _sync_value(self, effect: Persist, dirty: str | None) -> None:
+        self._switch_log(dirty, None)
+        self.persist(effect.key, effect.value)
+
+    def _sync_log(self, effect: PersistLog, dirty: str | None) -> str:
+        self._switch_log(dirty, effect.key)
+        self._write_log(effect.key, effect.start, effect.entries)
+        return effect.key
+
+    def _sync_records(self, effect: PersistRecords, dirty: str | None) -> str | None:
+        self._switch_log(dirty, RECORDS_PREFIX + effect.table)
+        return self._write_records(effect)
+
+    def _sync_checkpoint(self, effect: StagedCheckpoint, dirty: str | None) -> None:
+        self._switch_log(dirty, None)
+        self._write_checkpoint(effect.name, effect.arrays)
 
     # ----------------------------------------------------------------------------------------------- records
     def _write_records(self, effect: Any) -> str | None:
@@ -395,3 +406,10 @@ class DiskStorage:
         for fd in self._log_fds.values():
             os.close(fd)
         self._log_fds.clear()
+
+
+# the one table of what DiskStorage.sync writes, by the staged effect's type (each writer: (storage, effect, the log
+# appended to so far) -> the log appended to now, or None); seedance.engine.durable checks it covers every type
+_WRITERS = writers("DiskStorage", {Persist: DiskStorage._sync_value, PersistLog: DiskStorage._sync_log,
+                                   PersistRecords: DiskStorage._sync_records,
+                                   StagedCheckpoint: DiskStorage._sync_checkpoint})

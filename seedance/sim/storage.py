@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from seedance.engine.durable import not_durable, writers
+from seedance.engine.effects import StagedCheckpoint
 from seedance.models.host import reaches_new_block
 from seedance.models.protocols.contract import DurableState, Persist, PersistLog, PersistRecords
 
@@ -122,29 +124,36 @@ class Storage:
         return done
 
     def commit(self) -> int:
-        """Apply the staged writes to the durable image; how many there were."""
+        """Apply the staged writes to the durable image, each by its type's writer (:data:`_APPLY`); how many."""
         count = len(self.staged)
         for effect in self.staged:
-            kind = type(effect)
-            if kind is Persist:
-                self.values[effect.key] = effect.value
-            elif kind is PersistRecords:
-                table = self.records.setdefault(effect.table, {})
-                table.update(effect.put)
-                for key in effect.delete:
-                    table.pop(key, None)
-            elif kind is PersistLog:
-                log = self.logs.setdefault(effect.key, [])
-                if effect.start > len(log) or effect.start < 0:
-                    raise ValueError(f"PersistLog({effect.key!r}, start={effect.start}) beyond the durable log of "
-                                     f"{len(log)} entries: a protocol bug")
-                del log[effect.start:]
-                log.extend(effect.entries)
-            else:  # a staged checkpoint: the engine already copied its buffers
-                self.checkpoints[effect.name] = effect.arrays
+            apply = _APPLY.get(type(effect))
+            if apply is None:
+                raise not_durable("sim Storage", effect)
+            apply(self, effect)
         self.staged = []
         self.staged_bytes = 0
         return count
+
+    def _apply_value(self, effect: Persist) -> None:
+        self.values[effect.key] = effect.value
+
+    def _apply_records(self, effect: PersistRecords) -> None:
+        table = self.records.setdefault(effect.table, {})
+        table.update(effect.put)
+        for key in effect.delete:
+            table.pop(key, None)
+
+    def _apply_log(self, effect: PersistLog) -> None:
+        log = self.logs.setdefault(effect.key, [])
+        if effect.start > len(log) or effect.start < 0:
+            raise ValueError(f"PersistLog({effect.key!r}, start={effect.start}) beyond the durable log of "
+                             f"{len(log)} entries: a protocol bug")
+        del log[effect.start:]
+        log.extend(effect.entries)
+
+    def _apply_checkpoint(self, effect: StagedCheckpoint) -> None:
+        self.checkpoints[effect.name] = effect.arrays  # the engine already copied its buffers
 
     def crash(self) -> int:
         """Lose the volatile buffer; how many writes were lost."""
@@ -164,3 +173,9 @@ class Storage:
     def restore(self, name: str) -> dict[str, np.ndarray] | None:
         arrays = self.checkpoints.get(name)
         return None if arrays is None else {h: a.copy() for h, a in arrays.items()}
+
+
+# the one table of what Storage.commit applies, by the staged effect's type; seedance.engine.durable checks that it
+# covers every durable type
+_APPLY = writers("sim Storage", {Persist: Storage._apply_value, PersistLog: Storage._apply_log,
+                                 PersistRecords: Storage._apply_records, StagedCheckpoint: Storage._apply_checkpoint})
