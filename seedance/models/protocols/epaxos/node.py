@@ -76,6 +76,7 @@ from seedance.models.protocols.contract import (
     SetTimer,
 )
 from seedance.models.protocols.epaxos.config import EPaxosConfig
+from seedance.models.protocols.dispatch import Dispatching
 from seedance.models.protocols.epaxos.messages import (
     HEADER_BYTES,
     Accept,
@@ -182,8 +183,15 @@ def _size(command: Value, n: int) -> int:
     return HEADER_BYTES + 8 * n + (command.size_bytes if command is not None else 0)
 
 
-class EPaxosNode:
+class EPaxosNode(Dispatching):
     """One EPaxos replica driving a :class:`~seedance.models.kv.KVStore`."""
+
+    # inputs by type / name (seedance.models.protocols.dispatch): on_message and on_timer
+    MESSAGE_HANDLERS = {PreAccept: "_on_preaccept", PreAcceptReply: "_on_preaccept_reply", Accept: "_on_accept",
+                        AcceptReply: "_on_accept_reply", Commit: "_on_commit", Prepare: "_on_prepare",
+                        PrepareReply: "_on_prepare_reply", Fetch: "_on_fetch", TryPreAccept: "_on_try_preaccept",
+                        TryPreAcceptReply: "_on_try_preaccept_reply"}
+    TIMER_HANDLERS = {TICK: "_on_tick", FLUSH: "_on_flush"}
 
     def __init__(self, node_id: NodeId, num_nodes: int, rng: np.random.Generator,
                  config: EPaxosConfig | Mapping[str, Any] | None = None) -> None:
@@ -258,37 +266,6 @@ class EPaxosNode:
             if iid[0] == self.node_id and inst.status != COMMITTED and iid not in self._missing:
                 self._missing[iid] = (now, float(self.rng.uniform(lo, hi)))
         return self._emit(out)
-
-    def on_message(self, src: NodeId, m: Any, now: float) -> Effects:
-        kind = type(m)
-        if kind is PreAccept:
-            return self._on_preaccept(src, m, now)
-        if kind is PreAcceptReply:
-            return self._on_preaccept_reply(src, m, now)
-        if kind is Accept:
-            return self._on_accept(src, m, now)
-        if kind is AcceptReply:
-            return self._on_accept_reply(src, m, now)
-        if kind is Commit:
-            return self._on_commit(m, now)
-        if kind is Prepare:
-            return self._on_prepare(src, m, now)
-        if kind is PrepareReply:
-            return self._on_prepare_reply(src, m, now)
-        if kind is Fetch:
-            return self._on_fetch(src, m, now)
-        if kind is TryPreAccept:
-            return self._on_try_preaccept(src, m, now)
-        if kind is TryPreAcceptReply:
-            return self._on_try_preaccept_reply(src, m, now)
-        return []
-
-    def on_timer(self, name: Any, now: float) -> Effects:
-        if name == TICK:
-            return self._on_tick(now)
-        if name == FLUSH:
-            return self._on_flush(now)
-        return []
 
     def on_client_request(self, request: ClientRequest, now: float) -> Effects:
         problem = validate(request.op, request.value)
@@ -558,7 +535,7 @@ class EPaxosNode:
         message = Commit(replica=iid[0], instance=iid[1], command=inst.command or NOOP, seq=inst.seq, deps=inst.deps)
         return Send(dst=dst, message=message, size_bytes=_size(inst.command, self.num_nodes))
 
-    def _on_commit(self, m: Commit, now: float) -> Effects:
+    def _on_commit(self, src: NodeId, m: Commit, now: float) -> Effects:
         iid = (m.replica, m.instance)
         command = _decoded(m.command)
         out: Effects = []

@@ -59,6 +59,7 @@ from seedance.models.protocols.contract import (
     SetTimer,
 )
 from seedance.models.protocols.multipaxos.config import MultiPaxosConfig
+from seedance.models.protocols.dispatch import Dispatching
 from seedance.models.protocols.multipaxos.messages import (
     HEADER_BYTES,
     NOOP,
@@ -91,8 +92,14 @@ def majority(num_nodes: int) -> int:
     return num_nodes // 2 + 1
 
 
-class MultiPaxosNode:
+class MultiPaxosNode(Dispatching):
     """One Multi-Paxos replica driving a :class:`~seedance.models.kv.KVStore`."""
+
+    # inputs by type / name (seedance.models.protocols.dispatch): on_message and on_timer
+    MESSAGE_HANDLERS = {Accept: "_on_accept", Accepted: "_on_accepted", Prepare: "_on_prepare",
+                        Promise: "_on_promise", Decide: "_on_decide"}
+    TIMER_HANDLERS = {HEARTBEAT: "_on_heartbeat", ELECTION: "_on_election_timer", FLUSH: "_on_flush",
+                      RETRY: "_on_retry"}
 
     def __init__(self, node_id: NodeId, num_nodes: int, rng: np.random.Generator,
                  config: MultiPaxosConfig | Mapping[str, Any] | None = None) -> None:
@@ -142,31 +149,6 @@ class MultiPaxosNode:
             self.accepted[int(slot)] = (int(ballot), Command.from_plain(plain))
         return [self._arm_election(now), Annotate(name="recovered", attrs={"promised": self.promised,
                                                                           "accepted": len(self.accepted)})]
-
-    def on_message(self, src: NodeId, message: Any, now: float) -> Effects:
-        kind = type(message)
-        if kind is Accept:
-            return self._on_accept(src, message, now)
-        if kind is Accepted:
-            return self._on_accepted(src, message, now)
-        if kind is Prepare:
-            return self._on_prepare(src, message, now)
-        if kind is Promise:
-            return self._on_promise(src, message, now)
-        if kind is Decide:
-            return self._on_decide(src, message, now)
-        return []
-
-    def on_timer(self, name: Any, now: float) -> Effects:
-        if name == HEARTBEAT:
-            return self._on_heartbeat(now)
-        if name == ELECTION:
-            return self._on_election_timer(now)
-        if name == FLUSH:
-            return self._on_flush(now)
-        if name == RETRY:
-            return self._on_retry(now)
-        return []
 
     def on_persisted(self, token: Any, now: float) -> Effects:
         """Our own accept of slots first..last at ``ballot`` is durable: count our vote."""

@@ -74,6 +74,7 @@ from seedance.models.protocols.contract import (
     SetTimer,
 )
 from seedance.models.protocols.raft.config import RaftConfig
+from seedance.models.protocols.dispatch import Dispatching
 from seedance.models.protocols.raft.log import RaftLog
 from seedance.models.protocols.raft.messages import (
     APPEND_REPLY_BYTES,
@@ -92,8 +93,14 @@ from seedance.models.protocols.raft.roles import (
     ELECTION, FLUSH, LOG_NOTICE, HARD_STATE_KEY, HEARTBEAT, LOG_KEY, VOTE_RETRY, WRITE, Role,
 )
 
-class RaftNode(Elections, FlowControl, ReadIndex):
+class RaftNode(Dispatching, Elections, FlowControl, ReadIndex):
     """One Raft server driving a :class:`~seedance.models.kv.KVStore`."""
+
+    # inputs by type / name (seedance.models.protocols.dispatch): on_message and on_timer
+    MESSAGE_HANDLERS = {AppendEntries: "_on_append_entries", AppendEntriesReply: "_on_append_reply",
+                        RequestVote: "_on_request_vote", RequestVoteReply: "_on_vote_reply"}
+    TIMER_HANDLERS = {HEARTBEAT: "_on_heartbeat", ELECTION: "_on_election_timer", VOTE_RETRY: "_on_vote_retry",
+                      FLUSH: "_on_flush", WRITE: "_on_write"}
 
     def __init__(self, node_id: NodeId, num_nodes: int, rng: np.random.Generator,
                  config: RaftConfig | Mapping[str, Any] | None = None) -> None:
@@ -143,31 +150,6 @@ class RaftNode(Elections, FlowControl, ReadIndex):
         self.log = RaftLog(Entry.from_plain(e) for e in durable.logs.get(LOG_KEY, ()))
         return [self._arm_election(now), Annotate(name="recovered", attrs={"term": self.current_term,
                                                                           "log_length": self.log.last_index})]
-
-    def on_message(self, src: NodeId, message: Any, now: float) -> Effects:
-        kind = type(message)
-        if kind is AppendEntries:
-            return self._on_append_entries(src, message, now)
-        if kind is AppendEntriesReply:
-            return self._on_append_reply(src, message, now)
-        if kind is RequestVote:
-            return self._on_request_vote(src, message, now)
-        if kind is RequestVoteReply:
-            return self._on_vote_reply(src, message, now)
-        return []
-
-    def on_timer(self, name: Any, now: float) -> Effects:
-        if name == HEARTBEAT:
-            return self._on_heartbeat(now)
-        if name == ELECTION:
-            return self._on_election_timer(now)
-        if name == VOTE_RETRY:
-            return self._on_vote_retry(now)
-        if name == FLUSH:
-            return self._on_flush(now)
-        if name == WRITE:
-            return self._on_write(now)
-        return []
 
     def on_persisted(self, token: Any, now: float) -> Effects:
         """The runtime's durability notice for a leader's own log write (``("log", term, index)``)."""
