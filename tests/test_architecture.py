@@ -300,7 +300,8 @@ def test_the_floor_checker_catches_upward_imports_and_cycles(tmp_path: Path):
     assert floor_violations(tmp_path) == [
         "seedance/analysis/e.py:2: seedance.analysis.e (floor analysis) imports seedance.sim.c (a floor analysis "
         "may not import: sim)",
-        "seedance/models/a.py:2: seedance.models.a (floor models) imports seedance.analysis.b (a higher floor: analysis)",
+        "seedance/models/a.py:2: seedance.models.a (floor models) imports seedance.analysis.b (a higher floor: "
+        "analysis)",
         "seedance/sim/c.py:1: seedance.sim.c (floor sim) imports seedance.real.d (a peer floor: real)",
     ]
     assert import_cycles(tmp_path) == [["seedance.analysis.b", "seedance.models.a"]]

@@ -59,7 +59,8 @@ def test_both_storages_leave_the_same_durable_state(tmp_path):
     sim, sim_model = _sim_state(_writes())
     real, real_model = _real_state(_writes(), tmp_path)
     assert dict(sim.values) == dict(real.values) == {"term": 3, "vote": None}
-    assert {k: list(v) for k, v in sim.logs.items()} == {k: list(v) for k, v in real.logs.items()} == {"log": ["a", "B"]}
+    assert {k: list(v) for k, v in sim.logs.items()} == {k: list(v) for k, v in real.logs.items()} == {
+        "log": ["a", "B"]}
     assert {t: dict(r) for t, r in sim.records.items()} == {t: dict(r) for t, r in real.records.items()} == {
         "inst": {"1": [1, 2], "3": {"k": 1}}}
     assert list(sim.checkpoints) == list(real.checkpoints) == ["model"]

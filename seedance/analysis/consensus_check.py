@@ -80,19 +80,38 @@ def _l2(a: Any, b: Any) -> float:
 def check_run(events: Sequence[Mapping[str, Any]], summary: Mapping[str, Any], *, level: str, scenario: str,
               variant: str, world: int, nemesis: Sequence[str] = (), tolerance: float = 1e-6) -> list[dict[str, Any]]:
     """The checks of ``level`` over a run's replica events and its training summary (see the module docstring)."""
+    votes, commits = _votes_and_commits(events)
+    checks = _digest_checks(commits, summary, world)
+    checks.append(_divergence_check(votes, scenario))
+    checks += _summary_checks(summary, world, nemesis, tolerance)
+    if level == "basic":
+        return checks
+    checks.append(_replica_l2_check(votes, commits, tolerance))
+    checks.append(_check("protocol_history", history_violations(events, votes), "commit after an agreeing vote; "
+                         "monotone commits; rollbacks and resyncs to committed steps"))
+    return checks
+
+
+Commits = list[tuple[int, int, int, tuple[int, ...], float]]  # (rank, epoch, step, digest, time)
+Votes = dict[tuple[int, int], dict[int, dict[str, Any]]]  # (epoch, step) -> rank -> the vote's value
+
+
+def _votes_and_commits(events: Sequence[Mapping[str, Any]]) -> tuple[Votes, Commits]:
+    """The votes by (epoch, step) and rank, and the commits as (rank, epoch, step, digest, time)."""
     votes: dict[tuple[int, int], dict[int, dict[str, Any]]] = defaultdict(dict)
     commits: list[tuple[int, int, int, tuple[int, ...], float]] = []
-    committed_by: dict[int, set[int]] = defaultdict(set)
     for e in events:
         v = e["value"]
         if e["key"] == "vote":
             votes[(v["epoch"], v["step"])][e["node"]] = v
         elif e["key"] == "commit":
             commits.append((e["node"], v["epoch"], v["step"], tuple(v["digest"]), e["time"]))
-            committed_by[e["node"]].add(v["step"])
-    checks = []
+    return votes, commits
 
-    # basic: digests at commits
+
+def _digest_checks(commits: Commits, summary: Mapping[str, Any], world: int) -> list[dict[str, Any]]:
+    """basic: one digest per committed (epoch, step) and per step; no commit of replicas whose digests differ."""
+    checks = []
     bad: list[str] = []
     by_round: dict[tuple[int, int], set] = defaultdict(set)
     by_step: dict[int, set] = defaultdict(set)
@@ -108,8 +127,11 @@ def check_run(events: Sequence[Mapping[str, Any]], summary: Mapping[str, Any], *
     checks.append(_check("no_false_convergence", [f"{summary['false_convergence']} commits of replicas whose true "
                                                   "digests differ"] if summary["false_convergence"] else [],
                          "votes that agreed although the ranks' parameters differed"))
+    return checks
 
-    # divergence at votes (same epoch, step and view), explained only by an injected state fault
+
+def _divergence_check(votes: Votes, scenario: str) -> dict[str, Any]:
+    """Divergence at votes (same epoch, step and view), explained only by an injected state fault."""
     explained = scenario in STATE_FAULTS
     divergent: list[str] = []
     l2_max = 0.0
@@ -132,8 +154,14 @@ def check_run(events: Sequence[Mapping[str, Any]], summary: Mapping[str, Any], *
               + (f" (largest L2 {l2_max:.3g})" if divergent and l2_max else "")
               + (f"; explained: scenario {scenario} corrupts a replica on purpose and the protocol must catch it"
                  if explained and divergent else ""))
-    checks.append(_check("no_unexplained_divergence", [f"unexplained replica divergence at {d}" for d in unexplained],
-                         detail))
+    return _check("no_unexplained_divergence", [f"unexplained replica divergence at {d}" for d in unexplained],
+                  detail)
+
+
+def _summary_checks(summary: Mapping[str, Any], world: int, nemesis: Sequence[str],
+                    tolerance: float) -> list[dict[str, Any]]:
+    """basic: no false alarm, false offline verdict, leaked handle or split view; identical final replicas."""
+    checks = []
     checks.append(_check("no_false_alarm", [f"{summary['false_alarms']} false consistency alarms (mismatched votes "
                                             "of identical replicas)"] if summary["false_alarms"] else [],
                          "a vote that failed although the ranks' parameters were identical"))
@@ -161,10 +189,11 @@ def check_run(events: Sequence[Mapping[str, Any]], summary: Mapping[str, Any], *
         end.append(f"final parameters differ: L2 {summary['param_l2_deviation']:.3g} > {tolerance:g}")
     checks.append(_check("final_replicas_identical", end, f"final L2 {summary['param_l2_deviation']:.3g}, "
                          f"{summary['ranks_finished']}/{world} ranks"))
-    if level == "basic":
-        return checks
+    return checks
 
-    # full: replica L2 at every commit
+
+def _replica_l2_check(votes: Votes, commits: Commits, tolerance: float) -> dict[str, Any]:
+    """full: the replicas' L2 distance at every commit (from the parameters each rank sent with its vote)."""
     rounds = sorted({(e, s) for _, e, s, _, _ in commits})
     l2s = []
     bad = []
@@ -178,12 +207,8 @@ def check_run(events: Sequence[Mapping[str, Any]], summary: Mapping[str, Any], *
         l2s.append(l2)
         if not l2 <= tolerance:
             bad.append(f"commit of epoch {epoch} step {step}: replica L2 {l2:.3g}")
-    checks.append(_check("replica_l2_at_commits", bad, f"{len(l2s)} commits checked, max L2 "
-                         f"{max(l2s, default=0.0):.3g}" + (f" ({missing} with fewer than two ranks' parameters)"
-                                                          if missing else "")))
-    checks.append(_check("protocol_history", history_violations(events, votes), "commit after an agreeing vote; "
-                         "monotone commits; rollbacks and resyncs to committed steps"))
-    return checks
+    return _check("replica_l2_at_commits", bad, f"{len(l2s)} commits checked, max L2 {max(l2s, default=0.0):.3g}"
+                  + (f" ({missing} with fewer than two ranks' parameters)" if missing else ""))
 
 
 def history_violations(events: Sequence[Mapping[str, Any]],

@@ -108,121 +108,140 @@ def measure_cpu(work_dir: Path, *, nodes: int, clients: int, duration_s: float, 
     (seeds ``seed``, ``seed + 1``, ...), pooled: one run's luck (which processes shared a core, the machine's other
     work during its few seconds) is not the model's. ``summary`` is the run of median throughput; ``runs`` lists
     every run's throughput and latencies."""
+    p = _cpu_pool()
+    for index in range(runs):
+        _cpu_run(p, work_dir, index, runs=runs, nodes=nodes, clients=clients, duration_s=duration_s, seed=seed)
+    gc_source = "cpu-profile runs"
+    plain = plain_gc(work_dir / "raft-gc", nodes=nodes, clients=clients, duration_s=duration_s, seed=seed + runs)
+    if plain is not None:
+        p.gcs["node"], gc_source = plain, "an unprofiled run"
+    return _cpu_result(p, runs=runs, duration_s=duration_s, wake_probe_s=wake_probe_s, gc_source=gc_source)
+
+
+def _cpu_pool() -> SimpleNamespace:
+    """What the CPU runs pool, empty."""
+    return SimpleNamespace(
+        handler={k: [] for k in KINDS},
+        periods=[],
+        syncs=[],
+        held=set(),  # the fsync records a collection of their process held (gc_held)
+        client_periods=[],
+        connects=[],
+        summaries=[],
+        tenant_cores=[],
+        other_threads_s=0.0,  # CPU of the nodes' other threads than the loop (the storage thread: writes, fsyncs)
+        # older-generation garbage collections, for the nodes and the client process: [pause samples (s), items
+        # handled, processes: each one's (items handled, its collections in order as (generation, s))]
+        gcs={"node": [[], 0, []], "client": [[], 0, []]},
+        chunks=[],  # the speed meter's chunks during the runs (SpeedMeter)
+        windows=[],  # each run's latency windows (the slow spells: seedance.history.spells)
+        carried={},  # messages received / sent and the log entries they carried
+    )
+
+
+def _cpu_run(p: SimpleNamespace, work_dir: Path, index: int, *, runs: int, nodes: int, clients: int,
+             duration_s: float, seed: int) -> None:
+    """One CPU-profiled real Raft run (seed ``seed + index``), its records pooled into ``p``."""
     from seedance.real.clients import CLIENT_PROFILE_ENV, Workload
     from seedance.real.run import run_real
     from seedance.real.runtime import CPU_PROFILE_ENV
 
-    handler: dict[str, list[float]] = {k: [] for k in KINDS}
-    periods: list[Any] = []
-    syncs: list[Any] = []
-    held: set[int] = set()  # the fsync records a collection of their process held (gc_held)
-    client_periods: list[Any] = []
-    connects: list[float] = []
-    summaries: list[dict[str, Any]] = []
-    tenant_cores: list[float] = []
-    other_threads_s = 0.0  # CPU of the nodes' threads other than the loop (the storage thread's writes and fsyncs)
-    # older-generation garbage collections, for the nodes and the client process: [pause samples (s), items handled,
-    # processes: each one's (items handled, its collections in order as (generation, s))]
-    gcs: dict[str, list[Any]] = {"node": [[], 0, []], "client": [[], 0, []]}
-    chunks: list[float] = []  # the speed meter's chunks during the runs (SpeedMeter)
-    windows: list[Any] = []  # each run's latency windows (the slow spells: seedance.history.spells)
-    carried: dict[str, int] = {}  # messages received / sent and the log entries they carried
-    for index in range(runs):
-        run_dir = work_dir / ("raft" if runs == 1 else f"raft-{index}")
-        client_file = work_dir / f"client-profile-{index}.json"
-        client_file.unlink(missing_ok=True)
-        before = os.environ.get(CLIENT_PROFILE_ENV)
-        os.environ[CLIENT_PROFILE_ENV] = str(client_file)  # this process runs the clients
-        try:
-            with TenantMeter() as meter, SpeedMeter() as speed:
-                summary = run_real(protocol="raft", nodes=nodes, clients=clients, duration_s=duration_s,
-                                   seed=seed + index, out=run_dir,
-                                   workload=Workload(num_clients=clients, read_fraction=0.0, cas_fraction=0.0),
-                                   check=False, extra_env={CPU_PROFILE_ENV: "1"}, trace=False)
-        finally:
-            if before is None:
-                os.environ.pop(CLIENT_PROFILE_ENV, None)
-            else:
-                os.environ[CLIENT_PROFILE_ENV] = before
-        summaries.append(summary)
-        windows.append(run_windows(run_dir / "history.jsonl"))
-        chunks.extend(speed.within(summary.get("load_window_monotonic_s")))  # the load's, not the start-up's
-        if meter.busy_cores is not None:
-            tenant_cores.append(meter.busy_cores)
-        for path in sorted(run_dir.glob("node-*/cpu-profile-*.json")):
-            data = json.loads(path.read_text())
-            if "process_cpu_ns" in data:
-                other_threads_s += max(0, data["process_cpu_ns"] - data["loop_cpu_ns"]) / 1e9
-            periods.extend(data.get("busy_periods", []))
-            pauses = (data.get("gc") or {}).get("pauses", [])
-            held.update(len(syncs) + i for i in gc_held(data.get("syncs", []), pauses))
-            syncs.extend(data.get("syncs", []))
-            add_gc(gcs["node"], data)
-            for key, value in (data.get("carried") or {}).items():
-                carried[key] = carried.get(key, 0) + int(value)
-            for kind, samples in data["handler_ns"].items():
-                handler.setdefault(kind, []).extend(s / 1e9 for s in samples)
-        client_data = json.loads(client_file.read_text()) if client_file.exists() else {}
-        client_periods.extend(client_data.get("busy_periods", []))
-        add_gc(gcs["client"], client_data)
-        connects.extend(client_data.get("connects_s", []))
-    gc_source = "cpu-profile runs"
-    plain = plain_gc(work_dir / "raft-gc", nodes=nodes, clients=clients, duration_s=duration_s, seed=seed + runs)
-    if plain is not None:
-        gcs["node"], gc_source = plain, "an unprofiled run"
-    ordered = sorted(summaries, key=lambda r: r.get("throughput_ops_s") or 0.0)
+    run_dir = work_dir / ("raft" if runs == 1 else f"raft-{index}")
+    client_file = work_dir / f"client-profile-{index}.json"
+    client_file.unlink(missing_ok=True)
+    before = os.environ.get(CLIENT_PROFILE_ENV)
+    os.environ[CLIENT_PROFILE_ENV] = str(client_file)  # this process runs the clients
+    try:
+        with TenantMeter() as meter, SpeedMeter() as speed:
+            summary = run_real(protocol="raft", nodes=nodes, clients=clients, duration_s=duration_s,
+                               seed=seed + index, out=run_dir,
+                               workload=Workload(num_clients=clients, read_fraction=0.0, cas_fraction=0.0),
+                               check=False, extra_env={CPU_PROFILE_ENV: "1"}, trace=False)
+    finally:
+        if before is None:
+            os.environ.pop(CLIENT_PROFILE_ENV, None)
+        else:
+            os.environ[CLIENT_PROFILE_ENV] = before
+    p.summaries.append(summary)
+    p.windows.append(run_windows(run_dir / "history.jsonl"))
+    p.chunks.extend(speed.within(summary.get("load_window_monotonic_s")))  # the load's, not the start-up's
+    if meter.busy_cores is not None:
+        p.tenant_cores.append(meter.busy_cores)
+    for path in sorted(run_dir.glob("node-*/cpu-profile-*.json")):
+        data = json.loads(path.read_text())
+        if "process_cpu_ns" in data:
+            p.other_threads_s += max(0, data["process_cpu_ns"] - data["loop_cpu_ns"]) / 1e9
+        p.periods.extend(data.get("busy_periods", []))
+        pauses = (data.get("gc") or {}).get("pauses", [])
+        p.held.update(len(p.syncs) + i for i in gc_held(data.get("syncs", []), pauses))
+        p.syncs.extend(data.get("syncs", []))
+        add_gc(p.gcs["node"], data)
+        for key, value in (data.get("carried") or {}).items():
+            p.carried[key] = p.carried.get(key, 0) + int(value)
+        for kind, samples in data["handler_ns"].items():
+            p.handler.setdefault(kind, []).extend(s / 1e9 for s in samples)
+    client_data = json.loads(client_file.read_text()) if client_file.exists() else {}
+    p.client_periods.extend(client_data.get("busy_periods", []))
+    add_gc(p.gcs["client"], client_data)
+    p.connects.extend(client_data.get("connects_s", []))
+
+
+def _cpu_result(p: SimpleNamespace, *, runs: int, duration_s: float, wake_probe_s: float | None,
+                gc_source: str) -> dict[str, Any]:
+    """The CPU runs' fits and records (see :func:`measure_cpu`)."""
+    ordered = sorted(p.summaries, key=lambda r: r.get("throughput_ops_s") or 0.0)
     summary = ordered[(len(ordered) - 1) // 2]
-    stalled, disk_stalls, stall_record = split_stalls(syncs, runs * duration_s, held)
-    stall_record["gc_held_fsyncs"] = len(held)
-    stalled |= held  # neither a service time nor a stall: the collections are drawn apart
-    wake, per_item = fit_amortisation(periods)
-    by_kind = fit_amortisation_by_kind(periods)
-    by_kind_probed = fit_amortisation_by_kind(periods, wake_s=wake_probe_s) if wake_probe_s is not None else None
-    client_wake, client_per_op = fit_amortisation(client_periods)
-    items = np.asarray([p[1] for p in periods], dtype=float)
-    client_items = np.asarray([p[1] for p in client_periods], dtype=float)
-    return {"handler": handler, "wake_s": wake, "io_per_input_s": per_item, "client_wake_s": client_wake,
-            "client_per_op_s": client_per_op, "summary": summary, "connects_s": connects,
-            "runs": [{k: r.get(k) for k in RUN_FIELDS} for r in summaries],
-            "inputs": sum(len(v) for v in handler.values()),
+    stalled, disk_stalls, stall_record = split_stalls(p.syncs, runs * duration_s, p.held)
+    stall_record["gc_held_fsyncs"] = len(p.held)
+    stalled |= p.held  # neither a service time nor a stall: the collections are drawn apart
+    wake, per_item = fit_amortisation(p.periods)
+    by_kind = fit_amortisation_by_kind(p.periods)
+    by_kind_probed = fit_amortisation_by_kind(p.periods, wake_s=wake_probe_s) if wake_probe_s is not None else None
+    client_wake, client_per_op = fit_amortisation(p.client_periods)
+    items = np.asarray([period[1] for period in p.periods], dtype=float)
+    client_items = np.asarray([period[1] for period in p.client_periods], dtype=float)
+    return {"handler": p.handler, "wake_s": wake, "io_per_input_s": per_item, "client_wake_s": client_wake,
+            "client_per_op_s": client_per_op, "summary": summary, "connects_s": p.connects,
+            "runs": [{k: r.get(k) for k in RUN_FIELDS} for r in p.summaries],
+            "inputs": sum(len(v) for v in p.handler.values()),
             # the run's fsyncs, within the files' last blocks and allocating a new one (older runtimes: all within),
             # less those the shared device's stalls held (split_stalls: drawn as stalls, not as a service time)
-            "fsync_s": [s[2] / 1e9 for i, s in enumerate(syncs)
+            "fsync_s": [s[2] / 1e9 for i, s in enumerate(p.syncs)
                         if len(s) > 2 and s[2] > 0 and not (len(s) > 4 and s[4]) and i not in stalled],
-            "fsync_grow_s": [s[2] / 1e9 for i, s in enumerate(syncs)
+            "fsync_grow_s": [s[2] / 1e9 for i, s in enumerate(p.syncs)
                              if len(s) > 4 and s[2] > 0 and s[4] and i not in stalled],
             "disk_stalls": disk_stalls, "disk_stall_record": stall_record,
             # from the storage thread holding the lock after its write to the loop running the completion
-            "handback_s": [s[1] / 1e9 for i, s in enumerate(syncs) if s[1] > 0 and i not in held],
+            "handback_s": [s[1] / 1e9 for i, s in enumerate(p.syncs) if s[1] > 0 and i not in p.held],
             # from the loop's submit to the storage thread running the job (its wake-up, the lock)
-            "handover_s": [s[5] / 1e9 for i, s in enumerate(syncs) if len(s) > 5 and s[5] > 0 and i not in held],
-            "tenant_cores": float(np.mean(tenant_cores)) if tenant_cores else None,
+            "handover_s": [s[5] / 1e9 for i, s in enumerate(p.syncs) if len(s) > 5 and s[5] > 0 and i not in p.held],
+            "tenant_cores": float(np.mean(p.tenant_cores)) if p.tenant_cores else None,
             "gc": {who: {"pauses_s": pauses, "items": items, "processes": processes}
-                   for who, (pauses, items, processes) in gcs.items()},
+                   for who, (pauses, items, processes) in p.gcs.items()},
             "gc_source": gc_source,
-            "cpu_chunk_s": float(np.median(chunks)) if chunks else None,
-            "windows": pooled(windows),
-            "carried": carried,
-            "sync_cpu_s": other_threads_s / len(syncs) if syncs else None,
-            "busy_periods": {"node": len(periods), "node_items_mean": float(items.mean()) if items.size else None,
+            "cpu_chunk_s": float(np.median(p.chunks)) if p.chunks else None,
+            "windows": pooled(p.windows),
+            "carried": p.carried,
+            "sync_cpu_s": p.other_threads_s / len(p.syncs) if p.syncs else None,
+            "busy_periods": {"node": len(p.periods), "node_items_mean": float(items.mean()) if items.size else None,
                              "node_pooled": {"wake_s": wake, "per_item_s": per_item},
                              **({"node_by_kind": by_kind} if by_kind else {}),
                              **({"node_by_kind_probed_wake": by_kind_probed} if by_kind_probed else {}),
-                             "client": len(client_periods),
+                             "client": len(p.client_periods),
                              "client_items_mean": float(client_items.mean()) if client_items.size else None},
-            "group_commit": {"syncs": len(syncs),
-                             "group_mean": float(np.mean([s[0] for s in syncs])) if syncs else None,
-                             "handoff_median_s": float(np.median([s[1] for s in syncs]) / 1e9) if syncs else None,
+            "group_commit": {"syncs": len(p.syncs),
+                             "group_mean": float(np.mean([s[0] for s in p.syncs])) if p.syncs else None,
+                             "handoff_median_s": float(np.median([s[1] for s in p.syncs]) / 1e9) if p.syncs else None,
                              # the first half under load: submitted -> the storage thread runs the job (the lock
                              # and a core), its 10th / 50th / 90th / 99th percentiles (s); beside the model, which
                              # draws the idle probe's half and waits for the lock itself
                              **({"handover_quantiles_s": [float(q) / 1e9 for q in np.quantile(
-                                 [s[5] for s in syncs], [0.1, 0.5, 0.9, 0.99])]}
-                                if syncs and all(len(s) > 5 for s in syncs) else {}),
+                                 [s[5] for s in p.syncs], [0.1, 0.5, 0.9, 0.99])]}
+                                if p.syncs and all(len(s) > 5 for s in p.syncs) else {}),
                              # the storage thread's CPU inside the timed write + fsync (already in the fsync's wall
                              # time), per fsync: how much of sync_cpu overlaps the wait rather than preceding it
-                             **({"cpu_in_fsync_mean_s": float(np.mean([s[3] for s in syncs]) / 1e9)}
-                                if syncs and all(len(s) > 3 for s in syncs) else {})}}
+                             **({"cpu_in_fsync_mean_s": float(np.mean([s[3] for s in p.syncs]) / 1e9)}
+                                if p.syncs and all(len(s) > 3 for s in p.syncs) else {})}}
 
 
 def plain_gc(run_dir: Path, *, nodes: int, clients: int, duration_s: float, seed: int) -> list[Any] | None:
@@ -321,7 +340,7 @@ def measure_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
         # one disk as in every run), as their measured quantiles (the tail sets the run's p99); the probe's, taken
         # alone, only where the run recorded none
         fsync=Empirical.fit(cpu["fsync_s"]) if cpu["fsync_s"] else LogNormal.fit(p.fsync_samples),
-        # ... split by whether an append of it reached a new file p.block (the allocation's metadata commits too)
+        # ... split by whether an append of it reached a new file block (the allocation's metadata commits too)
         fsync_grow=fsync_grow, block_bytes=p.block,
         # ... and the shared device's stalls, which held every node's fsyncs at once (split_stalls)
         disk_stalls=cpu["disk_stalls"],

@@ -7,7 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from seedance.validation import MAX_DEVICES, MAX_TOPOLOGY_FILE_BYTES, WHY_DEVICES, check_topology_doc, integer, load_file
+from seedance.validation import (MAX_DEVICES, MAX_TOPOLOGY_FILE_BYTES, WHY_DEVICES, check_topology_doc, integer,
+                                 load_file)
 
 
 def _preset_devices_per_server(name: str) -> int:
