@@ -14,7 +14,6 @@ import click
 
 from seedance import validation as V
 from seedance.cli._common import emit_json, json_option, parse_settings
-from seedance.models.protocols.registry import check_protocol_config
 from seedance.models.topology.checks import check_topology_spec
 from seedance.validation import parse_mix
 from seedance.cli._types import SEED, TIMEOUT, Integer, Number
@@ -83,6 +82,7 @@ def run_command(protocol: str, nodes: int, clients: int, duration: float, seed: 
                 settings: tuple[str, ...], bind: str, warmup: bool, check: bool, check_timeout: float, out_dir: str,
                 as_json: bool) -> int:
     """Run a protocol on --nodes real processes under client load; judge the history."""
+    from seedance.models.protocols.registry import check_protocol_config
     from seedance.real.clients import Workload
     from seedance.real.node import resolve_protocol
     from seedance.real.run import run_real

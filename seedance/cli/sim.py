@@ -9,7 +9,6 @@ import click
 
 from seedance import validation as V
 from seedance.cli._common import emit_json, json_option, parse_settings
-from seedance.models.protocols.registry import check_protocol_config
 from seedance.models.topology.checks import check_topology_spec
 from seedance.validation import parse_mix
 from seedance.cli._progress import Progress, progress_option
@@ -101,6 +100,7 @@ def run_command(protocol: str, nodes: int, topology: str | None, hosts: int | No
                 out_dir: str, as_json: bool, show_progress: bool | None) -> int:
     """Run one seeded simulation; write its history, Chrome trace and summary to --out."""
     from seedance.models.protocols import registry
+    from seedance.models.protocols.registry import check_protocol_config
     from seedance.provenance import run_metadata
     from seedance.sim import CpuConfig, NemesisConfig, SimConfig, StorageConfig, WorkloadConfig, simulate, write_outputs
     from seedance.sim.config import parse_extra
