@@ -63,6 +63,15 @@ def why_real_nodes() -> str:
 
 
 # -------------------------------------------------------------------------------------------------------- numbers
+def shown(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` for a message, shortened past ``limit`` characters (a 4,000-digit integer or a pasted file
+    must not become a 4,000-character error line)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 4 * limit:
+        return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits"  # str() may refuse it
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit - 20]}... ({len(text)} characters)"
+
+
 def _fmt(x: float) -> str:
     return str(x) if isinstance(x, int) else f"{x:g}"
 
@@ -71,29 +80,29 @@ def number(field: str, value: Any, *, lo: float | None = None, hi: float | None 
            hi_open: bool = False, why: str | None = None) -> float:
     """A finite real number in [lo, hi] (bounds open when asked); bools and strings are rejected."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise SpecError(field, f"must be a number, got {value!r}", _range_text(lo, hi, lo_open, hi_open))
+        raise SpecError(field, f"must be a number, got {shown(value)}", _range_text(lo, hi, lo_open, hi_open))
     x = float(value) if not isinstance(value, int) else value
     if isinstance(x, float) and not math.isfinite(x):
-        raise SpecError(field, f"must be finite, got {value!r}", _range_text(lo, hi, lo_open, hi_open))
+        raise SpecError(field, f"must be finite, got {shown(value)}", _range_text(lo, hi, lo_open, hi_open))
     too_low = lo is not None and (x <= lo if lo_open else x < lo)
     too_high = hi is not None and (x >= hi if hi_open else x > hi)
     if too_low or too_high:
         valid = _range_text(lo, hi, lo_open, hi_open)
         if too_high and why:
             valid += f" ({why})"
-        raise SpecError(field, f"{value!r} is out of range", valid)
+        raise SpecError(field, f"{shown(value)} is out of range", valid)
     return x
 
 
 def integer(field: str, value: Any, *, lo: int | None = None, hi: int | None = None, why: str | None = None) -> int:
     """An integer in [lo, hi]."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise SpecError(field, f"must be an integer, got {value!r}", _range_text(lo, hi, False, False, "an integer"))
+        raise SpecError(field, f"must be an integer, got {shown(value)}", _range_text(lo, hi, False, False, "an integer"))
     if (lo is not None and value < lo) or (hi is not None and value > hi):
         valid = _range_text(lo, hi, False, False, "an integer")
         if hi is not None and value > hi and why:
             valid += f" ({why})"
-        raise SpecError(field, f"{value} is out of range", valid)
+        raise SpecError(field, f"{shown(value)} is out of range", valid)
     return value
 
 
@@ -224,7 +233,8 @@ _BASE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # YAML 1.2 core schema floats: 1e308, 1.5, .5, -2E-3 (YAML 1.1 needs a dot and a signed exponent)
 _FLOAT_12 = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$")
 _TAG = "tag:yaml.org,2002:"
-_NOT_JSON_TAGS = ("timestamp", "binary", "set", "omap", "pairs")  # YAML 1.1 types no seedance input means
+_NOT_JSON_TAGS = ("binary", "set", "omap", "pairs")  # YAML 1.1 types no seedance input means (dates stay: each
+# reader says where they are wrong, e.g. a sweep spec asks to quote them)
 
 
 class _AliasFound(Exception):
@@ -232,8 +242,8 @@ class _AliasFound(Exception):
 
 
 class StrictYamlLoader(_BASE_LOADER):  # type: ignore[misc, valid-type]
-    """Safe YAML limited to what JSON can say: duplicate mapping keys, anchors/aliases, integers too long to convert
-    and the YAML 1.1 types (dates, binary, sets) are refused; floats follow YAML 1.2."""
+    """Safe YAML close to what JSON can say: duplicate mapping keys, anchors/aliases, integers too long to convert
+    and the YAML 1.1 types binary, set, omap and pairs are refused; floats follow YAML 1.2."""
 
     def construct_object(self, node: Any, deep: bool = False) -> Any:
         # a node constructed twice is the target of an alias: a self-referential one (``a: &a [*a]``) makes a
@@ -269,9 +279,6 @@ class StrictYamlLoader(_BASE_LOADER):  # type: ignore[misc, valid-type]
                         "numbers, strings, booleans, null, lists and mappings")
 
 
-StrictYamlLoader.yaml_implicit_resolvers = {  # no implicit dates: 2024-01-01 is a string, as in YAML 1.2
-    first: [(tag, rx) for tag, rx in resolvers if tag != _TAG + "timestamp"]
-    for first, resolvers in _BASE_LOADER.yaml_implicit_resolvers.items()}
 StrictYamlLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, StrictYamlLoader.construct_mapping)
 StrictYamlLoader.add_constructor(_TAG + "int", StrictYamlLoader.construct_yaml_int)
 for _tag in _NOT_JSON_TAGS:
