@@ -315,10 +315,9 @@ def read_jsonl(path: str | os.PathLike[str], *, replicas: bool = False) -> list[
             return parse_lines(handle, replicas=replicas)
     except OSError as err:
         raise HistoryError(str(path), f"cannot read history ({err.strerror})") from None
-    except HistoryError as err:
-        if err.field != "history":  # a line's fault names its line
-            raise
-        raise HistoryError(str(path), err.problem, err.valid) from None
+    except HistoryError as err:  # named by the file, then the line
+        raise HistoryError(str(path) if err.field == "history" else f"{path} {err.field}", err.problem,
+                           err.valid) from None
 
 
 def write_jsonl(events: Iterable[Event], path: str | os.PathLike[str]) -> Path:
