@@ -488,7 +488,7 @@ def test_file_inputs_fuzz(name, tmp_path_factory):
     """Every command that reads a file, given random bytes, random YAML/JSON structures and near-valid files with
     aliases, 5,000-digit integers, repeated keys, deep nesting, tags, bad UTF-8: exit 0 or 2 (a verdict where the
     command gives one), one line on stderr for 2, never a traceback, never past the per-example deadline."""
-    _file_fuzz(name, tmp_path_factory, 12, True)
+    _file_fuzz(name, tmp_path_factory, 16, True)
 
 
 @pytest.mark.slow

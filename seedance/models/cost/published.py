@@ -84,10 +84,11 @@ def curves(directory: str | Path | None = None) -> list[Curve]:
     index = root / "curves.yaml"
     if not index.is_file():
         raise SpecError("data", f"{index} does not exist", "a directory with curves.yaml (tests/data/nccl)")
-    doc = load_file(index, "--data") or {}
-    entries = doc.get("curves", []) if isinstance(doc, dict) else None
-    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise SpecError(f"{index}: curves", "is not a list of mappings", "curves: [{id, file, collective, topology}]")
+    doc = load_file(index, "--data")
+    entries = doc.get("curves") if isinstance(doc, dict) else None
+    if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
+        raise SpecError(f"{index}: curves", "is missing, empty or not a list of mappings",
+                        "curves: [{id, file, collective, topology}, ...]")
     out = []
     for entry in entries:
         name = str(entry.get("id"))
