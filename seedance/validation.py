@@ -332,15 +332,20 @@ def dumps_yaml(doc: Any) -> str:
     return yaml.dump(doc, Dumper=_PlainDumper, sort_keys=False)
 
 
-def read_text(path: str | os.PathLike[str], field: str, expected: str, *, max_bytes: int = 64 << 20) -> str:
+MAX_SPEC_FILE_BYTES = 1 << 20  # specs, host profiles, calibrations, curve indexes: a few kB each; YAML parsing of a
+# mapping-heavy document runs at about 0.1 MB/s here, so a 64 MiB one would take minutes
+
+
+def read_text(path: str | os.PathLike[str], field: str, expected: str, *,
+              max_bytes: int = MAX_SPEC_FILE_BYTES) -> str:
     """The text of the file at ``path``: refused (naming it and ``expected``) if it cannot be read, is larger than
     ``max_bytes``, is not UTF-8 or holds NUL bytes (a binary file)."""
     file = Path(path)
     try:
         size = file.stat().st_size
         if size > max_bytes:
-            raise SpecError(field, f"{file} is {size} bytes",
-                            f"at most {max_bytes >> 20} MiB (parsing is slow and the models cap sizes well below)")
+            raise SpecError(field, f"{file} is {size:,} bytes", f"at most {max_bytes >> 20} MiB ({expected}: parsing "
+                            "is slow, and no valid one comes near)")
         raw = file.read_bytes()
     except OSError as err:
         raise SpecError(field, f"cannot read {file} ({err.strerror or type(err).__name__})", expected) from None
@@ -353,10 +358,11 @@ def read_text(path: str | os.PathLike[str], field: str, expected: str, *, max_by
     return text
 
 
-def load_file(path: str | os.PathLike[str], field: str, *, max_bytes: int = 64 << 20,
+def load_file(path: str | os.PathLike[str], field: str, *, max_bytes: int = MAX_SPEC_FILE_BYTES,
               expected: str = "a readable UTF-8 YAML/JSON file") -> Any:
-    """A YAML or JSON file (by suffix), strictly parsed; ``max_bytes`` bounds the parse time (a 1,024-device
-    matrix in YAML is about 8 MB); ``expected`` says what the file should be when it cannot be read as text."""
+    """A YAML or JSON file (by suffix), strictly parsed; ``max_bytes`` bounds the parse time (topologies allow
+    MAX_TOPOLOGY_FILE_BYTES: a 1,024-device matrix in YAML is about 8 MB); ``expected`` says what the file should be
+    when it cannot be read as text."""
     file = Path(path)
     text = read_text(file, field, expected, max_bytes=max_bytes)
     if file.suffix.lower() == ".json":

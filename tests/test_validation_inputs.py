@@ -118,3 +118,12 @@ def test_messages_show_long_values_shortened():
     with pytest.raises(SpecError) as err:
         validation.number("--rate", "x" * 10_000, lo=0)
     assert "(10002 characters)" in str(err.value) and len(str(err.value)) < 200
+
+
+def test_files_past_their_ceiling_are_refused_before_parsing(tmp_path):
+    path = tmp_path / "spec.yaml"
+    path.write_text("a: [" + "1, " * 600_000 + "1]\n")  # 1.8 MB: tens of seconds of YAML parsing here
+    start = time.perf_counter()
+    with pytest.raises(SpecError, match=r"spec.yaml is 1,800,007 bytes; at most 1 MiB \(a sweep spec"):
+        validation.load_file(path, "SPEC", expected="a sweep spec")
+    assert time.perf_counter() - start < 1.0

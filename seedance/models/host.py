@@ -867,7 +867,7 @@ def load_profile(path: str | Path) -> HostProfile:
     repeated key or an alias is named as such); a clear error naming the field otherwise."""
     from seedance.validation import load_file
 
-    data = load_file(path, "--host-profile", max_bytes=16 << 20,
+    data = load_file(path, "--host-profile",
                      expected="a host profile: YAML/JSON as `seedance real profile` writes it")
     return HostProfile.from_dict(data, f"host profile {path}")
 
