@@ -127,3 +127,21 @@ def test_files_past_their_ceiling_are_refused_before_parsing(tmp_path):
     with pytest.raises(SpecError, match=r"spec.yaml is 1,800,007 bytes; at most 1 MiB \(a sweep spec"):
         validation.load_file(path, "SPEC", expected="a sweep spec")
     assert time.perf_counter() - start < 1.0
+
+
+def test_history_faults_name_the_file_and_line(tmp_path):
+    import io
+
+    from seedance.errors import HistoryError
+    from seedance.history.events import parse_lines, read_jsonl
+
+    path = tmp_path / "h.jsonl"
+    path.write_text('{"process": 0, "type": "invoke", "f": "read", "time": 0.0}\n{"value": %s}\n' % BIG)
+    with pytest.raises(HistoryError, match=f"^{path} line 2: holds an integer too long to convert"):
+        read_jsonl(path)
+    path.write_text("[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(HistoryError, match=f"^{path} line 1: nests too deeply"):
+        read_jsonl(path)
+    binary = io.TextIOWrapper(io.BytesIO(b'{"a": 1}\n\xff\xfe\x00\x01' * 4), encoding="utf-8")  # stdin, binary
+    with pytest.raises(HistoryError, match="^history: not UTF-8 text"):
+        parse_lines(binary)
