@@ -173,41 +173,32 @@ def ip_address(field: str, text: str) -> str:
 
 
 # ----------------------------------------------------------------------------------------------------- YAML, JSON
-def _no_dup_pairs(where: str):
-    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def _json_hooks(where: str) -> dict[str, Any]:
+    """json.loads hooks refusing duplicate keys, NaN/Infinity and floats that overflow, naming ``where``."""
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for key, value in pairs:
+        for key, value in items:
             if key in out:
                 raise SpecError(where, f"duplicate key {key!r}", "each key at most once per object")
             out[key] = value
         return out
 
-    return hook
-
-
-def _no_constants(where: str):
-    def hook(name: str) -> Any:
+    def constant(name: str) -> Any:
         raise SpecError(where, f"{name} is not a number JSON allows", "a finite number")
 
-    return hook
-
-
-def _finite_float(where: str):
-    def hook(text: str) -> float:
-        value = float(text)
-        if not math.isfinite(value):
+    def finite(text: str) -> float:
+        if not math.isfinite(value := float(text)):
             raise SpecError(where, f"{text} overflows to infinity", "a finite number (|x| < 1.8e308)")
         return value
 
-    return hook
+    return {"object_pairs_hook": pairs, "parse_constant": constant, "parse_float": finite}
 
 
 def loads_json(text: str, where: str) -> Any:
     """Strict JSON: no duplicate keys, no NaN/Infinity, no number that overflows, no integer too long to convert,
     no nesting beyond the parser's recursion; errors name ``where`` and the line."""
     try:
-        doc = json.loads(text, object_pairs_hook=_no_dup_pairs(where), parse_constant=_no_constants(where),
-                         parse_float=_finite_float(where))
+        doc = json.loads(text, **_json_hooks(where))
     except json.JSONDecodeError as err:
         raise SpecError(where, f"not valid JSON ({err.msg} at line {err.lineno} column {err.colno})",
                         "valid JSON") from None
@@ -238,7 +229,7 @@ _NOT_JSON_TAGS = ("binary", "set", "omap", "pairs")  # YAML 1.1 types no seedanc
 
 
 class _AliasFound(Exception):
-    """An alias (``*name``) in a document: refused (see :func:`loads_yaml`), its name found by a second pass."""
+    """An alias (``*name``) in a document: refused (see :func:`loads_yaml`), its name found by an event pass."""
 
 
 class StrictYamlLoader(_BASE_LOADER):  # type: ignore[misc, valid-type]
@@ -292,14 +283,6 @@ def _int_digits() -> int:
     return sys.get_int_max_str_digits() or 4300
 
 
-def _first_alias(text: str) -> tuple[str, int]:
-    """The name and line of the first alias in ``text`` (an event pass: cheap, and only after one was found)."""
-    for event in yaml.parse(text, Loader=_BASE_LOADER):
-        if isinstance(event, yaml.AliasEvent):
-            return event.anchor, event.start_mark.line + 1
-    return "?", 0  # unreachable: construction found one
-
-
 def loads_yaml(text: str, where: str) -> Any:
     """Strict YAML (see :class:`StrictYamlLoader`); every number finite, nesting bounded; errors name ``where`` and
     the line."""
@@ -308,10 +291,10 @@ def loads_yaml(text: str, where: str) -> Any:
     except SpecError as err:
         raise SpecError(where, f"{err.field}: {err.problem}", err.valid) from None
     except _AliasFound:
-        name, line = _first_alias(text)
-        raise SpecError(where, f"line {line}: YAML alias *{name} is not supported (an alias may refer to itself "
-                        "or multiply a document beyond any size)", "plain YAML without anchors (&name) and "
-                        "aliases (*name): write the value out") from None
+        alias = next(e for e in yaml.parse(text, Loader=_BASE_LOADER) if isinstance(e, yaml.AliasEvent))  # its name
+        raise SpecError(where, f"line {alias.start_mark.line + 1}: YAML alias *{alias.anchor} is not supported (an "
+                        "alias may refer to itself or multiply a document beyond any size)",
+                        "plain YAML without anchors (&name) and aliases (*name): write the value out") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         at = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""

@@ -7,7 +7,11 @@ a YAML 1.1 or Python tag, invalid UTF-8, a NUL byte, a truncation. Every command
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import signal
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -97,6 +101,41 @@ def history_text(events: list[dict[str, Any]], defect: str | None, data: st.Data
     elif defect is not None:
         return _raw_defect("\n".join(lines) + "\n", defect, data)
     return ("\n".join(lines) + "\n").encode()
+
+
+# ------------------------------------------------------------------------------------------- running under a deadline
+class _Hang(BaseException):
+    """An example ran past its deadline (a BaseException, so no `except Exception` in the CLI swallows it)."""
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float):
+    """Interrupt the block after ``seconds`` (SIGALRM; pytest-timeout's own alarm is put back afterwards)."""
+
+    def expire(signum, frame):
+        raise _Hang(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    outer, _ = signal.setitimer(signal.ITIMER_REAL, seconds)
+    start = time.monotonic()
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        if outer:
+            signal.setitimer(signal.ITIMER_REAL, max(1e-3, outer - (time.monotonic() - start)))
+
+
+def run_guarded(argv: list[str], seconds: float) -> tuple[int, str, str, float]:
+    """``seedance ARGV`` in this process under a deadline: (exit status, stdout, stderr, seconds)."""
+    from seedance.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    start = time.monotonic()
+    with _deadline(seconds), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue(), time.monotonic() - start
 
 
 # ------------------------------------------------------------------------------------------ near-valid documents

@@ -415,40 +415,6 @@ def test_every_command_checks_its_output_before_any_work(path, cmd, outs):
 
 
 # ---------------------------------------------------------------------------------- every command that reads a file
-class _Hang(BaseException):
-    """An example ran past its deadline (a BaseException, so no `except Exception` in the CLI swallows it)."""
-
-
-@contextlib.contextmanager
-def _deadline(seconds: float):
-    """Interrupt the block after ``seconds`` (SIGALRM; pytest-timeout's own alarm is put back afterwards)."""
-    import signal
-    import time
-
-    def expire(signum, frame):
-        raise _Hang(f"still running after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    outer, _ = signal.setitimer(signal.ITIMER_REAL, seconds)
-    start = time.monotonic()
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-        if outer:
-            signal.setitimer(signal.ITIMER_REAL, max(1e-3, outer - (time.monotonic() - start)))
-
-
-def _run_guarded(argv: list[str], seconds: float) -> tuple[int, str, str, float]:
-    import time
-
-    start = time.monotonic()
-    with _deadline(seconds):
-        code, out, err = run_cli(argv)
-    return code, out, err, time.monotonic() - start
-
-
 @st.composite
 def file_content(draw, kind: str, fmt: str, random_ok: bool) -> bytes:
     """A file for a command reading ``kind``: a random structure (if ``random_ok``) or a near-valid one with one
@@ -477,7 +443,7 @@ def _file_fuzz(name: str, tmp_path_factory, examples: int, derandomize: bool) ->
         path = base / f"input-{next(_COUNTER)}.{fmt}"
         path.write_bytes(content)
         argv = argv_of(str(path), base, _COUNTER)
-        code, _, err, _ = _run_guarded(argv, 30.0)
+        code, _, err, _ = fuzz_inputs.run_guarded(argv, 30.0)
         _check(code, err, argv, None, allowed)
 
     prop()
@@ -505,7 +471,7 @@ def test_issue_probes_exit_2_at_once(name, command, fmt, content, says, tmp_path
     path = tmp_path / f"probe.{fmt}"
     path.write_bytes(content)
     argv = fuzz_inputs.FILE_COMMANDS[command][2](str(path), tmp_path, _COUNTER)
-    code, _, err, elapsed = _run_guarded(argv, 5.0)
+    code, _, err, elapsed = fuzz_inputs.run_guarded(argv, 5.0)
     _check(code, err, argv, None, {2})
     assert elapsed < 5.0
     assert path.name in err and ("line 1" in err or fmt != "jsonl"), err
