@@ -18,7 +18,7 @@ class SeedanceError(Exception):
         message = f"{field}: {problem}" if field else problem
         if valid:
             message += f"; {valid}"
-        super().__init__(message.replace("\n", " "))
+        super().__init__(" ".join(message.splitlines()))  # every line break (\r, \x85, \u2028 too): one line
 
 
 class SpecError(SeedanceError, ValueError):

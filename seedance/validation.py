@@ -20,6 +20,7 @@ import json
 import math
 import os
 import re
+import sys
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
@@ -62,6 +63,15 @@ def why_real_nodes() -> str:
 
 
 # -------------------------------------------------------------------------------------------------------- numbers
+def shown(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` for a message, shortened past ``limit`` characters (a 4,000-digit integer or a pasted file
+    must not become a 4,000-character error line)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 4 * limit:
+        return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits"  # str() may refuse it
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit - 20]}... ({len(text)} characters)"
+
+
 def _fmt(x: float) -> str:
     return str(x) if isinstance(x, int) else f"{x:g}"
 
@@ -70,29 +80,29 @@ def number(field: str, value: Any, *, lo: float | None = None, hi: float | None 
            hi_open: bool = False, why: str | None = None) -> float:
     """A finite real number in [lo, hi] (bounds open when asked); bools and strings are rejected."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise SpecError(field, f"must be a number, got {value!r}", _range_text(lo, hi, lo_open, hi_open))
+        raise SpecError(field, f"must be a number, got {shown(value)}", _range_text(lo, hi, lo_open, hi_open))
     x = float(value) if not isinstance(value, int) else value
     if isinstance(x, float) and not math.isfinite(x):
-        raise SpecError(field, f"must be finite, got {value!r}", _range_text(lo, hi, lo_open, hi_open))
+        raise SpecError(field, f"must be finite, got {shown(value)}", _range_text(lo, hi, lo_open, hi_open))
     too_low = lo is not None and (x <= lo if lo_open else x < lo)
     too_high = hi is not None and (x >= hi if hi_open else x > hi)
     if too_low or too_high:
         valid = _range_text(lo, hi, lo_open, hi_open)
         if too_high and why:
             valid += f" ({why})"
-        raise SpecError(field, f"{value!r} is out of range", valid)
+        raise SpecError(field, f"{shown(value)} is out of range", valid)
     return x
 
 
 def integer(field: str, value: Any, *, lo: int | None = None, hi: int | None = None, why: str | None = None) -> int:
     """An integer in [lo, hi]."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise SpecError(field, f"must be an integer, got {value!r}", _range_text(lo, hi, False, False, "an integer"))
+        raise SpecError(field, f"must be an integer, got {shown(value)}", _range_text(lo, hi, False, False, "an integer"))
     if (lo is not None and value < lo) or (hi is not None and value > hi):
         valid = _range_text(lo, hi, False, False, "an integer")
         if hi is not None and value > hi and why:
             valid += f" ({why})"
-        raise SpecError(field, f"{value} is out of range", valid)
+        raise SpecError(field, f"{shown(value)} is out of range", valid)
     return value
 
 
@@ -106,17 +116,30 @@ def _range_text(lo: float | None, hi: float | None, lo_open: bool, hi_open: bool
     return what
 
 
+MAX_NESTING = 100
+WHY_NESTING = "no seedance document nests more than a few levels, and deeper ones exhaust the recursion of readers"
+
+
 def finite_tree(field: str, value: Any) -> Any:
-    """``value`` unchanged if every number inside it (dicts, lists) is finite."""
-    stack = [(field, value)]
+    """``value`` unchanged if every number inside it (dicts, lists) is finite and it nests at most MAX_NESTING
+    levels. Each container is visited once (a shared or self-containing one ends the walk, never loops it)."""
+    stack = [(field, value, 0)]
+    seen: set[int] = set()
     while stack:
-        where, item = stack.pop()
-        if isinstance(item, float) and not math.isfinite(item):
-            raise SpecError(where, f"must be finite, got {item!r}", "a finite number")
+        where, item, depth = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                raise SpecError(where, f"must be finite, got {item!r}", "a finite number")
+            continue
+        if not isinstance(item, (dict, list, tuple)) or id(item) in seen:
+            continue
+        seen.add(id(item))
+        if depth >= MAX_NESTING:
+            raise SpecError(where, f"nests more than {MAX_NESTING} levels", f"at most {MAX_NESTING} ({WHY_NESTING})")
         if isinstance(item, dict):
-            stack.extend((f"{where}.{k}", v) for k, v in item.items())
-        elif isinstance(item, (list, tuple)):
-            stack.extend((f"{where}[{i}]", v) for i, v in enumerate(item))
+            stack.extend((f"{where}.{k}", v, depth + 1) for k, v in item.items())
+        else:
+            stack.extend((f"{where}[{i}]", v, depth + 1) for i, v in enumerate(item))
     return value
 
 
@@ -150,52 +173,75 @@ def ip_address(field: str, text: str) -> str:
 
 
 # ----------------------------------------------------------------------------------------------------- YAML, JSON
-def _no_dup_pairs(where: str):
-    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def _json_hooks(where: str) -> dict[str, Any]:
+    """json.loads hooks refusing duplicate keys, NaN/Infinity and floats that overflow, naming ``where``."""
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for key, value in pairs:
+        for key, value in items:
             if key in out:
                 raise SpecError(where, f"duplicate key {key!r}", "each key at most once per object")
             out[key] = value
         return out
 
-    return hook
-
-
-def _no_constants(where: str):
-    def hook(name: str) -> Any:
+    def constant(name: str) -> Any:
         raise SpecError(where, f"{name} is not a number JSON allows", "a finite number")
 
-    return hook
-
-
-def _finite_float(where: str):
-    def hook(text: str) -> float:
-        value = float(text)
-        if not math.isfinite(value):
+    def finite(text: str) -> float:
+        if not math.isfinite(value := float(text)):
             raise SpecError(where, f"{text} overflows to infinity", "a finite number (|x| < 1.8e308)")
         return value
 
-    return hook
+    return {"object_pairs_hook": pairs, "parse_constant": constant, "parse_float": finite}
 
 
 def loads_json(text: str, where: str) -> Any:
-    """Strict JSON: no duplicate keys, no NaN/Infinity, no number that overflows; errors name ``where``."""
+    """Strict JSON: no duplicate keys, no NaN/Infinity, no number that overflows, no integer too long to convert,
+    no nesting beyond the parser's recursion; errors name ``where`` and the line."""
     try:
-        return json.loads(text, object_pairs_hook=_no_dup_pairs(where), parse_constant=_no_constants(where),
-                          parse_float=_finite_float(where))
+        doc = json.loads(text, **_json_hooks(where))
     except json.JSONDecodeError as err:
         raise SpecError(where, f"not valid JSON ({err.msg} at line {err.lineno} column {err.colno})",
                         "valid JSON") from None
+    except RecursionError:
+        raise SpecError(where, "nests too deeply to parse", f"at most {MAX_NESTING} levels ({WHY_NESTING})") from None
+    except ValueError as err:  # int() of a literal beyond Python's digit limit (SpecError is ours: passed on)
+        if isinstance(err, SpecError):
+            raise
+        raise long_integer_error(where, text) from None
+    return finite_tree(where, doc)  # nesting bounded
+
+
+def long_integer_error(where: str, text: str) -> SpecError:
+    """The error for a JSON text holding an integer literal too long to convert, naming its line."""
+    limit = _int_digits()
+    match = re.search(r"[0-9]{%d,}" % (limit + 1), text)
+    line = text.count("\n", 0, match.start()) + 1 if match else 0
+    digits = len(match.group()) if match else limit + 1
+    return SpecError(where, f"line {line}: an integer of {digits} digits", f"an integer of at most {limit} digits")
 
 
 _BASE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # YAML 1.2 core schema floats: 1e308, 1.5, .5, -2E-3 (YAML 1.1 needs a dot and a signed exponent)
 _FLOAT_12 = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$")
+_TAG = "tag:yaml.org,2002:"
+_NOT_JSON_TAGS = ("binary", "set", "omap", "pairs")  # YAML 1.1 types no seedance input means (dates stay: each
+# reader says where they are wrong, e.g. a sweep spec asks to quote them)
+
+
+class _AliasFound(Exception):
+    """An alias (``*name``) in a document: refused (see :func:`loads_yaml`), its name found by an event pass."""
 
 
 class StrictYamlLoader(_BASE_LOADER):  # type: ignore[misc, valid-type]
-    """Safe YAML with duplicate mapping keys rejected and YAML 1.2 floats."""
+    """Safe YAML close to what JSON can say: duplicate mapping keys, anchors/aliases, integers too long to convert
+    and the YAML 1.1 types binary, set, omap and pairs are refused; floats follow YAML 1.2."""
+
+    def construct_object(self, node: Any, deep: bool = False) -> Any:
+        # a node constructed twice is the target of an alias: a self-referential one (``a: &a [*a]``) makes a
+        # cycle and nested ones ("billion laughs") an exponential tree, so any alias is refused
+        if node in self.constructed_objects or node in self.recursive_objects:
+            raise _AliasFound
+        return super().construct_object(node, deep=deep)
 
     def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
         self.flatten_mapping(node)
@@ -213,17 +259,42 @@ class StrictYamlLoader(_BASE_LOADER):  # type: ignore[misc, valid-type]
             out[key] = self.construct_object(value_node, deep=deep)
         return out
 
+    def construct_yaml_int(self, node: Any) -> int:
+        if len(node.value) > _int_digits():  # 60-base ints (1:2:3...) would grow quadratically long
+            raise SpecError(f"line {node.start_mark.line + 1}", f"an integer of {len(node.value)} characters",
+                            f"an integer of at most {_int_digits()} digits")
+        return super().construct_yaml_int(node)
+
+    def refuse_tag(self, node: Any) -> Any:
+        raise SpecError(f"line {node.start_mark.line + 1}", f"{node.tag.replace(_TAG, '!!')} values are not supported",
+                        "numbers, strings, booleans, null, lists and mappings")
+
 
 StrictYamlLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, StrictYamlLoader.construct_mapping)
-StrictYamlLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+.0123456789"))
+StrictYamlLoader.add_constructor(_TAG + "int", StrictYamlLoader.construct_yaml_int)
+for _tag in _NOT_JSON_TAGS:
+    StrictYamlLoader.add_constructor(_TAG + _tag, StrictYamlLoader.refuse_tag)
+StrictYamlLoader.add_implicit_resolver(_TAG + "float", _FLOAT_12, list("-+.0123456789"))
+
+
+def _int_digits() -> int:
+    """The longest integer literal accepted: Python's own limit on converting digits to an int (4,300 by
+    default), beyond which int() raises; no seedance field needs a tenth of it."""
+    return sys.get_int_max_str_digits() or 4300
 
 
 def loads_yaml(text: str, where: str) -> Any:
-    """Strict YAML (see :class:`StrictYamlLoader`); every number finite; errors name ``where`` and the line."""
+    """Strict YAML (see :class:`StrictYamlLoader`); every number finite, nesting bounded; errors name ``where`` and
+    the line."""
     try:
         doc = yaml.load(text, Loader=StrictYamlLoader)  # noqa: S506 - a safe loader
     except SpecError as err:
         raise SpecError(where, f"{err.field}: {err.problem}", err.valid) from None
+    except _AliasFound:
+        alias = next(e for e in yaml.parse(text, Loader=_BASE_LOADER) if isinstance(e, yaml.AliasEvent))  # its name
+        raise SpecError(where, f"line {alias.start_mark.line + 1}: YAML alias *{alias.anchor} is not supported (an "
+                        "alias may refer to itself or multiply a document beyond any size)",
+                        "plain YAML without anchors (&name) and aliases (*name): write the value out") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         at = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
@@ -232,20 +303,53 @@ def loads_yaml(text: str, where: str) -> Any:
     return finite_tree(where, doc)
 
 
-def load_file(path: str | os.PathLike[str], field: str, *, max_bytes: int = 64 << 20) -> Any:
-    """A YAML or JSON file (by suffix), strictly parsed; ``max_bytes`` bounds the parse time (a 1,024-device
-    matrix in YAML is about 8 MB)."""
+class _PlainDumper(yaml.SafeDumper):
+    """Writes an object referenced twice in full, never as an anchor and alias (which :func:`loads_yaml` refuses)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def dumps_yaml(doc: Any) -> str:
+    """YAML text of ``doc`` (keys in their order) that :func:`loads_yaml` reads back: no anchors or aliases."""
+    return yaml.dump(doc, Dumper=_PlainDumper, sort_keys=False)
+
+
+MAX_SPEC_FILE_BYTES = 1 << 20  # specs, host profiles, calibrations, curve indexes: a few kB each; YAML parsing of a
+# mapping-heavy document runs at about 0.1 MB/s here, so a 64 MiB one would take minutes
+
+
+def read_text(path: str | os.PathLike[str], field: str, expected: str, *,
+              max_bytes: int = MAX_SPEC_FILE_BYTES) -> str:
+    """The text of the file at ``path``: refused (naming it and ``expected``) if it cannot be read, is larger than
+    ``max_bytes``, is not UTF-8 or holds NUL bytes (a binary file)."""
     file = Path(path)
     try:
         size = file.stat().st_size
         if size > max_bytes:
-            raise SpecError(field, f"{file} is {size} bytes",
-                            f"at most {max_bytes >> 20} MiB (parsing is slow and the models cap sizes well below)")
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise SpecError(field, f"cannot read {file} ({type(err).__name__})", "a readable UTF-8 YAML/JSON file") from None
+            raise SpecError(field, f"{file} is {size:,} bytes", f"at most {max_bytes >> 20} MiB ({expected}: parsing "
+                            "is slow, and no valid one comes near)")
+        raw = file.read_bytes()
+    except OSError as err:
+        raise SpecError(field, f"cannot read {file} ({err.strerror or type(err).__name__})", expected) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise SpecError(field, f"{file} is not UTF-8 text (byte {err.start}: a binary file?)", expected) from None
+    if "\x00" in text:
+        raise SpecError(field, f"{file} holds NUL bytes (a binary file?)", expected)
+    return text
+
+
+def load_file(path: str | os.PathLike[str], field: str, *, max_bytes: int = MAX_SPEC_FILE_BYTES,
+              expected: str = "a readable UTF-8 YAML/JSON file") -> Any:
+    """A YAML or JSON file (by suffix), strictly parsed; ``max_bytes`` bounds the parse time (topologies allow
+    MAX_TOPOLOGY_FILE_BYTES: a 1,024-device matrix in YAML is about 8 MB); ``expected`` says what the file should be
+    when it cannot be read as text."""
+    file = Path(path)
+    text = read_text(file, field, expected, max_bytes=max_bytes)
     if file.suffix.lower() == ".json":
-        return finite_tree(field, loads_json(text, f"{field} {file}"))
+        return loads_json(text, f"{field} {file}")
     return loads_yaml(text, f"{field} {file}")
 
 
@@ -295,6 +399,7 @@ def check_writable_file(field: str, path: str | os.PathLike[str]) -> Path:
 
 # ----------------------------------------------------------------------------------------------------- topologies
 MAX_TOPOLOGY_FILE_BYTES = 16 << 20
+TOPOLOGY_FILE = "a UTF-8 YAML/JSON topology file (the matrix form, bandwidth_GBps, or the link graph, devices and links)"
 MAX_BANDWIDTH_GBPS = 1e9
 MAX_LATENCY_US = 1e9
 

@@ -28,6 +28,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import _fuzz_inputs as fuzz_inputs
 from seedance.cli import main
 
 pytestmark = pytest.mark.filterwarnings("ignore")
@@ -411,3 +412,67 @@ def test_every_command_checks_its_output_before_any_work(path, cmd, outs):
             argv.append("--quick")
     code, _, err = run_cli(argv)
     _check(code, err, argv, None, {2})
+
+
+# ---------------------------------------------------------------------------------- every command that reads a file
+@st.composite
+def file_content(draw, kind: str, fmt: str, random_ok: bool) -> bytes:
+    """A file for a command reading ``kind``: a random structure (if ``random_ok``) or a near-valid one with one
+    defect (always, if not)."""
+    data = draw(st.data())
+    if kind == "history":
+        defect = draw(st.sampled_from([*([None, "structure"] if random_ok else []), "bigint", "deep", "dup", "bytes",
+                                       "badutf8", "nul", "truncated"]))
+        return fuzz_inputs.history_text(fuzz_inputs.HISTORY, defect, data)
+    if random_ok and draw(st.integers(0, 3)) == 0:
+        return fuzz_inputs.render(draw(fuzz_inputs.STRUCTURES), fmt).encode()
+    text = fuzz_inputs.render(fuzz_inputs.BASES[kind](), fmt)
+    defects = [d for d in fuzz_inputs.DEFECTS if random_ok or d not in ("bom", "truncated")]
+    return fuzz_inputs.defective(text, fmt, draw(st.sampled_from(defects)), data)
+
+
+def _file_fuzz(name: str, tmp_path_factory, examples: int, derandomize: bool) -> None:
+    kind, suffixes, argv_of, allowed, random_ok = fuzz_inputs.FILE_COMMANDS[name]
+    base = tmp_path_factory.mktemp("fuzz-files")
+
+    @settings(max_examples=examples, deadline=None, database=None, derandomize=derandomize,
+              suppress_health_check=list(HealthCheck))
+    @given(st.sampled_from(suffixes).flatmap(lambda fmt: st.tuples(st.just(fmt), file_content(kind, fmt, random_ok))))
+    def prop(case):
+        fmt, content = case
+        path = base / f"input-{next(_COUNTER)}.{fmt}"
+        path.write_bytes(content)
+        argv = argv_of(str(path), base, _COUNTER)
+        code, _, err, _ = fuzz_inputs.run_guarded(argv, 30.0)
+        _check(code, err, argv, None, allowed)
+
+    prop()
+
+
+@pytest.mark.parametrize("name", sorted(fuzz_inputs.FILE_COMMANDS))
+def test_file_inputs_fuzz(name, tmp_path_factory):
+    """Every command that reads a file, given random bytes, random YAML/JSON structures and near-valid files with
+    aliases, 5,000-digit integers, repeated keys, deep nesting, tags, bad UTF-8: exit 0 or 2 (a verdict where the
+    command gives one), one line on stderr for 2, never a traceback, never past the per-example deadline."""
+    _file_fuzz(name, tmp_path_factory, 16, True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(fuzz_inputs.FILE_COMMANDS))
+def test_file_inputs_fuzz_long(name, tmp_path_factory):
+    _file_fuzz(name, tmp_path_factory, 300, False)
+
+
+@pytest.mark.parametrize("name, command, fmt, content, says", fuzz_inputs.FILE_PROBES,
+                         ids=[p[0] for p in fuzz_inputs.FILE_PROBES])
+def test_issue_probes_exit_2_at_once(name, command, fmt, content, says, tmp_path):
+    """The inputs that hung forever (a self-referential alias, a billion laughs) or ended in a traceback (a binary
+    host profile, a 5,000-digit integer in a history): exit 2 within 5 s, one line naming the file or line."""
+    path = tmp_path / f"probe.{fmt}"
+    path.write_bytes(content)
+    argv = fuzz_inputs.FILE_COMMANDS[command][2](str(path), tmp_path, _COUNTER)
+    code, _, err, elapsed = fuzz_inputs.run_guarded(argv, 5.0)
+    _check(code, err, argv, None, {2})
+    assert elapsed < 5.0
+    assert path.name in err and ("line 1" in err or fmt != "jsonl"), err
+    assert says in err, err

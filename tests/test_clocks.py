@@ -76,3 +76,34 @@ def test_dense_and_dict_forms_agree(x, y):
     j = clocks.join(dx, dy)
     assert clocks.leq(dx, j) and clocks.leq(dy, j)
     assert clocks.compare(clocks.merge(dx, dy, own=1), j) == "after"
+
+
+def test_plain_sequences_are_the_dense_form_and_come_back_as_lists():
+    """The report's own example, written as plain lists: the same answers as arrays and dicts, lists back."""
+    assert clocks.merge(A, B, own=0) == [4, 4, 0]
+    assert clocks.join(tuple(A), [2, 4, 0, 1]) == [3, 4, 0, 1]
+    assert clocks.update_vc([], 2) == [0, 0, 1] and clocks.update_vc(A, 0) == [4, 1, 0]
+    assert clocks.to_dense(A).tolist() == A and clocks.to_dict(B) == {0: 2, 1: 4}
+    assert clocks.compare(A, C) == "concurrent" and clocks.is_concurrent(A, B)
+    assert clocks.leq([2, 1, 0], A) and not clocks.leq(A, B)
+    assert clocks.should_sync_pixel(A, B) and not clocks.should_sync_pixel(A, [2, 1, 0])
+    mixed = clocks.merge(A, np.array(B), own=0)  # a list with an array: an array, as the array was given
+    assert isinstance(mixed, np.ndarray) and mixed.tolist() == [4, 4, 0]
+    original = list(A)
+    clocks.update_vc(original, 1)
+    assert original == A
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: clocks.leq([1.5], [1]), "v1"), (lambda: clocks.compare([1], "ab"), "v2"),
+    (lambda: clocks.is_concurrent(None, [1]), "v1"), (lambda: clocks.should_sync_pixel(A, 5), "remote"),
+    (lambda: clocks.to_dense({1, 2}), "vc"), (lambda: clocks.to_dict("x"), "vc"),
+    (lambda: clocks.join([[1]], [1]), "a"), (lambda: clocks.join(A, [10**30]), "b"),
+    (lambda: clocks.merge(7, A, 0), "local"), (lambda: clocks.merge(A, {0: 1}, 0), "local, remote"),
+    (lambda: clocks.update_vc(A, -1), "peer"), (lambda: clocks.update_vc(A, "x"), "peer"),
+    (lambda: clocks.update_vc(3, 0), "vc"),
+])
+def test_arguments_of_no_clock_form_name_the_argument(call, name):
+    with pytest.raises(TypeError, match=f"^{name}: ") as err:
+        call()
+    assert "vector clock" in str(err.value) or "node ids" in str(err.value)

@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except click.UsageError as err:
         where = f"{err.ctx.command_path}: " if err.ctx else ""
-        click.echo(f"seedance: error: {where}{err.format_message()}".replace("\n", " "), err=True)
+        click.echo(" ".join(f"seedance: error: {where}{err.format_message()}".splitlines()), err=True)
         return 2
     except click.exceptions.Exit as err:
         return err.exit_code
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         click.echo("seedance: aborted", err=True)
         return 130
     except click.ClickException as err:
-        click.echo(f"seedance: error: {err.format_message()}", err=True)
+        click.echo(" ".join(f"seedance: error: {err.format_message()}".splitlines()), err=True)
         return err.exit_code
     return result if isinstance(result, int) else 0
 

@@ -34,10 +34,10 @@ class Number(click.ParamType):
             try:
                 value = float(value)
             except ValueError:
-                raise SpecError(field, f"{value!r} is not a number", validation._range_text(
+                raise SpecError(field, f"{validation.shown(value)} is not a number", validation._range_text(
                     self.lo, self.hi, self.lo_open, self.hi_open)) from None
             if not math.isfinite(value):  # float("1e400") is inf: say so rather than "out of range"
-                raise SpecError(field, f"must be finite, got {value!r}", validation._range_text(
+                raise SpecError(field, f"must be finite, got {validation.shown(value)}", validation._range_text(
                     self.lo, self.hi, self.lo_open, self.hi_open))
         return validation.number(field, value, lo=self.lo, hi=self.hi, lo_open=self.lo_open, hi_open=self.hi_open,
                                  why=self.why)
@@ -57,7 +57,7 @@ class Integer(click.ParamType):
             try:
                 value = int(value.strip(), 10)
             except ValueError:
-                raise SpecError(field, f"{value!r} is not an integer",
+                raise SpecError(field, f"{validation.shown(value)} is not an integer",
                                 validation._range_text(self.lo, self.hi, False, False, "an integer")) from None
         return validation.integer(field, value, lo=self.lo, hi=self.hi, why=self.why)
 

@@ -4,7 +4,7 @@
 history (``-``: from stdin) (format: :mod:`seedance.history.events`) and runs :func:`seedance.history.linearizability.check`.
 
 Exit status: 0 linearizable, 1 not linearizable, 3 unknown (the time budget ran out), 2 bad input (one line on
-stderr naming the line, e.g. ``seedance: error: line 17: ...``). With ``--json`` the verdict is one object:
+stderr naming the file and line, e.g. ``seedance: error: h.jsonl line 17: ...``). With ``--json`` the verdict is one object:
 ``{"valid": true|false|"unknown", "ops": n, "elapsed_s": x, "first_violation": {...}|null, "model", "keys",
 "file"}``.
 """

@@ -32,6 +32,7 @@ import enum
 import json
 import math
 import os
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -284,6 +285,13 @@ def _iter_events(lines: Iterable[str], first_line: int = 1, replicas: bool = Fal
         except json.JSONDecodeError as err:
             raise HistoryError(where, f"not valid JSON ({err.msg} at column {err.colno})",
                                "each line must be one JSON object") from None
+        except RecursionError:
+            raise HistoryError(where, "nests too deeply to parse", "one flat JSON object per event") from None
+        except ValueError as err:  # int() of a literal beyond Python's digit limit (ours pass on)
+            if isinstance(err, HistoryError):
+                raise
+            raise HistoryError(where, "holds an integer too long to convert",
+                               f"integers of at most {sys.get_int_max_str_digits() or 4300} digits") from None
         event = _event_from_obj(obj, where)
         validator.add(event, where)
         if replicas or type(event) is Event:
@@ -293,7 +301,11 @@ def _iter_events(lines: Iterable[str], first_line: int = 1, replicas: bool = Fal
 def parse_lines(lines: Iterable[str], *, replicas: bool = False) -> list[Any]:
     """Parse and validate history lines (numbering starts at 1; trailing blank lines are ignored). Replica events
     are validated and, unless ``replicas``, left out."""
-    return list(_iter_events(lines, replicas=replicas))
+    try:
+        return list(_iter_events(lines, replicas=replicas))
+    except UnicodeDecodeError as err:  # a binary stream (stdin); a file's name is added by read_jsonl
+        raise HistoryError("history", f"not UTF-8 text ({err.reason})",
+                           "JSON Lines text, one event per line") from None
 
 
 def read_jsonl(path: str | os.PathLike[str], *, replicas: bool = False) -> list[Any]:
@@ -303,8 +315,9 @@ def read_jsonl(path: str | os.PathLike[str], *, replicas: bool = False) -> list[
             return parse_lines(handle, replicas=replicas)
     except OSError as err:
         raise HistoryError(str(path), f"cannot read history ({err.strerror})") from None
-    except UnicodeDecodeError as err:
-        raise HistoryError(str(path), f"not UTF-8 text ({err.reason})") from None
+    except HistoryError as err:  # named by the file, then the line
+        raise HistoryError(str(path) if err.field == "history" else f"{path} {err.field}", err.problem,
+                           err.valid) from None
 
 
 def write_jsonl(events: Iterable[Event], path: str | os.PathLike[str]) -> Path:

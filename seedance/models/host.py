@@ -267,9 +267,9 @@ class HostProfile:
     def to_yaml(self) -> str:
         """The profile file's text (written atomically by the real backend's ``atomic_write``; read by
         :func:`load_profile`)."""
-        import yaml
+        from seedance.validation import dumps_yaml
 
-        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+        return dumps_yaml(self.to_dict())
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "host profile") -> HostProfile:
@@ -366,16 +366,11 @@ def carried_entries(message: Any) -> int:
 
 
 def load_profile(path: str | Path) -> HostProfile:
-    """Read a host profile (YAML or JSON); a clear error naming the field otherwise."""
-    import yaml
+    """Read a host profile (YAML or JSON, strictly: :func:`seedance.validation.load_file`, so a binary file, a
+    repeated key or an alias is named as such); a clear error naming the field otherwise."""
+    from seedance.validation import load_file
 
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as err:
-        raise SpecError("--host-profile", f"cannot read {path}: {err.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise SpecError("--host-profile", f"{path} is not YAML/JSON: {err}") from None
+    data = load_file(path, "--host-profile",
+                     expected="a host profile: YAML/JSON as `seedance real profile` writes it")
     return HostProfile.from_dict(data, f"host profile {path}")
 

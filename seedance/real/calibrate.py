@@ -291,9 +291,9 @@ def calibrate(world_size: int, sizes: Sequence[int], out: Path, *, reps: int = D
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     if out.suffix in (".yaml", ".yml"):
-        import yaml
+        from seedance.validation import dumps_yaml
 
-        out.write_text(yaml.safe_dump(document, sort_keys=False))
+        out.write_text(dumps_yaml(document))
     else:
         out.write_text(json.dumps(document, indent=2) + "\n")
     load(str(out))  # what we wrote must load everywhere --topology is accepted

@@ -82,11 +82,10 @@ def calibrated_topology(base, eta: float, launch_us: float, name: str | None = N
 
 def report(base, raw: dict[str, Any], calibration_sizes: list[int], out: Path) -> dict[str, Any]:
     """Fit on the calibration sizes, predict every row, write the topology and its validation report."""
-    import yaml
-
     from seedance.models.cost import collective_time
     from seedance.models.topology import load, to_dict
     from seedance.real.calibrate import summarise
+    from seedance.validation import dumps_yaml
 
     rows = summarise(raw["collectives"])
     fitted = [r for r in rows if int(r["size_bytes"]) in set(calibration_sizes)]
@@ -109,7 +108,7 @@ def report(base, raw: dict[str, Any], calibration_sizes: list[int], out: Path) -
     document = to_dict(topology)
     document["description"] = (f"seedance.real.nccl_calibrate: {raw.get('backend')} on {base.name}; bandwidth x "
                                f"eta={fit['eta']:.4g}, NCCL launch {fit['launch_us']:.3g} us")
-    out.write_text(yaml.safe_dump(document, sort_keys=False) if out.suffix in (".yaml", ".yml")
+    out.write_text(dumps_yaml(document) if out.suffix in (".yaml", ".yml")
                    else json.dumps(document, indent=2) + "\n")
     load(str(out))
     result = {"backend": raw.get("backend"), "world_size": raw.get("world_size"), "base": base.name,

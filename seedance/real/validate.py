@@ -24,7 +24,6 @@ Rules (seed §2.4; issue D item 3; issue N item 4 — validation measures the mo
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -47,8 +46,19 @@ VALIDATE_SEED = 7001  # validate's schedules are seeded apart from calibrate's (
 
 
 def _calibration_for(topology_path: Path) -> dict[str, Any] | None:
+    """The calibration sidecar beside the topology, strictly read: garbage is one SpecError naming the file."""
+    from seedance.errors import SpecError
+    from seedance.validation import load_file
+
     sidecar = Path(str(topology_path) + ".calibration.json")
-    return json.loads(sidecar.read_text()) if sidecar.exists() else None
+    if not sidecar.exists():
+        return None
+    doc = load_file(sidecar, "--topology", expected="the FILE.calibration.json `seedance real calibrate` writes")
+    shapes = isinstance(doc, dict) and isinstance(doc.get("plan", {}), dict) and isinstance(doc.get("fits", {}), dict)
+    if not shapes or not all(isinstance(fit, dict) for fit in doc.get("fits", {}).values()):
+        raise SpecError(f"--topology {sidecar}", "is not a calibration (a mapping with plan and fits mappings)",
+                        "the FILE.calibration.json `seedance real calibrate` writes, or no such file")
+    return doc
 
 
 def _plan(calibration: dict[str, Any] | None, world_size: int, sizes: Sequence[int] | None, reps: int | None,

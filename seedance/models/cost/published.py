@@ -36,6 +36,7 @@ class Curve:
 
 def _matrix_topology(spec: dict, nccl: dict, name: str):
     from seedance.models.topology import from_matrix
+    from seedance.validation import MAX_DEVICES
 
     try:
         g, nodes = int(spec["gpus_per_node"]), int(spec["nodes"])
@@ -44,6 +45,8 @@ def _matrix_topology(spec: dict, nccl: dict, name: str):
         raise SpecError(f"{name}.topology.matrix", f"is incomplete or not numeric ({err})",
                         "gpus_per_node, nodes, intra_GBps, inter_GBps_per_gpu") from None
     n = g * nodes
+    if not 0 < n <= MAX_DEVICES or g < 1:
+        raise SpecError(f"{name}.topology.matrix", f"has {g} x {nodes} devices", f"1 to {MAX_DEVICES} in all")
     hosts = np.repeat(np.arange(nodes), g)
     same = hosts[:, None] == hosts[None, :]
     bandwidth = np.where(same, intra, inter)
@@ -51,16 +54,18 @@ def _matrix_topology(spec: dict, nccl: dict, name: str):
     np.fill_diagonal(bandwidth, 0.0)
     np.fill_diagonal(latency, 0.0)
     return from_matrix(bandwidth, latency_us=latency, hosts=hosts.tolist(), device_kinds=str(spec.get("kinds", "GPU")),
-                       name=name, meta={"nccl": dict(nccl)}) if n else None
+                       name=name, meta={"nccl": dict(nccl)})
 
 
 def _topology(entry: dict, name: str):
     from seedance.models.topology import load
+    from seedance.validation import integer
 
-    spec = entry.get("topology") or {}
-    nccl = dict(entry.get("nccl") or {})
+    spec, nccl = entry.get("topology") or {}, entry.get("nccl") or {}
+    if not isinstance(spec, dict) or not isinstance(nccl, dict):
+        raise SpecError(f"{name}.topology", "topology or nccl is not a mapping", "{preset, nodes} or {matrix: {...}}")
     if "preset" in spec:
-        base = load(spec["preset"], nodes=int(spec.get("nodes", 1)))
+        base = load(spec["preset"], nodes=integer(f"{name}.topology.nodes", spec.get("nodes", 1), lo=1))
         meta = dict(base.meta)
         meta["nccl"] = {**dict(meta.get("nccl", {}) or {}), **nccl}
         return dataclasses.replace(base, meta=meta)
@@ -70,23 +75,33 @@ def _topology(entry: dict, name: str):
 
 
 def curves(directory: str | Path | None = None) -> list[Curve]:
-    """Every curve of ``curves.yaml`` in ``directory`` (default: the repository's tests/data/nccl)."""
-    import yaml
-
+    """Every curve of ``curves.yaml`` in ``directory`` (default: the repository's tests/data/nccl); a malformed index
+    or output file is one SpecError naming it."""
     from seedance.models.topology import parse_nccl_tests
+    from seedance.validation import load_file, read_text
 
     root = Path(directory) if directory is not None else DATA_DIR
     index = root / "curves.yaml"
     if not index.is_file():
         raise SpecError("data", f"{index} does not exist", "a directory with curves.yaml (tests/data/nccl)")
-    doc = yaml.safe_load(index.read_text()) or {}
+    doc = load_file(index, "--data")
+    entries = doc.get("curves") if isinstance(doc, dict) else None
+    if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
+        raise SpecError(f"{index}: curves", "is missing, empty or not a list of mappings",
+                        "curves: [{id, file, collective, topology}, ...]")
     out = []
-    for entry in doc.get("curves", []):
+    for entry in entries:
         name = str(entry.get("id"))
-        rows = parse_nccl_tests((root / entry["file"]).read_text())
+        if not isinstance(entry.get("file"), str) or not isinstance(entry.get("collective"), str):
+            raise SpecError(f"{index}: {name}", "has no file or collective name", "file and collective as strings")
+        text = read_text(root / entry["file"], f"{index}: {name}.file", "the text output of an nccl-tests binary")
+        try:
+            rows = parse_nccl_tests(text)
+        except SpecError as err:
+            raise SpecError(f"{root / entry['file']}: {err.field}", err.problem, err.valid) from None
         out.append(Curve(
-            id=name, collective=str(entry["collective"]), topology=_topology(entry, name), rows=rows,
-            hardware=str(entry.get("hardware", "")), targets=bool(entry.get("targets", True)), file=str(entry["file"]),
+            id=name, collective=entry["collective"], topology=_topology(entry, name), rows=rows,
+            hardware=str(entry.get("hardware", "")), targets=bool(entry.get("targets", True)), file=entry["file"],
         ))
     return out
 

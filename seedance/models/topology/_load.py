@@ -2,28 +2,23 @@
 
 ``load(spec)`` takes a preset name, a path to a YAML/JSON file (matrix form or link-graph form, told apart by their
 fields: ``bandwidth_GBps`` means the matrix form, ``devices``/``links`` the link graph), or an already parsed mapping.
-Files are parsed with ``yaml.safe_load`` (JSON is valid YAML; ``.json`` files go through ``json`` for exact errors);
-syntax errors become :class:`SpecError` naming the file, line and column.
+Files are parsed by :func:`seedance.validation.loads_yaml` (JSON is valid YAML; ``.json`` files go through
+:func:`~seedance.validation.loads_json` for exact errors): syntax errors, duplicate keys, aliases, non-finite numbers
+and over-long integers become one :class:`SpecError` naming the file and line.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
 
-import yaml
-
 from seedance.errors import SpecError
-from seedance.validation import StrictYamlLoader, finite_tree, loads_json
+from seedance.validation import MAX_TOPOLOGY_FILE_BYTES, TOPOLOGY_FILE, loads_json, loads_yaml, read_text
 from seedance.models.topology._core import Topology
 from seedance.models.topology._graph import graph_from_dict, is_graph_doc
 from seedance.models.topology._matrix import matrix_from_dict
 from seedance.models.topology._presets import PRESETS, preset, preset_names
-
-_Loader = StrictYamlLoader  # safe; duplicate keys rejected; YAML 1.2 floats (1e308 is a number)
-
 
 def from_dict(doc: object, *, default_name: str = "matrix", source: str = "") -> Topology:
     """A Topology from a parsed YAML/JSON mapping in either form."""
@@ -43,33 +38,15 @@ def from_dict(doc: object, *, default_name: str = "matrix", source: str = "") ->
 
 
 def parse_text(text: str, *, path: str = "<text>", as_json: bool = False) -> object:
-    """Parse YAML (or JSON) text, turning syntax errors into one-line SpecErrors."""
-    if as_json:
-        try:
-            json.loads(text)
-        except json.JSONDecodeError as err:
-            raise SpecError(path, f"JSON syntax error at line {err.lineno} column {err.colno}: {err.msg}",
-                            "valid JSON") from None
-        return loads_json(text, path)  # no duplicate keys, NaN or overflowing numbers
-    try:
-        return finite_tree(path, yaml.load(text, Loader=_Loader))  # noqa: S506 - a safe loader
-    except SpecError as err:  # a duplicate key, from the strict loader
-        raise SpecError(path, f"{err.field}: {err.problem}", err.valid) from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise SpecError(path, f"YAML syntax error{where}: {problem}", "valid YAML or JSON") from None
+    """Parse YAML (or JSON) text strictly (:mod:`seedance.validation`), turning every fault into one-line SpecErrors
+    naming ``path``."""
+    return loads_json(text, path) if as_json else loads_yaml(text, path)
 
 
 def load_file(path: str | os.PathLike[str]) -> Topology:
     """A Topology from a YAML/JSON file in the matrix or link-graph form."""
     file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        problem = f"cannot be read ({type(err).__name__}: {err})"
-        raise SpecError(str(file), problem, "a readable UTF-8 text file") from None
+    text = read_text(file, str(file), TOPOLOGY_FILE, max_bytes=MAX_TOPOLOGY_FILE_BYTES)
     doc = parse_text(text, path=str(file), as_json=file.suffix.lower() == ".json")
     return from_dict(doc, default_name=file.stem, source=str(file))
 

@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from seedance.validation import (MAX_DEVICES, MAX_TOPOLOGY_FILE_BYTES, WHY_DEVICES, check_topology_doc, integer,
-                                 load_file)
+from seedance.validation import (MAX_DEVICES, MAX_TOPOLOGY_FILE_BYTES, TOPOLOGY_FILE, WHY_DEVICES,
+                                 check_topology_doc, integer, load_file)
 
 
 def _preset_devices_per_server(name: str) -> int:
@@ -35,5 +35,5 @@ def check_topology_spec(field: str, spec: Any, nodes: int | None = None, *, node
         return
     if not isinstance(spec, (str, os.PathLike)) or not Path(spec).is_file():
         return  # the model's own "not a preset and no such file" message
-    doc = load_file(spec, field, max_bytes=MAX_TOPOLOGY_FILE_BYTES)
+    doc = load_file(spec, field, max_bytes=MAX_TOPOLOGY_FILE_BYTES, expected=TOPOLOGY_FILE)
     check_topology_doc(field, doc)
