@@ -86,3 +86,16 @@ def test_same_spec_and_seed_give_the_same_trace_hash_twice():
     a, b = (simulate(_raft(seed=11), liveness=False) for _ in range(2))
     assert a.trace_sha256 == b.trace_sha256 and a.ops_ok == b.ops_ok > 0
     assert simulate(_raft(seed=12), liveness=False).trace_sha256 != a.trace_sha256
+
+
+@pytest.mark.parametrize("count", [0, 1, 15, 16, 65535, 65536])
+def test_the_trace_packs_a_chunk_as_the_bytes_of_each_record(count):
+    """The trace's chunks (spill file, hash) come from one packer call; they are every record's own bytes in order,
+    so the hash does not depend on where the chunks were cut."""
+    import msgpack
+
+    from seedance.tracing import _fallback, _pack_each
+
+    pack = msgpack.Packer(default=_fallback, use_bin_type=True).pack
+    records = [(i * 1e-6, "send", i % 5, "AppendEntries", {"k": {i}}, [i, None]) for i in range(count)]
+    assert bytes(_pack_each(pack, records)) == b"".join(pack(record) for record in records)

@@ -257,17 +257,15 @@ class EffectEngine:
 
 def call_node(node: Any, kind: int, value: Any, now: float, engine: EffectEngine | None = None) -> list[Any]:
     """Hand input ``value`` of ``kind`` to ``node``: the one dispatch both runtimes use."""
-    if kind == COLLECTIVE and engine is not None:
-        return node.on_collective_done(engine.collective_result(value), now)
-    if kind == MESSAGE:
+    if kind == MESSAGE:  # the most frequent kinds first
         src, message = value
         return node.on_message(src, message, now)
-    if kind == TIMER:
-        return node.on_timer(value, now)
     if kind == CLIENT:
         return node.on_client_request(value, now)
+    if kind == TIMER:
+        return node.on_timer(value, now)
     if kind == COLLECTIVE:
-        return node.on_collective_done(value, now)
+        return node.on_collective_done(value if engine is None else engine.collective_result(value), now)
     if kind == PERSISTED:
         handler = getattr(node, "on_persisted", None)
         if handler is None:

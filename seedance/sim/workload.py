@@ -162,6 +162,8 @@ class Clients:
         self._records = self.trace.records  # the trace's in-memory list (never replaced; see Trace.spill)
         self._frame_mode = config.mode == "frame"
         self._timeout_s = config.op_timeout_s
+        self._request_bytes = config.request_bytes
+        self._reply_bytes = config.reply_bytes
         runtime.reply_sink = self._reply_sent
         if config.crash_resets:
             runtime.crash_sinks.append(self._node_crashed)
@@ -264,10 +266,14 @@ class Clients:
         self._send(client, now)
 
     def _send(self, client: _Client, now: float) -> None:
-        depart = self.runtime.client_cpu(now)  # a modelled host: the client process's CPU per operation first
-        depart += self.runtime.connect_latency(client.slot, client.target, depart)  # a first request: the connection
-        arrive = self.network.transit(client.device, client.target, self.config.request_bytes, depart) \
-            + self.runtime.extra_latency()
+        runtime = self.runtime
+        if runtime.host is None:  # clients cost nothing, no connection set-up, no loopback draws
+            arrive = self.network.transit(client.device, client.target, self._request_bytes, now)
+        else:
+            depart = runtime.client_cpu(now)  # a modelled host: the client process's CPU per operation first
+            depart += runtime.connect_latency(client.slot, client.target, depart)  # a first request: the connection
+            arrive = self.network.transit(client.device, client.target, self._request_bytes, depart) \
+                + runtime.extra_latency()
         client.sent = True
         call_at(self.env, arrive, self._request_arrives, (client.target, client, client.op_seq))
 
@@ -291,8 +297,9 @@ class Clients:
         if not 0 <= reply.client_id < len(self.clients):
             raise ValueError(f"node {node_id} replied to unknown client {reply.client_id}")
         client = self.clients[reply.client_id]
-        arrive = self.network.transit(node_id, client.device, self.config.reply_bytes, depart_s) \
-            + self.runtime.extra_latency()
+        arrive = self.network.transit(node_id, client.device, self._reply_bytes, depart_s)
+        if self.runtime.host is not None:
+            arrive += self.runtime.extra_latency()
         call_at(self.env, arrive, self._reply_arrives, (client, node_id, reply))
 
     def _reply_arrives(self, event: Any) -> None:
