@@ -215,10 +215,10 @@ class EffectEngine:
         """Take every durable effect waiting in the queue (up to the first buffer effect), for one sync."""
         group: list[Any] = []
         rest: deque[Any] = deque()
-        gathering = True
-        for effect in self._queue:
+        effects = iter(self._queue)
+        for effect in effects:
             kind = type(effect)
-            if gathering and kind in DURABLE:
+            if kind in DURABLE:
                 if kind is Checkpoint:
                     try:
                         arrays = self.buffers.snapshot(tuple(effect.buffers))
@@ -227,9 +227,10 @@ class EffectEngine:
                     effect = StagedCheckpoint(effect.name, arrays, effect.notify)
                 group.append(effect)
                 continue
-            if kind in _BUFFER_EFFECTS or (kind is StartCollective and effect.result_into is not None):
-                gathering = False
             rest.append(effect)
+            if kind in _BUFFER_EFFECTS or (kind is StartCollective and effect.result_into is not None):
+                rest.extend(effects)  # gathering stops at the first buffer effect: the rest waits as it is
+                break
         self._queue = rest
         return group
 

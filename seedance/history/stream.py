@@ -120,26 +120,29 @@ class HistoryLog:
             yield key, self.events(lambda k, key=key: k == key)
 
 
-def summarize_stream(events: Iterable[Event], duration_s: float) -> dict[str, Any]:
-    """:func:`seedance.history.events.summarize`'s keys in one pass (module rules); the same numbers."""
-    counts = {EventType.OK: 0, EventType.FAIL: 0, EventType.INFO: 0}
+def summarize_stream(events: Iterable[Event] | HistoryLog, duration_s: float) -> dict[str, Any]:
+    """:func:`seedance.history.events.summarize`'s keys in one pass (module rules); the same numbers. A
+    :class:`HistoryLog` is read as its rows, without building an event per row."""
+    if isinstance(events, HistoryLog):
+        rows: Iterable[tuple[Any, ...]] = events._raw()
+    else:
+        rows = ((e.process, e.type, e.f, e.key, e.value, e.time) for e in events)
+    counts = {"ok": 0, "fail": 0, "info": 0}
     pending: dict[int, float] = {}
     latencies = array("d")
-    invoke, ok = EventType.INVOKE, EventType.OK
-    for event in events:
-        kind = event.type
-        if kind is invoke:
-            pending[event.process] = event.time
+    for process, kind, _f, _key, _value, time_s in rows:
+        if kind == "invoke":  # EventType is a str enum: the rows in memory and those read back compare alike
+            pending[process] = time_s
             continue
-        start = pending.pop(event.process, None)
+        start = pending.pop(process, None)
         counts[kind] += 1
-        if kind is ok and start is not None:
-            latencies.append(event.time - start)
+        if kind == "ok" and start is not None:
+            latencies.append(time_s - start)
 
     def percentile_ms(q: float) -> float | None:
         return float(np.percentile(np.frombuffer(latencies, dtype=float), q) * 1e3) if latencies else None
 
-    done = counts[EventType.OK]
-    return {"ops_ok": done, "ops_failed": counts[EventType.FAIL], "ops_info": counts[EventType.INFO],
+    done = counts["ok"]
+    return {"ops_ok": done, "ops_failed": counts["fail"], "ops_info": counts["info"],
             "throughput_ops_s": done / duration_s if duration_s > 0 else 0.0,
             "latency_ms_p50": percentile_ms(50), "latency_ms_p99": percentile_ms(99)}
