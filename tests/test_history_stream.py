@@ -99,3 +99,22 @@ def test_the_trace_packs_a_chunk_as_the_bytes_of_each_record(count):
     pack = msgpack.Packer(default=_fallback, use_bin_type=True).pack
     records = [(i * 1e-6, "send", i % 5, "AppendEntries", {"k": {i}}, [i, None]) for i in range(count)]
     assert bytes(_pack_each(pack, records)) == b"".join(pack(record) for record in records)
+
+
+def test_the_collector_is_tuned_during_the_loop_and_restored_after(monkeypatch):
+    """The objects alive before the loop are frozen while it runs (collections skip them) and the collector is as it
+    was afterwards; the run's figures are the same as with the collector untouched."""
+    import contextlib
+    import gc
+
+    from seedance.sim import run as sim_run
+
+    seen: list[tuple[int, int]] = []
+    before = gc.get_threshold()
+    tuned = simulate(_raft(seed=13, duration_s=0.2), liveness=False,
+                     actions=[(0.1, lambda runtime: seen.append((gc.get_freeze_count(), gc.get_threshold()[0])))])
+    assert seen and seen[0][0] > 1000 and seen[0][1] >= 20_000
+    assert gc.get_freeze_count() == 0 and gc.get_threshold() == before
+    monkeypatch.setattr(sim_run, "collector_tuned", contextlib.nullcontext)
+    plain = simulate(_raft(seed=13, duration_s=0.2), liveness=False)
+    assert plain.trace_sha256 == tuned.trace_sha256 and plain.ops_ok == tuned.ops_ok
