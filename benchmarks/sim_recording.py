@@ -10,8 +10,7 @@ Measured:
    them exactly). Each configuration runs ``--repeats`` times, interleaved, after a warm-up run; medians.
    Targets: >= 20,000 ops/CPU-s with the defaults, >= 30,000 with both off, <= 15 µs per delivered message.
 2. Determinism: the same spec and seed run twice give the same ``trace_sha256``.
-3. Memory: peak RSS (``resource.getrusage(RUSAGE_SELF).ru_maxrss`` of a fresh child process running one
-   ``simulate()``) of a short and a 4x longer run of the same config (trace on, monitor off by default: the monitor's
+3. Memory: peak RSS (``VmHWM``, see :func:`peak_rss_kib`, of a fresh child process running one ``simulate()``) of a short and a 4x longer run of the same config (trace on, monitor off by default: the monitor's
    memory is its own), with what the run held in memory at the end: history rows and trace records not yet spilled
    to disk, and the protocol's own state (Raft keeps its whole log: it has no compaction, so the nodes' logs and their
    simulated disks grow with the number of writes, whatever the recording does).
@@ -61,15 +60,29 @@ def raft_cost(duration_s: float, trace: bool, monitor: bool) -> dict[str, Any]:
             "trace_sha256": result.trace_sha256}
 
 
+def peak_rss_kib() -> int:
+    """This process's peak RSS (KiB): Linux's ``VmHWM`` of its address space, else ``ru_maxrss``. (On Linux
+    ``ru_maxrss`` also counts the parent's high-water mark carried across ``exec``, so a child started by a big
+    benchmark process would report the parent's size.)"""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 def rss_child(duration_s: float, monitor: bool) -> dict[str, Any]:
     """Run in a fresh process: one simulate() and the process's peak RSS, with what it held at the end."""
     from seedance.sim import simulate
 
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    before = peak_rss_kib()
     cpu = time.process_time()
     result = simulate(_config(duration_s, True, monitor), liveness=False)
     cpu = time.process_time() - cpu
-    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak_kib = peak_rss_kib()
     clients, trace = result.clients, result.trace
     log = getattr(clients, "log", None)  # the history log (absent in older code, which keeps every row)
     raft_entries = sum(len(h.node.log) for h in result.runtime.hosts if h.node is not None)

@@ -118,3 +118,15 @@ def test_the_collector_is_tuned_during_the_loop_and_restored_after(monkeypatch):
     monkeypatch.setattr(sim_run, "collector_tuned", contextlib.nullcontext)
     plain = simulate(_raft(seed=13, duration_s=0.2), liveness=False)
     assert plain.trace_sha256 == tuned.trace_sha256 and plain.ops_ok == tuned.ops_ok
+
+
+def test_numpy_values_spill_as_their_python_values():
+    import numpy as np
+
+    log = HistoryLog(spill_rows=1)
+    log.rows.append((0, EventType.INVOKE, Operation.WRITE, "k", np.int64(7), 0.5))
+    log.maybe_spill()
+    log.rows.append((0, EventType.OK, Operation.WRITE, "k", np.int64(7), np.float64(0.75)))
+    log.spill()
+    first, second = list(log)
+    assert first.value == 7 and type(first.value) is int and second.time == 0.75

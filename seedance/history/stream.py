@@ -5,8 +5,8 @@ Rules:
 * A runtime appends its own rows ``(process, type, f, key, value, time)`` (the fields of
   :class:`~seedance.history.events.Event`, ``type`` and ``f`` as the enums) to :attr:`HistoryLog.rows`, a plain
   list, and calls :meth:`HistoryLog.maybe_spill` now and then. Once ``spill_rows`` rows wait in memory they are
-  packed (msgpack, one array per row) to a temporary file in one write and the list is emptied in place, so memory
-  holds at most one chunk of rows, whatever the run's length.
+  packed (msgpack, one array per row; numpy values as their Python values) to a temporary file in one write and
+  the list is emptied in place, so memory holds at most one chunk of rows, whatever the run's length.
 * Reading back: :meth:`HistoryLog.events` yields every event in order (the spilled ones, then the rest) as trusted
   :class:`~seedance.history.events.Event` objects (the runtime's rows are not validated again); the tuples a row's
   value held come back as tuples. :meth:`HistoryLog.by_key` yields each key's events with their line numbers in the
@@ -38,6 +38,15 @@ def _unpack_list(items: list[Any]) -> tuple[Any, ...]:
     return tuple(items)
 
 
+def _numpy_plain(value: Any) -> Any:
+    """What msgpack cannot pack itself: numpy scalars and arrays as their Python values (equal, same hash)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"a history value must be plain data (numbers, strings, lists), got {type(value).__name__}")
+
+
 class HistoryLog:
     """The rows of one run's history: a list in memory, spilled to a temporary file in chunks (module rules)."""
 
@@ -48,7 +57,7 @@ class HistoryLog:
         self.spill_rows = spill_rows
         self._spill: Any = None
         self._spilled = 0
-        self._pack = msgpack.Packer(use_bin_type=True).pack
+        self._pack = msgpack.Packer(default=_numpy_plain, use_bin_type=True).pack
 
     def __len__(self) -> int:
         return self._spilled + len(self.rows)
