@@ -133,7 +133,7 @@ class Trace:
     __slots__ = ("records", "enabled", "num_nodes", "spill_records", "check_every_s", "_spill", "_spilled",
                  "_digest", "_pack")
 
-    def __init__(self, *, enabled: bool = True, num_nodes: int = 0, spill_records: int = 250_000,
+    def __init__(self, *, enabled: bool = True, num_nodes: int = 0, spill_records: int = 100_000,
                  check_every_s: float = 1e-3) -> None:
         self.records: list[tuple[Any, ...]] = []  # the records not spilled yet (this list object is never replaced)
         self.enabled = enabled
