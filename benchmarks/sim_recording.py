@@ -13,7 +13,9 @@ Measured:
 3. Memory: peak RSS (``VmHWM``, see :func:`peak_rss_kib`, of a fresh child process running one ``simulate()``) of a short and a 4x longer run of the same config (trace on, monitor off by default: the monitor's
    memory is its own), with what the run held in memory at the end: history rows and trace records not yet spilled
    to disk, and the protocol's own state (Raft keeps its whole log: it has no compaction, so the nodes' logs and their
-   simulated disks grow with the number of writes, whatever the recording does).
+   simulated disks grow with the number of writes, whatever the recording does). The same pair for the echo
+   protocol (3 nodes, 16 clients on its single-copy store of the workload's keys): its state does not grow, so its
+   peak RSS shows what the recording itself holds.
 
 Usage: ``python benchmarks/sim_recording.py [--out DIR] [--quick] [--repeats N] [--rss S,L]``; prints figures and
 writes ``DIR/sim_recording.json``.
@@ -36,10 +38,11 @@ TARGETS = {"ops_per_cpu_s_defaults": 20_000, "ops_per_cpu_s_bare": 30_000, "cpu_
 CONFIGS = {"defaults": (True, True), "bare": (False, False), "trace_only": (True, False)}
 
 
-def _config(duration_s: float, trace: bool, monitor: bool, nodes: int = 5, clients: int = 16) -> Any:
+def _config(duration_s: float, trace: bool, monitor: bool, nodes: int = 5, clients: int = 16,
+            protocol: str = "raft") -> Any:
     from seedance.sim import SimConfig, WorkloadConfig
 
-    return SimConfig(protocol="raft", nodes=nodes, duration_s=duration_s, seed=SEED, trace=trace, monitor=monitor,
+    return SimConfig(protocol=protocol, nodes=nodes, duration_s=duration_s, seed=SEED, trace=trace, monitor=monitor,
                      workload=WorkloadConfig(clients=clients))
 
 
@@ -74,20 +77,21 @@ def peak_rss_kib() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
-def rss_child(duration_s: float, monitor: bool) -> dict[str, Any]:
+def rss_child(duration_s: float, monitor: bool, protocol: str = "raft") -> dict[str, Any]:
     """Run in a fresh process: one simulate() and the process's peak RSS, with what it held at the end."""
     from seedance.sim import simulate
 
     before = peak_rss_kib()
     cpu = time.process_time()
-    result = simulate(_config(duration_s, True, monitor), liveness=False)
+    result = simulate(_config(duration_s, True, monitor, nodes=5 if protocol == "raft" else 3, protocol=protocol),
+                      liveness=False)
     cpu = time.process_time() - cpu
     peak_kib = peak_rss_kib()
     clients, trace = result.clients, result.trace
     log = getattr(clients, "log", None)  # the history log (absent in older code, which keeps every row)
-    raft_entries = sum(len(h.node.log) for h in result.runtime.hosts if h.node is not None)
+    raft_entries = sum(len(getattr(h.node, "log", ())) for h in result.runtime.hosts if h.node is not None)
     disk_entries = sum(len(v) for h in result.runtime.hosts for v in h.storage.logs.values())
-    return {"duration_s": duration_s, "monitor": monitor, "ops_ok": result.ops_ok, "cpu_s": cpu,
+    return {"protocol": protocol, "duration_s": duration_s, "monitor": monitor, "ops_ok": result.ops_ok, "cpu_s": cpu,
             "peak_rss_mib": peak_kib / 1024, "rss_after_imports_mib": before / 1024,
             "history_rows": len(log) if log is not None else len(clients.rows),
             "history_rows_in_memory": len(clients.rows),
@@ -96,8 +100,9 @@ def rss_child(duration_s: float, monitor: bool) -> dict[str, Any]:
             "trace_sha256": result.trace_sha256}
 
 
-def _child(duration_s: float, monitor: bool) -> dict[str, Any]:
-    command = [sys.executable, __file__, "--child-rss", repr(duration_s)] + ([] if not monitor else ["--monitor"])
+def _child(duration_s: float, monitor: bool, protocol: str) -> dict[str, Any]:
+    command = [sys.executable, __file__, "--child-rss", repr(duration_s), "--protocol", protocol] + \
+        ([] if not monitor else ["--monitor"])
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -126,6 +131,27 @@ def speed(duration_s: float, repeats: int) -> dict[str, Any]:
     return out
 
 
+def rss_pair(protocol: str, short: float, long_: float, monitor: bool) -> list[dict[str, Any]]:
+    """Peak RSS of a short and a long run of ``protocol`` (Raft: its log grows; echo: a single-copy store of the
+    workload's keys, whose state does not), each in a fresh process."""
+    rows = []
+    for seconds in (short, long_):
+        print(f"peak RSS: {protocol}, a {seconds} s run in a child process...", file=sys.stderr)
+        row = _child(seconds, monitor, protocol)
+        rows.append(row)
+        print(f"  {seconds} s: {row['ops_ok']:,} ops, peak RSS {row['peak_rss_mib']:.0f} MiB (after imports "
+              f"{row['rss_after_imports_mib']:.0f}); in memory at the end: {row['history_rows_in_memory']:,} of "
+              f"{row['history_rows']:,} history rows, {row['trace_records_in_memory']:,} of {row['trace_records']:,} "
+              f"trace records; log entries {row['raft_log_entries_in_memory']:,} in the nodes, "
+              f"{row['raft_disk_entries_in_memory']:,} on their simulated disks", file=sys.stderr)
+    growth = rows[1]["peak_rss_mib"] - rows[0]["peak_rss_mib"]
+    entries = sum(rows[1][k] - rows[0][k] for k in ("raft_log_entries_in_memory", "raft_disk_entries_in_memory"))
+    per_entry = f"; {growth * 2**20 / entries:.0f} bytes per extra log entry the protocol holds" if entries else ""
+    print(f"{protocol}: peak RSS {rows[0]['peak_rss_mib']:.0f} -> {rows[1]['peak_rss_mib']:.0f} MiB for {short} -> "
+          f"{long_} simulated s ({growth:+.0f} MiB{per_entry})", file=sys.stderr)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="out/benchmarks", help="output directory (default out/benchmarks)")
@@ -135,9 +161,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rss", default=None, help="the two RSS runs' simulated seconds, SHORT,LONG (default 5,20)")
     parser.add_argument("--monitor", action="store_true", help="RSS runs with the invariant monitor on")
     parser.add_argument("--child-rss", type=float, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--protocol", default="raft", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child_rss is not None:
-        print(json.dumps(rss_child(args.child_rss, args.monitor)))
+        print(json.dumps(rss_child(args.child_rss, args.monitor, args.protocol)))
         return 0
     repeats = args.repeats or (1 if args.quick else 3)
     duration = args.duration or (0.5 if args.quick else 1.0)
@@ -155,22 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"same spec and seed twice: trace_sha256 {'equal' if twice[0] == twice[1] else 'DIFFERENT'} "
           f"({twice[0][:16]})", file=sys.stderr)
 
-    memory = []
-    for seconds in (short, long_):
-        print(f"peak RSS: a {seconds} s run in a child process...", file=sys.stderr)
-        row = _child(seconds, args.monitor)
-        memory.append(row)
-        print(f"  {seconds} s: {row['ops_ok']:,} ops, peak RSS {row['peak_rss_mib']:.0f} MiB (after imports "
-              f"{row['rss_after_imports_mib']:.0f}); in memory at the end: {row['history_rows_in_memory']:,} of "
-              f"{row['history_rows']:,} history rows, {row['trace_records_in_memory']:,} of {row['trace_records']:,} "
-              f"trace records; Raft log entries {row['raft_log_entries_in_memory']:,} in the nodes, "
-              f"{row['raft_disk_entries_in_memory']:,} on their simulated disks", file=sys.stderr)
-    growth = memory[1]["peak_rss_mib"] - memory[0]["peak_rss_mib"]
-    extra_entries = (memory[1]["raft_log_entries_in_memory"] + memory[1]["raft_disk_entries_in_memory"]
-                     - memory[0]["raft_log_entries_in_memory"] - memory[0]["raft_disk_entries_in_memory"])
-    print(f"peak RSS {memory[0]['peak_rss_mib']:.0f} -> {memory[1]['peak_rss_mib']:.0f} MiB for {short} -> {long_} "
-          f"simulated s ({growth:+.0f} MiB; {growth * 2**20 / max(extra_entries, 1):.0f} bytes per extra Raft log "
-          f"entry held by the protocol)", file=sys.stderr)
+    memory = {protocol: rss_pair(protocol, short, long_, args.monitor) for protocol in ("raft", "echo")}
+    growth = {protocol: rows[1]["peak_rss_mib"] - rows[0]["peak_rss_mib"] for protocol, rows in memory.items()}
 
     from seedance.provenance import run_metadata
 
