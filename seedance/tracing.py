@@ -78,6 +78,14 @@ def _fallback(value: Any) -> Any:
     return _plain(value)
 
 
+def _pack_each(pack: Any, records: list[tuple[Any, ...]]) -> memoryview:
+    """The bytes of ``pack(record)`` for every record, one after the other, from one call of the packer: a list packs
+    as an array header followed by exactly those bytes, and the header is cut off."""
+    data = pack(records)
+    count = len(records)
+    return memoryview(data)[1 if count < 16 else 3 if count < 0x10000 else 5:]
+
+
 _INSTANT_TIDS = {"lifecycle": 1, "timer": 2, "storage": 3, "protocol": 4, "collective": 5, "net": 6}
 _INSTANT_CATEGORY = {"deliver": "net", "drop": "net", "duplicate": "net", "durable": "storage", "annotate": "protocol",
                      "collective-start": "collective", "collective-done": "collective"}
@@ -125,7 +133,7 @@ class Trace:
     __slots__ = ("records", "enabled", "num_nodes", "spill_records", "check_every_s", "_spill", "_spilled",
                  "_digest", "_pack")
 
-    def __init__(self, *, enabled: bool = True, num_nodes: int = 0, spill_records: int = 250_000,
+    def __init__(self, *, enabled: bool = True, num_nodes: int = 0, spill_records: int = 100_000,
                  check_every_s: float = 1e-3) -> None:
         self.records: list[tuple[Any, ...]] = []  # the records not spilled yet (this list object is never replaced)
         self.enabled = enabled
@@ -175,16 +183,9 @@ class Trace:
             return
         if self._spill is None:
             self._spill = tempfile.TemporaryFile(prefix="seedance-trace-")
-        pack, update, write = self._pack, self._digest.update, self._spill.write
-        chunk: list[bytes] = []
-        for record in self.records:
-            data = pack(record)
-            update(data)
-            chunk.append(data)
-            if len(chunk) >= 4096:
-                write(b"".join(chunk))
-                chunk.clear()
-        write(b"".join(chunk))
+        data = _pack_each(self._pack, self.records)
+        self._digest.update(data)
+        self._spill.write(data)
         self._spilled += len(self.records)
         self.records.clear()
 
@@ -208,11 +209,9 @@ class Trace:
 
     def sha256(self) -> str:
         """sha256 of the canonical bytes of every record in order (spilled ones were hashed as they were spilled)."""
-        pack = msgpack.Packer(default=_fallback, use_bin_type=True).pack
         digest = self._digest.copy()
-        update = digest.update
-        for record in self.records:
-            update(pack(record))
+        if self.records:
+            digest.update(_pack_each(msgpack.Packer(default=_fallback, use_bin_type=True).pack, self.records))
         return digest.hexdigest()
 
     def count(self, kind: str) -> int:

@@ -227,7 +227,7 @@ class Cluster:
         if list(hard) != [node.current_term, node.voted_for]:
             self.durability_errors.append(f"node {node_id} sent {what} with durable hard state "
                                           f"{hard}, in memory {[node.current_term, node.voted_for]}")
-        log = [e.to_plain() for e in node.log]
+        log = list(node.log)  # the node persists its Entry objects (the real storage writes their plain form)
         if node.role is Role.LEADER and what != "Reply":
             # §10.2.1: a leader replicates in parallel with its own write (its other messages, refusals of votes
             # and of stale AppendEntries, depend on its term only) ...
@@ -250,7 +250,7 @@ class Cluster:
             return
         own = node._match[node_id]
         durable = self.durable[node_id]["logs"].get(LOG_KEY, [])
-        if own > len(durable) or durable[:own] != [e.to_plain() for e in node.log][:own]:
+        if own > len(durable) or durable[:own] != list(node.log)[:own]:
             self.durability_errors.append(f"node {node_id} counts itself up to index {own} but only {len(durable)} "
                                           f"entries are durable")
 

@@ -215,10 +215,10 @@ class EffectEngine:
         """Take every durable effect waiting in the queue (up to the first buffer effect), for one sync."""
         group: list[Any] = []
         rest: deque[Any] = deque()
-        gathering = True
-        for effect in self._queue:
+        effects = iter(self._queue)
+        for effect in effects:
             kind = type(effect)
-            if gathering and kind in DURABLE:
+            if kind in DURABLE:
                 if kind is Checkpoint:
                     try:
                         arrays = self.buffers.snapshot(tuple(effect.buffers))
@@ -227,9 +227,10 @@ class EffectEngine:
                     effect = StagedCheckpoint(effect.name, arrays, effect.notify)
                 group.append(effect)
                 continue
-            if kind in _BUFFER_EFFECTS or (kind is StartCollective and effect.result_into is not None):
-                gathering = False
             rest.append(effect)
+            if kind in _BUFFER_EFFECTS or (kind is StartCollective and effect.result_into is not None):
+                rest.extend(effects)  # gathering stops at the first buffer effect: the rest waits as it is
+                break
         self._queue = rest
         return group
 
@@ -257,17 +258,15 @@ class EffectEngine:
 
 def call_node(node: Any, kind: int, value: Any, now: float, engine: EffectEngine | None = None) -> list[Any]:
     """Hand input ``value`` of ``kind`` to ``node``: the one dispatch both runtimes use."""
-    if kind == COLLECTIVE and engine is not None:
-        return node.on_collective_done(engine.collective_result(value), now)
-    if kind == MESSAGE:
+    if kind == MESSAGE:  # the most frequent kinds first
         src, message = value
         return node.on_message(src, message, now)
-    if kind == TIMER:
-        return node.on_timer(value, now)
     if kind == CLIENT:
         return node.on_client_request(value, now)
+    if kind == TIMER:
+        return node.on_timer(value, now)
     if kind == COLLECTIVE:
-        return node.on_collective_done(value, now)
+        return node.on_collective_done(value if engine is None else engine.collective_result(value), now)
     if kind == PERSISTED:
         handler = getattr(node, "on_persisted", None)
         if handler is None:

@@ -125,6 +125,32 @@ class Event:
         """The JSON object of this event (key omitted when ``None``)."""
         return _with_key_value_time({"process": self.process, "type": self.type.value, "f": self.f.value}, self)
 
+    @classmethod
+    def trusted(cls, process: int, kind: EventType, f: Operation, key: str | None, value: Any,
+                time_s: float) -> Event:
+        """An event from a runtime's own rows, built without validating it again.
+
+        For rows a runtime recorded itself (its clients build every field from the enums, its clock's float and
+        hashable values): no checks, no conversions. Anything read from outside (a file, a user's list) goes through
+        the validating constructor ``Event(...)`` instead. Only what the constructor would change is normalised:
+        a value that is not a plain scalar is made hashable, the time a float.
+        """
+        if type(value) not in _SCALARS:
+            value = _hashable(value)
+        event = _new(cls)
+        _set(event, "process", process)
+        _set(event, "type", kind)
+        _set(event, "f", f)
+        _set(event, "key", key)
+        _set(event, "value", value)
+        _set(event, "time", float(time_s))
+        return event
+
+
+_new = object.__new__
+_set = object.__setattr__
+_SCALARS = frozenset((int, float, str, bool, type(None)))
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ReplicaEvent:

@@ -26,8 +26,6 @@ from typing import Any
 
 from seedance.models.protocols.contract import Operation, Outcome
 
-_OPS = {op.value: op for op in Operation}
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Result:
@@ -40,12 +38,19 @@ class Result:
 
 def validate(op: Operation | str, value: Any) -> str | None:
     """Why ``(op, value)`` is malformed (an error string for a ``FAIL`` reply), or None when it is well formed."""
-    name = op.value if isinstance(op, Operation) else op
-    if name not in _OPS:
-        return "unknown-op"
-    if name == "cas" and not (isinstance(value, (list, tuple)) and len(value) == 2):
-        return "bad-cas-value"
-    return None
+    # Operation is a str enum: its members compare equal to their names, so one comparison serves both forms
+    if op == "read" or op == "write":
+        return None
+    if op == "cas":
+        return None if isinstance(value, _PAIRS) and len(value) == 2 else "bad-cas-value"
+    return "unknown-op"
+
+
+_PAIRS = (list, tuple)
+# results that carry nothing of their own are shared (Result is frozen): a write or cas that took effect, or not
+_OK = Result(outcome=Outcome.OK)
+_CAS_MISMATCH = Result(outcome=Outcome.FAIL, error="cas-mismatch")
+_STALE = Result(outcome=Outcome.INFO, error="stale-request")
 
 
 class KVStore:
@@ -79,7 +84,7 @@ class KVStore:
                 if session[0] == request_id:
                     return session[1]
                 if request_id < session[0]:
-                    return Result(outcome=Outcome.INFO, error="stale-request")
+                    return _STALE
         result = self._execute(op, key, value)
         self.applied_count += 1
         if client_id is not None:
@@ -87,21 +92,21 @@ class KVStore:
         return result
 
     def _execute(self, op: Operation | str, key: Any, value: Any) -> Result:
-        name = op.value if isinstance(op, Operation) else op
-        if name == "read":
-            return Result(outcome=Outcome.OK, value=self._data.get(key))
-        if name == "write":
+        # Operation is a str enum, so comparing with the names serves both forms of ``op``
+        if op == "write":
             self._data[key] = value
-            return Result(outcome=Outcome.OK)
-        if name == "cas":
-            problem = validate(name, value)
+            return _OK
+        if op == "read":
+            return Result(outcome=Outcome.OK, value=self._data.get(key))
+        if op == "cas":
+            problem = validate(op, value)
             if problem:
                 return Result(outcome=Outcome.FAIL, error=problem)
             expected, new = value
             if self._data.get(key) == expected:
                 self._data[key] = new
-                return Result(outcome=Outcome.OK)
-            return Result(outcome=Outcome.FAIL, error="cas-mismatch")
+                return _OK
+            return _CAS_MISMATCH
         return Result(outcome=Outcome.FAIL, error="unknown-op")
 
     # ----------------------------------------------------------------------------------------------- snapshot

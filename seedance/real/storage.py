@@ -314,7 +314,9 @@ class DiskStorage:
         write_at = end = offsets[-1]
         chunks = []
         for entry in entries:
-            body = self.codec.pack(entry)
+            # an entry object with a plain form (Raft's Entry) is stored as that form: the file holds plain lists
+            to_plain = getattr(entry, "to_plain", None)
+            body = self.codec.pack(entry if to_plain is None else to_plain())
             chunks.append(_RECORD_HEADER.pack(len(body), zlib.crc32(body)) + body)
             end += _RECORD_HEADER.size + len(body)
             offsets.append(end)

@@ -83,7 +83,7 @@ def assess(ok_times: Sequence[float], baseline_ok_times: Sequence[float], *, hea
 
 
 def _ok_times(result: Any) -> list[float]:
-    return [t for t, outcome in result.clients.completions if outcome == "ok"]
+    return result.clients.ok_times.tolist()
 
 
 def assess_run(result: Any, simulate: Any, *, faulty: bool) -> Any:

@@ -227,6 +227,7 @@ class Runtime:
         self._disk_stalls = None if host is None or host.disk_stalls is None else DiskStallProcess(
             host.disk_stalls, np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(HOST_STREAM, 3))))
         self._amortised = host is not None and host.amortised
+        self._plain_cpu = host is None  # each input costs its kind's configured CPU (no measured host)
         self._entry_costs = None if host is None else host.entries
         self._client_busy = 0.0
         self._lock_seq = 0  # numbers the storage threads' waits for the interpreter's lock (with_lock)
@@ -470,7 +471,7 @@ class Runtime:
             host.ahead += 1
             self._arm(host)
             return
-        if host.paused or host.inbox or self._ready_at(host) > now:
+        if host.paused or host.inbox or (host.busy_until > now if self.cores is None else self._ready_at(host) > now):
             host.inbox.append((kind, value))
             self._arm(host)
             return
@@ -536,7 +537,7 @@ class Runtime:
             self._record((now, "persisted", host.node_id, value))
         effects = call_node(host.node, kind, value, now, engine)
         host.handled += 1
-        if self.host is None:
+        if self._plain_cpu:
             cursor = now + self._cost[kind]
         else:
             cost = self.host.cpu_cost(kind, self._host_rng, host.woke, host.collections)

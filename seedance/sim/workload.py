@@ -43,13 +43,17 @@ from typing import Any
 
 import numpy as np
 
+from array import array
+
 from seedance.history.events import Event, EventType
+from seedance.history.stream import HistoryLog
 from seedance.models.protocols.contract import ClientRequest, Operation, Outcome, Reply
 from seedance.sim.config import WorkloadConfig
 from seedance.sim.kernel import call_at
 
 _OPS = (Operation.READ, Operation.WRITE, Operation.CAS)
 _TYPE = {Outcome.OK: EventType.OK, Outcome.FAIL: EventType.FAIL, Outcome.INFO: EventType.INFO}
+_INVOKE, _OK = EventType.INVOKE, EventType.OK
 
 
 class Uniforms:
@@ -142,8 +146,10 @@ class Clients:
         self.start_s = start_s  # the clients' first requests (the nodes booted at 0)
         self.end_s = end_s
         self.trace = runtime.trace
-        self.rows: list[tuple[int, EventType, Operation, str | None, Any, float]] = []  # the history, raw
-        self._events: list[Event] = []
+        # the history as raw rows, spilled to disk in chunks (seedance.history.stream): memory stays bounded
+        self.log = HistoryLog()
+        self.rows: list[tuple[int, EventType, Operation, str | None, Any, float]] = self.log.rows
+        self._events: list[Event] = []  # the Event objects built so far by :attr:`history` (only when asked for)
         self.clients: list[_Client] = []
         self._idle: deque[_Client] = deque()
         self._next_process = 0
@@ -151,7 +157,13 @@ class Clients:
         self._next_request = 0
         self._frame_left: dict[int, int] = {}  # frame mode: operations left in each client's burst
         self._last_value: dict[str, Any] = {}
-        self.completions: list[tuple[float, str]] = []  # (time, outcome) of every completion
+        self.ok_times = array("d")  # the time of every ok completion, in order (liveness)
+        self._tracing = self.trace.enabled
+        self._records = self.trace.records  # the trace's in-memory list (never replaced; see Trace.spill)
+        self._frame_mode = config.mode == "frame"
+        self._timeout_s = config.op_timeout_s
+        self._request_bytes = config.request_bytes
+        self._reply_bytes = config.reply_bytes
         runtime.reply_sink = self._reply_sent
         if config.crash_resets:
             runtime.crash_sinks.append(self._node_crashed)
@@ -237,27 +249,31 @@ class Clients:
         return op, key, (self._last_value.get(key), value)
 
     def _invoke(self, client: _Client, now: float) -> None:
-        op, key, value = self._draw_frame_op(client) if self.config.mode == "frame" else self._draw_op()
+        op, key, value = self._draw_frame_op(client) if self._frame_mode else self._draw_op()
         self._next_request += 1
         client.request = ClientRequest(client_id=client.slot, request_id=self._next_request, op=op, key=key,
                                        value=value, context=client.context)
         client.busy = True
         client.invoked_s = now
         client.op_seq += 1
-        self.rows.append((client.process, EventType.INVOKE, op, key, value, now))
-        if self.trace.enabled:
-            self.trace.records.append((now, "invoke", -1, client.process, op.value, key, value))
-        client.deadline_s = now + self.config.op_timeout_s
+        self.rows.append((client.process, _INVOKE, op, key, value, now))
+        if self._tracing:
+            self._records.append((now, "invoke", -1, client.process, op.value, key, value))
+        client.deadline_s = now + self._timeout_s
         if not client.watchdog:
             client.watchdog = True
             call_at(self.env, client.deadline_s, self._watchdog, client)
         self._send(client, now)
 
     def _send(self, client: _Client, now: float) -> None:
-        depart = self.runtime.client_cpu(now)  # a modelled host: the client process's CPU per operation first
-        depart += self.runtime.connect_latency(client.slot, client.target, depart)  # a first request: the connection
-        arrive = self.network.transit(client.device, client.target, self.config.request_bytes, depart) \
-            + self.runtime.extra_latency()
+        runtime = self.runtime
+        if runtime.host is None:  # clients cost nothing, no connection set-up, no loopback draws
+            arrive = self.network.transit(client.device, client.target, self._request_bytes, now)
+        else:
+            depart = runtime.client_cpu(now)  # a modelled host: the client process's CPU per operation first
+            depart += runtime.connect_latency(client.slot, client.target, depart)  # a first request: the connection
+            arrive = self.network.transit(client.device, client.target, self._request_bytes, depart) \
+                + runtime.extra_latency()
         client.sent = True
         call_at(self.env, arrive, self._request_arrives, (client.target, client, client.op_seq))
 
@@ -281,8 +297,9 @@ class Clients:
         if not 0 <= reply.client_id < len(self.clients):
             raise ValueError(f"node {node_id} replied to unknown client {reply.client_id}")
         client = self.clients[reply.client_id]
-        arrive = self.network.transit(node_id, client.device, self.config.reply_bytes, depart_s) \
-            + self.runtime.extra_latency()
+        arrive = self.network.transit(node_id, client.device, self._reply_bytes, depart_s)
+        if self.runtime.host is not None:
+            arrive += self.runtime.extra_latency()
         call_at(self.env, arrive, self._reply_arrives, (client, node_id, reply))
 
     def _reply_arrives(self, event: Any) -> None:
@@ -348,12 +365,15 @@ class Clients:
             value = read_value if outcome is EventType.OK else None
         else:
             value = request.value
-        self.rows.append((client.process, outcome, op, request.key, value, now))
+        rows = self.rows
+        rows.append((client.process, outcome, op, request.key, value, now))
+        if len(rows) >= self.log.spill_rows:
+            self.log.spill()
         client.sent = False
-        if self.trace.enabled:
-            self.trace.records.append((now, "return", -1, client.process, outcome.value, value))
-        self.completions.append((now, outcome.value))
-        if outcome is EventType.OK:
+        if self._tracing:
+            self._records.append((now, "return", -1, client.process, outcome.value, value))
+        if outcome is _OK:
+            self.ok_times.append(now)
             if op is Operation.READ:
                 self._last_value[request.key] = read_value
             else:
@@ -376,10 +396,17 @@ class Clients:
 
     @property
     def history(self) -> list[Event]:
-        """The history so far as validated :class:`Event` objects (built on demand from the raw rows)."""
+        """The history so far as :class:`Event` objects, built on demand from the rows (trusted: the clients made
+        them) and kept. The run itself never asks for it (its summary and check read :attr:`log` back), so its
+        memory stays bounded; a caller that asks holds the whole history."""
         events = self._events
-        for process, kind, op, key, value, time_s in self.rows[len(events):]:
-            events.append(Event(process=process, type=kind, f=op, key=key, value=value, time=time_s))
+        log = self.log
+        if len(events) < log.spilled:  # rows went to disk since: read them back (the rest comes from memory)
+            have = len(events)
+            events.extend(event for line, event in log.events() if have < line <= log.spilled)
+        trusted = Event.trusted
+        for process, kind, op, key, value, time_s in self.rows[len(events) - log.spilled:]:
+            events.append(trusted(process, kind, op, key, value, time_s))
         return events
 
     def finish(self, now: float) -> None:

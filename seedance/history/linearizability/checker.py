@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import enum
 import time
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from seedance.history.events import Event, Operation
@@ -29,7 +30,7 @@ from seedance.history.linearizability.operations import (
 from seedance.history.linearizability.wgl import SearchOutcome, search
 from seedance.errors import HistoryError, SpecError
 
-__all__ = ["CheckResult", "Model", "check"]
+__all__ = ["CheckResult", "Model", "check", "check_keys"]
 
 
 class Model(str, enum.Enum):
@@ -84,24 +85,66 @@ def check(
     :class:`SpecError` for an unknown model or a negative timeout.
     """
     started = time.perf_counter()
+    model, deadline = _model_and_deadline(model, timeout_s, started)
+    ops, total = pair_operations(events)
+    if model is Model.REGISTER:
+        _no_cas(ops)
+    groups = sorted(split_by_key(ops).items(), key=lambda item: _key_order(item[0]))
+    return _judge(((key, key_ops) for key, key_ops in groups), total, model, deadline, initial, started)
+
+
+def check_keys(keys: Iterable[tuple[str | None, Iterable[tuple[int, Event]]]], model: str | Model = Model.KV,
+               timeout_s: float | None = None, *, initial: Any = None) -> CheckResult:
+    """:func:`check` from each key's events in turn, each ``(line in the whole history, event)``, keys in the order
+    :func:`check` takes them (``None`` first, then by name): the verdict, line numbers and per-key figures are the
+    ones :func:`check` gives the whole history, but only one key's operations are in memory at a time (a history
+    streamed to disk is read back key by key, e.g. :meth:`seedance.history.stream.HistoryLog.by_key`)."""
+    started = time.perf_counter()
+    model, deadline = _model_and_deadline(model, timeout_s, started)
+    counted = [0]
+
+    def paired() -> Iterator[tuple[str | None, list[HistoryOp]]]:
+        for key, numbered in keys:
+            numbered = list(numbered)
+            ops, total = pair_operations((event for _, event in numbered), (line for line, _ in numbered))
+            counted[0] += total
+            if ops:
+                yield key, ops
+
+    result = _judge(paired(), 0, model, deadline, initial, started)
+    return replace(result, ops=counted[0])
+
+
+def _no_cas(ops: list[HistoryOp]) -> None:
+    for op in ops:
+        if op.f is Operation.CAS:
+            raise HistoryError(f"line {op.invoke_line}", "cas is not an operation of model register",
+                               "check it with --model cas-register or kv")
+
+
+def _key_order(key: str | None) -> tuple[bool, str]:
+    return key is not None, key or ""
+
+
+def _model_and_deadline(model: str | Model, timeout_s: float | None, started: float) -> tuple[Model, float | None]:
     try:
         model = Model(model)
     except ValueError:
         raise SpecError("model", f"unknown model {model!r}", f"valid: {', '.join(MODEL_NAMES)}") from None
     if timeout_s is not None and not timeout_s >= 0:
         raise SpecError("timeout", f"must be >= 0 seconds, got {timeout_s!r}")
-    deadline = None if timeout_s is None else started + timeout_s
-    ops, total = pair_operations(events)
-    if model is Model.REGISTER:
-        for op in ops:
-            if op.f is Operation.CAS:
-                raise HistoryError(f"line {op.invoke_line}", "cas is not an operation of model register",
-                                   "check it with --model cas-register or kv")
+    return model, None if timeout_s is None else started + timeout_s
 
+
+def _judge(groups: Iterable[tuple[str | None, list[HistoryOp]]], total: int, model: Model, deadline: float | None,
+           initial: Any, started: float) -> CheckResult:
+    """Search each key's operations in turn (stop at the first key that is not linearizable)."""
     verdict: bool | str = True
     violation = None
     per_key: dict[str, dict[str, Any]] = {}
-    for key, key_ops in sorted(split_by_key(ops).items(), key=lambda item: (item[0] is not None, item[0] or "")):
+    for key, key_ops in groups:
+        if model is Model.REGISTER:
+            _no_cas(key_ops)
         key_started = time.perf_counter()
         kept = prune_unobserved(key_ops)
         outcome = search(kept, initial, deadline)

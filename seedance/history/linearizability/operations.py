@@ -20,7 +20,9 @@ Rules (Herlihy & Wing 1990 §2; Jepsen/Knossos conventions for indeterminate ope
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,16 +71,18 @@ class HistoryOp:
         }
 
 
-def pair_operations(events: list[Event]) -> tuple[list[HistoryOp], int]:
+def pair_operations(events: Iterable[Event], lines: Iterable[int] | None = None) -> tuple[list[HistoryOp], int]:
     """Pair invokes with completions (validating the history) and drop failed operations.
 
     Returns the operations in invoke order and the number of operations in the history (failed ones included).
+    ``lines`` numbers the events (default 1, 2, ...): a part of a history (one key's events) keeps the line
+    numbers it has in the whole.
     """
     validator = HistoryValidator()
     open_ops: dict[int, tuple[int, Event]] = {}
     done: list[tuple[int, HistoryOp]] = []
     total = 0
-    for index, event in enumerate(events, start=1):
+    for index, event in zip(itertools.count(1) if lines is None else lines, events):
         validator.add(event, f"line {index}")
         if event.type is EventType.INVOKE:
             open_ops[event.process] = (index, event)

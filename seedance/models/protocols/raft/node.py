@@ -216,7 +216,7 @@ class RaftNode(Dispatching, Elections, FlowControl, ReadIndex):
     def _write_unwritten(self, notify: bool = False) -> int:
         first, last = self._unwritten_from, self.log.last_index
         entries = self.log.entries(first, last)
-        self._log_writes.append(PersistLog(key=LOG_KEY, start=first - 1, entries=tuple(e.to_plain() for e in entries),
+        self._log_writes.append(PersistLog(key=LOG_KEY, start=first - 1, entries=tuple(entries),  # Entry objects
                                            size_bytes=sum(e.size_bytes for e in entries),
                                            notify=(LOG_NOTICE, self.current_term, last) if notify else None))
         self._unwritten_from = 0
@@ -281,7 +281,7 @@ class RaftNode(Dispatching, Elections, FlowControl, ReadIndex):
                 if self.commit_index > log.last_index:  # only after a breach recorded above (mutants)
                     self.commit_index = self.last_applied = log.last_index
                 self._log_writes.append(PersistLog(key=LOG_KEY, start=index - 1,
-                                                   entries=tuple(e.to_plain() for e in new),
+                                                   entries=tuple(new),
                                                    size_bytes=sum(e.size_bytes for e in new)))
             match = prev + count
             if m.leader_commit > self.commit_index and match > self.commit_index:

@@ -1,0 +1,157 @@
+"""A run's history on disk as it is recorded: memory holds one chunk of rows, not the run.
+
+Rules:
+
+* A runtime appends its own rows ``(process, type, f, key, value, time)`` (the fields of
+  :class:`~seedance.history.events.Event`, ``type`` and ``f`` as the enums) to :attr:`HistoryLog.rows`, a plain
+  list, and calls :meth:`HistoryLog.maybe_spill` now and then. Once ``spill_rows`` rows wait in memory they are
+  packed (msgpack, one array per row; numpy values as their Python values) to a temporary file in one write and
+  the list is emptied in place, so memory holds at most one chunk of rows, whatever the run's length.
+* Reading back: :meth:`HistoryLog.events` yields every event in order (the spilled ones, then the rest) as trusted
+  :class:`~seedance.history.events.Event` objects (the runtime's rows are not validated again); the tuples a row's
+  value held come back as tuples. :meth:`HistoryLog.by_key` yields each key's events with their line numbers in the
+  whole history, one key at a time (one pass over the file per key), for the per-key linearizability check
+  (:func:`seedance.history.linearizability.check_keys`).
+* :func:`summarize_stream` computes :func:`seedance.history.events.summarize`'s keys in one pass, holding only the
+  open operations and the ok latencies (8 bytes each, for the exact p50 / p99).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from array import array
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from seedance.history.events import Event, EventType, Operation
+
+__all__ = ["HistoryLog", "summarize_stream"]
+
+_TYPES = {t.value: t for t in EventType}
+_FS = {f.value: f for f in Operation}
+
+
+def _unpack_list(items: list[Any]) -> tuple[Any, ...]:
+    return tuple(items)
+
+
+def _numpy_plain(value: Any) -> Any:
+    """What msgpack cannot pack itself: numpy scalars and arrays as their Python values (equal, same hash)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"a history value must be plain data (numbers, strings, lists), got {type(value).__name__}")
+
+
+class HistoryLog:
+    """The rows of one run's history: a list in memory, spilled to a temporary file in chunks (module rules)."""
+
+    __slots__ = ("rows", "spill_rows", "_spill", "_spilled", "_pack")
+
+    def __init__(self, *, spill_rows: int = 100_000) -> None:
+        self.rows: list[tuple[Any, ...]] = []  # the rows not spilled yet (this list object is never replaced)
+        self.spill_rows = spill_rows
+        self._spill: Any = None
+        self._spilled = 0
+        self._pack = msgpack.Packer(default=_numpy_plain, use_bin_type=True).pack
+
+    def __len__(self) -> int:
+        return self._spilled + len(self.rows)
+
+    @property
+    def spilled(self) -> int:
+        """How many rows went to the file so far."""
+        return self._spilled
+
+    def maybe_spill(self) -> None:
+        if len(self.rows) >= self.spill_rows:
+            self.spill()
+
+    def spill(self) -> None:
+        """Pack the rows in memory to the file (one write) and empty the list in place."""
+        if not self.rows:
+            return
+        if self._spill is None:
+            self._spill = tempfile.TemporaryFile(prefix="seedance-history-")
+        pack = self._pack
+        self._spill.write(b"".join([pack((p, t.value, f.value, k, v, s)) for p, t, f, k, v, s in self.rows]))
+        self._spilled += len(self.rows)
+        self.rows.clear()
+
+    def close(self) -> None:
+        """Drop the file (the rows spilled to it are gone)."""
+        if self._spill is not None:
+            self._spill.close()
+            self._spill = None
+            self._spilled = 0
+
+    def _raw(self) -> Iterator[tuple[Any, ...]]:
+        """Every row in order: spilled ones as (process, type name, f name, key, value, time), then the rest."""
+        if self._spill is not None and self._spilled:
+            self._spill.flush()
+            self._spill.seek(0)
+            unpacker = msgpack.Unpacker(self._spill, raw=False, use_list=True, list_hook=_unpack_list,
+                                        strict_map_key=False, max_buffer_size=1 << 30)
+            try:
+                for _, row in zip(range(self._spilled), unpacker):
+                    yield row
+            finally:
+                self._spill.seek(0, 2)
+        yield from list(self.rows)
+
+    def events(self, keep: Callable[[Any], bool] | None = None) -> Iterator[tuple[int, Event]]:
+        """``(line, event)`` for every event in order (lines from 1); with ``keep(key)``, only the events whose
+        key it accepts (their lines stay those of the whole history)."""
+        trusted = Event.trusted
+        types, fs = _TYPES, _FS
+        for line, (process, kind, f, key, value, time_s) in enumerate(self._raw(), start=1):
+            if keep is not None and not keep(key):
+                continue
+            if type(kind) is str:
+                kind, f = types[kind], fs[f]
+            yield line, trusted(process, kind, f, key, value, time_s)
+
+    def __iter__(self) -> Iterator[Event]:
+        return (event for _, event in self.events())
+
+    def keys(self) -> list[str | None]:
+        """The keys the history touches, in the linearizability checker's order (None first, then by name)."""
+        found = {row[3] for row in self._raw()}
+        return sorted(found, key=lambda key: (key is not None, key or ""))
+
+    def by_key(self) -> Iterator[tuple[str | None, Iterator[tuple[int, Event]]]]:
+        """Each key with its ``(line, event)`` pairs, one key at a time (one pass over the history per key)."""
+        for key in self.keys():
+            yield key, self.events(lambda k, key=key: k == key)
+
+
+def summarize_stream(events: Iterable[Event] | HistoryLog, duration_s: float) -> dict[str, Any]:
+    """:func:`seedance.history.events.summarize`'s keys in one pass (module rules); the same numbers. A
+    :class:`HistoryLog` is read as its rows, without building an event per row."""
+    if isinstance(events, HistoryLog):
+        rows: Iterable[tuple[Any, ...]] = events._raw()
+    else:
+        rows = ((e.process, e.type, e.f, e.key, e.value, e.time) for e in events)
+    counts = {"ok": 0, "fail": 0, "info": 0}
+    pending: dict[int, float] = {}
+    latencies = array("d")
+    for process, kind, _f, _key, _value, time_s in rows:
+        if kind == "invoke":  # EventType is a str enum: the rows in memory and those read back compare alike
+            pending[process] = time_s
+            continue
+        start = pending.pop(process, None)
+        counts[kind] += 1
+        if kind == "ok" and start is not None:
+            latencies.append(time_s - start)
+
+    def percentile_ms(q: float) -> float | None:
+        return float(np.percentile(np.frombuffer(latencies, dtype=float), q) * 1e3) if latencies else None
+
+    done = counts["ok"]
+    return {"ops_ok": done, "ops_failed": counts["fail"], "ops_info": counts["info"],
+            "throughput_ops_s": done / duration_s if duration_s > 0 else 0.0,
+            "latency_ms_p50": percentile_ms(50), "latency_ms_p99": percentile_ms(99)}

@@ -1,0 +1,132 @@
+"""The simulator's recording: trusted history events, the history log spilled to disk in chunks, the per-key check
+read back from it, and the same trace hash from two runs of one spec and seed."""
+
+from __future__ import annotations
+
+import pytest
+
+from seedance.errors import HistoryError
+from seedance.history.events import Event, EventType, Operation, summarize
+from seedance.history.linearizability import check, check_keys
+from seedance.history.stream import HistoryLog, summarize_stream
+from seedance.sim import SimConfig, WorkloadConfig, simulate
+from seedance.sim.run import check_history
+
+
+def _raft(seed: int = 3, duration_s: float = 0.4, **extra) -> SimConfig:
+    return SimConfig(protocol="raft", nodes=3, duration_s=duration_s, seed=seed,
+                     workload=WorkloadConfig(clients=6, keys=3, mix=(0.4, 0.4, 0.2)), **extra)
+
+
+def test_trusted_event_equals_the_validated_one():
+    fields = dict(process=4, type=EventType.OK, f=Operation.CAS, key="k2", value=[1, [2, 3]], time=1)
+    checked = Event(**fields)
+    trusted = Event.trusted(4, EventType.OK, Operation.CAS, "k2", [1, [2, 3]], 1)
+    assert trusted == checked and hash(trusted) == hash(checked)
+    assert trusted.value == (1, (2, 3)) and type(trusted.time) is float
+
+
+def test_the_validating_constructor_still_rejects_bad_rows():
+    with pytest.raises(HistoryError, match="type"):
+        Event(process=1, type="done", f=Operation.READ, key="k", value=None, time=0.0)
+
+
+def test_a_spilled_log_reads_back_the_same_events_in_order():
+    run = simulate(_raft(), liveness=False)
+    rows = list(run.clients.log)  # nothing spilled at this size
+    assert len(rows) > 200 and rows == run.history
+    log = HistoryLog(spill_rows=37)
+    for process, kind, f, key, value, time_s in ((e.process, e.type, e.f, e.key, e.value, e.time) for e in rows):
+        log.rows.append((process, kind, f, key, value, time_s))
+        log.maybe_spill()
+    assert log.spilled > 0 and len(log.rows) < 37 and len(log) == len(rows)
+    assert list(log) == rows  # cas values come back as tuples, enums as enums
+    assert summarize_stream(log, 0.4) == summarize(rows, 0.4)
+    lines = {key: [line for line, _ in numbered] for key, numbered in log.by_key()}
+    assert sorted(line for found in lines.values() for line in found) == list(range(1, len(rows) + 1))
+
+
+def test_the_per_key_check_gives_the_whole_history_verdict_and_lines():
+    rows = simulate(_raft(seed=5), liveness=False).history
+    log = HistoryLog(spill_rows=50)
+    for e in rows:
+        log.rows.append((e.process, e.type, e.f, e.key, e.value, e.time))
+        log.maybe_spill()
+    whole, by_key = check(rows, model="kv"), check_keys(log.by_key(), model="kv")
+    assert whole.valid is True and by_key.valid is True and by_key.ops == whole.ops
+    assert {k: v["ops"] for k, v in by_key.per_key.items()} == {k: v["ops"] for k, v in whole.per_key.items()}
+    # a broken history: a read returns a value never written; both name the same key and lines
+    bad = list(rows)
+    index = next(i for i, e in enumerate(bad) if e.type is EventType.OK and e.f is Operation.READ)
+    e = bad[index]
+    bad[index] = Event(process=e.process, type=e.type, f=e.f, key=e.key, value=-12345, time=e.time)
+    broken = HistoryLog(spill_rows=50)
+    for e in bad:
+        broken.rows.append((e.process, e.type, e.f, e.key, e.value, e.time))
+        broken.maybe_spill()
+    whole, by_key = check(bad, model="kv"), check_history(broken, timeout_s=30.0)
+    assert whole.valid is False and by_key["valid"] is False
+    assert by_key["first_violation"] == whole.first_violation
+
+
+def test_long_runs_spill_the_history_and_keep_their_results(monkeypatch):
+    monkeypatch.setattr(HistoryLog.__init__, "__defaults__", None)
+    monkeypatch.setattr(HistoryLog.__init__, "__kwdefaults__", {"spill_rows": 64})
+    spilled = simulate(_raft(seed=9, check=True), liveness=False)
+    assert spilled.clients.log.spilled > 0 and len(spilled.clients.rows) < 64
+    monkeypatch.setattr(HistoryLog.__init__, "__kwdefaults__", {"spill_rows": 10**9})
+    whole = simulate(_raft(seed=9, check=True), liveness=False)
+    assert whole.clients.log.spilled == 0
+    assert spilled.summary()["ops_ok"] == whole.ops_ok and spilled.latency_ms_p99 == whole.latency_ms_p99
+    assert spilled.linearizable is True and whole.linearizable is True
+    assert spilled.history == whole.history and spilled.trace_sha256 == whole.trace_sha256
+
+
+def test_same_spec_and_seed_give_the_same_trace_hash_twice():
+    a, b = (simulate(_raft(seed=11), liveness=False) for _ in range(2))
+    assert a.trace_sha256 == b.trace_sha256 and a.ops_ok == b.ops_ok > 0
+    assert simulate(_raft(seed=12), liveness=False).trace_sha256 != a.trace_sha256
+
+
+@pytest.mark.parametrize("count", [0, 1, 15, 16, 65535, 65536])
+def test_the_trace_packs_a_chunk_as_the_bytes_of_each_record(count):
+    """The trace's chunks (spill file, hash) come from one packer call; they are every record's own bytes in order,
+    so the hash does not depend on where the chunks were cut."""
+    import msgpack
+
+    from seedance.tracing import _fallback, _pack_each
+
+    pack = msgpack.Packer(default=_fallback, use_bin_type=True).pack
+    records = [(i * 1e-6, "send", i % 5, "AppendEntries", {"k": {i}}, [i, None]) for i in range(count)]
+    assert bytes(_pack_each(pack, records)) == b"".join(pack(record) for record in records)
+
+
+def test_the_collector_is_tuned_during_the_loop_and_restored_after(monkeypatch):
+    """The objects alive before the loop are frozen while it runs (collections skip them) and the collector is as it
+    was afterwards; the run's figures are the same as with the collector untouched."""
+    import contextlib
+    import gc
+
+    from seedance.sim import run as sim_run
+
+    seen: list[tuple[int, int]] = []
+    before = gc.get_threshold()
+    tuned = simulate(_raft(seed=13, duration_s=0.2), liveness=False,
+                     actions=[(0.1, lambda runtime: seen.append((gc.get_freeze_count(), gc.get_threshold()[0])))])
+    assert seen and seen[0][0] > 1000 and seen[0][1] >= 20_000
+    assert gc.get_freeze_count() == 0 and gc.get_threshold() == before
+    monkeypatch.setattr(sim_run, "collector_tuned", contextlib.nullcontext)
+    plain = simulate(_raft(seed=13, duration_s=0.2), liveness=False)
+    assert plain.trace_sha256 == tuned.trace_sha256 and plain.ops_ok == tuned.ops_ok
+
+
+def test_numpy_values_spill_as_their_python_values():
+    import numpy as np
+
+    log = HistoryLog(spill_rows=1)
+    log.rows.append((0, EventType.INVOKE, Operation.WRITE, "k", np.int64(7), 0.5))
+    log.maybe_spill()
+    log.rows.append((0, EventType.OK, Operation.WRITE, "k", np.int64(7), np.float64(0.75)))
+    log.spill()
+    first, second = list(log)
+    assert first.value == 7 and type(first.value) is int and second.time == 0.75
