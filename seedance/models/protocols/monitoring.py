@@ -42,7 +42,8 @@ class NodeMonitor:
         return self._new(found)
 
     def forget(self, node_id: Any) -> None:
-        """The node crashed: nothing to do unless the monitor tracks live nodes (Raft's current leaders)."""
+        """The node crashed: its progress marks go (what it showed stays remembered)."""
+        self._local.pop(node_id, None)
 
     def finish(self, nodes: Iterable[Any]) -> list[str]:
         live = [node for node in nodes if node is not None]
