@@ -28,6 +28,7 @@ class NodeMonitor:
     def __init__(self) -> None:
         self.violations: list[str] = []
         self._reported: set[str] = set()
+        self._present: set[Any] = set()  # the node ids of the last observe(live_nodes)
         # per node id: (the node object, its progress already examined); a new incarnation starts again from 0
         self._local: dict[Any, tuple[Any, int]] = {}  # node.violations already reported
 
@@ -35,10 +36,15 @@ class NodeMonitor:
         return self._new(self._observe(node))
 
     def observe(self, nodes: Iterable[Any]) -> list[str]:
+        """Every live node (a node missing since the last call crashed: it is forgotten)."""
+        live = [node for node in nodes if node is not None]
+        present = {node.node_id for node in live}
+        for node_id in self._present - present:
+            self.forget(node_id)
+        self._present = present
         found: list[str] = []
-        for node in nodes:
-            if node is not None:
-                found.extend(self._observe(node))
+        for node in live:
+            found.extend(self._observe(node))
         return self._new(found)
 
     def forget(self, node_id: Any) -> None:

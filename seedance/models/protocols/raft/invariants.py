@@ -165,6 +165,8 @@ class Monitor(NodeMonitor):
 
     def _check_leader(self, node: Any) -> list[str]:
         """Leader Completeness of ``node`` (leading now) against the entries committed since it was last checked."""
+        if node.role is not Role.LEADER:  # observe(live_nodes) only: it stepped down since, and is seen next
+            return []
         node_id = node.node_id
         start = progress(self._leader_scanned, node_id, node)
         if self._leader_term.get(node_id) != node.current_term:
