@@ -55,12 +55,24 @@ def check(nodes: list[Any]) -> list[str]:
     return found
 
 
+_ORDER = ("version", "t", "node", "seq", "value")  # an entry's fields in the join order (:func:`_wins`)
+_VERSION, _NODE, _SEQ = 0, 2, 3
+
+
+def _above(b: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """Elementwise over the last axis: entry ``b`` is strictly greater than entry ``a`` (fields on axis -2, in
+    :data:`_ORDER`) — :func:`_wins` on stacked fields, in a handful of array operations."""
+    differ = b != a
+    first = differ.argmax(axis=-2)[..., None, :]  # the first field where they differ
+    return np.take_along_axis(b > a, first, axis=-2)[..., 0, :] & differ.any(axis=-2)
+
+
 class Monitor(NodeMonitor):
     """Clock honesty, incrementally: :meth:`observe_node` after each input, :meth:`finish` (:func:`check`) at the end."""
 
     def __init__(self) -> None:
         super().__init__()
-        self._f: dict[str, np.ndarray] = {}  # field -> (replicas, pixels): each replica's grid as last observed
+        self._g = np.zeros((0, len(_ORDER), 0))  # (replicas, fields, pixels): each replica's grid as last observed
         self._clock = np.zeros((0, 0), np.int64)  # (replicas, replicas): each replica's clock as last observed
         self._obj: list[Any] = []  # row -> the node object observed there (None: crashed or not yet seen)
         self._alive = np.zeros(0, bool)
@@ -74,33 +86,32 @@ class Monitor(NodeMonitor):
         if not self._obj:
             self._allocate(node.num_nodes, grid.pixels)
         row = node.node_id
+        now = np.stack([grid.f[name] for name in _ORDER]).astype(np.float64, copy=False)
         if self._obj[row] is not node:  # first sight of this incarnation: every pixel counts as changed
             changed = np.arange(grid.pixels)
             covered: list[int] = []
             self._obj[row] = node
             self._alive[row] = True
         else:
-            diff = self._f["version"][row] != grid.f["version"]
-            for name in ("value", "t", "node", "seq"):
-                diff |= self._f[name][row] != grid.f[name]
-            changed = np.flatnonzero(diff)
+            changed = np.flatnonzero((self._g[row] != now).any(axis=0))
             covered = self._newly_covered(row, grid.clock)
-        if not len(changed) and not covered and np.array_equal(self._clock[row], grid.clock):
-            return found
-        for name in self._f:
-            self._f[name][row, changed] = grid.f[name][changed]
+            if not len(changed) and not covered:
+                if not np.array_equal(self._clock[row], grid.clock):
+                    self._clock[row] = grid.clock
+                return found
+        self._g[row][:, changed] = now[:, changed]
         self._clock[row] = grid.clock
+        entries = self._g[row]
         for p in changed.tolist():
-            if self._f["version"][row, p] > 0:
-                self._dots.setdefault((int(self._f["node"][row, p]), int(self._f["seq"][row, p])), set()).add(p)
+            if entries[_VERSION, p] > 0:
+                self._dots.setdefault((int(entries[_NODE, p]), int(entries[_SEQ, p])), set()).add(p)
         found.extend(self._held_by(row, changed))
         pixels = np.union1d(changed, np.asarray(covered, np.int64)) if covered else changed
         found.extend(self._covered_by(row, pixels))
         return found
 
     def _allocate(self, replicas: int, pixels: int) -> None:
-        self._f = {name: np.zeros((replicas, pixels), np.float64 if name == "t" else np.int64)
-                   for name in ("value", "version", "t", "node", "seq")}
+        self._g = np.zeros((replicas, len(_ORDER), pixels))
         self._clock = np.zeros((replicas, replicas), np.int64)
         self._obj = [None] * replicas
         self._alive = np.zeros(replicas, bool)
@@ -114,47 +125,47 @@ class Monitor(NodeMonitor):
                 pixels.extend(self._dots.get((writer, seq), ()))
         return pixels
 
-    def _live(self) -> np.ndarray:
-        return np.flatnonzero(self._alive)
-
     def _held_by(self, row: int, pixels: np.ndarray) -> list[str]:
         """Breaches by the entries ``row`` now holds at ``pixels``: a live replica whose clock covers one of them
         holds an older entry there (``row`` itself: an entry beyond its own clock)."""
-        mine = {name: arr[row, pixels] for name, arr in self._f.items()}
-        written = mine["version"] > 0
+        if not len(pixels):
+            return []
+        mine = self._g[row][:, pixels]  # (fields, pixels)
+        written = mine[_VERSION] > 0
         if not written.any():
             return []
-        live = self._live()
-        width = self._clock.shape[1]
-        writers = np.clip(np.where(written, mine["node"], 0), 0, width - 1)
-        covered = written & (self._clock[np.ix_(live, writers)] >= mine["seq"])  # (live, pixels)
-        theirs = {name: arr[np.ix_(live, pixels)] for name, arr in self._f.items()}
-        lower = covered & _wins(theirs, {name: v[None, :] for name, v in mine.items()})
-        me = np.flatnonzero(live == row)
-        if me.size:
-            lower[me[0]] = written & ~covered[me[0]]
-        return [self._report(int(live[i]), row, int(pixels[j]), own=int(live[i]) == row)
-                for i, j in zip(*np.nonzero(lower))]
+        live = np.flatnonzero(self._alive)
+        writers = np.clip(mine[_NODE].astype(np.int64), 0, self._clock.shape[1] - 1)
+        covered = written & (self._clock[np.ix_(live, writers)] >= mine[_SEQ])  # (live, pixels)
+        me = int(np.flatnonzero(live == row)[0])
+        own = written & ~covered[me]
+        covered[me] = False
+        found = [self._report(row, row, int(pixels[j]), own=True) for j in np.flatnonzero(own).tolist()]
+        if covered.any():
+            theirs = self._g[live][:, :, pixels]  # (live, fields, pixels)
+            lower = covered & _above(mine[None], theirs)
+            found += [self._report(int(live[i]), row, int(pixels[j])) for i, j in zip(*np.nonzero(lower))]
+        return found
 
     def _covered_by(self, row: int, pixels: np.ndarray) -> list[str]:
         """Breaches against ``row``'s clock at ``pixels``: a live replica holds an entry there that the clock covers,
         while ``row`` holds an older one."""
         if not len(pixels):
             return []
-        live = self._live()
+        live = np.flatnonzero(self._alive)
         live = live[live != row]
-        theirs = {name: arr[np.ix_(live, pixels)] for name, arr in self._f.items()}
-        written = theirs["version"] > 0
+        theirs = self._g[live][:, :, pixels]  # (live, fields, pixels)
         clock = self._clock[row]
-        writers = np.clip(np.where(written, theirs["node"], 0), 0, clock.size - 1)
-        covered = written & (clock[writers] >= theirs["seq"])
-        mine = {name: arr[row, pixels][None, :] for name, arr in self._f.items()}
-        lower = covered & _wins(mine, theirs)
+        writers = np.clip(theirs[:, _NODE].astype(np.int64), 0, clock.size - 1)
+        covered = (theirs[:, _VERSION] > 0) & (clock[writers] >= theirs[:, _SEQ])
+        if not covered.any():
+            return []
+        lower = covered & _above(theirs, self._g[row][None, :, pixels])
         return [self._report(row, int(live[i]), int(pixels[j])) for i, j in zip(*np.nonzero(lower))]
 
     def _report(self, b: int, a: int, p: int, *, own: bool = False) -> str:
         """The breach at pixel ``p``: ``b``'s clock covers the write ``a`` holds there (``own``: ``a`` is ``b``)."""
-        writer, seq = int(self._f["node"][a, p]), int(self._f["seq"][a, p])
+        writer, seq = int(self._g[a, _NODE, p]), int(self._g[a, _SEQ, p])
         if own:
             return (f"node {a} holds pixel {p} written by node {writer} (dot {seq}) beyond its own clock "
                     f"{self._clock[a].tolist()}")
