@@ -133,7 +133,7 @@ def _install_partition(runtime: Any, cfg: CommitConfig, world: int, cut: dict[st
         if runtime._tracing:
             runtime._record((runtime.env.now, "annotate", -1, "partition-healed", {}))
 
-    def watch() -> None:
+    def watch(_host: Any = None) -> None:
         if state["done"]:
             return
         if any(h.up and h.node.phase == "train" and h.node.step >= inj.steps[0] for h in runtime.hosts):

@@ -155,7 +155,7 @@ class Nemesis:
         else:
             self._aimed.append((window, node_id, host.incarnation, host.handled + steps, term, hold_s))
 
-    def _count_steps(self) -> None:
+    def _count_steps(self, _host: Any = None) -> None:
         """After-input hook: land the strikes whose leader has handled its count of inputs (if still alive)."""
         if not self._aimed:
             return

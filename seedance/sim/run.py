@@ -253,19 +253,9 @@ def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invaria
     background = Background(runtime, config.background, end)
 
     violations: list[tuple[float, str]] = []
-    if config.monitor and spec.monitor is not None:  # the protocol's own invariant monitor, after every input
-        monitor = spec.monitor()
-
-        def check_monitor() -> None:
-            found = monitor.observe([host.node for host in runtime.hosts if host.up])
-            if found:
-                violations.append((env.now, "; ".join(found)))
-                if stop_on_violation:
-                    raise StopSimulation(None)
-
-        runtime.after_input.append(check_monitor)
+    monitor = _install_monitor(spec, runtime, violations, stop_on_violation) if config.monitor else None
     if invariants:
-        def check_invariants() -> None:
+        def check_invariants(_host: Any = None) -> None:
             view = SimView(now=env.now, runtime=runtime, clients=clients)
             for hook in invariants:
                 problem = hook(view)
@@ -305,6 +295,8 @@ def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invaria
         err.add_note(f"reproduce: {reproduce_command(config)}")
         raise
     end = env.now
+    if monitor is not None and not (violations and stop_on_violation):  # the full check over the final state
+        _finish_monitor(monitor, runtime, violations)
     clients.finish(end)
     if phase is not None and config.check:  # the phases after the simulation, for progress reports
         phase(f"checking linearizability of {len(clients.log)} events")
@@ -317,6 +309,67 @@ def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invaria
     if phase is not None and faults:
         phase("simulating the same seed without faults (liveness baseline)")
     return assess_run(result, simulate, faulty=bool(faults))
+
+
+def _install_monitor(spec: ProtocolSpec, runtime: Runtime, violations: list[tuple[float, str]],
+                     stop_on_violation: bool) -> Any:
+    """The protocol's invariant monitor, told after every input about the node that handled it (None: none).
+
+    A node's state changes only while it handles an input, so a monitor with ``observe_node`` examines that node
+    alone (its cost per input does not grow with the number of nodes); a node started or restarted is examined at
+    the next input anywhere, as every node was before. A monitor with ``observe`` only sees every live node each time.
+    """
+    if spec.monitor is None:
+        return None
+    monitor = spec.monitor()
+    env, hosts = runtime.env, runtime.hosts
+    if not hasattr(monitor, "observe_node"):
+        def check_all(_host: Any) -> None:
+            _breach(monitor.observe([host.node for host in hosts if host.up]), env.now, violations, stop_on_violation)
+
+        runtime.after_input.append(check_all)
+        return monitor
+    observe_node = monitor.observe_node
+    pending = set(range(len(hosts)))  # nodes not examined since they started: all of them at boot
+
+    def check_node(host: Any) -> None:
+        node = host.node
+        found = observe_node(node) if node is not None else []
+        if pending:
+            for node_id in sorted(pending):
+                other = hosts[node_id]
+                if other.up and other is not host:
+                    found = found + observe_node(other.node)
+            pending.clear()
+        if found:
+            _breach(found, env.now, violations, stop_on_violation)
+
+    forget = getattr(monitor, "forget", lambda node_id: None)
+
+    def crashed(node_id: int, _at: float) -> None:
+        forget(node_id)
+        pending.add(node_id)  # examined again once restarted
+
+    runtime.after_input.append(check_node)
+    runtime.crash_sinks.append(crashed)
+    return monitor
+
+
+def _breach(found: list[str], now: float, violations: list[tuple[float, str]], stop_on_violation: bool) -> None:
+    if found:
+        violations.append((now, "; ".join(found)))
+        if stop_on_violation:
+            raise StopSimulation(None)
+
+
+def _finish_monitor(monitor: Any, runtime: Runtime, violations: list[tuple[float, str]]) -> None:
+    """The protocol's full check over the final state of the live nodes (``finish``), at the end of every run."""
+    finish = getattr(monitor, "finish", None)
+    if finish is None:
+        return
+    found = finish([host.node for host in runtime.hosts if host.up])
+    if found:
+        violations.append((runtime.env.now, "end-of-run check: " + "; ".join(found)))
 
 
 def _result(config: SimConfig, runtime: Runtime, clients: Clients, trace: Trace, schedule: list[FaultWindow],

@@ -252,7 +252,7 @@ class Runtime:
         self.reply_sink: Callable[[int, Reply, float], None] = lambda node_id, reply, at: None
         self.observe_sink: Callable[[int, Any, float], None] = lambda node_id, effect, at: None
         self.collectives: Any = None
-        self.after_input: list[Callable[[], None]] = []
+        self.after_input: list[Callable[[Host], None]] = []  # told the host that has just handled an input
         self.crash_sinks: list[Callable[[int, float], None]] = []  # told (node, time) when a node crashes
 
     # ----------------------------------------------------------------------------------------------- scheduling
@@ -550,7 +550,7 @@ class Runtime:
             engine.perform(effects, cursor)
         if self.after_input:
             for hook in self.after_input:
-                hook()
+                hook(host)
 
     def _run(self, host: Host, effects: list[Any], cursor: float) -> None:
         """Perform a lifecycle handler's effects (start / recover) and let queued inputs proceed."""

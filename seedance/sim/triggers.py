@@ -69,7 +69,7 @@ class Watcher:
         self.runtime.after_input.append(self)
         return self
 
-    def __call__(self) -> None:
+    def __call__(self, _host: Any = None) -> None:
         runtime = self.runtime
         for watch, seen in zip(self.watches, self._seen):
             for host in runtime.hosts:

@@ -328,7 +328,9 @@ class ProtocolSpec:
     operations: tuple[str, ...] = ("read", "write", "cas")  # client operations the workload may issue
     checker: str | None = "kv"  # the model that judges its histories (seedance check ... --model), None: none
     # a factory of the protocol's invariant monitor: an object whose ``observe(live_nodes) -> list[str]`` returns the
-    # breaches first seen now; ``sim run`` calls it after every handled input and stops on a breach. None: none.
+    # breaches first seen now; ``sim run`` calls it after every handled input and stops on a breach. With
+    # ``observe_node(node)``, ``forget(node_id)`` and ``finish(live_nodes)`` (seedance.models.protocols.monitoring)
+    # it is told only the node that handled the input, and runs its full check at the end. None: none.
     monitor: Callable[[], Any] | None = None
     # how clients find a server: "leader-hint" (a non-leader answers "not-leader" with Reply.leader_hint and the
     # client retries there) or "any" (every replica serves; each client keeps to its own)

@@ -6,8 +6,12 @@ one: ``b``'s entry at ``p`` is not below ``a``'s in the join order. A replica th
 predecessors (or a merge that loses entries) claims writes it does not hold, and this finds it — across all pairs,
 vectorised over the grid. (``a = b`` checks that every entry a replica holds is covered by its own clock.)
 
-The check runs every ``every``-th call (256; ``sim run`` calls the monitor after every input; the grid comparison is
-O(n² · pixels)).
+:func:`check` compares every pair over the whole grid (O(n² · pixels)); it is the full check at the end of a run.
+:class:`Monitor` is told after every input which replica handled it and examines only what changed there: the pixels
+whose entry changed (against every live replica's clock and entry) and the writes its clock newly covers (found by
+their dots, against the entries the live replicas hold at those pixels). Every pair is clean after each observation,
+so a breach can only arise from such a change: the monitor is exact, at a cost per input that follows the change,
+not the number of replicas (a copy of each replica's grid and clock is kept to see what changed).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from seedance.models.crdt import _wins
+from seedance.models.protocols.monitoring import NodeMonitor
 
 
 def check(nodes: list[Any]) -> list[str]:
@@ -50,23 +55,128 @@ def check(nodes: list[Any]) -> list[str]:
     return found
 
 
-class Monitor:
-    """``observe(live_nodes)`` -> breaches first seen now (checked every ``every``-th call)."""
+_ORDER = ("version", "t", "node", "seq", "value")  # an entry's fields in the join order (:func:`_wins`)
+_VERSION, _NODE, _SEQ = 0, 2, 3
 
-    def __init__(self, every: int = 256) -> None:
-        self.every = every
-        self.calls = 0
-        self.seen: set[str] = set()
-        self._last: tuple = ()
 
-    def observe(self, nodes: list[Any]) -> list[str]:
-        self.calls += 1
-        if self.calls % self.every:
+def _above(b: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """Elementwise over the last axis: entry ``b`` is strictly greater than entry ``a`` (fields on axis -2, in
+    :data:`_ORDER`) — :func:`_wins` on stacked fields, in a handful of array operations."""
+    differ = b != a
+    first = differ.argmax(axis=-2)[..., None, :]  # the first field where they differ
+    return np.take_along_axis(b > a, first, axis=-2)[..., 0, :] & differ.any(axis=-2)
+
+
+class Monitor(NodeMonitor):
+    """Clock honesty, incrementally: :meth:`observe_node` after each input, :meth:`finish` (:func:`check`) at the end."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._g = np.zeros((0, len(_ORDER), 0))  # (replicas, fields, pixels): each replica's grid as last observed
+        self._clock = np.zeros((0, 0), np.int64)  # (replicas, replicas): each replica's clock as last observed
+        self._obj: list[Any] = []  # row -> the node object observed there (None: crashed or not yet seen)
+        self._alive = np.zeros(0, bool)
+        self._dots: dict[tuple[int, int], set[int]] = {}  # (writer, seq) -> the pixels where an entry carries it
+
+    def _observe(self, node: Any) -> list[str]:
+        found = self._local_news(node)
+        grid = getattr(node, "grid", None)
+        if grid is None:
+            return found
+        if not self._obj:
+            self._allocate(node.num_nodes, grid.pixels)
+        row = node.node_id
+        now = np.stack([grid.f[name] for name in _ORDER]).astype(np.float64, copy=False)
+        if self._obj[row] is not node:  # first sight of this incarnation: every pixel counts as changed
+            changed = np.arange(grid.pixels)
+            covered: list[int] = []
+            self._obj[row] = node
+            self._alive[row] = True
+        else:
+            changed = np.flatnonzero((self._g[row] != now).any(axis=0))
+            covered = self._newly_covered(row, grid.clock)
+            if not len(changed) and not covered:
+                if not np.array_equal(self._clock[row], grid.clock):
+                    self._clock[row] = grid.clock
+                return found
+        self._g[row][:, changed] = now[:, changed]
+        self._clock[row] = grid.clock
+        entries = self._g[row]
+        for p in changed.tolist():
+            if entries[_VERSION, p] > 0:
+                self._dots.setdefault((int(entries[_NODE, p]), int(entries[_SEQ, p])), set()).add(p)
+        found.extend(self._held_by(row, changed))
+        pixels = np.union1d(changed, np.asarray(covered, np.int64)) if covered else changed
+        found.extend(self._covered_by(row, pixels))
+        return found
+
+    def _allocate(self, replicas: int, pixels: int) -> None:
+        self._g = np.zeros((replicas, len(_ORDER), pixels))
+        self._clock = np.zeros((replicas, replicas), np.int64)
+        self._obj = [None] * replicas
+        self._alive = np.zeros(replicas, bool)
+
+    def _newly_covered(self, row: int, clock: np.ndarray) -> list[int]:
+        """The pixels carrying a write that ``clock`` covers and the replica's previous clock did not."""
+        old = self._clock[row]
+        pixels: list[int] = []
+        for writer in np.flatnonzero(clock > old).tolist():
+            for seq in range(int(old[writer]) + 1, int(clock[writer]) + 1):
+                pixels.extend(self._dots.get((writer, seq), ()))
+        return pixels
+
+    def _held_by(self, row: int, pixels: np.ndarray) -> list[str]:
+        """Breaches by the entries ``row`` now holds at ``pixels``: a live replica whose clock covers one of them
+        holds an older entry there (``row`` itself: an entry beyond its own clock)."""
+        if not len(pixels):
             return []
-        stamp = tuple((n.node_id, n.grid.clock.tobytes()) for n in nodes if n is not None and hasattr(n, "grid"))
-        if stamp == self._last:
-            return []  # no clock moved since the last check: no state did either
-        self._last = stamp
-        new = [text for text in check(nodes) if text not in self.seen]
-        self.seen.update(new)
-        return new
+        mine = self._g[row][:, pixels]  # (fields, pixels)
+        written = mine[_VERSION] > 0
+        if not written.any():
+            return []
+        live = np.flatnonzero(self._alive)
+        writers = np.clip(mine[_NODE].astype(np.int64), 0, self._clock.shape[1] - 1)
+        covered = written & (self._clock[np.ix_(live, writers)] >= mine[_SEQ])  # (live, pixels)
+        me = int(np.flatnonzero(live == row)[0])
+        own = written & ~covered[me]
+        covered[me] = False
+        found = [self._report(row, row, int(pixels[j]), own=True) for j in np.flatnonzero(own).tolist()]
+        if covered.any():
+            theirs = self._g[live][:, :, pixels]  # (live, fields, pixels)
+            lower = covered & _above(mine[None], theirs)
+            found += [self._report(int(live[i]), row, int(pixels[j])) for i, j in zip(*np.nonzero(lower))]
+        return found
+
+    def _covered_by(self, row: int, pixels: np.ndarray) -> list[str]:
+        """Breaches against ``row``'s clock at ``pixels``: a live replica holds an entry there that the clock covers,
+        while ``row`` holds an older one."""
+        if not len(pixels):
+            return []
+        live = np.flatnonzero(self._alive)
+        live = live[live != row]
+        theirs = self._g[live][:, :, pixels]  # (live, fields, pixels)
+        clock = self._clock[row]
+        writers = np.clip(theirs[:, _NODE].astype(np.int64), 0, clock.size - 1)
+        covered = (theirs[:, _VERSION] > 0) & (clock[writers] >= theirs[:, _SEQ])
+        if not covered.any():
+            return []
+        lower = covered & _above(theirs, self._g[row][None, :, pixels])
+        return [self._report(row, int(live[i]), int(pixels[j])) for i, j in zip(*np.nonzero(lower))]
+
+    def _report(self, b: int, a: int, p: int, *, own: bool = False) -> str:
+        """The breach at pixel ``p``: ``b``'s clock covers the write ``a`` holds there (``own``: ``a`` is ``b``)."""
+        writer, seq = int(self._g[a, _NODE, p]), int(self._g[a, _SEQ, p])
+        if own:
+            return (f"node {a} holds pixel {p} written by node {writer} (dot {seq}) beyond its own clock "
+                    f"{self._clock[a].tolist()}")
+        return (f"node {b}'s clock {self._clock[b].tolist()} covers write (node {writer}, dot {seq}) at pixel {p} "
+                f"held by node {a}, but node {b} holds an older entry there")
+
+    def forget(self, node_id: Any) -> None:
+        super().forget(node_id)
+        if node_id < len(self._obj):
+            self._obj[node_id] = None
+            self._alive[node_id] = False
+
+    def _check(self, nodes: list[Any]) -> list[str]:
+        return check(nodes)

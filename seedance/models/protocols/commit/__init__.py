@@ -22,44 +22,53 @@ from typing import Any
 from seedance.models.protocols.commit.node import CommitConfig, CommitNode, Heartbeat
 from seedance.models.protocols.commit.scenarios import SCENARIOS, VARIANTS
 from seedance.models.protocols.contract import ProtocolSpec
+from seedance.models.protocols.monitoring import NodeMonitor, progress
 
 
-class CommitMonitor:
-    """See the package docstring. ``observe(live_nodes)`` returns the breaches first seen now."""
+class CommitMonitor(NodeMonitor):
+    """See the package docstring. ``observe_node(node)`` examines the commits the node made since it was last
+    observed (``observe(live_nodes)``: each of them); the breaches first seen now."""
 
     def __init__(self) -> None:
-        self.seen: dict[tuple[int, int], int] = {}  # (node, boot) -> commits already checked (of commits_total)
+        super().__init__()
+        self.seen: dict[Any, tuple[Any, int]] = {}  # node id -> (node, commits already checked, of commits_total)
         self.by_step: dict[int, tuple[tuple[int, int], int]] = {}  # step -> (true digest, first node)
-        self.breaches: list[str] = []
 
-    def observe(self, live_nodes: list[Any]) -> list[str]:
+    @property
+    def breaches(self) -> list[str]:
+        return self.violations
+
+    def _observe(self, node: Any) -> list[str]:
+        if not hasattr(node, "commits"):
+            return []
         found: list[str] = []
-        for node in live_nodes:
-            if node is None or not hasattr(node, "commits"):
-                continue
-            key = (node.node_id, node.boot)
-            done = self.seen.get(key, 0)
-            new = getattr(node, "commits_total", len(node.commits)) - done  # the node keeps its latest commits only
-            for record in (node.commits[-new:] if new > 0 else []):
-                rows = record["rows"]
-                view = tuple(record["view"])
-                if len(rows) != len(view):
-                    found.append(f"node {node.node_id} committed step {record['step']} with {len(rows)} votes for "
-                                 f"view {view}")
-                voted = {tuple(r[2:4]) for r in rows}
-                if len(voted) > 1:
-                    found.append(f"node {node.node_id} committed step {record['step']} (epoch {record['epoch']}) on "
-                                 f"disagreeing digests {sorted(voted)}")
-                true = tuple(record["true"])
-                first = self.by_step.get(record["step"])
-                if first is None:
-                    self.by_step[record["step"]] = (true, node.node_id)
-                elif first[0] != true:
-                    found.append(f"replicas differ at commit of step {record['step']}: node {node.node_id} holds "
-                                 f"{true[0] & 0xffffffff:08x}, node {first[1]} {first[0][0] & 0xffffffff:08x}")
-            self.seen[key] = done + max(new, 0)
-        self.breaches.extend(found)
+        done = progress(self.seen, node.node_id, node)
+        total = getattr(node, "commits_total", len(node.commits))  # the node keeps its latest commits only
+        new = total - done
+        if new <= 0:
+            return found
+        for record in node.commits[-new:]:
+            rows = record["rows"]
+            view = tuple(record["view"])
+            if len(rows) != len(view):
+                found.append(f"node {node.node_id} committed step {record['step']} with {len(rows)} votes for "
+                             f"view {view}")
+            voted = {tuple(r[2:4]) for r in rows}
+            if len(voted) > 1:
+                found.append(f"node {node.node_id} committed step {record['step']} (epoch {record['epoch']}) on "
+                             f"disagreeing digests {sorted(voted)}")
+            true = tuple(record["true"])
+            first = self.by_step.get(record["step"])
+            if first is None:
+                self.by_step[record["step"]] = (true, node.node_id)
+            elif first[0] != true:
+                found.append(f"replicas differ at commit of step {record['step']}: node {node.node_id} holds "
+                             f"{true[0] & 0xffffffff:08x}, node {first[1]} {first[0][0] & 0xffffffff:08x}")
+        self.seen[node.node_id] = (node, total)
         return found
+
+    def forget(self, node_id: Any) -> None:
+        self.seen.pop(node_id, None)
 
 
 def _factory(node_id: int, num_nodes: int, rng: Any, config: Any) -> CommitNode:

@@ -8,55 +8,52 @@ Execution consistency), remembered across crashes:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
+from seedance.models.protocols.monitoring import NodeMonitor, progress
 
-class Monitor:
+
+class Monitor(NodeMonitor):
+    """Examines one node per input (:meth:`observe_node`): the instances it committed and the commands it executed
+    since it was last observed, against the first commit seen per instance and the one execution order per key.
+    :meth:`finish` re-checks the final state."""
+
     def __init__(self) -> None:
+        super().__init__()
         self.committed: dict[Any, tuple[Any, int]] = {}
         self.order: dict[Any, list[Any]] = {}  # key -> the executed instances in order
-        self.violations: list[str] = []
-        self._commits: dict[int, tuple[Any, int]] = {}
-        self._execs: dict[int, tuple[Any, int, dict]] = {}
-        self._local: dict[int, tuple[Any, int]] = {}
+        self._commits: dict[Any, tuple[Any, int]] = {}  # node id -> (node, commit_log entries seen)
+        self._execs: dict[Any, tuple[Any, int, dict]] = {}  # node id -> (node, exec_log entries seen, key -> count)
 
-    def observe(self, nodes: Iterable[Any]) -> list[str]:
-        found: list[str] = []
-        for node in nodes:
-            held = self._local.get(id(node))
-            reported = held[1] if held is not None and held[0] is node else 0
-            if len(node.violations) > reported:
-                found.extend(node.violations[reported:])
-                self._local[id(node)] = (node, len(node.violations))
-            held = self._commits.get(id(node))
-            start = held[1] if held is not None and held[0] is node else 0
-            log = node.commit_log
+    def _observe(self, node: Any) -> list[str]:
+        found = self._local_news(node)
+        node_id = node.node_id
+        start = progress(self._commits, node_id, node)
+        log = node.commit_log
+        if len(log) > start:
             for iid, attrs in log[start:]:
-                seen = self.committed.setdefault(iid, (attrs, node.node_id))
+                seen = self.committed.setdefault(iid, (attrs, node_id))
                 if seen[0] != attrs:
                     found.append(f"Consistency: instance {iid} committed as {seen[0]} on node {seen[1]} and as "
-                                 f"{attrs} on node {node.node_id}")
-            if len(log) > start:
-                self._commits[id(node)] = (node, len(log))
-            held_exec = self._execs.get(id(node))
-            if held_exec is not None and held_exec[0] is node:
-                start, positions = held_exec[1], held_exec[2]
-            else:
-                start, positions = 0, {}
-            log = node.exec_log
+                                 f"{attrs} on node {node_id}")
+            self._commits[node_id] = (node, len(log))
+        held = self._execs.get(node_id)
+        start, positions = (held[1], held[2]) if held is not None and held[0] is node else (0, {})
+        log = node.exec_log
+        if len(log) > start:
             for key, iid in log[start:]:
                 order = self.order.setdefault(key, [])
                 k = positions.get(key, 0)
                 if k < len(order):
                     if order[k] != iid:
-                        found.append(f"Execution consistency: key {key!r}: node {node.node_id} executed {iid} "
+                        found.append(f"Execution consistency: key {key!r}: node {node_id} executed {iid} "
                                      f"where another replica executed {order[k]} (position {k})")
                 else:
                     order.append(iid)
                 positions[key] = k + 1
-            if len(log) > start:
-                self._execs[id(node)] = (node, len(log), positions)
-        new = [v for v in dict.fromkeys(found) if v not in self.violations]
-        self.violations.extend(new)
-        return new
+            self._execs[node_id] = (node, len(log), positions)
+        return found
+
+    def forget(self, node_id: Any) -> None:
+        for table in (self._commits, self._execs, self._local):
+            table.pop(node_id, None)

@@ -9,41 +9,39 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
+from seedance.models.protocols.monitoring import NodeMonitor, progress
 
-class Monitor:
+
+class Monitor(NodeMonitor):
+    """Examines one node per input (:meth:`observe_node`): its role and ballot, and the decisions it learned since it
+    was last observed, against the first decision seen for each slot. :meth:`finish` re-checks the final state."""
+
     def __init__(self) -> None:
+        super().__init__()
         self.decided: dict[int, tuple[Any, int]] = {}  # slot -> (command, node that first showed it)
         self.leaders: dict[int, int] = {}  # ballot -> node id
-        self.violations: list[str] = []
-        self._scanned: dict[int, tuple[Any, int]] = {}  # id(node) -> (node, decided_log entries seen)
-        self._local: dict[int, tuple[Any, int]] = {}
+        self._scanned: dict[Any, tuple[Any, int]] = {}  # node id -> (node, decided_log entries seen)
 
-    def observe(self, nodes: Iterable[Any]) -> list[str]:
-        found: list[str] = []
-        for node in nodes:
-            if getattr(node, "role", None) == "leader":
-                holder = self.leaders.setdefault(node.ballot, node.node_id)
-                if holder != node.node_id:
-                    found.append(f"leader uniqueness: nodes {holder} and {node.node_id} both led ballot {node.ballot}")
-            held = self._local.get(id(node))
-            reported = held[1] if held is not None and held[0] is node else 0
-            local = node.violations
-            if len(local) > reported:
-                found.extend(local[reported:])
-                self._local[id(node)] = (node, len(local))
-            held = self._scanned.get(id(node))
-            start = held[1] if held is not None and held[0] is node else 0
-            log = node.decided_log
+    def _observe(self, node: Any) -> list[str]:
+        found = self._local_news(node)
+        if getattr(node, "role", None) == "leader":
+            holder = self.leaders.setdefault(node.ballot, node.node_id)
+            if holder != node.node_id:
+                found.append(f"leader uniqueness: nodes {holder} and {node.node_id} both led ballot {node.ballot}")
+        start = progress(self._scanned, node.node_id, node)
+        log = node.decided_log
+        if len(log) > start:
+            decided = self.decided
             for slot, command in log[start:]:
-                seen = self.decided.setdefault(slot, (command, node.node_id))
+                seen = decided.setdefault(slot, (command, node.node_id))
                 if seen[0] != command:
                     found.append(f"Agreement: slot {slot} decided as {seen[0]} on node {seen[1]} and as {command} "
                                  f"on node {node.node_id}")
-            if len(log) > start:
-                self._scanned[id(node)] = (node, len(log))
-        new = [v for v in dict.fromkeys(found) if v not in self.violations]
-        self.violations.extend(new)
-        return new
+            self._scanned[node.node_id] = (node, len(log))
+        return found
+
+    def forget(self, node_id: Any) -> None:
+        for table in (self._scanned, self._local):
+            table.pop(node_id, None)

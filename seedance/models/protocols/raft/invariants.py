@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from seedance.models.protocols.monitoring import NodeMonitor, progress
 from seedance.models.protocols.raft.node import Role
 
 
@@ -42,17 +43,7 @@ def check(nodes: Iterable[Any]) -> list[str]:
             if other is not node:
                 found.append(f"Election Safety (§5.2): nodes {other.node_id} and {node.node_id} both lead term "
                              f"{node.current_term}")
-    # Log Matching (§5.3): find the highest index where both logs hold the same term; the prefixes must be equal.
-    for i, a in enumerate(nodes):
-        for b in nodes[i + 1:]:
-            top = min(a.log.last_index, b.log.last_index)
-            while top > 0 and a.log.term_at(top) != b.log.term_at(top):
-                top -= 1
-            for index in range(top, 0, -1):
-                if a.log.entry(index) != b.log.entry(index):
-                    found.append(f"Log Matching (§5.3): nodes {a.node_id} and {b.node_id} agree on term at index "
-                                 f"{top} but differ at index {index}")
-                    break
+    found.extend(_log_matching(nodes))
     # State Machine Safety (§5.4.3) over committed prefixes, Leader Completeness (§5.4) for current leaders.
     reference: dict[int, tuple[Any, Any, int]] = {}
     for node in nodes:
@@ -79,66 +70,118 @@ def _leader_completeness(leader: Any, committed: dict[int, tuple[Any, Any, int]]
     return []
 
 
-class Monitor:
+def _log_matching(nodes: list[Any]) -> list[str]:
+    """Log Matching (§5.3) over every pair in one pass per log (O(nodes · log), not O(nodes² · log)).
+
+    Two logs holding the same term at an index must hold identical prefixes up to it: each log's prefixes are
+    chained into hashes, the first log seen holding (index, term) sets the hash every other must match, and a
+    mismatching pair is compared entry by entry (at the highest index where both hold the same term) for the report.
+    """
+    first: dict[tuple[int, int], tuple[int, Any]] = {}  # (index, term) -> (prefix hash, the node that set it)
+    pairs: dict[tuple[Any, Any], None] = {}
+    for node in nodes:
+        chain = 0
+        for index, entry in enumerate(node.log, start=1):
+            chain = _chain(chain, entry)
+            held = first.setdefault((index, entry.term), (chain, node))
+            if held[0] != chain and held[1] is not node:
+                pairs.setdefault((held[1], node), None)
+    found: list[str] = []
+    for a, b in pairs:
+        top = min(a.log.last_index, b.log.last_index)
+        while top > 0 and a.log.term_at(top) != b.log.term_at(top):
+            top -= 1
+        for index in range(top, 0, -1):
+            if a.log.entry(index) != b.log.entry(index):
+                found.append(f"Log Matching (§5.3): nodes {a.node_id} and {b.node_id} agree on term at index "
+                             f"{top} but differ at index {index}")
+                break
+    return found
+
+
+def _chain(chain: int, entry: Any) -> int:
+    try:
+        return hash((chain, entry))
+    except TypeError:  # a command value that is not hashable (a list): its text stands in
+        return hash((chain, repr(entry)))
+
+
+class Monitor(NodeMonitor):
     """Remembers leaders per term and committed entries per index across observations (crashes included).
 
-    :meth:`observe` is incremental (work proportional to what changed), so a runtime can call it after every step;
-    call :func:`check` as well at the end of a run for the full pairwise Log Matching comparison.
+    :meth:`observe_node` examines one node after it has handled an input, with work proportional to what changed:
+    its role and term (Election Safety), the entries its commit index newly covers (State Machine Safety, checked
+    against the entry first seen committed at each index), and, when entries are newly committed, Leader
+    Completeness of each node last seen leading (a handful: its log has not changed since it was last observed).
+    :meth:`finish` adds :func:`check` (the pairwise Log Matching comparison) over the final state.
     """
 
     def __init__(self) -> None:
+        super().__init__()
         self.leaders: dict[int, int] = {}  # term -> node id
         # index -> (entry, node id that first showed it committed, that node's term then)
         self.committed: dict[int, tuple[Any, Any, int]] = {}
-        self.violations: list[str] = []
-        # per node object (kept referenced so an id is never reused): progress already recorded
-        self._scanned: dict[int, tuple[Any, int]] = {}  # id(node) -> (node, commit index recorded)
-        self._leader_scanned: dict[tuple[int, int], tuple[Any, int]] = {}  # (id, term) -> (node, index checked)
-        self._local_seen: dict[int, tuple[Any, int]] = {}  # id(node) -> (node, node.violations reported)
+        # per node id (the node object kept, so a new incarnation is told apart): progress already recorded
+        self._scanned: dict[Any, tuple[Any, int]] = {}  # -> (node, commit index recorded)
+        self._leader_scanned: dict[Any, tuple[Any, int]] = {}  # -> (node, committed index checked in its term)
+        self._leader_term: dict[Any, int] = {}  # node id -> the term its _leader_scanned mark belongs to
+        self._live_leaders: dict[Any, Any] = {}  # node id -> node, for nodes last seen leading (and not crashed)
         self._max_committed = 0
 
-    def observe(self, nodes: Iterable[Any]) -> list[str]:
-        """Record what ``nodes`` show now; return the violations first found by this observation."""
-        found: list[str] = []
-        nodes = list(nodes)
-        leaders = [node for node in nodes if node.role is Role.LEADER]
-        for node in leaders:
-            leader = self.leaders.setdefault(node.current_term, node.node_id)
-            if leader != node.node_id:
-                found.append(f"Election Safety (§5.2): nodes {leader} and {node.node_id} both led term "
+    def _observe(self, node: Any) -> list[str]:
+        found = self._local_news(node)
+        node_id = node.node_id
+        if node.role is Role.LEADER:
+            leader = self.leaders.setdefault(node.current_term, node_id)
+            if leader != node_id:
+                found.append(f"Election Safety (§5.2): nodes {leader} and {node_id} both led term "
                              f"{node.current_term}")
-        for node in nodes:
-            local = getattr(node, "violations", ())
-            reported = _progress(self._local_seen, id(node), node)
-            if len(local) > reported:
-                found.extend(local[reported:])
-                self._local_seen[id(node)] = (node, len(local))
-            start = _progress(self._scanned, id(node), node)
-            top = min(node.commit_index, node.log.last_index)
-            for index in range(start + 1, top + 1):
-                entry = node.log.entry(index)
-                seen = self.committed.get(index)
-                if seen is None:
-                    self.committed[index] = (entry, node.node_id, node.current_term)
-                    self._max_committed = max(self._max_committed, index)
-                elif seen[0] != entry:
-                    found.append(f"State Machine Safety (§5.4.3): index {index} committed as {seen[0]} on node "
-                                 f"{seen[1]} and as {entry} on node {node.node_id}")
-            if top > start:
-                self._scanned[id(node)] = (node, top)
-        for node in leaders:
-            key = (id(node), node.current_term)
-            start = _progress(self._leader_scanned, key, node)
-            if start >= self._max_committed:
-                continue
-            subset = {i: self.committed[i] for i in range(start + 1, self._max_committed + 1) if i in self.committed}
-            found.extend(_leader_completeness(node, subset))
-            self._leader_scanned[key] = (node, self._max_committed)
-        new = [v for v in dict.fromkeys(found) if v not in self.violations]
-        self.violations.extend(new)
-        return new
+            self._live_leaders[node_id] = node
+        elif node_id in self._live_leaders:
+            del self._live_leaders[node_id]
+        start = progress(self._scanned, node_id, node)
+        top = min(node.commit_index, node.log.last_index)
+        if top > start:
+            self._record_commits(node, start, top, found)
+            self._scanned[node_id] = (node, top)
+            for leader in self._live_leaders.values():
+                found.extend(self._check_leader(leader))
+        elif node.role is Role.LEADER:
+            found.extend(self._check_leader(node))
+        return found
 
+    def _record_commits(self, node: Any, start: int, top: int, found: list[str]) -> None:
+        committed, log = self.committed, node.log
+        for index in range(start + 1, top + 1):
+            entry = log.entry(index)
+            seen = committed.get(index)
+            if seen is None:
+                committed[index] = (entry, node.node_id, node.current_term)
+                if index > self._max_committed:
+                    self._max_committed = index
+            elif seen[0] != entry:
+                found.append(f"State Machine Safety (§5.4.3): index {index} committed as {seen[0]} on node "
+                             f"{seen[1]} and as {entry} on node {node.node_id}")
 
-def _progress(table: dict[Any, tuple[Any, int]], key: Any, node: Any) -> int:
-    held = table.get(key)
-    return held[1] if held is not None and held[0] is node else 0
+    def _check_leader(self, node: Any) -> list[str]:
+        """Leader Completeness of ``node`` (leading now) against the entries committed since it was last checked."""
+        if node.role is not Role.LEADER:  # observe(live_nodes) only: it stepped down since, and is seen next
+            return []
+        node_id = node.node_id
+        start = progress(self._leader_scanned, node_id, node)
+        if self._leader_term.get(node_id) != node.current_term:
+            start = 0
+        if start >= self._max_committed:
+            return []
+        self._leader_scanned[node_id] = (node, self._max_committed)
+        self._leader_term[node_id] = node.current_term
+        committed = self.committed
+        subset = {i: committed[i] for i in range(start + 1, self._max_committed + 1) if i in committed}
+        return _leader_completeness(node, subset)
+
+    def forget(self, node_id: Any) -> None:
+        for table in (self._live_leaders, self._scanned, self._leader_scanned, self._local):
+            table.pop(node_id, None)
+
+    def _check(self, nodes: list[Any]) -> list[str]:
+        return check(nodes)
