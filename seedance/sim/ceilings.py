@@ -1,0 +1,166 @@
+"""How large a simulated run may be: per-protocol ceilings on nodes and simulated time, and a memory estimate.
+
+Ceilings (each error message states the ceiling and its reason, exit 2 at the CLI):
+
+* Raft, Multi-Paxos, EPaxos, commit: at most 128 nodes — one replica per eight-GPU server of a 1,024-GPU cluster.
+  Every replica applies every command and the leader (or each command leader) exchanges a message with every
+  replica per batch, so a simulated second costs O(N) per operation.
+* causal, echo: at most 1,024 nodes — one replica per GPU of a 1,024-GPU cluster (the largest topology,
+  :data:`seedance.validation.MAX_DEVICES`).
+* Simulated time: at most 72 h (the seed's longest stress run) for every protocol. Whether such a run fits is
+  decided by the memory estimate below, since history and trace grow with simulated time.
+
+Memory estimate (:func:`estimate_memory`): a run is refused before it starts when the estimate exceeds the
+memory this machine has available (``MemAvailable`` of ``/proc/meminfo``; the environment variable
+``SEEDANCE_MEM_AVAILABLE`` — bytes, or a size such as ``2GiB`` — overrides it, for tests and for batch jobs
+whose limit is not the machine's). The estimate is a linear model
+
+    bytes = base + nodes × per_node + devices² × per_route + ops × per_op + messages × per_message (trace on)
+
+where ops and messages are the expected counts over the run: ops from the workload (closed loop: each client
+completes at most one operation per ``think_s + 0.5 ms``; open loop: ``rate``; frame: ``clients × frame rate ×
+(writes + 1)``), messages from the protocol's messages per operation (causal: two per peer per write; the
+consensus protocols: a batch per replica every few operations, fitted as ``per_op × N``). The coefficients were
+fitted by least squares on peak RSS (``ru_maxrss``) of runs in child processes — raft, multipaxos, epaxos and
+causal at 8–256 nodes, 0.2–1 simulated s, trace on and off — measured with ``benchmarks/sim_scale.py
+--calibrate``; the constants below are those fits rounded up, so the estimate errs on the large side.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from seedance.errors import SpecError
+
+MAX_DURATION_S = 72 * 3600.0
+WHY_DURATION = ("72 simulated hours is the seed's longest stress run; history and trace grow with simulated "
+                "time, so a long run must also pass the memory estimate")
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    nodes: int
+    why_nodes: str
+    duration_s: float = MAX_DURATION_S
+    why_duration: str = WHY_DURATION
+
+
+_CONSENSUS = Ceiling(
+    nodes=128,
+    why_nodes=("one replica per eight-GPU server of a 1,024-GPU cluster; every replica applies every command and "
+               "the leader exchanges a message with each replica per batch, so cost per operation grows with N "
+               "(128 Raft nodes: about 35 wall s per simulated second at 64 clients here)"))
+_PER_GPU = Ceiling(
+    nodes=1024,
+    why_nodes=("one replica per GPU of a 1,024-GPU cluster (128 eight-GPU servers), the largest topology the cost "
+               "model and routing are sized for"))
+
+CEILINGS: dict[str, Ceiling] = {
+    "raft": _CONSENSUS, "multipaxos": _CONSENSUS, "epaxos": _CONSENSUS, "commit": _CONSENSUS,
+    "causal": _PER_GPU, "echo": _PER_GPU,
+}
+
+
+def ceiling(protocol: str) -> Ceiling:
+    """The ceiling of a registered protocol; a protocol not listed (a test mutant) gets the consensus one."""
+    return CEILINGS.get(protocol, _CONSENSUS)
+
+
+def check(protocol: str, nodes: int, duration_s: float, *, nodes_field: str = "nodes",
+          duration_field: str = "duration_s") -> None:
+    """SpecError naming the ceiling and its reason when ``nodes`` or ``duration_s`` exceed ``protocol``'s."""
+    top = ceiling(protocol)
+    if isinstance(nodes, int) and not isinstance(nodes, bool) and nodes > top.nodes:
+        raise SpecError(nodes_field, f"{nodes} nodes exceed the {protocol} ceiling of {top.nodes}",
+                        f"at most {top.nodes} ({top.why_nodes})")
+    if isinstance(duration_s, (int, float)) and not isinstance(duration_s, bool) and duration_s > top.duration_s:
+        raise SpecError(duration_field, f"{duration_s:g} simulated s exceed the ceiling of {top.duration_s:g} s",
+                        f"at most {top.duration_s:g} s = 72 h ({top.why_duration})")
+
+
+# ------------------------------------------------------------------------------------------------ memory estimate
+BASE_BYTES = 160 << 20  # interpreter, numpy/simpy/scipy imports, the runtime (measured: about 120 MiB at 5 nodes)
+PER_NODE_BYTES = 64 << 10  # a consensus node, its storage, timers, network rows
+PER_ROUTE_BYTES = 240  # a preset topology's routing tables, per ordered device pair (200 MB at 1,024 devices)
+PER_OP_BYTES = 2_400  # history events (invoke + completion), client records, the protocol's log entry and kv
+PER_MESSAGE_BYTES = 700  # trace records of one delivered message (send, deliver, handler), trace on
+PER_MESSAGE_UNTRACED = 0
+CLOSED_LOOP_FLOOR_S = 0.5e-3  # a closed-loop client completes at most one operation per 0.5 ms here
+CONSENSUS_MESSAGES_PER_OP_PER_NODE = 0.15  # batches: measured 0.07 (8 nodes) .. 0.14 (128 nodes) per replica
+
+
+def _ops_per_s(config: Any) -> tuple[float, float]:
+    """(operations per simulated second, of which writes) the workload offers."""
+    w = config.workload
+    if w.mode == "open":
+        ops = float(w.rate_ops_s)
+        return ops, ops * (w.mix[1] + w.mix[2])
+    if w.mode == "frame":
+        frames = w.clients * w.frame_rate_hz
+        return frames * (w.writes_per_frame + 1), frames * w.writes_per_frame
+    ops = w.clients / (w.think_s + CLOSED_LOOP_FLOOR_S)
+    return ops, ops * (w.mix[1] + w.mix[2])
+
+
+def estimate_memory(config: Any) -> dict[str, float]:
+    """Expected peak memory of ``config``'s run, with its parts (bytes) and the counts they come from."""
+    protocol = config.protocol_name
+    nodes = config.nodes
+    ops_s, writes_s = _ops_per_s(config)
+    ops = ops_s * config.duration_s
+    if protocol == "causal":
+        width = int(config.protocol_config.get("width", 64))
+        height = int(config.protocol_config.get("height", 64))
+        per_node = PER_NODE_BYTES + width * height * 40 * 2 + 16 * nodes
+        messages = writes_s * config.duration_s * 2 * (nodes - 1) + nodes * (nodes - 1) * 2
+    else:
+        per_node = PER_NODE_BYTES
+        messages = ops * CONSENSUS_MESSAGES_PER_OP_PER_NODE * nodes
+    devices = nodes if config.topology is not None else 0  # the default fabric's routes are computed on lookup
+    parts = {
+        "base": float(BASE_BYTES),
+        "nodes": float(nodes * per_node),
+        "topology": float(devices * devices * PER_ROUTE_BYTES),
+        "history": ops * PER_OP_BYTES,
+        "trace": messages * (PER_MESSAGE_BYTES if config.trace else PER_MESSAGE_UNTRACED),
+    }
+    return {**parts, "total": sum(parts.values()), "ops": ops, "messages": messages}
+
+
+def available_memory() -> int | None:
+    """Bytes this run may use: ``SEEDANCE_MEM_AVAILABLE`` if set, else ``MemAvailable`` (None when unknown)."""
+    text = os.environ.get("SEEDANCE_MEM_AVAILABLE")
+    if text:
+        from seedance.models.units import parse_size
+
+        return int(parse_size(text, field="SEEDANCE_MEM_AVAILABLE"))  # a bad size: SpecError naming the variable
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def _gib(x: float) -> str:
+    return f"{x / (1 << 30):.2f} GiB"
+
+
+def check_memory(config: Any, available: int | None = None) -> dict[str, float]:
+    """The estimate of ``config``; SpecError (field ``memory``) when it exceeds ``available`` bytes (default:
+    :func:`available_memory`), naming the estimate, its largest part and what would shrink it."""
+    estimate = estimate_memory(config)
+    limit = available if available is not None else available_memory()
+    if limit is not None and estimate["total"] > limit:
+        part = max(("nodes", "topology", "history", "trace"), key=lambda k: estimate[k])
+        advice = {"trace": "--no-trace, a shorter --duration or fewer clients",
+                  "history": "a shorter --duration or fewer clients",
+                  "nodes": "fewer nodes (or a smaller grid)", "topology": "fewer nodes"}[part]
+        raise SpecError("memory", f"the run needs an estimated {_gib(estimate['total'])} (most of it {part}: "
+                        f"{_gib(estimate[part])} for {estimate['ops']:.3g} ops and {estimate['messages']:.3g} "
+                        f"messages) but {_gib(limit)} is available", advice)
+    return estimate
