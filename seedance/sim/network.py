@@ -166,6 +166,10 @@ class Network:
     # ------------------------------------------------------------------------------------------------ timing
     def _route(self, src: int, dst: int) -> tuple[int, ...]:
         route = self._routes.get((src, dst))
+        row = getattr(self.topology.routes, "row", None)
+        if route is None and row is not None and self.devices[src] != self.devices[dst]:
+            self._route_row(src, row)  # every route from src at once (all-to-all protocols use them all)
+            route = self._routes.get((src, dst))
         if route is None:
             a, b = self.devices[src], self.devices[dst]
             try:
@@ -176,6 +180,14 @@ class Network:
             route = tuple(self._link_index[link] for link in links)
             self._routes[(src, dst)] = route
         return route
+
+    def _route_row(self, src: int, row: Any) -> None:
+        """Cache the routes from node ``src`` to every node on another device, from one walk of the routing tables."""
+        a = self.devices[src]
+        dsts = [d for d in range(self.num_nodes) if self.devices[d] != a and (src, d) not in self._routes]
+        index = self._link_index
+        for d, links in zip(dsts, row(a, [self.devices[d] for d in dsts])):
+            self._routes[(src, d)] = tuple(index[link] for link in links)
 
     def transit_devices(self, a: int, b: int, size_bytes: int, depart_s: float) -> float:
         """:meth:`transit` between topology devices ``a`` and ``b`` (background traffic: no node needed)."""
