@@ -13,17 +13,24 @@ Ceilings (each error message states the ceiling and its reason, exit 2 at the CL
 Memory estimate (:func:`estimate_memory`): a run is refused before it starts when the estimate exceeds the
 memory this machine has available (``MemAvailable`` of ``/proc/meminfo``; the environment variable
 ``SEEDANCE_MEM_AVAILABLE`` — bytes, or a size such as ``2GiB`` — overrides it, for tests and for batch jobs
-whose limit is not the machine's). The estimate is a linear model
+whose limit is not the machine's). The estimate is a linear model of what a run keeps until its end:
 
-    bytes = base + nodes × per_node + devices² × per_route + ops × per_op + messages × per_message (trace on)
+    bytes = base + nodes × per_node + ops × per_op + writes × nodes × per_entry
+            + messages × per_message (trace on) + devices² × per_route (a preset topology)
 
-where ops and messages are the expected counts over the run: ops from the workload (closed loop: each client
-completes at most one operation per ``think_s + 0.5 ms``; open loop: ``rate``; frame: ``clients × frame rate ×
-(writes + 1)``), messages from the protocol's messages per operation (causal: two per peer per write; the
-consensus protocols: a batch per replica every few operations, fitted as ``per_op × N``). The coefficients were
-fitted by least squares on peak RSS (``ru_maxrss``) of runs in child processes — raft, multipaxos, epaxos and
-causal at 8–256 nodes, 0.2–1 simulated s, trace on and off — measured with ``benchmarks/sim_scale.py
---calibrate``; the constants below are those fits rounded up, so the estimate errs on the large side.
+``ops`` and ``writes`` are the counts the workload offers over the run (closed loop: each client completes at most
+one operation per ``think_s + 0.5 ms × max(1, N / 32)``, an upper bound — Raft at 8 nodes completes one per 0.8
+ms, at 128 nodes one per 1.8 ms; open loop:
+``rate``; frame: ``clients × frame rate × (writes + 1)``); every replica keeps every write in its log and on its
+simulated disk (``per_entry``). ``messages`` come from the protocol's messages per operation (causal: a delta and
+an ack per peer per write; the consensus protocols: ``0.15 × N`` per operation, the most measured, at 128 Raft
+nodes). Calibration: the coefficients were solved from the peak RSS (``ru_maxrss``) of five runs in fresh
+processes — Raft at 8, 32 and 128 nodes (64 clients, 0.5 simulated s, trace on: 157, 239 and 308 MB) and the causal
+protocol at 128 and 256 replicas (64×64 grid, 16 frame clients, 0.2 s: 154 and 225 MB), against an 81 MB process
+that has imported everything and run nothing — giving about 1,000 B per operation, 100 B per replicated entry, 330
+B per traced message and 330 kB per causal replica (its grid twice: the state and its delta-group 0); the constants
+below are those rounded up. ``benchmarks/sim_scale.py`` prints the estimate beside the measured peak RSS of every
+point it runs, to keep the calibration honest.
 """
 
 from __future__ import annotations
@@ -81,12 +88,12 @@ def check(protocol: str, nodes: int, duration_s: float, *, nodes_field: str = "n
 
 
 # ------------------------------------------------------------------------------------------------ memory estimate
-BASE_BYTES = 160 << 20  # interpreter, numpy/simpy/scipy imports, the runtime (measured: about 120 MiB at 5 nodes)
-PER_NODE_BYTES = 64 << 10  # a consensus node, its storage, timers, network rows
-PER_ROUTE_BYTES = 240  # a preset topology's routing tables, per ordered device pair (200 MB at 1,024 devices)
-PER_OP_BYTES = 2_400  # history events (invoke + completion), client records, the protocol's log entry and kv
-PER_MESSAGE_BYTES = 700  # trace records of one delivered message (send, deliver, handler), trace on
-PER_MESSAGE_UNTRACED = 0
+BASE_BYTES = 128 << 20  # interpreter, numpy/simpy/scipy imports, the runtime (measured: 81-86 MB at 5-8 nodes)
+PER_NODE_BYTES = 64 << 10  # a node, its storage, timers, network rows
+PER_OP_BYTES = 1_200  # history events (invoke + completion) and client records (fit: about 1,000)
+PER_ENTRY_BYTES = 130  # one replica's copy of a write: log slot, simulated-disk entry, kv (fit: about 100)
+PER_MESSAGE_BYTES = 400  # trace records of one delivered message, trace on (fit: about 330)
+PER_ROUTE_BYTES = 360  # a preset topology's routing tables and the network's route cache, per device pair
 CLOSED_LOOP_FLOOR_S = 0.5e-3  # a closed-loop client completes at most one operation per 0.5 ms here
 CONSENSUS_MESSAGES_PER_OP_PER_NODE = 0.15  # batches: measured 0.07 (8 nodes) .. 0.14 (128 nodes) per replica
 
@@ -100,7 +107,9 @@ def _ops_per_s(config: Any) -> tuple[float, float]:
     if w.mode == "frame":
         frames = w.clients * w.frame_rate_hz
         return frames * (w.writes_per_frame + 1), frames * w.writes_per_frame
-    ops = w.clients / (w.think_s + CLOSED_LOOP_FLOOR_S)
+    # above 32 nodes the leader's CPU bounds a consensus protocol (Raft, 64 clients: 83k ops/s at 32 nodes, 35k at 128)
+    floor = CLOSED_LOOP_FLOOR_S * (max(1.0, config.nodes / 32) if config.protocol_name != "causal" else 1.0)
+    ops = w.clients / (w.think_s + floor)
     return ops, ops * (w.mix[1] + w.mix[2])
 
 
@@ -115,16 +124,19 @@ def estimate_memory(config: Any) -> dict[str, float]:
         height = int(config.protocol_config.get("height", 64))
         per_node = PER_NODE_BYTES + width * height * 40 * 2 + 16 * nodes
         messages = writes_s * config.duration_s * 2 * (nodes - 1) + nodes * (nodes - 1) * 2
+        entries = 0.0  # a replica keeps a pixel per key, not a log
     else:
         per_node = PER_NODE_BYTES
         messages = ops * CONSENSUS_MESSAGES_PER_OP_PER_NODE * nodes
+        entries = writes_s * config.duration_s * nodes
     devices = nodes if config.topology is not None else 0  # the default fabric's routes are computed on lookup
     parts = {
         "base": float(BASE_BYTES),
         "nodes": float(nodes * per_node),
         "topology": float(devices * devices * PER_ROUTE_BYTES),
         "history": ops * PER_OP_BYTES,
-        "trace": messages * (PER_MESSAGE_BYTES if config.trace else PER_MESSAGE_UNTRACED),
+        "logs": entries * PER_ENTRY_BYTES,
+        "trace": messages * (PER_MESSAGE_BYTES if config.trace else 0),
     }
     return {**parts, "total": sum(parts.values()), "ops": ops, "messages": messages}
 
@@ -156,9 +168,10 @@ def check_memory(config: Any, available: int | None = None) -> dict[str, float]:
     estimate = estimate_memory(config)
     limit = available if available is not None else available_memory()
     if limit is not None and estimate["total"] > limit:
-        part = max(("nodes", "topology", "history", "trace"), key=lambda k: estimate[k])
+        part = max(("nodes", "topology", "history", "logs", "trace"), key=lambda k: estimate[k])
         advice = {"trace": "--no-trace, a shorter --duration or fewer clients",
                   "history": "a shorter --duration or fewer clients",
+                  "logs": "a shorter --duration, fewer clients or fewer nodes",
                   "nodes": "fewer nodes (or a smaller grid)", "topology": "fewer nodes"}[part]
         raise SpecError("memory", f"the run needs an estimated {_gib(estimate['total'])} (most of it {part}: "
                         f"{_gib(estimate[part])} for {estimate['ops']:.3g} ops and {estimate['messages']:.3g} "
