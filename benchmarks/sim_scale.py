@@ -62,10 +62,12 @@ def _config(point: dict):
 def measure_point(point: dict) -> dict:
     """One run in this process (a child of main): its costs and peak RSS."""
     from seedance.sim import ceilings, simulate
+    from seedance.sim.collector import bulk
 
     wall, cpu = time.perf_counter(), time.process_time()
     config = _config(point)
-    result = simulate(config)
+    with bulk():  # as `seedance sim run` does
+        result = simulate(config)
     cpu = time.process_time() - cpu
     wall = time.perf_counter() - wall
     delivered = int(result.stats["messages_delivered"])
