@@ -316,6 +316,16 @@ class DeltaBuffer:
                 self.lagging.discard(peer)
             self._collect()
 
+    def assume_held(self, upto: int) -> None:
+        """Every peer holds our groups before ``upto`` without having said so (a fresh replica's group 0 is the
+        empty state, which every replica holds): nothing is sent for them."""
+        if not 0 <= upto <= self.counter:
+            raise ValueError(f"upto {upto} outside [0, {self.counter}]")
+        self.acked = dict.fromkeys(self._peers, upto)
+        self._low = [(upto, p) for p in self._peers]  # already a heap: equal values, ascending peers
+        self.lagging = set(self._peers) if upto < self.counter else set()
+        self._collect()
+
     def _known_low(self) -> int | None:
         """min(acked of the peers with a known start), or None when no peer acknowledged yet."""
         low, acked = self._low, self.acked
@@ -343,24 +353,27 @@ class IntervalReceiver:
     a full state (``start is None``) is causally closed and always joinable, and it starts (or advances) the
     prefix of its incarnation. Older incarnations never replace a newer one."""
 
-    def __init__(self) -> None:
+    def __init__(self, first: tuple[int, int] = (-1, 0)) -> None:
         self.held: dict[int, tuple[int, int]] = {}  # sender -> (sender incarnation, groups held)
+        # what is held of a sender never heard from: nothing by default; (0, 1) when every sender's first
+        # incarnation starts from the empty state (its group 0), which every receiver holds
+        self._first = first
 
     def acceptable(self, sender: int, epoch: int, start: int | None) -> bool:
         """A full state, an interval from 0 (a sender's group 0 is its whole state at boot) of a current or newer
         incarnation, or an interval that extends the prefix held of this incarnation."""
-        incarnation, held = self.held.get(sender, (-1, 0))
+        incarnation, held = self.held.get(sender, self._first)
         if start is None or start == 0:
             return epoch >= incarnation
         return incarnation == epoch and start <= held
 
     def held_for(self, sender: int, epoch: int) -> int:
-        incarnation, held = self.held.get(sender, (-1, 0))
+        incarnation, held = self.held.get(sender, self._first)
         return held if incarnation == epoch else 0
 
     def joined(self, sender: int, epoch: int, start: int | None, end: int) -> int:
         """Record that the sender's groups before ``end`` are held; the acknowledgement to send back."""
-        incarnation, held = self.held.get(sender, (-1, 0))
+        incarnation, held = self.held.get(sender, self._first)
         if epoch > incarnation and (start is None or start == 0):
             self.held[sender] = (epoch, end)
         elif epoch == incarnation:

@@ -114,7 +114,9 @@ class CausalNode:
         self.buffer = DeltaBuffer(self.peers, max_groups=config.max_groups)
         self.sent: dict[int, int | None] = {p: None for p in self.peers}
         self.progress: dict[int, int | None] = {p: None for p in self.peers}  # acked at the last sync tick
-        self.receiver = IntervalReceiver()
+        # a replica's first incarnation (epoch 0) starts empty, so its group 0 is the empty state: every receiver
+        # holds it already, and a fresh start sends it to nobody (N² messages at boot otherwise)
+        self.receiver = IntervalReceiver(first=(0, 1))
         self.waiting: dict[int, list[Sync]] = {p: [] for p in self.peers}
         self._queued: set[int] = set()  # senders whose waiting queue is not empty (so _drain scans only those)
         self._acks_moved: set[int] = set()  # peers whose acknowledgement changed since the last sync tick
@@ -127,17 +129,22 @@ class CausalNode:
         self._persisted_clock = clocks.zeros(num_nodes)
 
     # ------------------------------------------------------------------------------------------------ lifecycle
-    def _boot(self) -> Effects:
+    def _boot(self, fresh: bool = False) -> Effects:
         self.buffer.add(self.grid.full_delta())  # group 0: the whole state of this incarnation
         effects: Effects = [Persist(key=EPOCH_KEY, value=self.epoch),
                             SetTimer(name=SYNC_TIMER, delay_s=self.config.sync_interval_s),
                             SetTimer(name=STATS_TIMER, delay_s=self.config.stats_interval_s)]
+        if fresh:  # epoch 0, empty: every peer holds group 0 (see IntervalReceiver(first=...) above)
+            self.buffer.assume_held(1)
+            self.sent = dict.fromkeys(self.peers, 1)
+            self.progress = dict.fromkeys(self.peers, 1)
+            return effects
         for peer in self.peers:
             effects.extend(self._push(peer))
         return effects
 
     def on_start(self, now: float) -> Effects:
-        return self._boot()
+        return self._boot(fresh=self.epoch == 0 and not len(self.grid.written()) and not self.grid.clock.any())
 
     def on_recover(self, durable: DurableState, now: float) -> Effects:
         self.epoch = int(durable.values.get(EPOCH_KEY, -1)) + 1
