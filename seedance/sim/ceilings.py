@@ -19,18 +19,20 @@ whose limit is not the machine's). The estimate is a linear model of what a run 
             + messages × per_message (trace on) + devices² × per_route (a preset topology)
 
 ``ops`` and ``writes`` are the counts the workload offers over the run (closed loop: each client completes at most
-one operation per ``think_s + 0.5 ms × max(1, N / 32)``, an upper bound — Raft at 8 nodes completes one per 0.8
+one operation per ``think_s + 0.5 ms × max(1, N / 32)`` (Multi-Paxos: ``1 ms × max(1, N / 16)``), an upper bound — Raft at 8 nodes completes one per 0.8
 ms, at 128 nodes one per 1.8 ms; open loop:
 ``rate``; frame: ``clients × frame rate × (writes + 1)``); every replica keeps every write in its log and on its
 simulated disk (``per_entry``). ``messages`` come from the protocol's messages per operation (causal: a delta and
-an ack per peer per write; the consensus protocols: ``0.15 × N`` per operation, the most measured, at 128 Raft
-nodes). Calibration: the coefficients were solved from the peak RSS (``ru_maxrss``) of five runs in fresh
+an ack per peer per write; the consensus protocols: ``k × N`` per operation, k the most measured per protocol). Calibration: the coefficients were solved from the peak RSS (``ru_maxrss``) of five runs in fresh
 processes — Raft at 8, 32 and 128 nodes (64 clients, 0.5 simulated s, trace on: 157, 239 and 308 MB) and the causal
 protocol at 128 and 256 replicas (64×64 grid, 16 frame clients, 0.2 s: 154 and 225 MB), against an 81 MB process
 that has imported everything and run nothing — giving about 1,000 B per operation, 100 B per replicated entry, 330
 B per traced message and 330 kB per causal replica (its grid twice: the state and its delta-group 0); the constants
 below are those rounded up. ``benchmarks/sim_scale.py`` prints the estimate beside the measured peak RSS of every
-point it runs, to keep the calibration honest.
+point it runs, to keep the calibration honest; its first full run found two terms missing, added since: EPaxos's
+and Multi-Paxos's messages per operation (4.9 N and 2.3 N, not Raft's 0.25 N: 767 MB measured at 128 EPaxos nodes
+against 162 MB estimated) and the causal replicas' per-peer state (N² in all: 1,017 MB measured at 1,024 replicas
+against 963 MB).
 """
 
 from __future__ import annotations
@@ -95,7 +97,14 @@ PER_ENTRY_BYTES = 130  # one replica's copy of a write: log slot, simulated-disk
 PER_MESSAGE_BYTES = 400  # trace records of one delivered message, trace on (fit: about 330)
 PER_ROUTE_BYTES = 360  # a preset topology's routing tables and the network's route cache, per device pair
 CLOSED_LOOP_FLOOR_S = 0.5e-3  # a closed-loop client completes at most one operation per 0.5 ms here
-CONSENSUS_MESSAGES_PER_OP_PER_NODE = 0.15  # batches: measured 0.07 (8 nodes) .. 0.14 (128 nodes) per replica
+# delivered messages per operation per node, the most measured by benchmarks/sim_scale.py at 8-128 nodes: Raft
+# batches (0.14 .. 0.25), Multi-Paxos sends Accept/Accepted per slot run (1.9 .. 2.3), EPaxos PreAccept, Accept and
+# Commit to every replica (4.5 .. 4.97)
+MESSAGES_PER_OP_PER_NODE = {"raft": 0.25, "multipaxos": 2.5, "epaxos": 5.0}
+# a leader's CPU bounds the closed loop: (least seconds per operation per client, nodes above which it grows with N);
+# measured per client at 32 clients: Raft 0.8 ms (8 nodes) .. 1.8 ms (128), Multi-Paxos 1.45 .. 15 ms
+LEADER_BOUND = {"raft": (CLOSED_LOOP_FLOOR_S, 32), "commit": (CLOSED_LOOP_FLOOR_S, 32), "multipaxos": (1e-3, 16)}
+CAUSAL_PER_PEER_BYTES = 300  # a replica's per-peer state (acks, sent, progress, queues, heap entry): N² in all
 
 
 def _ops_per_s(config: Any) -> tuple[float, float]:
@@ -108,7 +117,8 @@ def _ops_per_s(config: Any) -> tuple[float, float]:
         frames = w.clients * w.frame_rate_hz
         return frames * (w.writes_per_frame + 1), frames * w.writes_per_frame
     # above 32 nodes the leader's CPU bounds a consensus protocol (Raft, 64 clients: 83k ops/s at 32 nodes, 35k at 128)
-    floor = CLOSED_LOOP_FLOOR_S * (max(1.0, config.nodes / 32) if config.protocol_name != "causal" else 1.0)
+    least, above = LEADER_BOUND.get(config.protocol_name, (CLOSED_LOOP_FLOOR_S, None))
+    floor = least * (max(1.0, config.nodes / above) if above else 1.0)
     ops = w.clients / (w.think_s + floor)
     return ops, ops * (w.mix[1] + w.mix[2])
 
@@ -122,12 +132,12 @@ def estimate_memory(config: Any) -> dict[str, float]:
     if protocol == "causal":
         width = int(config.protocol_config.get("width", 64))
         height = int(config.protocol_config.get("height", 64))
-        per_node = PER_NODE_BYTES + width * height * 40 * 2 + 16 * nodes
+        per_node = PER_NODE_BYTES + width * height * 40 * 2 + CAUSAL_PER_PEER_BYTES * nodes
         messages = writes_s * config.duration_s * 2 * (nodes - 1)  # a fresh cluster boots without messages
         entries = 0.0  # a replica keeps a pixel per key, not a log
     else:
         per_node = PER_NODE_BYTES
-        messages = ops * CONSENSUS_MESSAGES_PER_OP_PER_NODE * nodes
+        messages = ops * MESSAGES_PER_OP_PER_NODE.get(protocol, 5.0) * nodes
         entries = writes_s * config.duration_s * nodes
     devices = nodes if config.topology is not None else 0  # the default fabric's routes are computed on lookup
     parts = {
