@@ -19,15 +19,16 @@ whose limit is not the machine's). The estimate is a linear model of what a run 
             + messages × per_message (trace on) + devices² × per_route (a preset topology)
 
 ``ops`` and ``writes`` are the counts the workload offers over the run (closed loop: each client completes at most
-one operation per ``think_s + 0.5 ms × max(1, N / 32)`` (Multi-Paxos: ``1 ms × max(1, N / 16)``), an upper bound — Raft at 8 nodes completes one per 0.8
-ms, at 128 nodes one per 1.8 ms; open loop:
-``rate``; frame: ``clients × frame rate × (writes + 1)``); every replica keeps every write in its log and on its
-simulated disk (``per_entry``). ``messages`` come from the protocol's messages per operation (causal: a delta and
-an ack per peer per write; the consensus protocols: ``k × N`` per operation, k the most measured per protocol). Calibration: the coefficients were solved from the peak RSS (``ru_maxrss``) of five runs in fresh
-processes — Raft at 8, 32 and 128 nodes (64 clients, 0.5 simulated s, trace on: 157, 239 and 308 MB) and the causal
-protocol at 128 and 256 replicas (64×64 grid, 16 frame clients, 0.2 s: 154 and 225 MB), against an 81 MB process
-that has imported everything and run nothing — giving about 1,000 B per operation, 100 B per replicated entry, 330
-B per traced message and 330 kB per causal replica (its grid twice: the state and its delta-group 0); the constants
+one operation per ``think_s + 0.5 ms × max(1, N / 32)`` (Multi-Paxos: ``1 ms × max(1, N / 16)``), an upper bound —
+Raft at 8 nodes completes one per 0.8 ms, at 128 nodes one per 1.8 ms; open loop: ``rate``; frame: ``clients × frame
+rate × (writes + 1)``); every replica keeps every write in its log and on its simulated disk (``per_entry``).
+``messages`` come from the protocol's messages per operation (causal: a delta and an ack per peer per write; the
+consensus protocols: ``k × N`` per operation, k the most measured per protocol). Calibration: the coefficients were
+solved from the peak RSS (``ru_maxrss``) of five runs in fresh processes — Raft at 8, 32 and 128 nodes (64 clients,
+0.5 simulated s, trace on: 157, 239 and 308 MB) and the causal protocol at 128 and 256 replicas (64×64 grid, 16
+frame clients, 0.2 s: 154 and 225 MB), against an 81 MB process that has imported everything and run nothing —
+giving about 1,000 B per operation, 100 B per replicated entry, 330 B per traced message and 330 kB per causal
+replica (its grid twice: the state and its delta-group 0); the constants
 below are those rounded up. ``benchmarks/sim_scale.py`` prints the estimate beside the measured peak RSS of every
 point it runs, to keep the calibration honest; its first full run found two terms missing, added since: EPaxos's
 and Multi-Paxos's messages per operation (4.9 N and 2.3 N, not Raft's 0.25 N: 767 MB measured at 128 EPaxos nodes

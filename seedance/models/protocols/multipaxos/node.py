@@ -468,7 +468,7 @@ class MultiPaxosNode:
         # re-send what is not chosen yet to the acceptors that have not accepted it (lost Accept or Accepted)
         if self._acks:
             unsent = set(self._unsent)
-            waiting = [(s, acks) for s, acks in sorted(self._acks.items()) if s not in unsent]  # sorted once, not per peer
+            waiting = [(s, acks) for s, acks in sorted(self._acks.items()) if s not in unsent]  # sorted once
             for peer in self.peers:
                 slots = [s for s, acks in waiting if peer not in acks]
                 for k in range(0, len(slots), 256):
