@@ -17,8 +17,8 @@ the floor for the consensus protocols; the causal protocol sends a delta and an 
 
 Workloads: the consensus protocols run closed-loop clients (32; 8 with --quick; uniform keys, the default mix) on
 the default fabric; the causal protocol runs 16 frame clients (60 Hz, one write and one read per frame) on a 64×64
-grid on ``dgx-a100`` servers (one replica per GPU). Trace on, invariant monitor off by default (``--monitor`` turns it on;
-monitors are measured separately), linearizability/convergence checks not run (``sim run`` runs them after the
+grid on ``dgx-a100`` servers (one replica per GPU). Trace on, invariant monitor off by default (``--monitor``:
+on; monitors are measured separately), linearizability/convergence checks not run (``sim run`` runs them after the
 simulation; the benchmark times the simulation). Consensus runs include their first election (about 0.2
 simulated s), so their ops per CPU-second are a little below a steady state's.
 
