@@ -117,7 +117,7 @@ class CausalNode:
         # a replica's first incarnation (epoch 0) starts empty, so its group 0 is the empty state: every receiver
         # holds it already, and a fresh start sends it to nobody (N² messages at boot otherwise)
         self.receiver = IntervalReceiver(first=(0, 1))
-        self.waiting: dict[int, list[Sync]] = {p: [] for p in self.peers}
+        self.waiting: dict[int, list[Sync]] = {}  # per sender, made on first use (N² empty lists otherwise)
         self._queued: set[int] = set()  # senders whose waiting queue is not empty (so _drain scans only those)
         self._acks_moved: set[int] = set()  # peers whose acknowledgement changed since the last sync tick
         self.rejected_writes = 0
@@ -282,7 +282,7 @@ class CausalNode:
     def on_message(self, src: int, message: Any, now: float) -> Effects:
         if type(message) is Ack:
             return self._on_ack(src, message)
-        if type(message) is not Sync or src not in self.waiting:
+        if type(message) is not Sync or src not in self.sent:  # a peer's interval
             return []
         if not self.receiver.acceptable(src, message.epoch, message.start):
             return [Send(dst=src, message=Ack(epoch=message.epoch, held=self.receiver.held_for(src, message.epoch),
@@ -290,7 +290,7 @@ class CausalNode:
         if self._deliverable(src, message):
             effects = self._deliver(src, message)
         else:
-            queue = self.waiting[src]
+            queue = self.waiting.setdefault(src, [])
             if all(m.end != message.end or m.epoch != message.epoch for m in queue):
                 queue.append(message)
                 del queue[:-self.config.max_waiting]
