@@ -35,11 +35,12 @@ MAX_DEVICES = 1024
 WHY_DEVICES = ("1,024 devices (128 eight-GPU servers) is the largest cluster the cost model and routing are sized "
                "for: predicting one collective on it takes about 3 s and 0.4 GB here, and time and memory grow "
                "quadratically beyond")
-MAX_SIM_NODES = 32
-WHY_SIM_NODES = ("each simulated node handles every replicated operation; 5 nodes simulate about a second per wall "
-                 "second, 64 took 97 wall seconds per simulated second here")
-MAX_SIM_DURATION_S = 60.0
-WHY_SIM_DURATION = "at the default load a simulated second costs about a wall second and 0.2 GB of trace and history"
+MAX_SIM_NODES = 1024
+WHY_SIM_NODES = ("one simulated replica per GPU of a 1,024-GPU cluster; each protocol has its own ceiling at or "
+                 "below this: 128 for raft, multipaxos, epaxos and commit)")
+MAX_SIM_DURATION_S = 72 * 3600.0
+WHY_SIM_DURATION = ("72 simulated hours is the seed's longest stress run; a run must also fit the memory estimate "
+                    "(history and trace grow with simulated time)")
 MAX_CLIENTS = 1024
 WHY_CLIENTS = "each client is a simulated or real process with its own history; more only queue at the leader"
 MAX_KEYS = 1_000_000

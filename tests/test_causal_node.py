@@ -30,7 +30,7 @@ def test_write_is_persisted_observed_acknowledged_and_replicated():
     c.deliver_all()
     reply = c.request(0, "write", "k5", 42)
     assert reply.outcome is Outcome.OK and reply.context == [1, 0, 0]
-    assert c.records[0]["grid"]["p5"][0] == 42 and c.records[0]["grid"]["clock"] == [1, 0, 0]
+    assert c.records[0]["grid"]["p5"][0] == 42 and c.records[0]["grid"]["c0"] == 1  # clock entry 0 (record c{j})
     assert [(e.node, e.key, e.value) for e in c.observed] == [(0, "k5", 42)]
     assert not c.order_errors
     c.deliver_all()

@@ -39,6 +39,7 @@ the periodic resend of the interval from the acknowledged start (anti-entropy).
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -100,9 +101,11 @@ class GridDelta:
     @classmethod
     def from_wire(cls, data: tuple | list) -> GridDelta:
         idx, value, version, t, node, seq, clock = (np.asarray(a) for a in data)
-        return cls(idx=idx.astype(np.int64), value=value.astype(np.int64), version=version.astype(np.int64),
-                   t=t.astype(np.float64), node=node.astype(np.int32), seq=seq.astype(np.int64),
-                   clock=clock.astype(np.int64))
+        # no copy when the arrays already have their types (a delta's arrays are never written in place)
+        return cls(idx=idx.astype(np.int64, copy=False), value=value.astype(np.int64, copy=False),
+                   version=version.astype(np.int64, copy=False), t=t.astype(np.float64, copy=False),
+                   node=node.astype(np.int32, copy=False), seq=seq.astype(np.int64, copy=False),
+                   clock=clock.astype(np.int64, copy=False))
 
     def same_as(self, other: GridDelta) -> bool:
         """Equal as states (same pixels, entries and clock)."""
@@ -271,12 +274,18 @@ class DeltaBuffer:
         self.groups: dict[int, GridDelta] = {}
         self.acked: dict[int, int | None] = {p: None for p in peers}  # A_i(j): j holds our groups [.., acked)
         self.max_groups = max_groups
+        # the smallest known acknowledgement, kept incrementally (a lazy heap of (acked, peer); an entry is current
+        # when it equals acked[peer]), so an ack costs O(log N), not a scan of every peer
+        self._low: list[tuple[int, int]] = []
+        self._peers = list(peers)
+        self.lagging: set[int] = set(peers)  # the peers for which pending() is true
 
     def add(self, delta: GridDelta) -> int:
         """Record a group (a local write or a received interval that changed the state); its number."""
         n = self.counter
         self.groups[n] = delta
         self.counter += 1
+        self.lagging.update(self._peers)
         self._collect()
         return n
 
@@ -297,11 +306,36 @@ class DeltaBuffer:
         """``peer`` holds our groups before ``upto`` (it may have restarted and hold fewer than it said before)."""
         if 0 <= upto <= self.counter:
             self.acked[peer] = upto
+            heapq.heappush(self._low, (upto, peer))
+            if len(self._low) > 4 * len(self._peers) + 16:  # stale entries piled up (acks that went down)
+                self._low = [(a, p) for p, a in self.acked.items() if a is not None]
+                heapq.heapify(self._low)
+            if upto < self.counter:
+                self.lagging.add(peer)
+            else:
+                self.lagging.discard(peer)
             self._collect()
 
+    def assume_held(self, upto: int) -> None:
+        """Every peer holds our groups before ``upto`` without having said so (a fresh replica's group 0 is the
+        empty state, which every replica holds): nothing is sent for them."""
+        if not 0 <= upto <= self.counter:
+            raise ValueError(f"upto {upto} outside [0, {self.counter}]")
+        self.acked = dict.fromkeys(self._peers, upto)
+        self._low = [(upto, p) for p in self._peers]  # already a heap: equal values, ascending peers
+        self.lagging = set(self._peers) if upto < self.counter else set()
+        self._collect()
+
+    def _known_low(self) -> int | None:
+        """min(acked of the peers with a known start), or None when no peer acknowledged yet."""
+        low, acked = self._low, self.acked
+        while low and acked[low[0][1]] != low[0][0]:
+            heapq.heappop(low)
+        return low[0][0] if low else None
+
     def _collect(self) -> None:
-        known = [a for a in self.acked.values() if a is not None]
-        low = min(known) if known else self.base  # no peer acknowledged yet: keep (up to max_groups)
+        known = self._known_low()
+        low = known if known is not None else self.base  # no peer acknowledged yet: keep (up to max_groups)
         low = max(low, self.counter - self.max_groups)
         while self.base < low:
             self.groups.pop(self.base, None)
@@ -319,24 +353,27 @@ class IntervalReceiver:
     a full state (``start is None``) is causally closed and always joinable, and it starts (or advances) the
     prefix of its incarnation. Older incarnations never replace a newer one."""
 
-    def __init__(self) -> None:
+    def __init__(self, first: tuple[int, int] = (-1, 0)) -> None:
         self.held: dict[int, tuple[int, int]] = {}  # sender -> (sender incarnation, groups held)
+        # what is held of a sender never heard from: nothing by default; (0, 1) when every sender's first
+        # incarnation starts from the empty state (its group 0), which every receiver holds
+        self._first = first
 
     def acceptable(self, sender: int, epoch: int, start: int | None) -> bool:
         """A full state, an interval from 0 (a sender's group 0 is its whole state at boot) of a current or newer
         incarnation, or an interval that extends the prefix held of this incarnation."""
-        incarnation, held = self.held.get(sender, (-1, 0))
+        incarnation, held = self.held.get(sender, self._first)
         if start is None or start == 0:
             return epoch >= incarnation
         return incarnation == epoch and start <= held
 
     def held_for(self, sender: int, epoch: int) -> int:
-        incarnation, held = self.held.get(sender, (-1, 0))
+        incarnation, held = self.held.get(sender, self._first)
         return held if incarnation == epoch else 0
 
     def joined(self, sender: int, epoch: int, start: int | None, end: int) -> int:
         """Record that the sender's groups before ``end`` are held; the acknowledgement to send back."""
-        incarnation, held = self.held.get(sender, (-1, 0))
+        incarnation, held = self.held.get(sender, self._first)
         if epoch > incarnation and (start is None or start == 0):
             self.held[sender] = (epoch, end)
         elif epoch == incarnation:

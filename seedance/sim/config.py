@@ -257,6 +257,9 @@ class SimConfig:
         if isinstance(self.nodes, bool) or not isinstance(self.nodes, int) or self.nodes < 1:
             raise SpecError("nodes", f"must be an integer >= 1, got {self.nodes!r}")
         _positive("duration_s", self.duration_s)
+        from seedance.sim import ceilings
+
+        ceilings.check(self.protocol_name, self.nodes, self.duration_s)  # per-protocol nodes and time, with reasons
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise SpecError("seed", f"must be an integer >= 0, got {self.seed!r}")
         _positive("check_timeout_s", self.check_timeout_s)

@@ -26,6 +26,7 @@ Rules:
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,30 @@ UNIFORM_LINK_GBPS = 25.0
 UNIFORM_LINK_LATENCY_US = 10.0
 
 
+class StarRoutes(Mapping):
+    """Routes of the default fabric, computed on lookup: ``(i, j) -> ((i, "switch"), ("switch", j))``. Lazy, so a
+    1,024-device fabric does not hold a million-entry dict (1 s and 260 MB to build eagerly here)."""
+
+    def __init__(self, n: int) -> None:
+        self._n = n
+
+    def __getitem__(self, key: tuple[int, int]) -> tuple[tuple[Any, Any], ...]:
+        try:
+            i, j = key
+        except (TypeError, ValueError):
+            raise KeyError(key) from None
+        if not (isinstance(i, (int, np.integer)) and isinstance(j, (int, np.integer))
+                and 0 <= i < self._n and 0 <= j < self._n and i != j):
+            raise KeyError(key)
+        return ((int(i), "switch"), ("switch", int(j)))
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        return ((i, j) for i in range(self._n) for j in range(self._n) if i != j)
+
+    def __len__(self) -> int:
+        return self._n * (self._n - 1)
+
+
 def uniform_topology(num_devices: int, *, bandwidth_GBps: float = UNIFORM_LINK_GBPS,
                      link_latency_us: float = UNIFORM_LINK_LATENCY_US) -> Topology:
     """``num_devices`` devices, one host each, on a single non-blocking switch (the default fabric)."""
@@ -45,7 +70,7 @@ def uniform_topology(num_devices: int, *, bandwidth_GBps: float = UNIFORM_LINK_G
     for i in range(n):
         links[(i, "switch")] = (bandwidth_GBps, link_latency_us)
         links[("switch", i)] = (bandwidth_GBps, link_latency_us)
-    routes = {(i, j): ((i, "switch"), ("switch", j)) for i in range(n) for j in range(n) if i != j}
+    routes = StarRoutes(n)
     bandwidth = np.full((n, n), bandwidth_GBps, dtype=float)
     latency = np.full((n, n), 2 * link_latency_us, dtype=float)
     np.fill_diagonal(bandwidth, np.inf)
@@ -141,6 +166,10 @@ class Network:
     # ------------------------------------------------------------------------------------------------ timing
     def _route(self, src: int, dst: int) -> tuple[int, ...]:
         route = self._routes.get((src, dst))
+        row = getattr(self.topology.routes, "row", None)
+        if route is None and row is not None and self.devices[src] != self.devices[dst]:
+            self._route_row(src, row)  # every route from src at once (all-to-all protocols use them all)
+            route = self._routes.get((src, dst))
         if route is None:
             a, b = self.devices[src], self.devices[dst]
             try:
@@ -151,6 +180,14 @@ class Network:
             route = tuple(self._link_index[link] for link in links)
             self._routes[(src, dst)] = route
         return route
+
+    def _route_row(self, src: int, row: Any) -> None:
+        """Cache the routes from node ``src`` to every node on another device, from one walk of the routing tables."""
+        a = self.devices[src]
+        dsts = [d for d in range(self.num_nodes) if self.devices[d] != a and (src, d) not in self._routes]
+        index = self._link_index
+        for d, links in zip(dsts, row(a, [self.devices[d] for d in dsts])):
+            self._routes[(src, d)] = tuple(index[link] for link in links)
 
     def transit_devices(self, a: int, b: int, size_bytes: int, depart_s: float) -> float:
         """:meth:`transit` between topology devices ``a`` and ``b`` (background traffic: no node needed)."""

@@ -244,6 +244,32 @@ class GraphRoutes(Mapping):
         names = [self._names[k] for k in reversed(path)]
         return tuple(zip(names[:-1], names[1:]))
 
+    def row(self, i: int, targets: list[int]) -> list[tuple[LinkKey, ...]]:
+        """``[self[(i, j)] for j in targets]`` (each ``j != i``), walking the predecessor rows as Python lists: a
+        simulator whose every node talks to every other needs all n² routes (1,024 devices: about 1 µs a route
+        instead of 25 µs)."""
+        n = len(self._out)
+        if not 0 <= i < n:
+            raise KeyError((i, targets[0] if targets else None))
+        names, start = self._names, int(self._out[i])
+        in_idx = self._in.tolist()
+        groups = self._group[i].tolist()
+        rows: dict[int, list[int]] = {}
+        out: list[tuple[LinkKey, ...]] = []
+        for j in targets:
+            if not 0 <= j < n or j == i:
+                raise KeyError((i, j))
+            g = groups[j]
+            pred = rows.get(g)
+            if pred is None:
+                pred = rows[g] = self._predecessors[g][i].tolist()
+            path = [in_idx[j]]
+            while path[-1] != start:
+                path.append(pred[path[-1]])
+            hops = [names[k] for k in reversed(path)]
+            out.append(tuple(zip(hops[:-1], hops[1:])))
+        return out
+
     def __iter__(self) -> Iterator[tuple[int, int]]:
         n = len(self._out)
         return ((i, j) for i in range(n) for j in range(n) if i != j)

@@ -63,7 +63,9 @@ from seedance.models.protocols.contract import (
 )
 
 GRID_TABLE = "grid"
-CLOCK_RECORD = "clock"
+CLOCK_RECORD = "clock"  # the whole clock as a list (older files); now each entry j is record "c{j}"
+CLOCK_PREFIX = "c"
+CLOCK_ENTRY_BYTES = 12  # a record key and an int64
 EPOCH_KEY = "epoch"
 SYNC_TIMER = "sync"
 STATS_TIMER = "stats"
@@ -112,8 +114,12 @@ class CausalNode:
         self.buffer = DeltaBuffer(self.peers, max_groups=config.max_groups)
         self.sent: dict[int, int | None] = {p: None for p in self.peers}
         self.progress: dict[int, int | None] = {p: None for p in self.peers}  # acked at the last sync tick
-        self.receiver = IntervalReceiver()
-        self.waiting: dict[int, list[Sync]] = {p: [] for p in self.peers}
+        # a replica's first incarnation (epoch 0) starts empty, so its group 0 is the empty state: every receiver
+        # holds it already, and a fresh start sends it to nobody (N² messages at boot otherwise)
+        self.receiver = IntervalReceiver(first=(0, 1))
+        self.waiting: dict[int, list[Sync]] = {}  # per sender, made on first use (N² empty lists otherwise)
+        self._queued: set[int] = set()  # senders whose waiting queue is not empty (so _drain scans only those)
+        self._acks_moved: set[int] = set()  # peers whose acknowledgement changed since the last sync tick
         self.rejected_writes = 0
         self.rejected_reads = 0
         self.bytes_delta = 0  # since the last stats report
@@ -123,17 +129,22 @@ class CausalNode:
         self._persisted_clock = clocks.zeros(num_nodes)
 
     # ------------------------------------------------------------------------------------------------ lifecycle
-    def _boot(self) -> Effects:
+    def _boot(self, fresh: bool = False) -> Effects:
         self.buffer.add(self.grid.full_delta())  # group 0: the whole state of this incarnation
         effects: Effects = [Persist(key=EPOCH_KEY, value=self.epoch),
                             SetTimer(name=SYNC_TIMER, delay_s=self.config.sync_interval_s),
                             SetTimer(name=STATS_TIMER, delay_s=self.config.stats_interval_s)]
+        if fresh:  # epoch 0, empty: every peer holds group 0 (see IntervalReceiver(first=...) above)
+            self.buffer.assume_held(1)
+            self.sent = dict.fromkeys(self.peers, 1)
+            self.progress = dict.fromkeys(self.peers, 1)
+            return effects
         for peer in self.peers:
             effects.extend(self._push(peer))
         return effects
 
     def on_start(self, now: float) -> Effects:
-        return self._boot()
+        return self._boot(fresh=self.epoch == 0 and not len(self.grid.written()) and not self.grid.clock.any())
 
     def on_recover(self, durable: DurableState, now: float) -> Effects:
         self.epoch = int(durable.values.get(EPOCH_KEY, -1)) + 1
@@ -144,7 +155,13 @@ class CausalNode:
             rows = np.array([v for _, v in pixels], np.float64)
         else:
             idx, rows = np.zeros(0, np.int64), np.zeros((0, 5))
-        self.grid.restore(idx, rows, np.asarray(records.get(CLOCK_RECORD, [0] * self.num_nodes), np.int64))
+        clock = clocks.zeros(self.num_nodes)
+        old = np.asarray(records.get(CLOCK_RECORD, []), np.int64)[:self.num_nodes]
+        clock[:old.size] = old
+        for k, v in records.items():
+            if k.startswith(CLOCK_PREFIX) and k[1:].isdigit() and int(k[1:]) < self.num_nodes:
+                clock[int(k[1:])] = max(int(clock[int(k[1:])]), int(v))
+        self.grid.restore(idx, rows, clock)
         self._persisted_clock = self.grid.clock.copy()
         # what the replica holds again: the writes it persisted, observed now (a crash may have come between a
         # write becoming durable and its Observe("apply"), which ran after it)
@@ -215,10 +232,17 @@ class CausalNode:
         return self.grid.join(delta)
 
     def _persist(self, changed: np.ndarray) -> PersistRecords:
+        """The changed pixels and the clock entries that moved since the last persist (record ``c{j}``: entry
+        ``j``), so a write costs O(what changed), not O(N) (a 1,024-entry clock per delivery at 1,024 replicas)."""
         put: dict[str, Any] = {f"p{i}": list(self.grid.entry(int(i))) for i in changed.tolist()}
-        put[CLOCK_RECORD] = self.grid.clock.tolist()
-        self._persisted_clock = self.grid.clock.copy()
-        return PersistRecords(table=GRID_TABLE, put=put, size_bytes=len(changed) * ENTRY_BYTES + 8 * self.num_nodes)
+        clock = self.grid.clock
+        moved = np.flatnonzero(clock != self._persisted_clock).tolist()
+        values = clock[moved].tolist()
+        for j, v in zip(moved, values):
+            put[f"{CLOCK_PREFIX}{j}"] = v
+        self._persisted_clock = clock.copy()
+        return PersistRecords(table=GRID_TABLE, put=put,
+                              size_bytes=len(changed) * ENTRY_BYTES + CLOCK_ENTRY_BYTES * len(moved))
 
     def _observe(self, changed: np.ndarray) -> list[Observe]:
         values = self.grid.f["value"]
@@ -258,7 +282,7 @@ class CausalNode:
     def on_message(self, src: int, message: Any, now: float) -> Effects:
         if type(message) is Ack:
             return self._on_ack(src, message)
-        if type(message) is not Sync or src not in self.waiting:
+        if type(message) is not Sync or src not in self.sent:  # a peer's interval
             return []
         if not self.receiver.acceptable(src, message.epoch, message.start):
             return [Send(dst=src, message=Ack(epoch=message.epoch, held=self.receiver.held_for(src, message.epoch),
@@ -266,10 +290,11 @@ class CausalNode:
         if self._deliverable(src, message):
             effects = self._deliver(src, message)
         else:
-            queue = self.waiting[src]
+            queue = self.waiting.setdefault(src, [])
             if all(m.end != message.end or m.epoch != message.epoch for m in queue):
                 queue.append(message)
                 del queue[:-self.config.max_waiting]
+                self._queued.add(src)
             effects = []
         effects.extend(self._drain())
         return effects
@@ -290,13 +315,16 @@ class CausalNode:
         intervals (the newest per sender) whose clocks are covered by this replica's clock joined with what the set
         itself brings is delivered at once; repeated until nothing moves."""
         effects: Effects = []
-        while True:
+        while self._queued:
             chosen: dict[int, Sync] = {}
-            for src, queue in self.waiting.items():
+            for src in sorted(self._queued):  # in sender order, as a scan of every queue would visit them
+                queue = self.waiting[src]
                 queue[:] = [m for m in queue if self.receiver.acceptable(src, m.epoch, m.start)
                             and m.end > self.receiver.held_for(src, m.epoch)]
                 if queue:
                     chosen[src] = max(queue, key=lambda m: m.end)
+                else:
+                    self._queued.discard(src)
             while chosen:
                 provided = self.grid.clock.copy()
                 for src, m in chosen.items():
@@ -311,18 +339,23 @@ class CausalNode:
                 return effects
             for src, m in chosen.items():
                 self.waiting[src].remove(m)
+                if not self.waiting[src]:
+                    self._queued.discard(src)
                 effects.extend(self._deliver(src, m))
+        return effects
 
     def _on_ack(self, src: int, ack: Ack) -> Effects:
         if ack.epoch != self.epoch or src not in self.sent:
             return []
         if ack.rejected:
             self.buffer.ack(src, ack.held)
+            self._acks_moved.add(src)
             self.sent[src] = ack.held
             return self._push(src)
         acked = self.buffer.acked[src]
         if acked is None or ack.held > acked:
             self.buffer.ack(src, ack.held)
+            self._acks_moved.add(src)
         return []
 
     def on_timer(self, name: Any, now: float) -> Effects:
@@ -337,7 +370,12 @@ class CausalNode:
         if name != SYNC_TIMER:
             return []
         effects = [SetTimer(name=SYNC_TIMER, delay_s=self.config.sync_interval_s)]
-        for peer in self.peers:
+        # Only peers that lag or whose acknowledgement moved since the last tick can be resent to or change
+        # ``progress`` (every other peer has progress == acked and nothing pending), so the tick costs O(those),
+        # not O(N); visited in peer order, as a scan of every peer would.
+        touched = self.buffer.lagging | self._acks_moved if self._acks_moved else self.buffer.lagging
+        self._acks_moved = set()
+        for peer in sorted(touched):
             acked = self.buffer.acked[peer]
             if self.buffer.pending(peer) and acked == self.progress[peer]:
                 self.sent[peer] = acked  # anti-entropy: no progress since the last tick, send again from the prefix

@@ -450,8 +450,9 @@ class MultiPaxosNode(Dispatching):
         # re-send what is not chosen yet to the acceptors that have not accepted it (lost Accept or Accepted)
         if self._acks:
             unsent = set(self._unsent)
+            waiting = [(s, acks) for s, acks in sorted(self._acks.items()) if s not in unsent]  # sorted once
             for peer in self.peers:
-                slots = [s for s, acks in sorted(self._acks.items()) if peer not in acks and s not in unsent]
+                slots = [s for s, acks in waiting if peer not in acks]
                 for k in range(0, len(slots), 256):
                     values = tuple(SlotValue(slot=s, ballot=self.ballot, command=self._proposals[s])
                                    for s in slots[k:k + 256])

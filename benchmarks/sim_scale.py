@@ -1,0 +1,199 @@
+"""How the simulator's cost grows with the number of nodes (issue W, part 6), per protocol.
+
+For raft, multipaxos and epaxos at N in {8, 32, 128} and the causal protocol at N in {8, 32, 128, 512, 1024} (the
+ceilings of ``seedance.sim.ceilings``), one seeded run per point, each in its own child process so that its peak
+RSS (``ru_maxrss``) is that point's alone. Reported per point:
+
+* CPU µs per delivered message (the child's ``process_time`` around ``simulate()``, set-up included, over the
+  messages the runtime delivered; target <= 15 µs at every N);
+* operations acknowledged ``ok`` per CPU second;
+* wall seconds per simulated second;
+* peak RSS, and the memory estimate of ``seedance.sim.ceilings.estimate_memory`` for the same config (the
+  estimate should be at or above the measurement).
+
+Then, per protocol, the log-log slope of CPU per operation against N over the points with N >= 32 (least squares;
+target <= 1.1: the cost per operation grows no faster than N^1.1 — every replica applies every command, so N^1 is
+the floor for the consensus protocols; the causal protocol sends a delta and an ack per peer per write).
+
+Workloads: the consensus protocols run closed-loop clients (32; 8 with --quick; uniform keys, the default mix) on
+the default fabric; the causal protocol runs 16 frame clients (60 Hz, one write and one read per frame) on a 64×64
+grid on ``dgx-a100`` servers (one replica per GPU). Trace on, invariant monitor off by default (``--monitor``:
+on; monitors are measured separately), linearizability/convergence checks not run (``sim run`` runs them after the
+simulation; the benchmark times the simulation). Consensus runs include their first election (about 0.2
+simulated s), so their ops per CPU-second are a little below a steady state's.
+
+Usage: ``python benchmarks/sim_scale.py [--quick] [--out DIR] [--protocols raft,causal] [--monitor]``; ``--quick``
+runs N in {8, 32} with short durations (under a minute). Writes ``DIR/sim_scale.json``; progress on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SEED = 20261204
+PROTOCOLS = ("raft", "multipaxos", "epaxos", "causal")
+NODES = {"raft": (8, 32, 128), "multipaxos": (8, 32, 128), "epaxos": (8, 32, 128),
+         "causal": (8, 32, 128, 512, 1024)}
+QUICK_NODES = (8, 32)
+TARGET_US_PER_MESSAGE = 15.0
+TARGET_SLOPE = 1.1
+
+
+def _config(point: dict):
+    from seedance.sim import SimConfig, WorkloadConfig
+
+    if point["protocol"] == "causal":
+        return SimConfig(protocol="causal", nodes=point["nodes"], duration_s=point["duration_s"], seed=SEED,
+                         topology="dgx-a100", protocol_config={"width": 64, "height": 64},
+                         workload=WorkloadConfig(mode="frame", clients=16, keys=64 * 64, frame_rate_hz=60.0,
+                                                 writes_per_frame=1),
+                         trace=True, monitor=point["monitor"])
+    return SimConfig(protocol=point["protocol"], nodes=point["nodes"], duration_s=point["duration_s"], seed=SEED,
+                     workload=WorkloadConfig(clients=point["clients"]), trace=True, monitor=point["monitor"])
+
+
+def measure_point(point: dict) -> dict:
+    """One run in this process (a child of main): its costs and peak RSS."""
+    from seedance.sim import ceilings, simulate
+    from seedance.sim.collector import bulk
+
+    wall, cpu = time.perf_counter(), time.process_time()
+    config = _config(point)
+    with bulk():  # as `seedance sim run` does
+        result = simulate(config)
+    cpu = time.process_time() - cpu
+    wall = time.perf_counter() - wall
+    delivered = int(result.stats["messages_delivered"])
+    ops = int(result.ops_ok)
+    estimate = ceilings.estimate_memory(config)
+    return {**point, "cpu_s": cpu, "wall_s": wall, "ops_ok": ops, "messages_delivered": delivered,
+            "trace_records": int(result.stats.get("trace_records", 0)),
+            "us_per_message": cpu / max(delivered, 1) * 1e6, "ops_per_cpu_s": ops / cpu if cpu else 0.0,
+            "cpu_us_per_op": cpu / max(ops, 1) * 1e6, "wall_per_sim_s": wall / point["duration_s"],
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "estimate_mb": estimate["total"] / (1 << 20), "trace_sha256": result.trace_sha256}
+
+
+def _run_child(point: dict, timeout_s: float) -> dict:
+    argv = [sys.executable, __file__, "--point", json.dumps(point)]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        return {**point, "error": f"timed out after {timeout_s:g} s"}
+    if done.returncode != 0:
+        return {**point, "error": (done.stderr.strip().splitlines() or ["no output"])[-1]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def slope(rows: list[dict], key: str, min_nodes: int = 32) -> float | None:
+    """Least-squares slope of log(row[key]) against log(nodes) over rows with nodes >= min_nodes."""
+    pts = [(math.log(r["nodes"]), math.log(r[key])) for r in rows
+           if "error" not in r and r["nodes"] >= min_nodes and r.get(key, 0) > 0]
+    if len(pts) < 2:
+        return None
+    mx = sum(x for x, _ in pts) / len(pts)
+    my = sum(y for _, y in pts) / len(pts)
+    sxx = sum((x - mx) ** 2 for x, _ in pts)
+    return sum((x - mx) * (y - my) for x, y in pts) / sxx if sxx else None
+
+
+def _table(rows: list[dict], fits: dict) -> str:
+    head = (f"{'protocol':<11}{'N':>5}{'sim s':>7}{'ops ok':>9}{'msgs':>10}{'us/msg':>8}{'ops/cpu-s':>11}"
+            f"{'wall/sim-s':>11}{'RSS MB':>8}{'est MB':>8}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"{r['protocol']:<11}{r['nodes']:>5}  error: {r['error']}")
+            continue
+        lines.append(f"{r['protocol']:<11}{r['nodes']:>5}{r['duration_s']:>7g}{r['ops_ok']:>9}"
+                     f"{r['messages_delivered']:>10}{r['us_per_message']:>8.1f}{r['ops_per_cpu_s']:>11.0f}"
+                     f"{r['wall_per_sim_s']:>11.1f}{r['peak_rss_mb']:>8.0f}{r['estimate_mb']:>8.0f}")
+    lines.append("")
+    for protocol, fit in fits.items():
+        s = fit["cost_per_op_slope"]
+        m = fit["us_per_message_slope"]
+        lines.append(f"{protocol}: CPU per op ~ N^{s:.2f} from {fit['fits_from_nodes']} nodes up (target <= "
+                     f"{TARGET_SLOPE} above 32); "
+                     f"per message ~ N^{m:.2f}" if s is not None and m is not None
+                     else f"{protocol}: too few points for a slope")
+    return "\n".join(lines)
+
+
+def _duration(protocol: str, nodes: int, quick: bool) -> float:
+    """Simulated seconds of a point: Raft and Multi-Paxos need about 0.2 s for their first election; EPaxos (no
+    leader) exchanges about 5 N messages per command, the causal protocol about 2 N per write."""
+    if protocol in ("raft", "multipaxos"):
+        return 0.25 if quick else 0.4
+    if protocol == "epaxos":
+        return 0.05 if quick else 0.1
+    return 0.05 if quick else (0.1 if nodes >= 512 else 0.2)
+
+
+def _points(args: argparse.Namespace) -> list[dict]:
+    points = []
+    for protocol in args.protocols.split(","):
+        if protocol not in NODES:
+            raise SystemExit(f"--protocols: unknown protocol {protocol!r}; valid: {', '.join(PROTOCOLS)}")
+        for n in (QUICK_NODES if args.quick else NODES[protocol]):
+            points.append({"protocol": protocol, "nodes": n, "monitor": args.monitor,
+                           "duration_s": _duration(protocol, n, args.quick), "clients": 8 if args.quick else 32})
+    return points
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="out/benchmarks", help="output directory (default out/benchmarks)")
+    parser.add_argument("--quick", action="store_true", help="N in {8, 32}, short runs (under a minute)")
+    parser.add_argument("--protocols", default=",".join(PROTOCOLS), help="comma-separated subset")
+    parser.add_argument("--monitor", action="store_true", help="run the invariant monitors too")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per point (default 900)")
+    parser.add_argument("--point", help=argparse.SUPPRESS)  # internal: measure one point, print its JSON
+    args = parser.parse_args(argv)
+    if args.point:
+        print(json.dumps(measure_point(json.loads(args.point))))
+        return 0
+    from tqdm import tqdm
+
+    from seedance.provenance import run_metadata
+
+    points = _points(args)
+    rows = []
+    bar = tqdm(total=len(points), desc="sim_scale", unit="point", file=sys.stderr)
+    for point in points:
+        bar.set_postfix_str(f"{point['protocol']} N={point['nodes']}")
+        rows.append(_run_child(point, args.timeout))
+        bar.update(1)
+    bar.close()
+    low = 8 if args.quick else 32  # --quick has no point above 32: its slope spans 8..32 (fits_from says so)
+    fits = {p: {"cost_per_op_slope": slope([r for r in rows if r["protocol"] == p], "cpu_us_per_op", low),
+                "us_per_message_slope": slope([r for r in rows if r["protocol"] == p], "us_per_message", low),
+                "fits_from_nodes": low}
+            for p in dict.fromkeys(r["protocol"] for r in rows)}
+    print(_table(rows, fits))
+    ok = [r for r in rows if "error" not in r]
+    document = {
+        "benchmark": "sim_scale", "quick": args.quick, "seed": SEED, "monitor": args.monitor, "points": rows,
+        "fits": fits, "targets": {"us_per_message": TARGET_US_PER_MESSAGE, "cost_per_op_slope": TARGET_SLOPE},
+        "max_us_per_message": max((r["us_per_message"] for r in ok), default=None),
+        "estimate_at_or_above_rss": all(r["estimate_mb"] >= r["peak_rss_mb"] for r in ok),
+        "metadata": run_metadata(seed=SEED, spec={"benchmark": "sim_scale", "quick": args.quick,
+                                                  "protocols": args.protocols, "monitor": args.monitor},
+                                 argv=sys.argv[1:] if argv is None else argv),
+    }
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "sim_scale.json"
+    path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,190 @@
+"""How large a simulated run may be: per-protocol ceilings on nodes and simulated time, and a memory estimate.
+
+Ceilings (each error message states the ceiling and its reason, exit 2 at the CLI):
+
+* Raft, Multi-Paxos, EPaxos, commit: at most 128 nodes — one replica per eight-GPU server of a 1,024-GPU cluster.
+  Every replica applies every command and the leader (or each command leader) exchanges a message with every
+  replica per batch, so a simulated second costs O(N) per operation.
+* causal, echo: at most 1,024 nodes — one replica per GPU of a 1,024-GPU cluster (the largest topology,
+  :data:`seedance.validation.MAX_DEVICES`).
+* Simulated time: at most 72 h (the seed's longest stress run) for every protocol. Whether such a run fits is
+  decided by the memory estimate below, since history and trace grow with simulated time.
+
+Memory estimate (:func:`estimate_memory`): a run is refused before it starts when the estimate exceeds the
+memory this machine has available (``MemAvailable`` of ``/proc/meminfo``; the environment variable
+``SEEDANCE_MEM_AVAILABLE`` — bytes, or a size such as ``2GiB`` — overrides it, for tests and for batch jobs
+whose limit is not the machine's). The estimate is a linear model of what a run keeps until its end:
+
+    bytes = base + nodes × per_node + ops × per_op + writes × nodes × per_entry
+            + messages × per_message (trace on) + devices² × per_route (a preset topology)
+
+``ops`` and ``writes`` are the counts the workload offers over the run (closed loop: each client completes at most
+one operation per ``think_s + 0.5 ms × max(1, N / 32)`` (Multi-Paxos: ``1 ms × max(1, N / 16)``), an upper bound —
+Raft at 8 nodes completes one per 0.8 ms, at 128 nodes one per 1.8 ms; open loop: ``rate``; frame: ``clients × frame
+rate × (writes + 1)``); every replica keeps every write in its log and on its simulated disk (``per_entry``).
+``messages`` come from the protocol's messages per operation (causal: a delta and an ack per peer per write; the
+consensus protocols: ``k × N`` per operation, k the most measured per protocol). Calibration: the coefficients were
+solved from the peak RSS (``ru_maxrss``) of five runs in fresh processes — Raft at 8, 32 and 128 nodes (64 clients,
+0.5 simulated s, trace on: 157, 239 and 308 MB) and the causal protocol at 128 and 256 replicas (64×64 grid, 16
+frame clients, 0.2 s: 154 and 225 MB), against an 81 MB process that has imported everything and run nothing —
+giving about 1,000 B per operation, 100 B per replicated entry, 330 B per traced message and 330 kB per causal
+replica (its grid twice: the state and its delta-group 0); the constants
+below are those rounded up. ``benchmarks/sim_scale.py`` prints the estimate beside the measured peak RSS of every
+point it runs, to keep the calibration honest; its first full run found two terms missing, added since: EPaxos's
+and Multi-Paxos's messages per operation (4.9 N and 2.3 N, not Raft's 0.25 N: 767 MB measured at 128 EPaxos nodes
+against 162 MB estimated) and the causal replicas' per-peer state (N² in all: 1,017 MB measured at 1,024 replicas
+against 963 MB).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from seedance.errors import SpecError
+
+MAX_DURATION_S = 72 * 3600.0
+WHY_DURATION = ("72 simulated hours is the seed's longest stress run; history and trace grow with simulated "
+                "time, so a long run must also pass the memory estimate")
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    nodes: int
+    why_nodes: str
+    duration_s: float = MAX_DURATION_S
+    why_duration: str = WHY_DURATION
+
+
+_CONSENSUS = Ceiling(
+    nodes=128,
+    why_nodes=("one replica per eight-GPU server of a 1,024-GPU cluster; every replica applies every command and "
+               "the leader exchanges a message with each replica per batch, so cost per operation grows with N "
+               "(128 Raft nodes: about 35 wall s per simulated second at 64 clients here)"))
+_PER_GPU = Ceiling(
+    nodes=1024,
+    why_nodes=("one replica per GPU of a 1,024-GPU cluster (128 eight-GPU servers), the largest topology the cost "
+               "model and routing are sized for"))
+
+CEILINGS: dict[str, Ceiling] = {
+    "raft": _CONSENSUS, "multipaxos": _CONSENSUS, "epaxos": _CONSENSUS, "commit": _CONSENSUS,
+    "causal": _PER_GPU, "echo": _PER_GPU,
+}
+
+
+def ceiling(protocol: str) -> Ceiling:
+    """The ceiling of a registered protocol; a protocol not listed (a test mutant) gets the consensus one."""
+    return CEILINGS.get(protocol, _CONSENSUS)
+
+
+def check(protocol: str, nodes: int, duration_s: float, *, nodes_field: str = "nodes",
+          duration_field: str = "duration_s") -> None:
+    """SpecError naming the ceiling and its reason when ``nodes`` or ``duration_s`` exceed ``protocol``'s."""
+    top = ceiling(protocol)
+    if isinstance(nodes, int) and not isinstance(nodes, bool) and nodes > top.nodes:
+        raise SpecError(nodes_field, f"{nodes} nodes exceed the {protocol} ceiling of {top.nodes}",
+                        f"at most {top.nodes} ({top.why_nodes})")
+    if isinstance(duration_s, (int, float)) and not isinstance(duration_s, bool) and duration_s > top.duration_s:
+        raise SpecError(duration_field, f"{duration_s:g} simulated s exceed the ceiling of {top.duration_s:g} s",
+                        f"at most {top.duration_s:g} s = 72 h ({top.why_duration})")
+
+
+# ------------------------------------------------------------------------------------------------ memory estimate
+BASE_BYTES = 128 << 20  # interpreter, numpy/simpy/scipy imports, the runtime (measured: 81-86 MB at 5-8 nodes)
+PER_NODE_BYTES = 64 << 10  # a node, its storage, timers, network rows
+PER_OP_BYTES = 1_200  # history events (invoke + completion) and client records (fit: about 1,000)
+PER_ENTRY_BYTES = 130  # one replica's copy of a write: log slot, simulated-disk entry, kv (fit: about 100)
+PER_MESSAGE_BYTES = 400  # trace records of one delivered message, trace on (fit: about 330)
+PER_ROUTE_BYTES = 360  # a preset topology's routing tables and the network's route cache, per device pair
+CLOSED_LOOP_FLOOR_S = 0.5e-3  # a closed-loop client completes at most one operation per 0.5 ms here
+# delivered messages per operation per node, the most measured by benchmarks/sim_scale.py at 8-128 nodes: Raft
+# batches (0.14 .. 0.25), Multi-Paxos sends Accept/Accepted per slot run (1.9 .. 2.3), EPaxos PreAccept, Accept and
+# Commit to every replica (4.5 .. 4.97)
+MESSAGES_PER_OP_PER_NODE = {"raft": 0.25, "multipaxos": 2.5, "epaxos": 5.0}
+# a leader's CPU bounds the closed loop: (least seconds per operation per client, nodes above which it grows with N);
+# measured per client at 32 clients: Raft 0.8 ms (8 nodes) .. 1.8 ms (128), Multi-Paxos 1.45 .. 15 ms
+LEADER_BOUND = {"raft": (CLOSED_LOOP_FLOOR_S, 32), "commit": (CLOSED_LOOP_FLOOR_S, 32), "multipaxos": (1e-3, 16)}
+CAUSAL_PER_PEER_BYTES = 300  # a replica's per-peer state (acks, sent, progress, queues, heap entry): N² in all
+
+
+def _ops_per_s(config: Any) -> tuple[float, float]:
+    """(operations per simulated second, of which writes) the workload offers."""
+    w = config.workload
+    if w.mode == "open":
+        ops = float(w.rate_ops_s)
+        return ops, ops * (w.mix[1] + w.mix[2])
+    if w.mode == "frame":
+        frames = w.clients * w.frame_rate_hz
+        return frames * (w.writes_per_frame + 1), frames * w.writes_per_frame
+    # above 32 nodes the leader's CPU bounds a consensus protocol (Raft, 64 clients: 83k ops/s at 32 nodes, 35k at 128)
+    least, above = LEADER_BOUND.get(config.protocol_name, (CLOSED_LOOP_FLOOR_S, None))
+    floor = least * (max(1.0, config.nodes / above) if above else 1.0)
+    ops = w.clients / (w.think_s + floor)
+    return ops, ops * (w.mix[1] + w.mix[2])
+
+
+def estimate_memory(config: Any) -> dict[str, float]:
+    """Expected peak memory of ``config``'s run, with its parts (bytes) and the counts they come from."""
+    protocol = config.protocol_name
+    nodes = config.nodes
+    ops_s, writes_s = _ops_per_s(config)
+    ops = ops_s * config.duration_s
+    if protocol == "causal":
+        width = int(config.protocol_config.get("width", 64))
+        height = int(config.protocol_config.get("height", 64))
+        per_node = PER_NODE_BYTES + width * height * 40 * 2 + CAUSAL_PER_PEER_BYTES * nodes
+        messages = writes_s * config.duration_s * 2 * (nodes - 1)  # a fresh cluster boots without messages
+        entries = 0.0  # a replica keeps a pixel per key, not a log
+    else:
+        per_node = PER_NODE_BYTES
+        messages = ops * MESSAGES_PER_OP_PER_NODE.get(protocol, 5.0) * nodes
+        entries = writes_s * config.duration_s * nodes
+    devices = nodes if config.topology is not None else 0  # the default fabric's routes are computed on lookup
+    parts = {
+        "base": float(BASE_BYTES),
+        "nodes": float(nodes * per_node),
+        "topology": float(devices * devices * PER_ROUTE_BYTES),
+        "history": ops * PER_OP_BYTES,
+        "logs": entries * PER_ENTRY_BYTES,
+        "trace": messages * (PER_MESSAGE_BYTES if config.trace else 0),
+    }
+    return {**parts, "total": sum(parts.values()), "ops": ops, "messages": messages}
+
+
+def available_memory() -> int | None:
+    """Bytes this run may use: ``SEEDANCE_MEM_AVAILABLE`` if set, else ``MemAvailable`` (None when unknown)."""
+    text = os.environ.get("SEEDANCE_MEM_AVAILABLE")
+    if text:
+        from seedance.models.units import parse_size
+
+        return int(parse_size(text, field="SEEDANCE_MEM_AVAILABLE"))  # a bad size: SpecError naming the variable
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def _gib(x: float) -> str:
+    return f"{x / (1 << 30):.2f} GiB"
+
+
+def check_memory(config: Any, available: int | None = None) -> dict[str, float]:
+    """The estimate of ``config``; SpecError (field ``memory``) when it exceeds ``available`` bytes (default:
+    :func:`available_memory`), naming the estimate, its largest part and what would shrink it."""
+    estimate = estimate_memory(config)
+    limit = available if available is not None else available_memory()
+    if limit is not None and estimate["total"] > limit:
+        part = max(("nodes", "topology", "history", "logs", "trace"), key=lambda k: estimate[k])
+        advice = {"trace": "--no-trace, a shorter --duration or fewer clients",
+                  "history": "a shorter --duration or fewer clients",
+                  "logs": "a shorter --duration, fewer clients or fewer nodes",
+                  "nodes": "fewer nodes (or a smaller grid)", "topology": "fewer nodes"}[part]
+        raise SpecError("memory", f"the run needs an estimated {_gib(estimate['total'])} (most of it {part}: "
+                        f"{_gib(estimate[part])} for {estimate['ops']:.3g} ops and {estimate['messages']:.3g} "
+                        f"messages) but {_gib(limit)} is available", advice)
+    return estimate

@@ -1,0 +1,29 @@
+"""The cyclic garbage collector during a simulation: collected rarely, since a simulation allocates fast and frees
+little that is cyclic.
+
+CPython starts a young-generation collection every 700 net allocations, and every tenth of those a middle one;
+a simulation allocates an event, a message and a trace record per delivery and keeps most of them (history, trace,
+logs), so collections keep rescanning a growing heap for cycles that are rare (SimPy's processes free theirs
+when they end). Measured: Raft at 128 nodes, 32 clients, 0.3 simulated s: 6.15 CPU s with the default thresholds,
+4.26 s with a young generation of 50,000 allocations, 3.89 s with the collector off — the same trace_sha256 in
+all three (collection never changes what a run computes).
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+BULK_THRESHOLDS = (50_000, 50, 100)
+
+
+@contextmanager
+def bulk() -> Iterator[None]:
+    """Collect rarely inside the block (:data:`BULK_THRESHOLDS`); the thresholds in force before come back after."""
+    before = gc.get_threshold()
+    gc.set_threshold(*BULK_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)

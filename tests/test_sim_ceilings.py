@@ -1,0 +1,109 @@
+"""The simulator's per-protocol ceilings, the memory estimate's refusal, and one run above the old 32-node limit."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+
+import numpy as np
+import pytest
+
+from seedance.cli import main
+from seedance.errors import SpecError
+from seedance.sim import SimConfig, WorkloadConfig
+from seedance.sim import ceilings
+from seedance.sim.network import Network, StarRoutes, uniform_topology
+
+
+
+def run_cli(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize(("protocol", "nodes", "limit"), [("raft", 129, 128), ("multipaxos", 200, 128),
+                                                           ("epaxos", 129, 128)])
+def test_node_ceiling_names_limit_and_reason(protocol, nodes, limit, tmp_path):
+    code, out, err = run_cli(["sim", "run", "--protocol", protocol, "--nodes", str(nodes), "--duration", "0.01",
+                              "--out", str(tmp_path / "o")])
+    assert code == 2 and out == ""
+    line = err.strip()
+    assert "\n" not in line
+    assert f"--nodes: {nodes} nodes exceed the {protocol} ceiling of {limit}" in line
+    assert "one replica per eight-GPU server" in line  # the reason
+    assert not (tmp_path / "o").exists()
+
+
+def test_causal_allows_1024_and_refuses_more(tmp_path):
+    code, _, err = run_cli(["sim", "run", "--protocol", "causal", "--nodes", "1025", "--out", str(tmp_path / "o")])
+    assert code == 2 and "--nodes" in err and "1,024-GPU cluster" in err and len(err.strip().splitlines()) == 1
+    ceilings.check("causal", 1024, 1.0)  # at the ceiling: accepted
+
+
+def test_duration_ceiling_is_72_hours(tmp_path):
+    code, _, err = run_cli(["sim", "run", "--protocol", "raft", "--duration", "259201", "--out", str(tmp_path / "o")])
+    assert code == 2 and "--duration" in err and "72" in err and len(err.strip().splitlines()) == 1
+    with pytest.raises(SpecError, match=r"duration_s: .* ceiling of 259200 s.*72 h"):
+        ceilings.check("raft", 5, 72 * 3600.0 + 1)
+    with pytest.raises(SpecError, match="nodes: 129 nodes exceed the raft ceiling of 128"):
+        SimConfig(protocol="raft", nodes=129)  # the config itself refuses, not only the CLI
+
+
+def test_memory_estimate_refuses_before_starting(tmp_path, monkeypatch):
+    out = tmp_path / "o"
+    monkeypatch.setenv("SEEDANCE_MEM_AVAILABLE", "256MiB")
+    code, stdout, err = run_cli(["sim", "run", "--protocol", "raft", "--nodes", "5", "--duration", "600",
+                                 "--out", str(out)])
+    assert code == 2 and stdout == ""
+    line = err.strip()
+    assert len(line.splitlines()) == 1
+    assert "memory: the run needs an estimated" in line and "GiB" in line and "0.25 GiB is available" in line
+    assert not out.exists()  # refused before any work
+    # the same run fits when more is available (estimate is a pure function of the config)
+    config = SimConfig(protocol="raft", nodes=5, duration_s=600.0)
+    estimate = ceilings.check_memory(config, available=1 << 50)
+    assert estimate["total"] > 256 << 20
+    with pytest.raises(SpecError, match="memory: .*estimated"):
+        ceilings.check_memory(config, available=256 << 20)
+
+
+def test_memory_estimate_grows_with_duration_nodes_and_trace():
+    def total(**kw):
+        base = dict(protocol="raft", nodes=5, duration_s=1.0)
+        return ceilings.estimate_memory(SimConfig(**{**base, **kw}))["total"]
+
+    assert total(duration_s=10.0) > total(duration_s=1.0)
+    assert total(nodes=64) > total(nodes=5)
+    assert total(trace=False) < total(trace=True)
+    assert total(workload=WorkloadConfig(clients=64)) > total(workload=WorkloadConfig(clients=4))
+
+
+def test_bad_available_memory_variable(tmp_path, monkeypatch):
+    monkeypatch.setenv("SEEDANCE_MEM_AVAILABLE", "lots")
+    code, _, err = run_cli(["sim", "run", "--duration", "0.01", "--out", str(tmp_path / "o")])
+    assert code == 2 and "SEEDANCE_MEM_AVAILABLE" in err and len(err.strip().splitlines()) == 1
+
+
+def test_star_routes_are_lazy_and_match_the_rule():
+    routes = StarRoutes(1024)
+    assert len(routes) == 1024 * 1023
+    assert routes[(3, 1000)] == ((3, "switch"), ("switch", 1000))
+    assert routes.get((5, 5)) is None and (7, 7) not in routes and (0, 1024) not in routes
+    topology = uniform_topology(4)
+    network = Network(topology, 4, np.random.default_rng(0))
+    assert network.uncontended_s(0, 3, 0) == pytest.approx(20e-6)
+
+
+def test_causal_above_the_old_limit_converges(tmp_path):
+    """64 replicas (the old ceiling was 32): the grid converges, with no causal violation."""
+    code, out, err = run_cli(["sim", "run", "--protocol", "causal", "--nodes", "64", "--topology", "dgx-a100",
+                              "--workload", "frame", "--width", "16", "--height", "16", "--clients", "4",
+                              "--duration", "0.1", "--json", "--out", str(tmp_path / "o")])
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["nodes"] == 64 and summary["ops_ok"] > 0
+    assert summary["converged"] is True and summary["causal_violations"] == 0
+    assert summary["replica_events"] >= 64 * summary["ops_ok"] // 2  # each write reached every replica
