@@ -62,12 +62,10 @@ def _config(point: dict):
 def measure_point(point: dict) -> dict:
     """One run in this process (a child of main): its costs and peak RSS."""
     from seedance.sim import ceilings, simulate
-    from seedance.sim.collector import bulk
 
     wall, cpu = time.perf_counter(), time.process_time()
     config = _config(point)
-    with bulk():  # as `seedance sim run` does
-        result = simulate(config)
+    result = simulate(config)  # simulate() collects rarely (seedance.sim.collector)
     cpu = time.process_time() - cpu
     wall = time.perf_counter() - wall
     delivered = int(result.stats["messages_delivered"])

@@ -154,11 +154,8 @@ def run_command(protocol: str, nodes: int, topology: str | None, hosts: int | No
             bar.close()
         steps.phase(text)
 
-    from seedance.sim.collector import bulk
-
     try:
-        with bulk():  # the cyclic collector rarely: about a third of the CPU at 128 nodes otherwise
-            result = simulate(config, progress=progress if bar is not None else None, phase=phase)
+        result = simulate(config, progress=progress if bar is not None else None, phase=phase)
     finally:
         if bar is not None:
             bar.close()

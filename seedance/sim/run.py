@@ -21,13 +21,11 @@ Rules:
 
 from __future__ import annotations
 
-import gc
 import json
 import shlex
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -42,6 +40,7 @@ from seedance.history.summary import protocol_summary
 from seedance.models.protocols import registry
 from seedance.models.protocols.contract import ProtocolSpec
 from seedance.sim.collectives import Collectives
+from seedance.sim.collector import bulk
 from seedance.sim.config import SimConfig, extra_settings
 from seedance.sim.kernel import call_at
 from seedance.sim.liveness import Recovery, assess_run, liveness_summary
@@ -176,26 +175,6 @@ def reproduce_command(config: SimConfig) -> str:
     return "seedance " + shlex.join(args)
 
 
-@contextmanager
-def collector_tuned(young: int = 20_000) -> Iterator[None]:
-    """Python's cycle collector tuned for a simulation loop, restored afterwards.
-
-    The loop allocates a few short-lived objects per event (events, messages, records) and makes almost no cycles,
-    while the collector's default (a young collection every 700 allocations, a full one whenever the heap grew by a
-    quarter) re-scans every object alive: the imported modules and, as the run goes on, its own state. So the objects
-    alive before the loop are frozen (left out of collections until the loop ends) and young collections run every
-    ``young`` allocations. Only when garbage cycles are found changes; nothing the run computes does (the same
-    trace_sha256). Raft at 5 nodes spends about 15 % less CPU."""
-    thresholds = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(max(young, thresholds[0]), *thresholds[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*thresholds)
-        gc.unfreeze()
-
-
 def _spec(protocol: Any) -> ProtocolSpec:
     if isinstance(protocol, ProtocolSpec):
         return protocol
@@ -284,7 +263,7 @@ def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invaria
         if runtime.cores is not None:
             call_at(env, start, lambda _event: cpu_at_start.append(runtime.cores.work_s))
         steps = 100 if progress is not None else 1
-        with collector_tuned():
+        with bulk():
             for k in range(1, steps + 1):
                 env.run(until=start + config.duration_s * k / steps)
                 if violations and stop_on_violation:
