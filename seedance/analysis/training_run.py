@@ -26,6 +26,36 @@ from seedance.models.protocols.commit import SPEC, CommitConfig
 from seedance.models.protocols.commit.node import PERSISTENT
 from seedance.monitor.memory import MEMCHECK_ENV
 
+MAX_TRAIN_RANKS = 1024
+WHY_TRAIN_RANKS = ("one rank per GPU of the seed's largest cluster (128 eight-GPU servers); every rank is a "
+                   "simulated node with real parameter arrays, heartbeats and its own collective results")
+DEFAULT_TOKENS_PER_STEP = 4096  # per rank: two 2,048-token sequences
+
+
+def model_settings(model_size: float | None, tokens_per_step: int, bytes_per_param: int,
+                   settings: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``settings`` plus the step's FLOPs and gradient bytes of a ``model_size``-parameter model
+    (:func:`seedance.models.compute.training_step`); unchanged without a model size."""
+    from seedance.models.compute import training_step
+
+    out = dict(settings or {})
+    if model_size is None:
+        return out
+    for key in ("step_flops", "grad_bytes"):
+        if key in out:
+            raise SpecError(f"--set {key}", "conflicts with --model-size (which sets it)",
+                            "give either --model-size or --set step_flops/grad_bytes")
+    flops, grad_bytes = training_step(model_size, tokens_per_step, bytes_per_param)
+    return {**out, "step_flops": flops, "grad_bytes": grad_bytes}
+
+
+def check_world(world: Any) -> int:
+    """A simulated training run's ranks: 1 .. :data:`MAX_TRAIN_RANKS` (the error names the ceiling and why)."""
+    from seedance.validation import integer
+
+    return integer("--world-size", world, lo=1, hi=MAX_TRAIN_RANKS, why=f"the ceiling: {WHY_TRAIN_RANKS}")
+
+
 SUMMARY_KEYS = ("steps", "final_loss", "replica_l2_max", "commits", "rollbacks", "commit_overhead_pct",
                 "false_alarms", "false_offline", "leaked_handles")
 
@@ -45,7 +75,7 @@ def protocol_config(*, steps: int, commit_every: int, scenario: str, variant: st
 
 def _done(nodes: list[Any], steps: int) -> bool:
     alive = [n for n in nodes if n is not None]
-    if not alive or any(n.phase != "done" or n.step < steps for n in alive):
+    if not alive or any(n.phase != "done" or (n.step < steps and n.stop_at is None) for n in alive):
         return False
     return len({n.epoch for n in alive}) == 1
 
@@ -53,15 +83,16 @@ def _done(nodes: list[Any], steps: int) -> bool:
 def sim_train(*, world: int = 4, steps: int = 60, commit_every: int = 10, scenario: str = "", variant: str = "fixed",
               seed: int = 0, settings: Mapping[str, Any] | None = None, topology: Any = None,
               max_sim_s: float = 600.0, nemesis: tuple[str, ...] = (), faulty_fraction: float = 0.6,
-              keep_params: bool = False) -> dict[str, Any]:
-    """One simulated training run; its summary (the real runner's keys, plus ``sim_time_s``, ``trace_sha256``)."""
+              keep_params: bool = False,
+              actions: tuple[tuple[float, Callable[[Any], None]], ...] = ()) -> dict[str, Any]:
+    """One simulated training run; its summary (the real runner's keys, plus ``sim_time_s``, ``trace_sha256``).
+    ``actions``: more scripted ``(time_s, fn(runtime))`` calls (samplers, for instance)."""
     from seedance.sim.config import NemesisConfig, SimConfig, WorkloadConfig
     from seedance.sim.kernel import call_at
     from seedance.sim.run import simulate
     from simpy.core import StopSimulation
 
-    if isinstance(world, bool) or not isinstance(world, int) or not 1 <= world <= 32:
-        raise SpecError("--world-size", f"{world!r} is out of range", "an integer in 1..32 (the simulator's ceiling)")
+    check_world(world)
     config = protocol_config(steps=steps, commit_every=commit_every, scenario=scenario, variant=variant, seed=seed,
                              settings=settings)
     cfg = CommitConfig.from_mapping(config)
@@ -90,16 +121,16 @@ def sim_train(*, world: int = 4, steps: int = 60, commit_every: int = 10, scenar
 
         runtime.observe_sink = both
 
-    actions: list[Any] = [(0.0, tap), (0.1, poll)]
+    calls: list[Any] = [(0.0, tap), (0.1, poll), *actions]
     cut: dict[str, Any] = {}
     settle_s = cfg.phi_acceptable_pause_s + 10 * cfg.heartbeat_s
     if cfg.scenario == "F5":
-        actions.append((0.0, lambda runtime: _install_partition(runtime, cfg, world, cut)))
+        calls.append((0.0, lambda runtime: _install_partition(runtime, cfg, world, cut)))
     sim = SimConfig(protocol=SPEC, nodes=world, duration_s=max_sim_s, seed=seed, topology=topology,
                     protocol_config=config, workload=WorkloadConfig(clients=0),
                     nemesis=NemesisConfig(faults=tuple(nemesis), faulty_fraction=faulty_fraction))
     wall = time.perf_counter()
-    result = simulate(sim, actions=actions, liveness=False, stop_on_violation=False)
+    result = simulate(sim, actions=calls, liveness=False, stop_on_violation=False)
     crashed = {rec[2] for rec in result.trace.records if len(rec) > 2 and rec[1] == "crash"}
     if cfg.scenario == "F5":  # every verdict across the cut is true (each side was unreachable to the other)
         crashed |= set(range(world))
