@@ -525,8 +525,7 @@ class CommitNode:
         mine = [int(x) for x in rows[self.view.index(self.node_id)]]
         observe = Observe(what="observe", key="vote", value={
             "epoch": self.epoch, "step": k, "view": list(self.view), "agree": agree,
-            "voted": mine[2:4], "true": true.get("digest"), "params": true.get("values"),
-            "rows": [[int(x) for x in r] for r in rows], "t": now})
+            "voted": mine[2:4], "true": true.get("digest"), "params": true.get("values"), "t": now})
         if not agree:
             self.counts["alarms"] += 1
             return [observe, Observe(what="observe", key="alarm", value={"epoch": self.epoch, "step": k, "t": now})] \
@@ -534,7 +533,9 @@ class CommitNode:
         self.phase = "commit"
         self.committed_step = k  # every later effect waits until the checkpoint is durable (a crash loses the node)
         self.committed_digest = (mine[2], mine[3])
-        record = {"epoch": self.epoch, "step": k, "view": self.view, "rows": rows.tolist(),
+        # the rows as voted; agreeing rows are one row repeated (stored once: a record is O(1) however large the view)
+        held = np.broadcast_to(rows[0], rows.shape) if agree and (rows == rows[0]).all() else rows.copy()
+        record = {"epoch": self.epoch, "step": k, "view": self.view, "rows": held,
                   "voted": tuple(mine[2:4]), "true": tuple(true.get("digest") or mine[2:4]), "t": now}
         self.commits = [*self.commits[-63:], record]
         self.commits_total += 1
