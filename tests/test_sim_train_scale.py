@@ -44,3 +44,29 @@ def test_world_size_above_the_ceiling_exits_2_naming_it(capsys):
     assert "--world-size" in err and "1024" in err and "ceiling" in err
     with pytest.raises(SpecError, match="1024"):
         sim_train(world=2000)
+
+
+def test_heartbeat_fanout_sends_to_k_successors_and_every_rank_adopts_a_watchers_verdict():
+    import numpy as np
+
+    from seedance.models.protocols.commit.node import CommitNode, Heartbeat, Verdict
+
+    node = CommitNode(5, 16, np.random.default_rng(0), {"heartbeat_fanout": 3})
+    assert sorted(node.detectors) == [2, 3, 4]  # my predecessors heartbeat me
+    beats = [e for e in node._heartbeats() if type(e.message) is Heartbeat]
+    assert [e.dst for e in beats] == [6, 7, 8]
+    node.phase = "train"
+    effects = node.on_message(9, Verdict(peer=12, boot=7, offline=True, epoch=0), 1.0)
+    assert 12 not in node.view and node.suspected[12] == 7 and node.epoch == 1  # a view change: a rollback
+    assert any(getattr(e, "key", None) == "rollback" for e in effects)
+    node.on_message(9, Verdict(peer=12, boot=7, offline=False, epoch=1), 2.0)
+    assert 12 in node.view and 12 not in node.suspected
+
+
+def test_with_heartbeat_fanout_a_crashed_rank_is_still_found_and_the_run_stays_clean():
+    from seedance.analysis.training import clean
+
+    summary = sim_train(world=8, steps=40, commit_every=10, nemesis=("crash",), max_sim_s=60,
+                        settings={"heartbeat_fanout": 2})
+    assert summary["finished"] and summary["heartbeat_fanout"] == 2
+    assert summary["offline_verdicts"] > 0 and clean(summary) == []

@@ -30,6 +30,10 @@ MAX_TRAIN_RANKS = 1024
 WHY_TRAIN_RANKS = ("one rank per GPU of the seed's largest cluster (128 eight-GPU servers); every rank is a "
                    "simulated node with real parameter arrays, heartbeats and its own collective results")
 DEFAULT_TOKENS_PER_STEP = 4096  # per rank: two 2,048-token sequences
+# above FANOUT_ABOVE ranks a simulated run heartbeats SCALE_FANOUT ring successors (the protocol's heartbeat_fanout)
+# unless told otherwise: every rank heartbeating every peer is 1,024 x 1,023 messages per 50 ms period at 1,024
+FANOUT_ABOVE = 32
+SCALE_FANOUT = 4
 
 
 def model_settings(model_size: float | None, tokens_per_step: int, bytes_per_param: int,
@@ -93,6 +97,9 @@ def sim_train(*, world: int = 4, steps: int = 60, commit_every: int = 10, scenar
     from simpy.core import StopSimulation
 
     check_world(world)
+    settings = dict(settings or {})
+    if world > FANOUT_ABOVE and "heartbeat_fanout" not in settings:  # O(world) heartbeats per period, not O(world²)
+        settings["heartbeat_fanout"] = SCALE_FANOUT
     config = protocol_config(steps=steps, commit_every=commit_every, scenario=scenario, variant=variant, seed=seed,
                              settings=settings)
     cfg = CommitConfig.from_mapping(config)
@@ -140,7 +147,7 @@ def sim_train(*, world: int = 4, steps: int = 60, commit_every: int = 10, scenar
     summary = summarize(observed, world=world, crashed=crashed, leaked=leaked,
                         monitor_breaches=len(result.violations), keep_params=keep_params)
     return {"runtime": "sim", "scenario": cfg.scenario or None, "variant": cfg.variant, "seed": seed,
-            "commit_every": commit_every, "steps_requested": steps, **summary,
+            "commit_every": commit_every, "heartbeat_fanout": cfg.heartbeat_fanout, "steps_requested": steps, **summary,
             "finished": state["done_at"] is not None, "sim_time_s": state["done_at"],
             **({"partition": cut} if cut else {}),
             "violations": [v for _, v in result.violations][:5], "trace_sha256": result.trace_sha256,

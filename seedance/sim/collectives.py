@@ -56,6 +56,9 @@ class _Collective:
     error: str | None = None
     op: str = ""
     phase: Phase | None = None  # its traffic while running
+    deadline: float = float("inf")  # the earliest member's timeout
+    key: tuple[Any, ...] | None = None  # the first member's declaration (op, root, dtype, shape, its group object)
+    agreed: bool = True  # every member so far declared ``key``
 
 
 def ring_time_s(op: str, n: int, size_bytes: int, bandwidth_GBps: float, latency_s: float) -> float:
@@ -82,12 +85,14 @@ class Collectives:
         self._collective_time = collective_time
         self._durations: dict[tuple[str, int, tuple[int, ...]], float] = {}
         self._plans: dict[tuple[str, int, tuple[int, ...]], tuple[Any, ...]] = {}
+        self._groups: dict[tuple[int, ...], tuple[int, ...]] = {}  # one object per distinct group
         self.flows = FlowModel(self.env, self.network)
         self.background_times: dict[str, list[float]] = {}
 
     def join(self, host: Any, effect: StartCollective, meta: rules.Meta, payload: Any, at_s: float) -> None:
         group = meta.group
         coll = self._active.get(effect.collective_id)
+        created = coll is None
         if coll is None:
             coll = _Collective(effect.collective_id, group, effect.nominal_size_bytes, op=meta.op)
             self._active[effect.collective_id] = coll
@@ -102,18 +107,29 @@ class Collectives:
         if coll.state != "gathering":  # a second start of a running collective: a misuse of its id
             self._fail(coll, f"misuse: node {host.node_id} started collective {effect.collective_id!r} twice", at_s)
             return
-        if any(m < 0 or m >= len(runtime.hosts) for m in group):
+        # checked once per collective, not per member (O(group) each): a member that crashes later fails it
+        # through member_crashed
+        if (created or group != coll.group) and any(m < 0 or m >= len(runtime.hosts) for m in group):
             self._fail(coll, f"misuse: group {group} names nodes outside 0..{len(runtime.hosts) - 1}", at_s)
             return
-        if any(not runtime.hosts[m].up for m in group if m not in coll.joined):
+        if created and any(not runtime.hosts[m].up for m in group if m not in coll.joined):
             self._fail(coll, "peer-failed", at_s)
             return
-        call_at(self.env, at_s + rules.resolve_timeout(effect.timeout_s), self._timeout, coll)
-        metas = {m: j[2] for m, j in coll.joined.items()}
+        key = (meta.op, meta.root, meta.dtype, meta.shape, id(self._groups.setdefault(group, group)))
+        if coll.key is None:
+            coll.key = key
+        elif key != coll.key and not (meta.op == "barrier" and key[:2] + key[4:] == coll.key[:2] + coll.key[4:]):
+            coll.agreed = False
+        deadline = at_s + rules.resolve_timeout(effect.timeout_s)
+        if deadline < coll.deadline:  # every member's timeout counts from its own join: the earliest ends it
+            coll.deadline = deadline
+            call_at(self.env, deadline, self._timeout, coll)
         if meta.group != coll.group:
+            metas = {m: j[2] for m, j in coll.joined.items()}
             self._fail(coll, rules.check_agreement(metas) or "misuse: members disagree on group", at_s)
         elif len(coll.joined) == len(group):
-            problem = rules.check_agreement(metas)
+            # one hash of the group per member instead of comparing every member's group with the first's
+            problem = None if coll.agreed else rules.check_agreement({m: j[2] for m, j in coll.joined.items()})
             if problem is not None:
                 self._fail(coll, problem, at_s)
             else:

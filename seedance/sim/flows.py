@@ -63,8 +63,8 @@ def max_min_rates(capacity: np.ndarray, phases: Sequence[Phase]) -> np.ndarray:
     unfrozen = np.ones(count, dtype=bool)
     while unfrozen.any():
         weight = np.zeros_like(residual)
-        for i in np.flatnonzero(unfrozen):
-            np.add.at(weight, phases[i].links, phases[i].counts)
+        for i in np.flatnonzero(unfrozen):  # a phase's links are unique: plain fancy-index adds are exact
+            weight[phases[i].links] += phases[i].counts
         used = weight > 0
         level = np.full_like(residual, np.inf)
         level[used] = np.maximum(residual[used], 0.0) / weight[used]
@@ -83,7 +83,7 @@ def max_min_rates(capacity: np.ndarray, phases: Sequence[Phase]) -> np.ndarray:
         for i in freeze:
             rates[i] = min(rate, caps[i])
             unfrozen[i] = False
-            np.subtract.at(residual, phases[i].links, phases[i].counts * rates[i])
+            residual[phases[i].links] -= phases[i].counts * rates[i]
     return rates
 
 
@@ -93,12 +93,12 @@ class FlowModel:
     def __init__(self, env: Any, network: Any) -> None:
         self.env = env
         self.network = network
-        self._base_inv = list(network._inv_bandwidth)
-        self._base_latency = list(network._latency_s)
-        inv = np.asarray(self._base_inv, dtype=float)
+        self._base_inv_array = np.asarray(network._inv_bandwidth, dtype=float)
+        self._base_latency_array = np.asarray(network._latency_s, dtype=float)
+        inv = self._base_inv_array
         with np.errstate(divide="ignore"):
             self.capacity = np.where(inv > 0, 1.0 / np.where(inv > 0, inv, 1.0), np.inf)
-        self.load = np.zeros(len(self._base_inv), dtype=np.int64)  # flows per link
+        self.load = np.zeros(len(inv), dtype=np.int64)  # flows per link
         self._applied = self.load.copy()  # the load the network's message bandwidths reflect
         self.active: list[Phase] = []
         self._last_s = 0.0
@@ -144,7 +144,7 @@ class FlowModel:
             return phase
         self._advance(now)
         self.active.append(phase)
-        np.add.at(self.load, links, counts)
+        self.load[links] += counts
         self._reschedule(now)
         return phase
 
@@ -160,7 +160,7 @@ class FlowModel:
     def _remove(self, phase: Phase) -> None:
         phase.done = True
         self.active.remove(phase)
-        np.subtract.at(self.load, phase.links, phase.counts)
+        self.load[phase.links] -= phase.counts
 
     def _advance(self, now: float) -> None:
         dt = now - self._last_s
@@ -186,11 +186,16 @@ class FlowModel:
         """A message's fair share and slice wait on every link whose flow count changed (see the module rules)."""
         inv = self.network._inv_bandwidth
         latency = self.network._latency_s
-        for link in np.flatnonzero(self.load != self._applied):
-            flows = int(self.load[link])
-            inv[link] = self._base_inv[link] * (1 + flows)
-            latency[link] = self._base_latency[link] + flows * SLICE_BYTES * self._base_inv[link]
-        self._applied = self.load.copy()
+        changed = np.flatnonzero(self.load != self._applied)
+        if changed.size:
+            flows = self.load[changed]
+            base_inv = self._base_inv_array[changed]
+            new_inv = (base_inv * (1 + flows)).tolist()
+            new_latency = (self._base_latency_array[changed] + flows * SLICE_BYTES * base_inv).tolist()
+            for link, a, b in zip(changed.tolist(), new_inv, new_latency):
+                inv[link] = a
+                latency[link] = b
+            self._applied[changed] = self.load[changed]
 
     def _tick(self, event: Any) -> None:
         generation, at = event.args

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from seedance.models.protocols.commit.node import CommitConfig, CommitNode, Heartbeat
+from seedance.models.protocols.commit.node import CommitConfig, CommitNode, Heartbeat, Verdict
 from seedance.models.protocols.commit.scenarios import SCENARIOS, VARIANTS
 from seedance.models.protocols.contract import ProtocolSpec
 
@@ -67,10 +67,10 @@ def _factory(node_id: int, num_nodes: int, rng: Any, config: Any) -> CommitNode:
 
 
 SPEC = ProtocolSpec(
-    name="commit", factory=_factory, message_types=(Heartbeat,),
+    name="commit", factory=_factory, message_types=(Heartbeat, Verdict),
     description="validate-and-commit for data-parallel training state (digests, atomic checkpoints, rollback, "
                 "phi-accrual membership); scenarios F1-F8 buggy/fixed",
     default_config={}, operations=(), checker=None, monitor=CommitMonitor, routing="any",
     summarize="seedance.analysis.training:run_summary")
 
-__all__ = ["SCENARIOS", "SPEC", "VARIANTS", "CommitConfig", "CommitMonitor", "CommitNode", "Heartbeat"]
+__all__ = ["SCENARIOS", "SPEC", "VARIANTS", "CommitConfig", "CommitMonitor", "CommitNode", "Heartbeat", "Verdict"]
