@@ -159,7 +159,8 @@ def _install_partition(runtime: Any, cfg: CommitConfig, world: int, cut: dict[st
     from seedance.models.protocols.commit.scenarios import draw
     from seedance.sim.kernel import call_at
 
-    inj = draw("F5", seed=cfg.seed, world=world, steps=cfg.steps, commit_every=cfg.commit_every, dim=cfg.dim,
+    inj = draw("F5", seed=cfg.seed, world=world, steps=cfg.inject_period or cfg.steps,  # as the nodes draw it
+               commit_every=cfg.commit_every, dim=cfg.dim,
                epoch_steps=cfg.epoch_steps, collective_timeout_s=cfg.collective_timeout_s,
                heartbeat_s=cfg.heartbeat_s, acceptable_pause_s=cfg.phi_acceptable_pause_s)
     minority = {inj.rank}

@@ -25,7 +25,7 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -49,7 +49,6 @@ class Phase:
     rate_Bps: float = 0.0
     finish_s: float = float("inf")
     done: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def max_min_rates(capacity: np.ndarray, phases: Sequence[Phase]) -> np.ndarray:
