@@ -85,7 +85,10 @@ def _settings(length_s: float, injections: int) -> dict[str, Any]:
         "deadline_s": length_s, "lr_cycle": 4, "inject_period": period, "observe_params": False})
 
 
-def _sampler(rows: list[tuple[float, int, float, int]], offset_s: float, scale: float) -> Callable[[Any], None]:
+def _sampler(rows: list[tuple[float, float, float, float, int]], offset_s: float,
+             scale: float) -> Callable[[Any], None]:
+    """Every SAMPLE_S: (time, mean, min, max MiB over the live ranks, temporaries in all): one row per sample, not
+    per rank, so 72 h of 64 ranks keep 26k rows."""
     from seedance.models.protocols.commit.node import PERSISTENT
     from seedance.sim.kernel import call_at
 
@@ -93,12 +96,15 @@ def _sampler(rows: list[tuple[float, int, float, int]], offset_s: float, scale: 
 
     def sample(runtime: Any) -> None:
         now = runtime.env.now
+        mib, temps = [], 0
         for host in runtime.hosts:
             if not host.up or host.engine is None:
                 continue
             arrays = host.engine.buffers.arrays
-            nbytes = sum(int(getattr(a, "nbytes", 0)) for a in arrays.values())
-            rows.append((offset_s + now, host.node_id, nbytes * scale / 2**20, len(arrays) - persistent))
+            mib.append(sum(int(getattr(a, "nbytes", 0)) for a in arrays.values()) * scale / 2**20)
+            temps += len(arrays) - persistent
+        if mib:
+            rows.append((offset_s + now, sum(mib) / len(mib), min(mib), max(mib), temps))
         call_at(runtime.env, now + SAMPLE_S, lambda _e: sample(runtime))
 
     return sample
@@ -117,7 +123,7 @@ def run(*, hours: float, seed: int = 0, out: str | Path, progress: Callable[[str
     wall = time.perf_counter()
     dim = CommitConfig().dim
     scale = MODEL_PARAMS / dim
-    memory: list[tuple[float, int, float, int]] = []
+    memory: list[tuple[float, float, float, float, int]] = []
     rows: list[dict[str, Any]] = []
     digest = hashlib.sha256()
     segments = plan(hours, seed, segment_s)
@@ -136,8 +142,8 @@ def run(*, hours: float, seed: int = 0, out: str | Path, progress: Callable[[str
             progress(f"segment {seg['index'] + 1}/{len(segments)} ({seg['scenario'] or 'clean'}): "
                      f"{summary['steps']} steps, {summary['rollbacks']} rollbacks, "
                      f"{time.perf_counter() - wall:.0f} s wall")
-    per_rank_mean = _mean_by_time(memory)  # 24 h windows (thirds of a run shorter than a day)
-    table = period_table([t for t, _ in per_rank_mean], [m for _, m in per_rank_mean],
+    # 24 h windows (thirds of a run shorter than a day) of the mean over ranks
+    table = period_table([m[0] for m in memory], [m[1] for m in memory],
                          periods=max(1, round(hours / 24)) if hours >= 24 else 3)
     result = {"rows": rows, "memory_table": table,
               "summary": _totals(rows, hours, seed, time.perf_counter() - wall, digest.hexdigest(), ranks)}
@@ -158,13 +164,6 @@ def _row(seg: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:
             "finished": s["finished"], "sim_time_s": s["sim_time_s"], "trace_sha256": s["trace_sha256"]}
 
 
-def _mean_by_time(memory: list[tuple[float, int, float, int]]) -> list[tuple[float, float]]:
-    by_time: dict[float, list[float]] = {}
-    for t, _rank, mib, _temps in memory:
-        by_time.setdefault(t, []).append(mib)
-    return [(t, float(np.mean(v))) for t, v in sorted(by_time.items())]
-
-
 def _totals(rows: list[dict[str, Any]], hours: float, seed: int, wall_s: float, sha: str,
             ranks: int) -> dict[str, Any]:
     steps = sum(r["steps"] for r in rows)
@@ -177,7 +176,7 @@ def _totals(rows: list[dict[str, Any]], hours: float, seed: int, wall_s: float, 
             "wall_us_per_rank_step": 1e6 * wall_s / max(1, steps * ranks)}
 
 
-def _write(out: Path, rows: list[dict[str, Any]], memory: list[tuple[float, int, float, int]],
+def _write(out: Path, rows: list[dict[str, Any]], memory: list[tuple[float, float, float, float, int]],
            result: dict[str, Any]) -> dict[str, str]:
     import csv
     import json
@@ -190,7 +189,7 @@ def _write(out: Path, rows: list[dict[str, Any]], memory: list[tuple[float, int,
         writer.writerows(rows)
     with (out / "memory.csv").open("w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
-        writer.writerow(["t_s", "rank", "memory_mib", "temporaries"])
+        writer.writerow(["t_s", "mean_mib", "min_mib", "max_mib", "temporaries"])
         writer.writerows(memory)
     summary = result["summary"]
     summary["provenance"] = run_metadata(seed=summary["seed"], spec={"hours": summary["hours"], "ranks": summary["ranks"],
@@ -203,21 +202,17 @@ def _write(out: Path, rows: list[dict[str, Any]], memory: list[tuple[float, int,
             **{p.suffix[1:]: str(p) for p in stems}}
 
 
-def _figure(rows: list[dict[str, Any]], memory: list[tuple[float, int, float, int]], table: list[dict[str, Any]],
+def _figure(rows: list[dict[str, Any]], memory: list[tuple[float, float, float, float, int]],
+            table: list[dict[str, Any]],
             stem: Path) -> list[Path]:
     from seedance.analysis import style
 
     style.apply()
     fig, axes = style.new_figure(ncols=2, width="full", aspect=0.62)
     ax_mem, ax_rec = axes[0]
-    series = _mean_by_time(memory)
-    hours = [t / 3600.0 for t, _ in series]
-    ax_mem.plot(hours, [m for _, m in series], color=style.color("commit"), lw=0.8, label="mean over ranks")
-    top = {}
-    for t, _rank, mib, _temps in memory:
-        top[t] = max(top.get(t, 0.0), mib)
-    ax_mem.plot([t / 3600.0 for t in sorted(top)], [top[t] for t in sorted(top)], color=style.color("buggy"),
-                lw=0.6, ls=":", label="largest rank")
+    hours = [m[0] / 3600.0 for m in memory]
+    ax_mem.plot(hours, [m[1] for m in memory], color=style.color("commit"), lw=0.8, label="mean over ranks")
+    ax_mem.plot(hours, [m[3] for m in memory], color=style.color("buggy"), lw=0.6, ls=":", label="largest rank")
     for row in rows:
         if row["scenario"] != "none":
             ax_mem.axvline(row["start_h"], color="0.8", lw=0.5)
