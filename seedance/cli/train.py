@@ -71,20 +71,39 @@ def _check_out(out: Path | None) -> None:
 
 
 @click.command(name="train")
-@click.option("--world-size", type=Integer(1, V.MAX_SIM_NODES), default=4, show_default=True,
-              help="Ranks (simulated nodes).")
+@click.option("--world-size", type=Integer(1, None), default=4, show_default=True,
+              help="Ranks (simulated nodes), at most 1,024.")
 @click.option("--topology", default=None, help="Preset or topology file (default: the uniform fabric).")
+@click.option("--model-size", "--params", "model_size", default=None,
+              help="Model parameters (7B, 1.3B, 350M, 7e9): the step's FLOPs (6 x params x tokens) and gradient "
+                   "bytes (params x --bytes-per-param) go into the compute model and the allreduce.")
+@click.option("--tokens-per-step", type=Integer(1, 10_000_000), default=4096, show_default=True,
+              help="Tokens per rank per step (with --model-size).")
+@click.option("--bytes-per-param", type=Integer(1, 8), default=2, show_default=True,
+              help="Gradient bytes per parameter (2: bf16), with --model-size.")
 @_common
-def sim_train(world_size: int, topology: str | None, steps: int, commit_every: int, scenario: str, variant: str,
-              seed: int, settings: tuple[str, ...], out: Path | None, as_json: bool) -> None:
-    """Simulate data-parallel training under validate-and-commit (compute from the compute model, parameters as
-    small real arrays)."""
-    from seedance.experiments.training_run import sim_train as run
+def sim_train(world_size: int, topology: str | None, model_size: str | None, tokens_per_step: int,
+              bytes_per_param: int, steps: int, commit_every: int, scenario: str, variant: str, seed: int,
+              settings: tuple[str, ...], out: Path | None, as_json: bool) -> None:
+    """Simulate data-parallel training under validate-and-commit (compute from the compute model, collectives as
+    flow-level phases on the fabric, parameters as small real arrays)."""
+    from seedance.experiments.training_run import check_world, model_settings, sim_train as run
+    from seedance.models.compute import parse_params
 
+    world = check_world(world_size)
+    params = parse_params(model_size) if model_size is not None else None
+    merged = model_settings(params, tokens_per_step, bytes_per_param, parse_settings(settings))
     _check_out(out)
-    summary = run(world=world_size, steps=steps, commit_every=commit_every, scenario=_scenario(scenario),
-                  variant=variant, seed=seed, settings=parse_settings(settings), topology=topology)
-    summary["reproduce"] = _reproduce("sim", world_size, steps, commit_every, scenario, variant, seed, settings)
+    summary = run(world=world, steps=steps, commit_every=commit_every, scenario=_scenario(scenario),
+                  variant=variant, seed=seed, settings=merged, topology=topology)
+    if params is not None:
+        summary["model"] = {"params": params, "tokens_per_step": tokens_per_step, "bytes_per_param": bytes_per_param,
+                            "step_flops": merged["step_flops"], "grad_bytes": merged["grad_bytes"]}
+    extra = ["--topology", topology] if topology else []
+    if model_size is not None:
+        extra += ["--model-size", model_size, "--tokens-per-step", str(tokens_per_step), "--bytes-per-param",
+                  str(bytes_per_param)]
+    summary["reproduce"] = _reproduce("sim", world, steps, commit_every, scenario, variant, seed, settings, extra)
     _report(summary, out, as_json)
 
 
@@ -129,10 +148,10 @@ def real_train(world_size: int, timeout_s: float, nemesis: str, faulty_s: float,
 
 
 def _reproduce(group: str, world: int, steps: int, every: int, scenario: str, variant: str, seed: int,
-               settings: tuple[str, ...]) -> str:
+               settings: tuple[str, ...], extra: list[str] | tuple[str, ...] = ()) -> str:
     import shlex
 
-    args = ["seedance", group, "train", "--world-size", str(world), "--steps", str(steps), "--commit-every",
+    args = ["seedance", group, "train", "--world-size", str(world), *extra, "--steps", str(steps), "--commit-every",
             str(every), "--scenario", scenario or "none", "--variant", variant, "--seed", str(seed)]
     for item in settings:
         args += ["--set", item]

@@ -20,6 +20,7 @@ runs torch.distributed and its results are checked against :func:`results` by th
 
 from __future__ import annotations
 
+import functools
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -65,6 +66,12 @@ def resolve_timeout(timeout_s: float | None) -> float:
     return DEFAULT_TIMEOUT_S if timeout_s is None else float(timeout_s)
 
 
+@functools.lru_cache(maxsize=64)
+def _members(group: tuple[int, ...]) -> frozenset[int]:
+    """The members of a group, as a set (every member of a large group starts with the same group: one set for all)."""
+    return frozenset(group)
+
+
 def check_start(node_id: int, op: str, group: Sequence[int], root: int | None,
                 payload: Any) -> tuple[Meta | None, str | None]:
     """Validate one member's start; its :class:`Meta`, or an error text (``"misuse: ..."``)."""
@@ -73,12 +80,13 @@ def check_start(node_id: int, op: str, group: Sequence[int], root: int | None,
     group = tuple(group)
     if not group:
         return None, "misuse: empty group"
-    if len(set(group)) != len(group):
+    members = _members(group)
+    if len(members) != len(group):
         return None, f"misuse: group {group} repeats a member"
-    if node_id not in group:
+    if node_id not in members:
         return None, f"misuse: node {node_id} is not a member of group {group}"
     at = group[0] if root is None else root
-    if at not in group:
+    if at not in members:
         return None, f"misuse: root {at} is not a member of group {group}"
     if op == "barrier":
         return Meta(op, group, at, "float32", ()), None

@@ -26,6 +26,41 @@ from seedance.models.protocols.commit import SPEC, CommitConfig
 from seedance.models.protocols.commit.node import PERSISTENT
 from seedance.monitor.memory import MEMCHECK_ENV
 
+MAX_TRAIN_RANKS = 1024
+WHY_TRAIN_RANKS = ("one rank per GPU of the seed's largest cluster (128 eight-GPU servers); every rank is a "
+                   "simulated node with real parameter arrays and its own collective results: at 1,024 ranks a "
+                   "step costs about 0.4 CPU s here")
+DEFAULT_TOKENS_PER_STEP = 4096  # per rank: two 2,048-token sequences
+# above FANOUT_ABOVE ranks a simulated run heartbeats SCALE_FANOUT ring successors (the protocol's heartbeat_fanout)
+# unless told otherwise: every rank heartbeating every peer is 1,024 x 1,023 messages per 50 ms period at 1,024
+FANOUT_ABOVE = 32
+SCALE_FANOUT = 4
+
+
+def model_settings(model_size: float | None, tokens_per_step: int, bytes_per_param: int,
+                   settings: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``settings`` plus the step's FLOPs and gradient bytes of a ``model_size``-parameter model
+    (:func:`seedance.models.compute.training_step`); unchanged without a model size."""
+    from seedance.models.compute import training_step
+
+    out = dict(settings or {})
+    if model_size is None:
+        return out
+    for key in ("step_flops", "grad_bytes"):
+        if key in out:
+            raise SpecError(f"--set {key}", "conflicts with --model-size (which sets it)",
+                            "give either --model-size or --set step_flops/grad_bytes")
+    flops, grad_bytes = training_step(model_size, tokens_per_step, bytes_per_param)
+    return {**out, "step_flops": flops, "grad_bytes": grad_bytes}
+
+
+def check_world(world: Any) -> int:
+    """A simulated training run's ranks: 1 .. :data:`MAX_TRAIN_RANKS` (the error names the ceiling and why)."""
+    from seedance.validation import integer
+
+    return integer("--world-size", world, lo=1, hi=MAX_TRAIN_RANKS, why=f"the ceiling: {WHY_TRAIN_RANKS}")
+
+
 SUMMARY_KEYS = ("steps", "final_loss", "replica_l2_max", "commits", "rollbacks", "commit_overhead_pct",
                 "false_alarms", "false_offline", "leaked_handles")
 
@@ -45,7 +80,7 @@ def protocol_config(*, steps: int, commit_every: int, scenario: str, variant: st
 
 def _done(nodes: list[Any], steps: int) -> bool:
     alive = [n for n in nodes if n is not None]
-    if not alive or any(n.phase != "done" or n.step < steps for n in alive):
+    if not alive or any(n.phase != "done" or (n.step < steps and n.stop_at is None) for n in alive):
         return False
     return len({n.epoch for n in alive}) == 1
 
@@ -53,15 +88,19 @@ def _done(nodes: list[Any], steps: int) -> bool:
 def sim_train(*, world: int = 4, steps: int = 60, commit_every: int = 10, scenario: str = "", variant: str = "fixed",
               seed: int = 0, settings: Mapping[str, Any] | None = None, topology: Any = None,
               max_sim_s: float = 600.0, nemesis: tuple[str, ...] = (), faulty_fraction: float = 0.6,
-              keep_params: bool = False) -> dict[str, Any]:
-    """One simulated training run; its summary (the real runner's keys, plus ``sim_time_s``, ``trace_sha256``)."""
+              keep_params: bool = False,
+              actions: tuple[tuple[float, Callable[[Any], None]], ...] = ()) -> dict[str, Any]:
+    """One simulated training run; its summary (the real runner's keys, plus ``sim_time_s``, ``trace_sha256``).
+    ``actions``: more scripted ``(time_s, fn(runtime))`` calls (samplers, for instance)."""
     from seedance.sim.config import NemesisConfig, SimConfig, WorkloadConfig
     from seedance.sim.kernel import call_at
     from seedance.sim.run import simulate
     from simpy.core import StopSimulation
 
-    if isinstance(world, bool) or not isinstance(world, int) or not 1 <= world <= 32:
-        raise SpecError("--world-size", f"{world!r} is out of range", "an integer in 1..32 (the simulator's ceiling)")
+    check_world(world)
+    settings = dict(settings or {})
+    if world > FANOUT_ABOVE and "heartbeat_fanout" not in settings:  # O(world) heartbeats per period, not O(world²)
+        settings["heartbeat_fanout"] = SCALE_FANOUT
     config = protocol_config(steps=steps, commit_every=commit_every, scenario=scenario, variant=variant, seed=seed,
                              settings=settings)
     cfg = CommitConfig.from_mapping(config)
@@ -79,27 +118,29 @@ def sim_train(*, world: int = 4, steps: int = 60, commit_every: int = 10, scenar
             raise StopSimulation(None)
         call_at(runtime.env, runtime.env.now + 0.1, lambda _e: poll(runtime))
 
-    observed: list[dict[str, Any]] = []  # the raw Observe values (ReplicaEvent makes them hashable tuples)
+    observed: list[dict[str, Any]] = []  # the Observe values the summary reads
 
     def tap(runtime: Any) -> None:
-        sink = runtime.observe_sink
+        def keep(node_id: int, effect: Any, at: float) -> None:
+            value = effect.value
+            if isinstance(value, dict) and "view" in value:  # O(world) per rank: the summary never reads it
+                value = {k: v for k, v in value.items() if k != "view"}
+            observed.append({"node": node_id, "key": effect.key, "value": value, "time": at})
 
-        def both(node_id: int, effect: Any, at: float) -> None:
-            observed.append({"node": node_id, "key": effect.key, "value": effect.value, "time": at})
-            sink(node_id, effect, at)
+        # the summary is made here, from these; the run's own replica events (hashable copies, and the protocol
+        # summary made from them again) would cost O(world) per rank per vote and are not kept
+        runtime.observe_sink = keep
 
-        runtime.observe_sink = both
-
-    actions: list[Any] = [(0.0, tap), (0.1, poll)]
+    calls: list[Any] = [(0.0, tap), (0.1, poll), *actions]
     cut: dict[str, Any] = {}
     settle_s = cfg.phi_acceptable_pause_s + 10 * cfg.heartbeat_s
     if cfg.scenario == "F5":
-        actions.append((0.0, lambda runtime: _install_partition(runtime, cfg, world, cut)))
+        calls.append((0.0, lambda runtime: _install_partition(runtime, cfg, world, cut)))
     sim = SimConfig(protocol=SPEC, nodes=world, duration_s=max_sim_s, seed=seed, topology=topology,
                     protocol_config=config, workload=WorkloadConfig(clients=0),
                     nemesis=NemesisConfig(faults=tuple(nemesis), faulty_fraction=faulty_fraction))
     wall = time.perf_counter()
-    result = simulate(sim, actions=actions, liveness=False, stop_on_violation=False)
+    result = simulate(sim, actions=calls, liveness=False, stop_on_violation=False)
     crashed = {rec[2] for rec in result.trace.records if len(rec) > 2 and rec[1] == "crash"}
     if cfg.scenario == "F5":  # every verdict across the cut is true (each side was unreachable to the other)
         crashed |= set(range(world))
@@ -107,7 +148,7 @@ def sim_train(*, world: int = 4, steps: int = 60, commit_every: int = 10, scenar
     summary = summarize(observed, world=world, crashed=crashed, leaked=leaked,
                         monitor_breaches=len(result.violations), keep_params=keep_params)
     return {"runtime": "sim", "scenario": cfg.scenario or None, "variant": cfg.variant, "seed": seed,
-            "commit_every": commit_every, "steps_requested": steps, **summary,
+            "commit_every": commit_every, "heartbeat_fanout": cfg.heartbeat_fanout, "steps_requested": steps, **summary,
             "finished": state["done_at"] is not None, "sim_time_s": state["done_at"],
             **({"partition": cut} if cut else {}),
             "violations": [v for _, v in result.violations][:5], "trace_sha256": result.trace_sha256,
@@ -119,7 +160,8 @@ def _install_partition(runtime: Any, cfg: CommitConfig, world: int, cut: dict[st
     from seedance.models.protocols.commit.scenarios import draw
     from seedance.sim.kernel import call_at
 
-    inj = draw("F5", seed=cfg.seed, world=world, steps=cfg.steps, commit_every=cfg.commit_every, dim=cfg.dim,
+    inj = draw("F5", seed=cfg.seed, world=world, steps=cfg.inject_period or cfg.steps,  # as the nodes draw it
+               commit_every=cfg.commit_every, dim=cfg.dim,
                epoch_steps=cfg.epoch_steps, collective_timeout_s=cfg.collective_timeout_s,
                heartbeat_s=cfg.heartbeat_s, acceptable_pause_s=cfg.phi_acceptable_pause_s)
     minority = {inj.rank}

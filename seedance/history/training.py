@@ -43,10 +43,18 @@ def _rows(events: Iterable[Any]) -> list[tuple[int, str, Any, float]]:
 
 
 def _max_pairwise(vectors: list[np.ndarray]) -> float:
+    """The largest L2 distance between two of ``vectors`` (pairs of one shape); over distinct vectors only, so
+    a thousand identical replicas cost one comparison, not half a million."""
+    by_shape: dict[tuple[int, ...], list[np.ndarray]] = defaultdict(list)
+    for v in vectors:
+        by_shape[v.shape].append(v)
     best = 0.0
-    for a, b in itertools.combinations(vectors, 2):
-        if a.shape == b.shape:
-            best = max(best, float(np.linalg.norm(a.astype(np.float64) - b.astype(np.float64))))
+    for group in by_shape.values():
+        if len(group) < 2:
+            continue
+        distinct = np.unique(np.stack(group).astype(np.float64).reshape(len(group), -1), axis=0)
+        for a, b in itertools.combinations(distinct, 2):
+            best = max(best, float(np.linalg.norm(a - b)))
     return best
 
 

@@ -18,7 +18,9 @@ Kernel launch overhead: ~5 µs per op (CUDA launch latency is 2–10 µs; NVIDIA
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -58,3 +60,36 @@ def work_time_s(kind: str | None, flops: float, bytes_moved: float) -> float:
     compute = flops / (spec.peak_tflops * 1e12 * spec.flop_efficiency)
     memory = bytes_moved / (spec.mem_bandwidth_GBps * 1e9 * spec.mem_efficiency)
     return spec.launch_s + max(compute, memory)
+
+
+# ----------------------------------------------------------------------------------------- a training step's size
+_SUFFIXES = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+
+
+def parse_params(text: Any, field: str = "--model-size") -> float:
+    """A parameter count: ``7B``, ``1.3B``, ``350M``, ``70b``, or a plain number (``7e9``); 1e3 .. 1e13."""
+    from seedance.errors import SpecError
+
+    valid = "a parameter count such as 7B, 1.3B, 350M or 7e9 (1e3 .. 1e13)"
+    raw = str(text).strip()
+    scale = _SUFFIXES.get(raw[-1:].upper(), 1.0) if raw else 1.0
+    digits = raw[:-1] if scale != 1.0 else raw
+    try:
+        value = float(digits) * scale
+    except ValueError:
+        raise SpecError(field, f"{text!r} is not a parameter count", valid) from None
+    if not math.isfinite(value) or not 1e3 <= value <= 1e13:
+        raise SpecError(field, f"{text!r} is out of range", valid)
+    return value
+
+
+def training_step(params: float, tokens_per_step: int, bytes_per_param: int = 2) -> tuple[float, int]:
+    """(FLOPs of one data-parallel rank's step, bytes of its gradient) for a dense transformer of ``params``
+    parameters on ``tokens_per_step`` tokens per rank.
+
+    FLOPs ≈ 6·N·D: 2N per token forward and 4N backward (Kaplan et al., "Scaling Laws for Neural Language Models",
+    2020, §2.1, C ≈ 6NBS, attention's context-dependent term neglected). The gradient is one element per parameter
+    of ``bytes_per_param`` bytes (2: bf16/fp16 gradients, as in mixed-precision data parallelism), so a 7B model's
+    allreduce moves 14 GB.
+    """
+    return 6.0 * float(params) * int(tokens_per_step), int(round(float(params) * int(bytes_per_param)))

@@ -8,7 +8,10 @@ What is the simulator's own (validation, agreement and every member's result com
   ``nominal_size_bytes`` over the group's sub-fabric (``seedance.models.cost.collective_time``, algorithm "auto"),
   and at least as long as its ring traffic takes on the shared links: each member sends its ring share to its
   successor (allreduce 2(n−1)/n·S, allgather / reducescatter (n−1)/n·S, broadcast / reduce S, barrier 0 bytes;
-  Patarasuk & Yuan 2009), booked on the links, so consensus messages behind a bulk collective wait.
+  Patarasuk & Yuan 2009). That traffic is one flow-level phase (:mod:`seedance.sim.flows`): n flows, one per
+  ring edge, whose demand cap is the cost model's rate and which share every link max-min fairly with the other
+  collectives in flight (training's allreduce, background traffic); one scheduler event per collective, whatever
+  its size or group. Protocol messages crossing those links get their fair share of the bandwidth meanwhile.
 * ``on_collective_done`` reaches every member that joined (and is still the same incarnation) at completion. A
   member's timeout (``timeout_s``, default :data:`~seedance.engine.collectives.DEFAULT_TIMEOUT_S`) counts from its
   own join: if the collective has not completed by then, it fails for all with error ``"timeout"``. A member that
@@ -18,8 +21,8 @@ What is the simulator's own (validation, agreement and every member's result com
 * Partitions: a collective whose members are cut apart (any member unable to reach another when it would
   complete) never completes — as an NCCL collective across a broken link hangs — and ends with its members'
   timeout (``"timeout"``).
-* Background traffic (:meth:`Collectives.background`): collectives among devices that are not protocol nodes' inputs
-  (training's gradient allreduce), charged on the same links; their durations are recorded.
+* Background traffic (:meth:`Collectives.background`, driven by :mod:`seedance.sim.background`): collectives among
+  devices that are not protocol nodes' inputs, phases on the same links; their durations are recorded.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import numpy as np
 
 from seedance.engine import collectives as rules
 from seedance.models.protocols.contract import CollectiveDone, StartCollective
+from seedance.sim.flows import FlowModel, Phase
 from seedance.sim.kernel import call_at
 
 OPS = rules.OPS
@@ -51,6 +55,10 @@ class _Collective:
     state: str = "gathering"  # gathering | running | stalled (cut by a partition) | done | failed
     error: str | None = None
     op: str = ""
+    phase: Phase | None = None  # its traffic while running
+    deadline: float = float("inf")  # the earliest member's timeout
+    key: tuple[Any, ...] | None = None  # the first member's declaration (op, root, dtype, shape, its group object)
+    agreed: bool = True  # every member so far declared ``key``
 
 
 def ring_time_s(op: str, n: int, size_bytes: int, bandwidth_GBps: float, latency_s: float) -> float:
@@ -76,11 +84,15 @@ class Collectives:
             collective_time = None
         self._collective_time = collective_time
         self._durations: dict[tuple[str, int, tuple[int, ...]], float] = {}
+        self._plans: dict[tuple[str, int, tuple[int, ...]], tuple[Any, ...]] = {}
+        self._groups: dict[tuple[int, ...], tuple[int, ...]] = {}  # one object per distinct group
+        self.flows = FlowModel(self.env, self.network)
         self.background_times: dict[str, list[float]] = {}
 
     def join(self, host: Any, effect: StartCollective, meta: rules.Meta, payload: Any, at_s: float) -> None:
         group = meta.group
         coll = self._active.get(effect.collective_id)
+        created = coll is None
         if coll is None:
             coll = _Collective(effect.collective_id, group, effect.nominal_size_bytes, op=meta.op)
             self._active[effect.collective_id] = coll
@@ -95,18 +107,29 @@ class Collectives:
         if coll.state != "gathering":  # a second start of a running collective: a misuse of its id
             self._fail(coll, f"misuse: node {host.node_id} started collective {effect.collective_id!r} twice", at_s)
             return
-        if any(m < 0 or m >= len(runtime.hosts) for m in group):
+        # checked once per collective, not per member (O(group) each): a member that crashes later fails it
+        # through member_crashed
+        if (created or group != coll.group) and any(m < 0 or m >= len(runtime.hosts) for m in group):
             self._fail(coll, f"misuse: group {group} names nodes outside 0..{len(runtime.hosts) - 1}", at_s)
             return
-        if any(not runtime.hosts[m].up for m in group if m not in coll.joined):
+        if created and any(not runtime.hosts[m].up for m in group if m not in coll.joined):
             self._fail(coll, "peer-failed", at_s)
             return
-        call_at(self.env, at_s + rules.resolve_timeout(effect.timeout_s), self._timeout, coll)
-        metas = {m: j[2] for m, j in coll.joined.items()}
+        key = (meta.op, meta.root, meta.dtype, meta.shape, id(self._groups.setdefault(group, group)))
+        if coll.key is None:
+            coll.key = key
+        elif key != coll.key and not (meta.op == "barrier" and key[:2] + key[4:] == coll.key[:2] + coll.key[4:]):
+            coll.agreed = False
+        deadline = at_s + rules.resolve_timeout(effect.timeout_s)
+        if deadline < coll.deadline:  # every member's timeout counts from its own join: the earliest ends it
+            coll.deadline = deadline
+            call_at(self.env, deadline, self._timeout, coll)
         if meta.group != coll.group:
+            metas = {m: j[2] for m, j in coll.joined.items()}
             self._fail(coll, rules.check_agreement(metas) or "misuse: members disagree on group", at_s)
         elif len(coll.joined) == len(group):
-            problem = rules.check_agreement(metas)
+            # one hash of the group per member instead of comparing every member's group with the first's
+            problem = None if coll.agreed else rules.check_agreement({m: j[2] for m, j in coll.joined.items()})
             if problem is not None:
                 self._fail(coll, problem, at_s)
             else:
@@ -137,24 +160,47 @@ class Collectives:
         self._durations[key] = duration
         return duration
 
-    def _ring_done(self, op: str, size: int, devices: tuple[int, ...], at_s: float, done: float) -> float:
-        n = len(devices)
-        share = int(_RING_SHARE[op](n) * size)
-        if n > 1 and share > 0:
-            for k, device in enumerate(devices):
-                successor = devices[(k + 1) % n]
-                done = max(done, self.network.transit_devices(device, successor, share, at_s))
-        return done
+    def _plan(self, op: str, size: int, devices: tuple[int, ...]) -> tuple[Any, ...]:
+        """The phase of ``op`` on ``size`` bytes over ``devices``: (links, counts, bytes per flow, cap, α, model time)."""
+        key = (op, size, devices)
+        plan = self._plans.get(key)
+        if plan is None:
+            n = len(devices)
+            model_s = self._duration_s(op, size, devices)
+            share = _RING_SHARE[op](n) * size if n > 1 else 0.0
+            links, counts = self.flows.ring_links(devices)
+            latency = self.network.topology.latency_us
+            edges = [(devices[k], devices[(k + 1) % n]) for k in range(n)] if n > 1 else []
+            alpha = _ALPHA_STEPS[op](n) * max((float(latency[a, b]) for a, b in edges), default=0.0) * 1e-6
+            alpha = min(alpha, model_s)
+            cap = share / (model_s - alpha) if model_s > alpha else float("inf")
+            plan = self._plans[key] = (links, counts, share, cap, alpha, model_s)
+        return plan
+
+    def _run_phase(self, op: str, size: int, devices: tuple[int, ...], on_done: Any) -> Phase | None:
+        """Start ``op``'s traffic now; ``on_done(end_s)`` at its end (None: no traffic, ``on_done`` called later)."""
+        links, counts, share, cap, alpha, model_s = self._plan(op, size, devices)
+        if share <= 0 or links.size == 0:
+            call_at(self.env, self.env.now + model_s, lambda _e: on_done(self.env.now))
+            return None
+        return self.flows.start(links, counts, share, cap_Bps=cap, latency_s=alpha, on_done=on_done)
 
     def _start(self, coll: _Collective, meta: rules.Meta, at_s: float) -> None:
         coll.state = "running"
-        devices = tuple(self.network.devices[m] for m in coll.group)
-        done = at_s + self._duration_s(coll.op, coll.nominal_size_bytes, devices)
-        done = self._ring_done(coll.op, coll.nominal_size_bytes, devices, at_s, done)
-        call_at(self.env, done, self._complete, (coll, meta))
+        if at_s > self.env.now:  # the last member joined at the end of its turn: the traffic starts then
+            call_at(self.env, at_s, lambda _event: self._begin(coll, meta))
+        else:
+            self._begin(coll, meta)
 
-    def _complete(self, event: Any) -> None:
-        coll, meta = event.args
+    def _begin(self, coll: _Collective, meta: rules.Meta) -> None:
+        if coll.state != "running":
+            return
+        devices = tuple(self.network.devices[m] for m in coll.group)
+        coll.phase = self._run_phase(coll.op, coll.nominal_size_bytes, devices,
+                                     lambda _end: self._complete(coll, meta))
+
+    def _complete(self, coll: _Collective, meta: rules.Meta) -> None:
+        coll.phase = None
         if coll.state != "running":
             return
         if self.network.partitioned and self._cut(coll.group):
@@ -195,6 +241,9 @@ class Collectives:
             return
         coll.state = "failed"
         coll.error = error
+        if coll.phase is not None:  # its traffic stops: the bandwidth goes to the others
+            self.flows.cancel(coll.phase)
+            coll.phase = None
         self.failed += 1
         for member, (incarnation, _, _) in list(coll.joined.items()):
             self._deliver(member, incarnation, coll, at_s)
@@ -207,13 +256,8 @@ class Collectives:
         call_at(self.env, at_s, lambda _event: runtime.collective_done(member, incarnation, done))
 
     # --------------------------------------------------------------------------------------- background traffic
-    def background(self, op: str, size_bytes: int, devices: tuple[int, ...], at_s: float) -> float:
-        """Run one background collective among ``devices`` (topology indices) from ``at_s``; when it ends.
-
-        Its ring share is booked on the links like a protocol collective's, so messages sent meanwhile queue
-        behind it.
-        """
-        done = at_s + self._duration_s(op, size_bytes, devices)
-        done = self._ring_done(op, size_bytes, devices, at_s, done)
-        self.background_times.setdefault(f"{op}:{size_bytes}", []).append(done - at_s)
-        return done
+    def background(self, op: str, size_bytes: int, devices: tuple[int, ...], at_s: float) -> None:
+        """Start one background collective among ``devices`` (topology indices) now (``at_s``); its duration is
+        recorded in :attr:`background_times` when it ends. It shares the links with everything else in flight."""
+        times = self.background_times.setdefault(f"{op}:{size_bytes}", [])
+        self._run_phase(op, size_bytes, devices, lambda end: times.append(end - at_s))

@@ -39,6 +39,7 @@ from seedance.history.stream import HistoryLog, summarize_stream
 from seedance.history.summary import protocol_summary
 from seedance.models.protocols import registry
 from seedance.models.protocols.contract import ProtocolSpec
+from seedance.sim.background import Background
 from seedance.sim.collectives import Collectives
 from seedance.sim.collector import bulk
 from seedance.sim.config import SimConfig, extra_settings
@@ -424,42 +425,6 @@ def _check_operations(spec: ProtocolSpec, config: SimConfig) -> None:
         if share > 0 and name not in spec.operations:
             raise SpecError("mix", f"protocol {spec.name!r} does not serve {name!r} operations",
                             f"operations it declares: {', '.join(spec.operations) or '(none)'}; give {name} a 0 share")
-
-
-class Background:
-    """Training traffic: collectives among every device of the fabric, on the same links as the protocol.
-
-    Each ``op:size@period`` starts one collective every ``period`` seconds from t = 0 (the first at 0), over all
-    devices of the topology; its ring share is booked on the links (so protocol messages queue behind it) and its
-    duration recorded.
-    """
-
-    def __init__(self, runtime: Runtime, specs: Sequence[Any], end_s: float) -> None:
-        self.runtime = runtime
-        self.specs = list(specs)
-        self.end_s = end_s
-        self.devices = tuple(range(runtime.network.topology.num_devices))
-
-    def install(self) -> None:
-        for spec in self.specs:
-            call_at(self.runtime.env, 0.0, self._fire, spec)
-
-    def _fire(self, event: Any) -> None:
-        spec = event.args
-        env = self.runtime.env
-        self.runtime.collectives.background(spec.op, spec.size_bytes, self.devices, env.now)
-        nxt = env.now + spec.period_s
-        if nxt < self.end_s:
-            call_at(env, nxt, self._fire, spec)
-
-    def summary(self) -> dict[str, Any]:
-        out = {}
-        for key, times in self.runtime.collectives.background_times.items():
-            arr = np.asarray(times)
-            out[key] = {"count": int(arr.size), "mean_ms": float(arr.mean() * 1e3),
-                        "p50_ms": float(np.percentile(arr, 50) * 1e3), "p99_ms": float(np.percentile(arr, 99) * 1e3),
-                        "max_ms": float(arr.max() * 1e3)}
-        return out
 
 
 def _json_default(obj: Any) -> Any:

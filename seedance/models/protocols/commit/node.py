@@ -16,7 +16,11 @@ Rules (one rank; every rank runs the same node):
   whose own commit was older re-commits, then all resume at the root's step. A failed sync retries at a higher
   epoch after a back-off.
 * Membership: heartbeats every ``heartbeat_s`` to every peer on their own timer; one phi-accrual detector per peer
-  (:mod:`seedance.models.phi`, Akka's defaults unless configured). A peer whose phi reaches the threshold is
+  (:mod:`seedance.models.phi`, Akka's defaults unless configured). With ``heartbeat_fanout`` k > 0 a rank
+  heartbeats only its k ring successors (``rank + 1 .. rank + k`` mod n), so it watches its k predecessors, and
+  tells every rank of each verdict it reaches (a :class:`Verdict`: offline, or heard again), which each adopts as
+  its own: O(n·k) heartbeats per period instead of O(n²), for clusters of hundreds of ranks (SWIM-style
+  dissemination, Das, Gupta & Motivala, DSN 2002, with ring monitoring instead of random probes). A peer whose phi reaches the threshold is
   declared offline and leaves the view (a view change); a suspected peer heard again rejoins (a false offline when
   it heartbeats with the same boot id, i.e. it never restarted). A view must hold a majority of the world; a
   minority waits. Heartbeats carry the epoch: a rank that hears a higher one rolls back to it.
@@ -57,6 +61,16 @@ class Heartbeat:
     seq: int
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Verdict:
+    """A watcher's verdict on ``peer`` (heartbeat fan-out): offline, or heard again (``offline=False``)."""
+
+    peer: int
+    boot: int
+    offline: bool
+    epoch: int
+
+
 @dataclass(frozen=True, kw_only=True)
 class CommitConfig:
     dim: int = 64  # parameters of the model (real arrays)
@@ -74,6 +88,7 @@ class CommitConfig:
     phi_min_std_s: float = 0.1
     phi_acceptable_pause_s: float = 0.5
     phi_max_samples: int = 1000
+    heartbeat_fanout: int = 0  # 0: heartbeat every peer; k > 0: the k ring successors, verdicts told to all
     collective_timeout_s: float = 3.0
     step_flops: float = 1.5e9  # what one training step of the modelled model costs (simulator)
     grad_bytes: int = 4_000_000  # what its gradient allreduce moves (simulator)
@@ -101,7 +116,7 @@ class CommitConfig:
 
     def validate(self) -> None:
         ints = {"dim": 2, "batch": 1, "epoch_steps": 1, "steps": 1, "commit_every": 1, "seed": 0,
-                "phi_max_samples": 1, "grad_bytes": 0, "inject_period": 0, "lr_cycle": 0}
+                "phi_max_samples": 1, "grad_bytes": 0, "inject_period": 0, "lr_cycle": 0, "heartbeat_fanout": 0}
         for name, lo in ints.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < lo:
@@ -139,7 +154,10 @@ class CommitNode:
         phi = PhiConfig(threshold=cfg.phi_threshold, max_sample_size=cfg.phi_max_samples,
                         min_std_deviation_s=cfg.phi_min_std_s, acceptable_heartbeat_pause_s=cfg.phi_acceptable_pause_s,
                         first_heartbeat_estimate_s=cfg.heartbeat_s)
-        self.detectors = {p: PhiAccrualDetector(phi) for p in range(num_nodes) if p != node_id}
+        k = cfg.heartbeat_fanout
+        watched = [p for p in range(num_nodes) if p != node_id] if k <= 0 or k >= num_nodes - 1 else \
+            sorted((node_id - i) % num_nodes for i in range(1, k + 1))  # fan-out: the predecessors heartbeat me
+        self.detectors = {p: PhiAccrualDetector(phi) for p in watched}
         self.peer_boot: dict[int, int] = {}
         self.suspected: dict[int, int | None] = {}  # peer -> its boot id when it was declared offline
         self.injection = scenarios.draw(cfg.scenario, seed=cfg.seed, world=num_nodes,
@@ -279,7 +297,22 @@ class CommitNode:
     def _heartbeats(self) -> Effects:
         self.hb_seq += 1
         beat = Heartbeat(epoch=self.epoch, boot=self.boot, committed=self.committed_step, seq=self.hb_seq)
-        return [Send(dst=p, message=beat, size_bytes=40) for p in range(self.num_nodes) if p != self.node_id]
+        return [Send(dst=p, message=beat, size_bytes=40) for p in self._targets]
+
+    @property
+    def _targets(self) -> list[int]:
+        n, k = self.num_nodes, self.cfg.heartbeat_fanout
+        if k <= 0 or k >= n - 1:
+            return [p for p in range(n) if p != self.node_id]
+        return [(self.node_id + i) % n for i in range(1, k + 1)]
+
+    def _tell(self, peer: int, offline: bool) -> Effects:
+        """Heartbeat fan-out: every other rank adopts this verdict (it does not watch ``peer`` itself)."""
+        if self.cfg.heartbeat_fanout <= 0:
+            return []
+        verdict = Verdict(peer=peer, boot=self.peer_boot.get(peer, 0), offline=offline, epoch=self.epoch)
+        return [Send(dst=p, message=verdict, size_bytes=32) for p in range(self.num_nodes)
+                if p not in (self.node_id, peer)]
 
     def on_timer(self, name: Any, now: float) -> Effects:
         if name == "hb":
@@ -306,6 +339,7 @@ class CommitNode:
                 self.counts["offline"] += 1
                 effects.append(Observe(what="observe", key="offline",
                                        value={"peer": peer, "phi": round(detector.phi(now), 3), "t": now}))
+                effects += self._tell(peer, True)
                 changed = changed or peer in self.view
         if changed:
             effects += self._view_change(now, "offline")
@@ -313,7 +347,7 @@ class CommitNode:
 
     def _alive_view(self) -> tuple[int, ...]:
         """Me and every peer not suspected (a peer never heard from is available, as in Akka)."""
-        return tuple(sorted({self.node_id} | {p for p in self.detectors if p not in self.suspected}))
+        return tuple(p for p in range(self.num_nodes) if p == self.node_id or p not in self.suspected)
 
     def _view_change(self, now: float, reason: str) -> Effects:
         new = self._alive_view()
@@ -325,6 +359,8 @@ class CommitNode:
         return self._enter_sync(self.epoch + 1, now, reason)
 
     def on_message(self, src: int, message: Any, now: float) -> Effects:
+        if type(message) is Verdict and 0 <= src < self.num_nodes:
+            return self._adopt(message, now)
         if type(message) is not Heartbeat or src not in self.detectors:
             return []
         self.detectors[src].heartbeat(now)
@@ -334,6 +370,8 @@ class CommitNode:
             if old_boot is not None and old_boot == message.boot:
                 self.counts["false_offline"] += 1
                 effects.append(Observe(what="observe", key="false-offline", value={"peer": src, "t": now}))
+            self.peer_boot[src] = message.boot
+            effects += self._tell(src, False)
         self.peer_boot[src] = message.boot
         if src not in self.view and self.phase != "boot":
             effects += self._view_change(now, "rejoin")
@@ -343,6 +381,26 @@ class CommitNode:
             effects += self._enter_sync(message.epoch, now, "epoch")
         elif message.epoch > self.epoch:
             self.epoch = message.epoch
+        return effects
+
+    def _adopt(self, verdict: Verdict, now: float) -> Effects:
+        """A watcher's verdict (heartbeat fan-out): suspect or clear ``peer`` as if my own detector had."""
+        peer = verdict.peer
+        if peer == self.node_id or not 0 <= peer < self.num_nodes:
+            return []
+        effects: Effects = []
+        if verdict.offline and peer not in self.suspected:
+            self.suspected[peer] = verdict.boot
+            effects += self._view_change(now, "offline")
+        elif not verdict.offline and peer in self.suspected:
+            self.suspected.pop(peer)
+            self.peer_boot[peer] = verdict.boot
+            if self.phase != "boot":
+                effects += self._view_change(now, "rejoin")
+        if verdict.epoch > self.epoch and self.phase != "boot":
+            effects += self._enter_sync(verdict.epoch, now, "epoch")
+        elif verdict.epoch > self.epoch:
+            self.epoch = verdict.epoch
         return effects
 
     # --------------------------------------------------------------------------------------------- training
@@ -524,8 +582,7 @@ class CommitNode:
         mine = [int(x) for x in rows[self.view.index(self.node_id)]]
         observe = Observe(what="observe", key="vote", value={
             "epoch": self.epoch, "step": k, "view": list(self.view), "agree": agree,
-            "voted": mine[2:4], "true": true.get("digest"), "params": true.get("values"),
-            "rows": [[int(x) for x in r] for r in rows], "t": now})
+            "voted": mine[2:4], "true": true.get("digest"), "params": true.get("values"), "t": now})
         if not agree:
             self.counts["alarms"] += 1
             return [observe, Observe(what="observe", key="alarm", value={"epoch": self.epoch, "step": k, "t": now})] \
@@ -533,7 +590,9 @@ class CommitNode:
         self.phase = "commit"
         self.committed_step = k  # every later effect waits until the checkpoint is durable (a crash loses the node)
         self.committed_digest = (mine[2], mine[3])
-        record = {"epoch": self.epoch, "step": k, "view": self.view, "rows": rows.tolist(),
+        # the rows as voted; agreeing rows are one row repeated (stored once: a record is O(1) however large the view)
+        held = np.broadcast_to(rows[0], rows.shape) if agree and (rows == rows[0]).all() else rows.copy()
+        record = {"epoch": self.epoch, "step": k, "view": self.view, "rows": held,
                   "voted": tuple(mine[2:4]), "true": tuple(true.get("digest") or mine[2:4]), "t": now}
         self.commits = [*self.commits[-63:], record]
         self.commits_total += 1

@@ -14,6 +14,7 @@ SGD).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -46,8 +47,12 @@ def _float(params: Mapping[str, Any], name: str, default: float | None = None) -
     return float(value)
 
 
+@functools.lru_cache(maxsize=16)
 def truth(seed: int, dim: int) -> np.ndarray:
-    return np.random.default_rng([seed, _TRUTH_STREAM]).standard_normal(dim).astype(np.float32)
+    """w* (read-only; drawn once per seed and size: every rank's every batch uses it)."""
+    out = np.random.default_rng([seed, _TRUTH_STREAM]).standard_normal(dim).astype(np.float32)
+    out.flags.writeable = False
+    return out
 
 
 def batch(seed: int, rank: int, step: int, size: int, dim: int) -> tuple[np.ndarray, np.ndarray]:

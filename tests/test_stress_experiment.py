@@ -1,0 +1,40 @@
+"""`seedance experiment stress`: segments with seeded injections, the §4.4 memory table, determinism, bad input."""
+
+import json
+
+from seedance.cli import main
+from seedance.experiments.stress import RANKS, plan, run
+
+
+def test_the_plan_draws_scenarios_at_seeded_rates_and_covers_the_run():
+    segments = plan(72.0, seed=0)
+    assert len(segments) == 72 * 6 and segments[-1]["start_s"] + segments[-1]["length_s"] == 72 * 3600
+    drawn = {s["scenario"] for s in segments} - {None}
+    assert drawn == {"F1", "F2", "F3", "F4", "F5", "F6", "F7", "F8"}  # every scenario bites over 72 h
+    assert plan(72.0, seed=0) == segments and plan(72.0, seed=1) != segments
+
+
+def test_a_short_stress_run_is_reproducible_and_writes_its_table_figure_and_provenance(tmp_path):
+    first = run(hours=0.004, seed=3, out=tmp_path / "a", ranks=8)
+    again = run(hours=0.004, seed=3, out=tmp_path / "b", ranks=8)
+    assert first["summary"]["trace_sha256"] == again["summary"]["trace_sha256"]
+    assert first["rows"] == again["rows"]
+    summary = first["summary"]
+    assert summary["all_finished"] and summary["violations"] == 0 and summary["steps"] > 0
+    table = first["memory_table"]
+    assert [w["period"] for w in table] == [1, 2, 3]
+    # 18 bytes per parameter of a 1e9-parameter model (fp32 w, g, gsum, stage and an fp16 copy), in MiB
+    assert table[0]["mean"] >= 18e9 / 2**20 * 0.999
+    saved = json.loads((tmp_path / "a" / "summary.json").read_text())
+    assert {"seed", "spec_sha256", "git_commit", "versions"} <= set(saved["summary"]["provenance"])
+    for name in ("stress.pdf", "stress.png", "rows.csv", "memory.csv"):
+        assert (tmp_path / "a" / name).stat().st_size > 0
+
+
+def test_bad_hours_exit_2_naming_the_field(tmp_path, capsys):
+    assert main(["experiment", "stress", "--hours", "1000", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "--hours" in err and "72 h" in err
+    assert main(["experiment", "stress", "--hours", "0", "--out", str(tmp_path)]) == 2
+    assert "--hours" in capsys.readouterr().err
+    assert RANKS == 64 and not any(tmp_path.iterdir())  # nothing written
