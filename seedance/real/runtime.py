@@ -381,9 +381,11 @@ class NodeRuntime:
                      json.dumps(data).encode())
 
     async def _shutdown(self) -> None:
-        if not self.failed:
-            await self._drain(timeout_s=10.0)
-        self._write_cpu_profile()
+        log.info("node %d stopping", self.cfg.node_id)
+        # inputs stop first (timers, the listener, every connection's reader and sender), then the durable writes
+        # already under way finish: drained while still serving, a node under load (or a candidate whose election
+        # timer keeps firing) always had a write in flight, and a SIGTERM took the whole drain timeout or longer
+        # (torchrun SIGKILLed it after 30 s when restarting its worker group)
         for handle in self._timers.values():
             handle.cancel()
         self._timers.clear()
@@ -392,6 +394,10 @@ class NodeRuntime:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        log.debug("node %d: inputs stopped, draining its durable writes", self.cfg.node_id)
+        if not self.failed:
+            await self._drain(timeout_s=10.0)
+        self._write_cpu_profile()
         for conn in self._clients.values():
             conn.close()
         for pool in (self._io, self._worker):
@@ -617,8 +623,8 @@ class NodeRuntime:
     def _fire(self, name: Any, token: int) -> None:
         if self._timers.get(name) is not None:
             del self._timers[name]
-        if self.engine is None or not self.engine.timer_due(name, token):
-            return
+        if self.engine is None or self._stopping.is_set() or not self.engine.timer_due(name, token):
+            return  # a node shutting down takes no more inputs
         self.trace.record("timer-fire", self.cfg.node_id, name)
         self._input(TIMER, name)
 
