@@ -54,11 +54,16 @@ def _enums_in_hints(cls: type) -> list[type]:
     return found
 
 
+_PLAIN = frozenset({type(None), bool, int, float, str, bytes})  # encoded and decoded as they are
+
+
 class Codec:
     """Encoder/decoder for one set of message types (names must be unique)."""
 
     def __init__(self, types: Iterable[type]) -> None:
         self._by_name: dict[str, type] = {}
+        self._fields: dict[type, tuple[str, tuple[str, ...]]] = {}  # registered dataclass -> (its name, fields)
+        self._known: dict[str, tuple[type, frozenset[str]]] = {}  # name -> (dataclass, its field names)
         pending = list(CONTRACT_TYPES) + list(types)
         while pending:
             cls = pending.pop()
@@ -74,6 +79,10 @@ class Codec:
                 continue
             self._by_name[name] = cls
             if dataclasses.is_dataclass(cls):
+                # the field names once per type, not per message (dataclasses.fields walks the class each call)
+                names = tuple(f.name for f in dataclasses.fields(cls))
+                self._fields[cls] = (name, names)
+                self._known[name] = (cls, frozenset(names))
                 pending.extend(e for e in _enums_in_hints(cls) if e.__qualname__ not in self._by_name)
 
     @property
@@ -82,9 +91,15 @@ class Codec:
 
     # ----------------------------------------------------------------------------------------------- encode
     def encode(self, obj: Any, _depth: int = 0) -> Any:
+        kind = type(obj)
+        if kind in _PLAIN:  # exact types: an int- or str-valued enum is not one of them
+            return obj
         if _depth > _MAX_DEPTH:
             raise FrameError("message", "nesting deeper than 64", "flatten the message")
         d = _depth + 1
+        registered = self._fields.get(kind)
+        if registered is not None:
+            return {_DC: [registered[0], {n: self.encode(getattr(obj, n), d) for n in registered[1]}]}
         if isinstance(obj, enum.Enum):  # before str/int: str- and int-valued enums must keep their type
             name = type(obj).__qualname__
             if self._by_name.get(name) is not type(obj):
@@ -123,6 +138,8 @@ class Codec:
 
     # ----------------------------------------------------------------------------------------------- decode
     def decode(self, data: Any, _depth: int = 0) -> Any:
+        if type(data) in _PLAIN:
+            return data
         if _depth > _MAX_DEPTH:
             raise FrameError("message", "nesting deeper than 64", "flatten the message")
         d = _depth + 1
@@ -144,11 +161,10 @@ class Codec:
         try:
             if tag == _DC:
                 name, fields = body
-                cls = self._by_name.get(name)
-                if cls is None or not dataclasses.is_dataclass(cls):
+                cls, known = self._known.get(name, (None, frozenset()))
+                if cls is None:
                     raise FrameError("message", f"unknown type tag {name!r}", "one of the protocol's message_types")
-                known = {f.name for f in dataclasses.fields(cls)}
-                if not isinstance(fields, dict) or not set(fields) <= known:
+                if not isinstance(fields, dict) or not known.issuperset(fields):
                     raise FrameError("message", f"bad fields for {name}", f"fields of {name}: {sorted(known)}")
                 return cls(**{k: self.decode(v, d) for k, v in fields.items()})
             if tag == _ENUM:

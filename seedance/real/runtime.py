@@ -740,7 +740,7 @@ class NodeRuntime:
         if conn is None:
             return  # the client is gone; it records the operation as indeterminate
         try:
-            conn.send_nowait("rep", self.cfg.node_id, self.codec.encode(effect))
+            conn.send_soon("rep", self.cfg.node_id, self.codec.encode(effect))
             if self._busy is not None:
                 self._busy.frames_out += 1
         except (OSError, RuntimeError) as err:

@@ -20,12 +20,21 @@ Rules (seedance.tracing; Google "Trace Event Format"):
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
 from seedance.tracing import Trace, _plain
+
+
+_ENCODE = json.JSONEncoder(separators=(",", ":")).encode  # built once: json.dumps with separators builds one a call
+_SCALARS = frozenset({str, int, bool, type(None)})
+
+
+def _is_plain(value: Any) -> bool:
+    return type(value) in _SCALARS or (type(value) is float and math.isfinite(value))
 
 
 FLUSH_EVERY_S = 0.02  # at most 50 writes a second per process, and a kill loses at most this much of its trace
@@ -53,7 +62,9 @@ class TraceRecorder:
         """Record ``(time_s, kind, node, *details)``; ``at`` is a ``time.monotonic()`` value (default: now)."""
         if self._fh is None:
             return
-        self._fh.write(json.dumps(_plain([self.time_s(at), kind, node, *details]), separators=(",", ":")) + "\n")
+        row = [self.time_s(at), kind, node, *details]
+        self._fh.write(_ENCODE(row if all(map(_is_plain, details)) else _plain(row)))  # the common case as it is
+        self._fh.write("\n")
         if time.monotonic() - self._last_flush >= self.flush_every_s:
             self.flush()
 
