@@ -68,7 +68,8 @@ class ClientPool:
         self.seed = seed
         self.t0 = t0_monotonic
         self.codec = codec or Codec(())
-        self.events: list[Event] = []
+        self._raw: list[tuple[Any, ...]] = []  # (process, type, f, key, value, monotonic time) per record
+        self._events: list[Event] = []
         self.trace = trace
         self._conns: dict[int, Connection] = {}  # one per node, shared by every client
         self._opening: dict[int, asyncio.Future] = {}
@@ -85,13 +86,21 @@ class ClientPool:
     # --------------------------------------------------------------------------------------------- history
     def _record(self, process: int, kind: str, op: Operation, key: str | None, value: Any) -> None:
         now = time.monotonic()
-        self.events.append(Event(process=process, type=kind, f=op, key=key, value=value,
-                                 time=max(0.0, now - self.t0)))
+        self._raw.append((process, kind, op, key, value, now))  # made Events (validated) when read: .events
         if self.trace is not None:
             if kind == "invoke":
                 self.trace.record("invoke", -1, process, op.value, key, value, at=now)
             else:
                 self.trace.record("return", -1, process, kind, value, at=now)
+
+    @property
+    def events(self) -> list[Event]:
+        """The history so far (:class:`Event`, validated): built from the raw records on first read after the
+        load, not one validated object per record while it runs."""
+        for process, kind, op, key, value, at in self._raw[len(self._events):]:
+            self._events.append(Event(process=process, type=kind, f=op, key=key, value=value,
+                                      time=max(0.0, at - self.t0)))
+        return self._events
 
     # ---------------------------------------------------------------------------------------- connections
     async def _conn(self, client: int, node: int) -> Connection | None:

@@ -163,7 +163,16 @@ def main() -> int:
             from seedance.real.supervise import supervise
 
             return supervise()
-        return asyncio.run(_amain())
+        profile_dir = os.environ.get("SEEDANCE_PYPROFILE")  # a directory: this process's cProfile, per incarnation
+        if not profile_dir:
+            return asyncio.run(_amain())
+        import cProfile
+
+        profiler = cProfile.Profile()
+        try:
+            return profiler.runcall(asyncio.run, _amain())
+        finally:
+            profiler.dump_stats(Path(profile_dir) / f"node-{rank}-{os.getpid()}.prof")
     except SeedanceError as err:
         logging.getLogger("seedance.real.node").error("%s", err)
         return 2

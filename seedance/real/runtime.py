@@ -673,9 +673,11 @@ class NodeRuntime:
                 backoff = RECONNECT_S
                 while True:
                     data = await queue.get()
-                    conn.send_nowait("msg", self.cfg.node_id, data)
-                    while not queue.empty() and conn.writer.transport.get_write_buffer_size() < (1 << 20):
-                        conn.send_nowait("msg", self.cfg.node_id, queue.get_nowait())
+                    frames, size = [conn.encode("msg", self.cfg.node_id, data)], 0
+                    while not queue.empty() and size < (1 << 20):  # what the turn queued: one write, one syscall
+                        frames.append(conn.encode("msg", self.cfg.node_id, queue.get_nowait()))
+                        size += len(frames[-1])
+                    conn.writer.write(b"".join(frames))
                     await asyncio.wait_for(conn.writer.drain(), 5.0)  # a stopped peer: reconnect, never hang
             except asyncio.CancelledError:
                 if conn is not None:
