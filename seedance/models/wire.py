@@ -98,8 +98,12 @@ class Codec:
             raise FrameError("message", "nesting deeper than 64", "flatten the message")
         d = _depth + 1
         registered = self._fields.get(kind)
-        if registered is not None:
-            return {_DC: [registered[0], {n: self.encode(getattr(obj, n), d) for n in registered[1]}]}
+        if registered is not None:  # plain field values inline: no call per field
+            fields = {}
+            for n in registered[1]:
+                v = getattr(obj, n)
+                fields[n] = v if type(v) in _PLAIN else self.encode(v, d)
+            return {_DC: [registered[0], fields]}
         if isinstance(obj, enum.Enum):  # before str/int: str- and int-valued enums must keep their type
             name = type(obj).__qualname__
             if self._by_name.get(name) is not type(obj):
@@ -124,7 +128,7 @@ class Codec:
         if isinstance(obj, tuple):
             return {_TUPLE: [self.encode(v, d) for v in obj]}
         if isinstance(obj, list):
-            return [self.encode(v, d) for v in obj]
+            return [v if type(v) in _PLAIN else self.encode(v, d) for v in obj]
         if isinstance(obj, frozenset):
             return {_FSET: [self.encode(v, d) for v in obj]}
         if isinstance(obj, set):
@@ -146,7 +150,7 @@ class Codec:
         if data is None or isinstance(data, (bool, int, float, str, bytes)):
             return data
         if isinstance(data, list):
-            return [self.decode(v, d) for v in data]
+            return [v if type(v) in _PLAIN else self.decode(v, d) for v in data]
         if not isinstance(data, dict):
             raise FrameError("message", f"unexpected {type(data).__name__}", "msgpack of plain data")
         if len(data) == 1:
@@ -166,7 +170,7 @@ class Codec:
                     raise FrameError("message", f"unknown type tag {name!r}", "one of the protocol's message_types")
                 if not isinstance(fields, dict) or not known.issuperset(fields):
                     raise FrameError("message", f"bad fields for {name}", f"fields of {name}: {sorted(known)}")
-                return cls(**{k: self.decode(v, d) for k, v in fields.items()})
+                return cls(**{k: v if type(v) in _PLAIN else self.decode(v, d) for k, v in fields.items()})
             if tag == _ENUM:
                 name, member = body
                 cls = self._by_name.get(name)
