@@ -89,7 +89,7 @@ def test_two_torchrun_agents_raft_linearizable_through_a_kill(tmp_path):
     drive_log = open(tmp_path / "drive.log", "wb")
     driver = subprocess.Popen(
         [sys.executable, "-m", "seedance.real.drive", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id",
-         "seedance-test", "--nodes", "4", "--clients", "4", "--duration", "10", "--out", str(tmp_path / "drive"),
+         "seedance-test", "--nodes", "4", "--clients", "4", "--duration", "6", "--out", str(tmp_path / "drive"),
          "--gather", str(hosts[0]), "--gather", str(hosts[1])],
         env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=drive_log, start_new_session=True)
     try:
@@ -98,7 +98,7 @@ def test_two_torchrun_agents_raft_linearizable_through_a_kill(tmp_path):
         while ready() < 4 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert ready() == 4, (tmp_path / "agent-0.log").read_text()[-2000:]
-        time.sleep(3.0)  # the load is under way
+        time.sleep(2.0)  # the load is under way
         victim_host = next(h for h in hosts if (h / "node-3.ready").exists())
         victim = _node_pid(victim_host, 3)
         assert victim is not None
