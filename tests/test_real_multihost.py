@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from _real_helpers import processes_of_run, wait_gone
+from _real_helpers import listening_addresses, processes_of_run, wait_gone
 from seedance.errors import SpecError
 from seedance.real.transport import new_key, write_key_file
 
@@ -78,6 +78,7 @@ def test_sbatch_runs_what_this_test_runs():
         assert needle in text, needle
 
 
+@pytest.mark.slow  # 27-50 s on this shared 2-core machine: four torch imports at start-up
 @pytest.mark.timeout(90)
 def test_two_torchrun_agents_raft_linearizable_through_a_kill(tmp_path):
     started = time.monotonic()
@@ -99,6 +100,9 @@ def test_two_torchrun_agents_raft_linearizable_through_a_kill(tmp_path):
             time.sleep(0.1)
         assert ready() == 4, (tmp_path / "agent-0.log").read_text()[-2000:]
         time.sleep(2.0)  # the load is under way
+        for rank in range(4):  # each node process holds its own listening socket and no other
+            pid = next(p for p in (_node_pid(h, rank) for h in hosts) if p is not None)
+            assert len(listening_addresses(pid)) == 1, (rank, listening_addresses(pid))
         victim_host = next(h for h in hosts if (h / "node-3.ready").exists())
         victim = _node_pid(victim_host, 3)
         assert victim is not None
