@@ -7,9 +7,9 @@ Rules (torch.distributed.run / torchrun environment contract):
   (``TORCHELASTIC_USE_AGENT_STORE=True``); otherwise rank 0 hosts it. ``LOCAL_RANK`` picks the CUDA device.
 * Under torchrun (no ``SEEDANCE_PEERS``) this process is the rank's supervisor (:mod:`.supervise`): it agrees on
   the run's settings with the other ranks, then starts the node itself as a child, as below, and restarts it.
-* The local launcher (and the supervisor) pass ``SEEDANCE_PEERS`` (every node's ``host:port``) and ``SEEDANCE_LISTEN_FD`` (this
-  node's listening socket, kept by the launcher across restarts), so the node needs neither the store nor a torch
-  import to start; torch is imported only for collectives.
+* The local launcher (and the supervisor) pass ``SEEDANCE_PEERS`` (every node's ``host:port``) and
+  ``SEEDANCE_LISTEN_FD`` (this node's listening socket, kept by the launcher across restarts), so the node needs
+  neither the store nor a torch import to start; torch is imported only for collectives.
 * Run settings come from ``SEEDANCE_*`` variables (protocol, seed, run directory, config JSON, incarnation, bind
   address); the HMAC key from ``SEEDANCE_KEY_FILE`` (a 0600 file) or ``SEEDANCE_KEY``. The key is never logged.
 * On Linux the process asks the kernel to SIGKILL it when its parent dies (``PR_SET_PDEATHSIG``), so a launcher
