@@ -10,7 +10,7 @@ BIN         := $(VENV)/bin
 STAMP       := $(VENV)/.seedance-installed
 PYTEST_ARGS ?=
 
-.PHONY: setup run test test-campaign test-slow test-consensus bench paper clean
+.PHONY: setup run test test-campaign test-slow test-consensus gpu-check bench paper clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,12 @@ test-slow: $(STAMP)
 # variables take the defaults listed by `seedance real test-consensus --help` and in the README.
 test-consensus: $(STAMP)
 	$(BIN)/seedance real test-consensus --from-env
+
+# On one CUDA server (<= 5 min): GPUs, CUDA, NCCL and links; nccl-tests-shaped curves; the NCCL model fitted on 3
+# sizes and validated on the others; training with F2 and F4 injected; a host profile -> out/gpu-check/. No CUDA: one
+# line, exit 0.
+gpu-check: $(STAMP)
+	$(BIN)/seedance real gpu-check --out out/gpu-check
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'

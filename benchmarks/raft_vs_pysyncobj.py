@@ -6,12 +6,16 @@ leader. Throughput is committed writes per second; p99 is the 99th percentile of
 
 What differs, by design of each system (not of the benchmark): seedance's Raft fsyncs term/vote and every log append
 before it answers (Raft §5.1; contract.py ``PersistLog``), and its clients talk to the nodes over HMAC-authenticated
-TCP from a separate process; PySyncObj keeps its log in memory (no journal file configured, as in its default
+TCP from a separate process (all clients in one process, their requests pipelined on one connection per node);
+PySyncObj keeps its log in memory (no journal file configured, as in its default
 configuration) and its clients are threads inside the node processes calling ``@replicated`` methods with
 ``sync=True``. seedance also runs once with ``SEEDANCE_FSYNC=0`` (no fsync, like PySyncObj's in-memory log) to
 show what durability costs; the headline numbers are with fsync. PySyncObj runs twice, with its default timing (appendEntriesPeriod 0.1 s) and tuned
 (:data:`TUNED_TICK_S`); the ratio is against the faster of the two. Prints and writes ``DIR/raft_vs_pysyncobj.json`` with
-{"seedance_ops_s", "pysyncobj_ops_s", "ratio", "seedance_p99_ms", "pysyncobj_p99_ms"}.
+{"seedance_ops_s", "pysyncobj_ops_s", "ratio", "seedance_p99_ms", "pysyncobj_p99_ms", "seedance_client_cpu_us_per_op",
+"seedance_nodes_cpu_us_per_op", "pysyncobj_cpu_us_per_op"}: CPU per operation over the load window (seedance: the
+client process, and the three node processes together, every thread; PySyncObj: its three node processes, whose
+client threads are inside them).
 
 Needs ``pip install pysyncobj`` (the ``bench`` extra).
 """
@@ -88,11 +92,13 @@ def _pysyncobj_node(args: argparse.Namespace) -> int:
             latencies.extend(mine)
 
     threads = [threading.Thread(target=client, args=(c,)) for c in range(args.clients_here)]
+    cpu0 = time.process_time()  # this node process: its Raft and its client threads, during the load
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    Path(args.result).write_text(json.dumps({"latencies_s": latencies, "failures": failures[0]}))
+    cpu_s = time.process_time() - cpu0
+    Path(args.result).write_text(json.dumps({"latencies_s": latencies, "failures": failures[0], "cpu_s": cpu_s}))
     (sync_dir / f"done-{args.pysyncobj_node}").write_text("1")
     while not (sync_dir / "stop").exists():  # keep serving until every node has finished its clients
         time.sleep(0.01)
@@ -133,11 +139,12 @@ def run_pysyncobj(clients: int, duration_s: float, value_size: int, tick_s: floa
             for p in procs:
                 p.wait(timeout=30)
             latencies: list[float] = []
-            failures = 0
+            failures, cpu_s = 0, 0.0
             for node in range(3):
                 result = json.loads((sync_dir / f"result-{node}.json").read_text())
                 latencies += result["latencies_s"]
                 failures += result["failures"]
+                cpu_s += result["cpu_s"]
         finally:
             for p in procs:
                 if p.poll() is None:
@@ -145,7 +152,8 @@ def run_pysyncobj(clients: int, duration_s: float, value_size: int, tick_s: floa
                     p.wait()
     lat = np.asarray(latencies) if latencies else np.asarray([np.nan])
     return {"ops_s": len(latencies) / duration_s, "p50_ms": float(np.percentile(lat, 50) * 1e3),
-            "p99_ms": float(np.percentile(lat, 99) * 1e3), "failures": failures}
+            "p99_ms": float(np.percentile(lat, 99) * 1e3), "failures": failures,
+            "cpu_us_per_op": cpu_s / len(latencies) * 1e6 if latencies else None}
 
 
 def _wait_files(directory: Path, prefix: str, count: int, procs: list, timeout_s: float) -> None:
@@ -169,9 +177,12 @@ def run_seedance(clients: int, duration_s: float, value_size: int, seed: int, ou
     summary = run_real(protocol="raft", nodes=3, clients=clients, duration_s=duration_s, seed=seed,
                        out=out / ("seedance-run" if fsync else "seedance-run-nofsync"), workload=workload,
                        check=True, warmup=True, extra_env={} if fsync else {"SEEDANCE_FSYNC": "0"})
+    ops = summary["ops_ok"] + summary["ops_info"] + summary["ops_failed"]
     return {"ops_s": summary["throughput_ops_s"], "p50_ms": summary["latency_ms_p50"],
             "p99_ms": summary["latency_ms_p99"], "linearizable": summary["linearizable"],
-            "info": summary["ops_info"], "failed": summary["ops_failed"]}
+            "info": summary["ops_info"], "failed": summary["ops_failed"],
+            "client_cpu_us_per_op": summary["client_cpu_s"] / ops * 1e6 if ops else None,
+            "nodes_cpu_us_per_op": summary["node_cpu_s"] / ops * 1e6 if ops else None}
 
 
 def _compare(clients: int, duration: float, value_size: int, seed: int, out: Path) -> dict:
@@ -185,6 +196,9 @@ def _compare(clients: int, duration: float, value_size: int, seed: int, out: Pat
             "seedance_p99_ms": ours["p99_ms"], "pysyncobj_p99_ms": theirs["p99_ms"],
             "seedance_p50_ms": ours["p50_ms"], "pysyncobj_p50_ms": theirs["p50_ms"],
             "seedance_linearizable": ours["linearizable"], "pysyncobj_failures": theirs["failures"],
+            "seedance_client_cpu_us_per_op": ours["client_cpu_us_per_op"],
+            "seedance_nodes_cpu_us_per_op": ours["nodes_cpu_us_per_op"],
+            "pysyncobj_cpu_us_per_op": theirs["cpu_us_per_op"],
             "seedance_no_fsync": no_fsync,
             "pysyncobj_default": default, "pysyncobj_tuned": {**tuned, "appendEntriesPeriod_s": TUNED_TICK_S}}
 
@@ -224,9 +238,14 @@ def main() -> int:
     for clients in counts:
         per_count[str(clients)] = _compare(clients, duration, args.value_size, args.seed, out)
         row = per_count[str(clients)]
-        print(f"{clients} clients: seedance {row['seedance_ops_s']:.0f} ops/s (p99 {row['seedance_p99_ms']:.1f} ms) "
-              f"vs PySyncObj {row['pysyncobj_ops_s']:.0f} ops/s (p99 {row['pysyncobj_p99_ms']:.1f} ms): "
-              f"ratio {row['ratio']:.2f}", flush=True)
+        nf = row["seedance_no_fsync"]
+        print(f"{clients} clients: seedance {row['seedance_ops_s']:.0f} ops/s (p99 {row['seedance_p99_ms']:.1f} ms; "
+              f"client CPU {row['seedance_client_cpu_us_per_op']:.0f} us/op, nodes together "
+              f"{row['seedance_nodes_cpu_us_per_op']:.0f} us/op; fsync and HMAC on, clients in their own process "
+              f"over TCP) vs PySyncObj {row['pysyncobj_ops_s']:.0f} ops/s (p99 {row['pysyncobj_p99_ms']:.1f} ms; "
+              f"{row['pysyncobj_cpu_us_per_op']:.0f} us/op in its nodes, clients included; in-memory log, clients "
+              f"as threads in the node processes, its faster of default and tuned timing): ratio {row['ratio']:.2f}; "
+              f"seedance without fsync {nf['ops_s']:.0f} ops/s", flush=True)
     result = {**per_count[str(counts[0])], "by_clients": per_count, "clients": counts,
               "value_size_bytes": args.value_size, "duration_s": duration, "nodes": 3,
               "cpu_count": os.cpu_count(), "load_average_1m": os.getloadavg()[0]}

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from _real_helpers import KV, child_env, launcher, processes_of_run, wait_gone
+from seedance.real.trace import read_records
 from seedance import faults
 from seedance.cli import main
 from seedance.models.wire import Codec
@@ -55,7 +56,7 @@ def _run(tmp_path: Path, nemesis: tuple[str, ...], *, protocol: str = KV, durati
 
 
 def _trace_records(out: Path) -> list[list]:
-    return [json.loads(line) for line in (out / "launcher.trace.jsonl").read_text().splitlines()]
+    return [list(r) for r in read_records(out / "launcher.trace.jsonl")]
 
 
 def test_message_faults_are_applied_by_the_receiving_nodes_and_healed(tmp_path):

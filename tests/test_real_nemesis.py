@@ -11,7 +11,7 @@ import numpy as np
 
 from _real_helpers import launcher
 from seedance.real.nemesis import RealNemesis
-from seedance.real.trace import TraceRecorder
+from seedance.real.trace import TraceRecorder, read_records
 
 
 def test_kills_stop_at_the_heal_and_every_killed_node_comes_back(tmp_path):
@@ -40,8 +40,6 @@ def test_kills_stop_at_the_heal_and_every_killed_node_comes_back(tmp_path):
 def test_a_killed_incarnations_trace_survives_the_kill(tmp_path):
     """The crash fault's incarnations live 0.2-0.5 s: a trace flushed every 0.5 s lost each one whole (a traced
     crash run showed node 0 only from its last restart). Flushed every 20 ms, a kill loses at most that much."""
-    import json
-
     from seedance.real.trace import FLUSH_EVERY_S
 
     run = tmp_path / "run"
@@ -53,7 +51,7 @@ def test_a_killed_incarnations_trace_survives_the_kill(tmp_path):
         cluster.kill(0)
         cluster.spawn(0)
         cluster.wait_ready()
-    records = [json.loads(line) for line in (run / "node-0.trace.jsonl").read_text().splitlines() if line.strip()]
+    records = list(read_records(run / "node-0.trace.jsonl"))
     before = [r[0] for r in records if r[0] < killed_at]
     restarts = [r for r in records if r[1] == "restart"]
     assert before, "incarnation 0's records were lost with it"

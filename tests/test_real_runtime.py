@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from _real_helpers import KV, launcher, processes_of_run, run_ops, child_env, wait_gone
+from seedance.real.trace import read_records
 from seedance.models.protocols.contract import Operation
 from seedance.models.wire import Codec
 from seedance.real.launcher import NODE_MALLOC_TUNABLES, NodeFailure, with_node_defaults
@@ -43,7 +44,7 @@ def test_a_sigkilled_node_recovers_from_its_durable_state(tmp_path):
         assert reads == [("ok", 106), ("ok", 107), ("ok", 108)]
     log = (tmp_path / "node-0.log").read_text()
     assert "incarnation 1" in log
-    records = [json.loads(line) for line in (tmp_path / "node-0.trace.jsonl").read_text().splitlines()]
+    records = list(read_records(tmp_path / "node-0.trace.jsonl"))
     recovered = [r for r in records if r[1] == "annotate" and r[3] == "recovered"]
     assert recovered and recovered[-1][4]["entries"] == 9  # on_recover saw all nine durable log entries
     assert wait_gone(tmp_path) == []
@@ -89,7 +90,7 @@ def test_a_restarted_peer_is_reached_at_once_and_hears_nothing_stale(tmp_path):
         launch.spawn(1)
         launch.wait_ready()
         time.sleep(0.4)
-    records = [json.loads(line) for line in (tmp_path / "node-1.trace.jsonl").read_text().splitlines()]
+    records = list(read_records(tmp_path / "node-1.trace.jsonl"))
     restarted = [r[0] for r in records if r[1] == "restart" and r[3] == 1]
     assert restarted, "the backup's second incarnation recorded its start"
     heard = [r[0] for r in records if r[1] == "deliver" and r[3] == "Heartbeat" and r[0] > restarted[-1]]

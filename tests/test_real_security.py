@@ -135,6 +135,25 @@ def test_nothing_listens_beyond_loopback_by_default(tmp_path):
         assert len(mine) == 3 and all(host == "127.0.0.1" for host, _ in mine), mine
 
 
+def test_each_node_process_holds_only_its_own_listening_socket(tmp_path):
+    """Sockets read from /proc/PID/fd, matched by inode against the LISTEN entries of /proc/net/tcp: a node process
+    holds its own address and no peer's, also after a restart; the launcher holds every node's (for restarts)."""
+    import os
+
+    with launcher(tmp_path, nodes=3) as launch:
+        launch.start_all()
+        launch.wait_ready()
+        table = launch.addresses.table
+        for rank, node in launch.nodes.items():
+            assert listening_addresses(node.process.pid) == [tuple(table[rank])], (rank, table)
+        launch.kill(1)
+        launch.spawn(1)
+        launch.wait_ready()
+        assert listening_addresses(launch.nodes[1].process.pid) == [tuple(table[1])]
+        held = {port for _, port in listening_addresses(os.getpid())}
+        assert {port for _, port in table} <= held
+
+
 def test_widening_is_explicit(tmp_path):
     import os
 

@@ -316,3 +316,19 @@ def profile_command(nodes: int, clients: int, duration: float, runs: int, seed: 
     elif spells.get("real"):
         click.echo(f"slow spells: none fitted (latency windows' sd {spells['real']['sd']:.3f})")
     click.echo(f"wrote {out_file}")
+
+
+@command.command(name="gpu-check")
+@click.option("--out", type=click.Path(file_okay=False), default="out/gpu-check", show_default=True,
+              help="Directory for gpu-check.json, the figures and summary.txt.")
+@click.option("--train-seconds", type=Number(5, 600), default=20.0, show_default=True,
+              help="Wall-clock seconds of each training run (F2, then F4).")
+@click.option("--no-profile", is_flag=True, help="Skip the host profile.")
+def gpu_check_command(out: str, train_seconds: float, no_profile: bool) -> None:
+    """What this project's GPU paths do on this CUDA server, in one command (`make gpu-check`, ~5 min); without
+    CUDA it says so in one line and exits 0."""
+    from seedance.analysis.gpu_check import run_gpu_check
+
+    result = run_gpu_check(Path(out), train_s=train_seconds, profile=not no_profile)
+    if result is not None and not all(r["passed"] for r in result["training"].values()):
+        raise SystemExit(1)

@@ -54,11 +54,16 @@ def _enums_in_hints(cls: type) -> list[type]:
     return found
 
 
+_PLAIN = frozenset({type(None), bool, int, float, str, bytes})  # encoded and decoded as they are
+
+
 class Codec:
     """Encoder/decoder for one set of message types (names must be unique)."""
 
     def __init__(self, types: Iterable[type]) -> None:
         self._by_name: dict[str, type] = {}
+        self._fields: dict[type, tuple[str, tuple[str, ...]]] = {}  # registered dataclass -> (its name, fields)
+        self._known: dict[str, tuple[type, frozenset[str]]] = {}  # name -> (dataclass, its field names)
         pending = list(CONTRACT_TYPES) + list(types)
         while pending:
             cls = pending.pop()
@@ -74,6 +79,10 @@ class Codec:
                 continue
             self._by_name[name] = cls
             if dataclasses.is_dataclass(cls):
+                # the field names once per type, not per message (dataclasses.fields walks the class each call)
+                names = tuple(f.name for f in dataclasses.fields(cls))
+                self._fields[cls] = (name, names)
+                self._known[name] = (cls, frozenset(names))
                 pending.extend(e for e in _enums_in_hints(cls) if e.__qualname__ not in self._by_name)
 
     @property
@@ -82,9 +91,19 @@ class Codec:
 
     # ----------------------------------------------------------------------------------------------- encode
     def encode(self, obj: Any, _depth: int = 0) -> Any:
+        kind = type(obj)
+        if kind in _PLAIN:  # exact types: an int- or str-valued enum is not one of them
+            return obj
         if _depth > _MAX_DEPTH:
             raise FrameError("message", "nesting deeper than 64", "flatten the message")
         d = _depth + 1
+        registered = self._fields.get(kind)
+        if registered is not None:  # plain field values inline: no call per field
+            fields = {}
+            for n in registered[1]:
+                v = getattr(obj, n)
+                fields[n] = v if type(v) in _PLAIN else self.encode(v, d)
+            return {_DC: [registered[0], fields]}
         if isinstance(obj, enum.Enum):  # before str/int: str- and int-valued enums must keep their type
             name = type(obj).__qualname__
             if self._by_name.get(name) is not type(obj):
@@ -109,7 +128,7 @@ class Codec:
         if isinstance(obj, tuple):
             return {_TUPLE: [self.encode(v, d) for v in obj]}
         if isinstance(obj, list):
-            return [self.encode(v, d) for v in obj]
+            return [v if type(v) in _PLAIN else self.encode(v, d) for v in obj]
         if isinstance(obj, frozenset):
             return {_FSET: [self.encode(v, d) for v in obj]}
         if isinstance(obj, set):
@@ -123,13 +142,15 @@ class Codec:
 
     # ----------------------------------------------------------------------------------------------- decode
     def decode(self, data: Any, _depth: int = 0) -> Any:
+        if type(data) in _PLAIN:
+            return data
         if _depth > _MAX_DEPTH:
             raise FrameError("message", "nesting deeper than 64", "flatten the message")
         d = _depth + 1
         if data is None or isinstance(data, (bool, int, float, str, bytes)):
             return data
         if isinstance(data, list):
-            return [self.decode(v, d) for v in data]
+            return [v if type(v) in _PLAIN else self.decode(v, d) for v in data]
         if not isinstance(data, dict):
             raise FrameError("message", f"unexpected {type(data).__name__}", "msgpack of plain data")
         if len(data) == 1:
@@ -144,13 +165,12 @@ class Codec:
         try:
             if tag == _DC:
                 name, fields = body
-                cls = self._by_name.get(name)
-                if cls is None or not dataclasses.is_dataclass(cls):
+                cls, known = self._known.get(name, (None, frozenset()))
+                if cls is None:
                     raise FrameError("message", f"unknown type tag {name!r}", "one of the protocol's message_types")
-                known = {f.name for f in dataclasses.fields(cls)}
-                if not isinstance(fields, dict) or not set(fields) <= known:
+                if not isinstance(fields, dict) or not known.issuperset(fields):
                     raise FrameError("message", f"bad fields for {name}", f"fields of {name}: {sorted(known)}")
-                return cls(**{k: self.decode(v, d) for k, v in fields.items()})
+                return cls(**{k: v if type(v) in _PLAIN else self.decode(v, d) for k, v in fields.items()})
             if tag == _ENUM:
                 name, member = body
                 cls = self._by_name.get(name)

@@ -68,11 +68,15 @@ class ClientPool:
         self.seed = seed
         self.t0 = t0_monotonic
         self.codec = codec or Codec(())
-        self.events: list[Event] = []
+        self._raw: list[tuple[Any, ...]] = []  # (process, type, f, key, value, monotonic time) per record
+        self._events: list[Event] = []
         self.trace = trace
-        self._conns: dict[tuple[int, int], Connection] = {}
-        self._readers: dict[tuple[int, int], asyncio.Task] = {}
-        self._pending: dict[tuple[int, int], asyncio.Future] = {}
+        self._conns: dict[int, Connection] = {}  # one per node, shared by every client
+        self._opening: dict[int, asyncio.Future] = {}
+        self._readers: dict[int, asyncio.Task] = {}
+        # (client, request id) -> (future, deadline, node): what the reader and the deadline sweep complete
+        self._pending: dict[tuple[int, int], tuple[asyncio.Future, float, int]] = {}
+        self._sweeper: asyncio.Task | None = None
         self._leader_guess = 0
         self._stop = False
         self._contexts: dict[int, Any] = {}  # client -> session context of the last reply carrying one
@@ -82,19 +86,36 @@ class ClientPool:
     # --------------------------------------------------------------------------------------------- history
     def _record(self, process: int, kind: str, op: Operation, key: str | None, value: Any) -> None:
         now = time.monotonic()
-        self.events.append(Event(process=process, type=kind, f=op, key=key, value=value,
-                                 time=max(0.0, now - self.t0)))
+        self._raw.append((process, kind, op, key, value, now))  # made Events (validated) when read: .events
         if self.trace is not None:
             if kind == "invoke":
                 self.trace.record("invoke", -1, process, op.value, key, value, at=now)
             else:
                 self.trace.record("return", -1, process, kind, value, at=now)
 
+    @property
+    def events(self) -> list[Event]:
+        """The history so far (:class:`Event`, validated): built from the raw records on first read after the
+        load, not one validated object per record while it runs."""
+        for process, kind, op, key, value, at in self._raw[len(self._events):]:
+            self._events.append(Event(process=process, type=kind, f=op, key=key, value=value,
+                                      time=max(0.0, at - self.t0)))
+        return self._events
+
     # ---------------------------------------------------------------------------------------- connections
     async def _conn(self, client: int, node: int) -> Connection | None:
-        conn = self._conns.get((client, node))
+        """The pool's one connection to ``node``, shared by every client (requests pipelined on it, replies matched
+        by client and request id); opened once however many clients ask at the same time."""
+        conn = self._conns.get(node)
         if conn is not None:
             return conn
+        opening = self._opening.get(node)
+        if opening is None:
+            opening = self._opening[node] = asyncio.ensure_future(self._open(node))
+            opening.add_done_callback(lambda _f, node=node: self._opening.pop(node, None))
+        return await asyncio.shield(opening)
+
+    async def _open(self, node: int) -> Connection | None:
         address = self.lookup(node)
         if address is None:
             return None
@@ -104,45 +125,60 @@ class ClientPool:
         except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, FrameError):
             return None
         try:
-            await asyncio.wait_for(conn.send("client", client, None), 0.5)
+            await asyncio.wait_for(conn.send("client", -1, None), 0.5)
         except (OSError, asyncio.TimeoutError):
             conn.close()
             return None
-        self._conns[(client, node)] = conn
-        if self._busy is not None:  # profiling: how long a client's connection set-up took
+        self._conns[node] = conn
+        if self._busy is not None:  # profiling: how long a connection set-up took
             self._connects.append(time.perf_counter() - opened)
-        self._readers[(client, node)] = asyncio.ensure_future(self._read_replies(client, node, conn))
+        self._readers[node] = asyncio.ensure_future(self._read_replies(node, conn))
         return conn
 
-    async def _read_replies(self, client: int, node: int, conn: Connection) -> None:
+    async def _read_replies(self, node: int, conn: Connection) -> None:
         try:
             while True:
                 frame = await conn.recv()
                 reply = self.codec.decode(frame.message)
                 if frame.kind != "rep" or not isinstance(reply, Reply):
                     raise FrameError("frame", f"unexpected {frame.kind!r} from node {node}", "rep frames")
-                future = self._pending.get((client, reply.request_id))
-                if future is not None and not future.done():
-                    future.set_result(reply)
+                pending = self._pending.get((reply.client_id, reply.request_id))
+                if pending is not None and not pending[0].done():
+                    pending[0].set_result(reply)
                     if self._busy is not None:  # one reply in, and (next) one request out
                         self._busy.items += 1
                         self._busy.frames_in += 1
                         self._busy.frames_out += 1
         except (OSError, asyncio.IncompleteReadError, FrameError, asyncio.CancelledError) as err:
             if isinstance(err, FrameError):
-                log.warning("client %d: %s", client, err)
+                log.warning("connection to node %d: %s", node, err)
         finally:
             conn.close()
-            if self._conns.get((client, node)) is conn:
-                del self._conns[(client, node)]
-            for (c, _), future in list(self._pending.items()):
-                if c == client and not future.done() and getattr(future, "node", None) == node:
+            if self._conns.get(node) is conn:
+                del self._conns[node]
+            for future, _, at in list(self._pending.values()):
+                if at == node and not future.done():
                     future.set_exception(ConnectionError(f"connection to node {node} lost"))
+
+    async def _sweep_deadlines(self, every_s: float = 0.01) -> None:
+        """One timer for every outstanding request: each ``every_s`` the expired ones end with TimeoutError (an
+        ``asyncio.wait_for`` per operation armed and cancelled a timer handle per request)."""
+        while True:
+            await asyncio.sleep(every_s)
+            now = time.monotonic()
+            for future, deadline, _ in list(self._pending.values()):
+                if deadline <= now and not future.done():
+                    future.set_exception(asyncio.TimeoutError())
+
+    def _ensure_sweeper(self) -> None:
+        if self._sweeper is None or self._sweeper.done():
+            self._sweeper = asyncio.ensure_future(self._sweep_deadlines())
 
     # ------------------------------------------------------------------------------------------ operations
     async def execute(self, client: int, request_ids: list[int], op: Operation, key: str | None,
                       value: Any) -> tuple[str, Any]:
         """Run one operation to completion: ("ok", value) | ("fail", None) | ("info", None)."""
+        self._ensure_sweeper()
         deadline = time.monotonic() + self.workload.op_timeout_s
         # leader-hint: every client goes where the last success was; any: each client to its own replica
         target = client % self.num_nodes if self.routing == "any" else self._leader_guess
@@ -155,13 +191,12 @@ class ClientPool:
             request_ids[0] += 1
             rid = request_ids[0]
             future = asyncio.get_running_loop().create_future()
-            future.node = target  # type: ignore[attr-defined]
-            self._pending[(client, rid)] = future
+            self._pending[(client, rid)] = (future, deadline, target)
             try:
-                conn.send_nowait("req", client, self.codec.encode(
+                conn.send_soon("req", client, self.codec.encode(
                     ClientRequest(client_id=client, request_id=rid, op=op, key=key, value=value,
                                   context=self._contexts.get(client))))
-                reply: Reply = await asyncio.wait_for(future, max(0.0, deadline - time.monotonic()))
+                reply: Reply = await future
             except (asyncio.TimeoutError, ConnectionError, OSError, RuntimeError):
                 return "info", None  # sent; may or may not have taken effect
             finally:
@@ -288,8 +323,11 @@ class ClientPool:
 
     async def close(self) -> None:
         self._stop = True
-        for task in self._readers.values():
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        for task in [*self._readers.values(), *self._opening.values()]:
             task.cancel()
-        await asyncio.gather(*self._readers.values(), return_exceptions=True)
+        await asyncio.gather(*self._readers.values(), *self._opening.values(), *(
+            [self._sweeper] if self._sweeper is not None else []), return_exceptions=True)
         for conn in self._conns.values():
             conn.close()

@@ -7,7 +7,9 @@ Rules (torch.distributed.run environment contract; POSIX process groups):
   ``torchrun`` on a cluster (examples/slurm/seedance-real.sbatch) with no code of ours.
 * The launcher binds every node's listening socket itself (``bind_host``, 127.0.0.1 by default) and hands it to each
   incarnation of that node (``SEEDANCE_LISTEN_FD``) with the table of all addresses (``SEEDANCE_PEERS``): a restarted
-  node keeps its address, and a node starts without importing torch. While a killed node is down its address
+  node keeps its address, and a node starts without importing torch. The launcher and its zygote hold every node's
+  listening socket (for restarts); each node process holds only its own (tests/test_real_security.py reads
+  /proc/PID/fd to check). While a killed node is down its address
   refuses connections (the socket stops listening but keeps its port), as a host's kernel refuses a dead server's.
 * The rendezvous TCPStore (for collectives) is hosted here, on a socket *we* bind to ``bind_host`` (a TCPStore left
   to itself listens on every interface), so a node crash never takes the store down.
@@ -50,6 +52,7 @@ from seedance.real.faults import CTL_KEY_FILE_ENV, FAULTS_ENV
 from seedance.real.processes import (NODE_MALLOC_TUNABLES, ForkedProcess, NodeFailure, Zygote, killpg, node_listener,
                                      process_cpu_s, raise_interrupt, run_workers, signal_pid, with_node_defaults)
 from seedance.real.transport import KEY_FILE_ENV, new_key, write_key_file
+from seedance.real.zygote import NODE_FDS_ENV
 
 log = logging.getLogger("seedance.real.launcher")
 # the process-level parts moved to seedance.real.processes; imported from here as before
@@ -124,6 +127,7 @@ class LocalLauncher:
         zygote_env.update({"SEEDANCE_PROTOCOL": self.protocol, "SEEDANCE_RUN_DIR": str(self.run_dir),
                            "SEEDANCE_PARENT_PID": str(os.getpid())})
         zygote_env.pop("SEEDANCE_KEY", None)
+        zygote_env[NODE_FDS_ENV] = ",".join(str(s.fileno()) for s in self._node_sockets)
         self._zygote = Zygote(zygote_env, tuple(s.fileno() for s in self._node_sockets),
                               self.run_dir / "zygote.log")
         self._old_sigterm = signal.getsignal(signal.SIGTERM)

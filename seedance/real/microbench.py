@@ -132,7 +132,13 @@ def _collective(torch, dist, name: str, size_bytes: int, world: int, src, dst):
         x, out = src[:per_rank], dst[:per_rank * world]
         gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
         return lambda: gather(out, x)
-    raise ValueError(f"unknown collective {name!r}; valid: {', '.join(COLLECTIVES)}")
+    if name == "reducescatter":  # nccl-tests' size: the whole input; each rank keeps 1/world of the sum
+        per_rank = max(1, count // world)
+        x, out = src[:per_rank * world], dst[:per_rank]
+        scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+        return lambda: scatter(out, x)
+    valid = ", ".join((*COLLECTIVES, "reducescatter"))
+    raise ValueError(f"unknown collective {name!r}; valid: {valid}")
 
 
 def _ping_pong(dist, rank: int, i: int, j: int, x):

@@ -5,9 +5,11 @@ Rules (torch.distributed.run / torchrun environment contract):
 * The node id is ``RANK``, the number of nodes ``WORLD_SIZE``; the rendezvous store is the TCPStore at
   ``MASTER_ADDR:MASTER_PORT``. It is hosted by our launcher (``SEEDANCE_STORE_HOSTED=1``) or by torchrun's agent
   (``TORCHELASTIC_USE_AGENT_STORE=True``); otherwise rank 0 hosts it. ``LOCAL_RANK`` picks the CUDA device.
-* The local launcher also passes ``SEEDANCE_PEERS`` (every node's ``host:port``) and ``SEEDANCE_LISTEN_FD`` (this
-  node's listening socket, kept by the launcher across restarts), so the node needs neither the store nor a torch
-  import to start; torch is imported only for collectives.
+* Under torchrun (no ``SEEDANCE_PEERS``) this process is the rank's supervisor (:mod:`.supervise`): it agrees on
+  the run's settings with the other ranks, then starts the node itself as a child, as below, and restarts it.
+* The local launcher (and the supervisor) pass ``SEEDANCE_PEERS`` (every node's ``host:port``) and
+  ``SEEDANCE_LISTEN_FD`` (this node's listening socket, kept by the launcher across restarts), so the node needs
+  neither the store nor a torch import to start; torch is imported only for collectives.
 * Run settings come from ``SEEDANCE_*`` variables (protocol, seed, run directory, config JSON, incarnation, bind
   address); the HMAC key from ``SEEDANCE_KEY_FILE`` (a 0600 file) or ``SEEDANCE_KEY``. The key is never logged.
 * On Linux the process asks the kernel to SIGKILL it when its parent dies (``PR_SET_PDEATHSIG``), so a launcher
@@ -68,19 +70,34 @@ def open_store(rank: int, timeout_s: float = 60.0):
                          timeout=timedelta(seconds=timeout_s))
 
 
+def _load_key_for(bind: str) -> bytes:
+    """The run key; a node asked to listen beyond loopback without one is refused by name."""
+    from seedance.real.transport import KEY_ENV, KEY_FILE_ENV, is_loopback, load_key
+
+    if not os.environ.get(KEY_FILE_ENV) and not os.environ.get(KEY_ENV) and not is_loopback(bind):
+        raise SpecError(KEY_FILE_ENV, f"refusing to listen on {bind} (not loopback) without a run key",
+                        f"set {KEY_FILE_ENV} to a 0600 file holding 64 hex digits on every rank")
+    return load_key()
+
+
 def config_from_env():
     from seedance.real.runtime import NodeConfig
-    from seedance.real.transport import DEFAULT_MAX_FRAME_BYTES, load_key
+    from seedance.real.transport import DEFAULT_MAX_FRAME_BYTES
 
     rank, world = int(_required("RANK")), int(_required("WORLD_SIZE"))
     run_dir = Path(_required(ENV["run_dir"]))
-    incarnation = int(os.environ.get(ENV["incarnation"], "0"))
+    # under torchrun a restarted worker group is a new incarnation (its agent's restart count)
+    incarnation = int(os.environ.get(ENV["incarnation"]) or os.environ.get("TORCHELASTIC_RESTART_COUNT") or "0")
+    bind = os.environ.get(ENV["bind"], "127.0.0.1")
+    try:
+        config = json.loads(os.environ.get(ENV["config"], "{}") or "{}")
+    except ValueError as err:
+        raise SpecError(ENV["config"], f"not JSON: {err}", "a JSON object") from None
     return NodeConfig(
         protocol=_required(ENV["protocol"]), node_id=rank, num_nodes=world,
         seed=int(os.environ.get(ENV["seed"], "0")), incarnation=incarnation,
-        state_dir=run_dir / f"node-{rank}" / "state", key=load_key(),
-        bind_host=os.environ.get(ENV["bind"], "127.0.0.1"), advertise_host=os.environ.get(ENV["advertise"]) or None,
-        config=json.loads(os.environ.get(ENV["config"], "{}") or "{}"),
+        state_dir=run_dir / f"node-{rank}" / "state", key=_load_key_for(bind),
+        bind_host=bind, advertise_host=os.environ.get(ENV["advertise"]) or None, config=config,
         trace_path=None if os.environ.get("SEEDANCE_TRACE") == "0" else run_dir / f"node-{rank}.trace.jsonl",
         ready_path=run_dir / f"node-{rank}.ready",
         t0_monotonic=float(os.environ.get(ENV["t0"], "0") or 0.0),
@@ -111,17 +128,12 @@ def resolve_protocol(name: str):
 async def _amain() -> int:
     import socket
 
-    from seedance.real.runtime import NodeRuntime, StaticAddressBook, StoreAddressBook
+    from seedance.real.runtime import NodeRuntime, StaticAddressBook
 
     cfg = config_from_env()
+    addresses = StaticAddressBook(os.environ[ENV["peers"]])
+    listen = socket.socket(fileno=int(os.environ[ENV["listen_fd"]])) if os.environ.get(ENV["listen_fd"]) else None
     spec = resolve_protocol(cfg.protocol)
-    listen = None
-    if os.environ.get(ENV["peers"]):
-        addresses = StaticAddressBook(os.environ[ENV["peers"]])
-        if os.environ.get(ENV["listen_fd"]):
-            listen = socket.socket(fileno=int(os.environ[ENV["listen_fd"]]))
-    else:
-        addresses = StoreAddressBook(open_store(cfg.node_id))
     runtime = NodeRuntime(cfg, spec, addresses, collective_store_factory=lambda: open_store(cfg.node_id),
                           listen_socket=listen)
     loop = asyncio.get_running_loop()
@@ -139,12 +151,28 @@ async def _amain() -> int:
 
 
 def main() -> int:
+    import faulthandler
+
     set_parent_death_signal()
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1 PID`: every thread's stack in the log
     rank = os.environ.get("RANK", "?")
     logging.basicConfig(level=os.environ.get("SEEDANCE_LOG_LEVEL", "INFO"), stream=sys.stderr,
                         format=f"%(asctime)s node{rank} %(levelname)s %(name)s: %(message)s")
     try:
-        return asyncio.run(_amain())
+        if not os.environ.get(ENV["peers"]):  # started by torchrun: this process supervises the rank's node
+            from seedance.real.supervise import supervise
+
+            return supervise()
+        profile_dir = os.environ.get("SEEDANCE_PYPROFILE")  # a directory: this process's cProfile, per incarnation
+        if not profile_dir:
+            return asyncio.run(_amain())
+        import cProfile
+
+        profiler = cProfile.Profile()
+        try:
+            return profiler.runcall(asyncio.run, _amain())
+        finally:
+            profiler.dump_stats(Path(profile_dir) / f"node-{rank}-{os.getpid()}.prof")
     except SeedanceError as err:
         logging.getLogger("seedance.real.node").error("%s", err)
         return 2

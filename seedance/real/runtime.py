@@ -381,9 +381,11 @@ class NodeRuntime:
                      json.dumps(data).encode())
 
     async def _shutdown(self) -> None:
-        if not self.failed:
-            await self._drain(timeout_s=10.0)
-        self._write_cpu_profile()
+        log.info("node %d stopping", self.cfg.node_id)
+        # inputs stop first (timers, the listener, every connection's reader and sender), then the durable writes
+        # already under way finish: drained while still serving, a node under load (or a candidate whose election
+        # timer keeps firing) always had a write in flight, and a SIGTERM took the whole drain timeout or longer
+        # (torchrun SIGKILLed it after 30 s when restarting its worker group)
         for handle in self._timers.values():
             handle.cancel()
         self._timers.clear()
@@ -392,6 +394,10 @@ class NodeRuntime:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        log.debug("node %d: inputs stopped, draining its durable writes", self.cfg.node_id)
+        if not self.failed:
+            await self._drain(timeout_s=10.0)
+        self._write_cpu_profile()
         for conn in self._clients.values():
             conn.close()
         for pool in (self._io, self._worker):
@@ -617,8 +623,8 @@ class NodeRuntime:
     def _fire(self, name: Any, token: int) -> None:
         if self._timers.get(name) is not None:
             del self._timers[name]
-        if self.engine is None or not self.engine.timer_due(name, token):
-            return
+        if self.engine is None or self._stopping.is_set() or not self.engine.timer_due(name, token):
+            return  # a node shutting down takes no more inputs
         self.trace.record("timer-fire", self.cfg.node_id, name)
         self._input(TIMER, name)
 
@@ -667,9 +673,11 @@ class NodeRuntime:
                 backoff = RECONNECT_S
                 while True:
                     data = await queue.get()
-                    conn.send_nowait("msg", self.cfg.node_id, data)
-                    while not queue.empty() and conn.writer.transport.get_write_buffer_size() < (1 << 20):
-                        conn.send_nowait("msg", self.cfg.node_id, queue.get_nowait())
+                    frames, size = [conn.encode("msg", self.cfg.node_id, data)], 0
+                    while not queue.empty() and size < (1 << 20):  # what the turn queued: one write, one syscall
+                        frames.append(conn.encode("msg", self.cfg.node_id, queue.get_nowait()))
+                        size += len(frames[-1])
+                    conn.writer.write(b"".join(frames))
                     await asyncio.wait_for(conn.writer.drain(), 5.0)  # a stopped peer: reconnect, never hang
             except asyncio.CancelledError:
                 if conn is not None:
@@ -734,7 +742,7 @@ class NodeRuntime:
         if conn is None:
             return  # the client is gone; it records the operation as indeterminate
         try:
-            conn.send_nowait("rep", self.cfg.node_id, self.codec.encode(effect))
+            conn.send_soon("rep", self.cfg.node_id, self.codec.encode(effect))
             if self._busy is not None:
                 self._busy.frames_out += 1
         except (OSError, RuntimeError) as err:

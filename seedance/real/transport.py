@@ -25,7 +25,6 @@ import os
 import secrets
 import struct
 from dataclasses import dataclass
-from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +99,9 @@ class Connection:
         self.peer_nonce: bytes | None = None
         self._send_seq = 0
         self._recv_seq = 0
+        self._packer = msgpack.Packer(use_bin_type=True)
+        self._out: list[bytes] = []  # frames of this event-loop turn (send_soon), written together at its end
+        self._flush_scheduled = False
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
 
@@ -134,8 +136,8 @@ class Connection:
     def encode(self, kind: str, src: Any, message: Any) -> bytes:
         assert self.peer_nonce is not None, "handshake first"
         self._send_seq += 1
-        payload = msgpack.packb([self._send_seq, kind, src, message], use_bin_type=True)
-        mac = hmac.new(self._key, self.peer_nonce + payload, sha256).digest()
+        payload = self._packer.pack([self._send_seq, kind, src, message])
+        mac = hmac.digest(self._key, self.peer_nonce + payload, "sha256")  # one-shot: no HMAC object per frame
         body = mac + payload
         if len(body) > self.max_frame_bytes:
             raise FrameError("frame", f"outgoing frame of {len(body)} bytes", f"at most {self.max_frame_bytes}")
@@ -148,11 +150,25 @@ class Connection:
     def send_nowait(self, kind: str, src: Any, message: Any) -> None:
         self.writer.write(self.encode(kind, src, message))
 
+    def send_soon(self, kind: str, src: Any, message: Any) -> None:
+        """Queue a frame; every frame queued in this event-loop turn goes out in one write (one syscall) at its
+        end, in order. Many clients' requests (or a node's replies) of one turn share that write."""
+        self._out.append(self.encode(kind, src, message))
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        data, self._out = b"".join(self._out), []
+        if data and not self.writer.is_closing():
+            self.writer.write(data)
+
     def decode(self, body: bytes) -> Frame:
         if len(body) <= MAC_BYTES:
             raise FrameError("frame", f"short frame of {len(body)} bytes from {self.peer}", "a MAC and a payload")
         mac, payload = body[:MAC_BYTES], body[MAC_BYTES:]
-        expected = hmac.new(self._key, self.nonce + payload, sha256).digest()
+        expected = hmac.digest(self._key, self.nonce + payload, "sha256")
         if not hmac.compare_digest(mac, expected):
             raise FrameError("frame", f"wrong HMAC from {self.peer}", "frames signed with this run's key")
         try:

@@ -2,11 +2,14 @@
 
 Rules (the Android "zygote" / multiprocessing "forkserver" idea):
 
-* Started by the local launcher with the listening sockets of every node (``pass_fds``). It imports the runtime and
+* Started by the local launcher with the listening sockets of every node (``pass_fds``, their numbers in
+  ``SEEDANCE_NODE_FDS``). It imports the runtime and
   the protocol once, then reads JSON commands on stdin, one per line: ``{"spawn": rank, "env": {...}, "log": path}``.
   For each it forks; the child starts a new session, asks for SIGKILL when the zygote dies (``PR_SET_PDEATHSIG``),
   points stdout/stderr at ``log``, updates ``os.environ`` with ``env`` (torchrun's variables) and runs the node's
-  ``main``; it leaves with ``os._exit``. The zygote answers ``{"pid": pid}``.
+  ``main``; it leaves with ``os._exit``. The zygote answers ``{"pid": pid}``. A child closes every node's listening
+  socket but its own (``SEEDANCE_LISTEN_FD``) before it runs: a node process holds one listening socket, so a node
+  that leaks or is compromised cannot accept on a peer's address; the zygote keeps them all for restarts.
 * The zygote is single-threaded and never starts an event loop or imports torch, so forking it is safe. It reaps its
   children and reports ``{"exit": pid, "code": status}`` (a negative status is the killing signal), so the
   launcher can tell a SIGKILL it sent from a node that failed on its own.
@@ -23,6 +26,7 @@ import select
 import signal
 import sys
 
+NODE_FDS_ENV = "SEEDANCE_NODE_FDS"  # the listening sockets the zygote holds, comma-separated fd numbers
 
 def _child(env: dict[str, str], log_path: str, wakeup: tuple[int, int]) -> None:
     from seedance.real import node
@@ -32,6 +36,7 @@ def _child(env: dict[str, str], log_path: str, wakeup: tuple[int, int]) -> None:
     for fd in wakeup:
         os.close(fd)
     os.environ.update(env)
+    _close_other_listeners(env.get("SEEDANCE_LISTEN_FD"))
     node.set_parent_death_signal()
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 1)
@@ -54,6 +59,16 @@ def _child(env: dict[str, str], log_path: str, wakeup: tuple[int, int]) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def _close_other_listeners(own: str | None) -> None:
+    """Close the listening sockets of the other nodes (inherited through the fork); keep ``own``."""
+    for fd in os.environ.get(NODE_FDS_ENV, "").split(","):
+        if fd and fd != own:
+            try:
+                os.close(int(fd))
+            except OSError:
+                pass
 
 
 def _reap(out) -> None:
