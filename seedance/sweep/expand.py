@@ -13,14 +13,12 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from seedance.provenance import spec_hash
 from seedance.sweep.spec import MAX_POINTS, Choice, LogUniform, RandInt, SweepSpec, Uniform
 from seedance.errors import SpecError
 
 
-def _draw(rng: np.random.Generator, dist: Any) -> Any:
+def _draw(rng: Any, dist: Any) -> Any:
     if isinstance(dist, Uniform):
         lo, hi = dist.uniform
         return float(rng.uniform(lo, hi))
@@ -39,6 +37,8 @@ def random_points(spec: SweepSpec) -> list[dict[str, Any]]:
     axis = spec.axes.random
     if axis is None:
         return [{}]
+    import numpy as np  # only for random axes (a dry run of a grid imports no numpy)
+
     rng = np.random.default_rng(axis.seed)
     return [{name: _draw(rng, dist) for name, dist in axis.params.items()} for _ in range(axis.samples)]
 

@@ -20,6 +20,7 @@ Built-in runners, each a thin function over the library (not the CLI through a s
   ``options: {...}``) into the run's own directory; its headline numbers (the scalars of its JSON summary) and
   ``out_dir``.
 
+Each is listed by name in :mod:`seedance.sweep.registry` (imported only when a point is validated or run).
 Validation: :func:`validate_params` applies the runner's ``validate(params)``, which raises
 :class:`~seedance.errors.SpecError` naming the parameter (``params.nodez: unknown parameter; valid: ...``). A spec
 may also name ``module:function`` directly as its runner (a plug-in without registration). A runner function may
@@ -29,101 +30,19 @@ carry ``imports``, a tuple of module names its worker imports before the first r
 from __future__ import annotations
 
 import contextlib
-import importlib
 import io
 import json
 import os
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from seedance.errors import SpecError
+# the registry (names -> "module:function", loaded lazily) is .registry; these names stay importable from here
+from seedance.sweep.registry import (RunnerEntry, check_runner_name, entry, param_field,  # noqa: F401
+                                     register_runner, resolve, runner_names, validate_params)
 
 POINT_DIR_ENV = "SEEDANCE_SWEEP_POINT_DIR"
-
-
-@dataclass(frozen=True)
-class RunnerEntry:
-    target: str  # "module:function"
-    validate: str | None = None  # "module:function" or None
-
-
-_REGISTRY: dict[str, RunnerEntry] = {}
-
-
-def _target(fn: Callable[..., Any] | str, what: str) -> str:
-    if isinstance(fn, str):
-        module, sep, attr = fn.partition(":")
-        if not sep or not module or not attr:
-            raise ValueError(f"{what}: expected 'module:function', got {fn!r}")
-        return fn
-    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
-    if not module or "<" in qualname or module == "__main__":
-        raise ValueError(f"{what}: {fn!r} is not importable by name (a closure, lambda or __main__ function); "
-                         "define it at module level in an importable module")
-    return f"{module}:{qualname}"
-
-
-def register_runner(name: str, fn: Callable[[dict[str, Any], int], dict[str, Any]] | str, *,
-                    validate: Callable[[dict[str, Any]], None] | str | None = None) -> None:
-    """Register ``fn`` (a module-level function or ``"module:function"``) as runner ``name``; ``validate(params)``
-    raises SpecError for bad parameters (called for every point before any runs)."""
-    if not isinstance(name, str) or not name or ":" in name:
-        raise ValueError(f"runner name must be a non-empty string without ':', got {name!r}")
-    _REGISTRY[name] = RunnerEntry(_target(fn, f"runner {name}"),
-                                  _target(validate, f"validate of {name}") if validate is not None else None)
-
-
-def runner_names() -> list[str]:
-    return sorted(_REGISTRY)
-
-
-def resolve(target: str) -> Callable[..., Any]:
-    """Import ``module:function``."""
-    module, _, attr = target.partition(":")
-    obj: Any = importlib.import_module(module)
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
-def entry(name: str) -> RunnerEntry:
-    """The registry entry of ``name`` (a registered name, or ``module:function`` used as is)."""
-    if name in _REGISTRY:
-        return _REGISTRY[name]
-    if ":" in name:
-        return RunnerEntry(name)
-    raise SpecError("runner", f"unknown runner {name!r}", f"valid: {', '.join(runner_names())} or module:function")
-
-
-def check_runner_name(name: str) -> None:
-    """A registered name, or an importable ``module:function``."""
-    found = entry(name)
-    try:
-        fn = resolve(found.target)
-    except (ImportError, AttributeError, ValueError) as err:
-        raise SpecError("runner", f"cannot import {found.target!r} ({type(err).__name__}: {err})",
-                        f"valid: {', '.join(runner_names())} or an importable module:function") from None
-    if not callable(fn):
-        raise SpecError("runner", f"{found.target!r} is not callable", "a function fn(params, seed) -> dict")
-
-
-def param_field(field: str) -> str:
-    """A library error's field as the sweep parameter's: ``--nemesis`` → ``params.nemesis``, ``--set k`` →
-    ``params.set.k``, ``collective`` → ``params.collective``."""
-    field = field.lstrip("-").replace("set ", "set.").replace("-", "_")
-    return field if field.startswith("params.") else f"params.{field}"
-
-
-def validate_params(name: str, params: dict[str, Any]) -> None:
-    """The runner's own check of one point's parameters (a SpecError names ``params.X``)."""
-    found = entry(name)
-    if found.validate is not None:
-        try:
-            resolve(found.validate)(dict(params))
-        except SpecError as err:
-            raise SpecError(param_field(err.field), err.problem, err.valid) from None
 
 
 def current_point_dir() -> Path:
@@ -587,5 +506,3 @@ run_real.imports = ("seedance.real.run",)  # type: ignore[attr-defined]
 run_train.imports = ("seedance.analysis.training_run", "seedance.sim")  # type: ignore[attr-defined]
 run_experiment.imports = ("seedance.cli.experiment",)  # type: ignore[attr-defined]
 
-for _name in ("cost", "sim", "real", "train", "experiment"):
-    register_runner(_name, f"{__name__}:run_{_name}", validate=f"{__name__}:validate_{_name}")
