@@ -16,9 +16,9 @@ Built-in runners, each a thin function over the library (not the CLI through a s
 * ``real`` — :func:`seedance.real.run.run_real` into the run's own directory: same shape on real processes.
 * ``train`` — :func:`seedance.analysis.training_run.sim_train` / ``real_train`` (``runtime: sim | real``):
   ``scenario``, ``variant``, ``ranks``, ``steps``, ``commit_every``, ``set`` → the training summary's metrics.
-* ``experiment`` — one ``seedance experiment NAME`` study (``quick: true`` by default, other options as
-  ``options: {...}``) into the run's own directory; its headline numbers (the scalars of its JSON summary) and
-  ``out_dir``.
+* ``experiment`` — one study of :mod:`seedance.sweep.experiments` (what ``seedance experiment NAME`` runs, called
+  as a library function; ``quick: true`` by default, other options as ``options: {...}``) into the run's own
+  directory; its headline numbers (the scalars of its JSON summary) and ``out_dir``.
 
 Each is listed by name in :mod:`seedance.sweep.registry` (imported only when a point is validated or run).
 Validation: :func:`validate_params` applies the runner's ``validate(params)``, which raises
@@ -29,8 +29,6 @@ carry ``imports``, a tuple of module names its worker imports before the first r
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 from collections.abc import Mapping
@@ -425,26 +423,16 @@ def run_train(params: dict[str, Any], seed: int) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------------ experiment
-EXPERIMENT_PARAMS: dict[str, Any] = {"name": None, "quick": True, "options": None}
+EXPERIMENTS_PARAMS: dict[str, Any] = {"name": None, "quick": True, "options": None}
 
 
-def _experiment_setup(params: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
-    from seedance.cli.experiment import command as group
+def _experiment_setup(params: Mapping[str, Any]) -> dict[str, Any]:
+    from seedance.sweep.experiments import resolve_options
 
-    p = known("experiment", params, EXPERIMENT_PARAMS)
-    names = sorted(group.commands)
-    if p["name"] not in group.commands:
-        raise SpecError("params.name", f"unknown experiment {p['name']!r}", f"valid: {', '.join(names)}")
-    command = group.commands[p["name"]]
+    p = known("experiment", params, EXPERIMENTS_PARAMS)
     if not isinstance(p["quick"], bool):
         raise SpecError("params.quick", f"expected true or false, got {p['quick']!r}")
-    options = _mapping("params.options", p["options"])
-    flags = {o.name: o for o in command.params if o.name not in ("out_dir", "as_json", "show_progress")}
-    for key in options:
-        if key.replace("-", "_") not in flags:
-            raise SpecError(f"params.options.{key}", f"not an option of `seedance experiment {p['name']}`",
-                            f"valid: {', '.join(sorted(flags))}")
-    return command, {**p, "options": options, "flags": flags}
+    return {**p, "options": resolve_options(p["name"], _mapping("params.options", p["options"]))}
 
 
 def validate_experiment(params: dict[str, Any]) -> None:
@@ -452,49 +440,24 @@ def validate_experiment(params: dict[str, Any]) -> None:
 
 
 def run_experiment(params: dict[str, Any], seed: int) -> dict[str, Any]:
-    """``seedance experiment NAME [--quick] [--seed SEED] --out RUN_DIR --json`` in this process; its headline
-    numbers (the scalars of the JSON object it prints, nested keys dotted, lists left out: e.g. ``headline.*``,
-    ``summary.*``, ``artifacts.*`` paths; ``rows``: how many rows its table has) and ``out_dir``."""
-    import click
+    """One study (:mod:`seedance.sweep.experiments`: what ``seedance experiment NAME [--quick] --seed SEED --out
+    RUN_DIR --json`` runs, called as a library function) into the run's own directory; its headline numbers (the
+    scalars of its JSON object, nested keys dotted, lists left out: e.g. ``headline.*``, ``summary.*``,
+    ``artifacts.*`` paths; ``rows``: how many rows its table has), ``out_dir`` and ``command``."""
+    from seedance.sweep.experiments import command, experiment
 
-    command, p = _experiment_setup(params)
+    p = _experiment_setup(params)
+    study = experiment(p["name"])
     out = current_point_dir()
-    args: list[str] = []
-    flags = p["flags"]
-    if p["quick"] and "quick" in flags:
-        args.append("--quick")
-    options = {k.replace("-", "_"): v for k, v in p["options"].items()}
-    seed_flag = next((name for name in ("root_seed", "seed") if name in flags), None)
-    if seed_flag is not None and seed_flag not in options:  # the sweep's seed is the study's (when it takes one)
-        options[seed_flag] = seed
-    for name, value in options.items():
-        opt = flags[name]
-        flag = max(opt.opts, key=len)
-        if isinstance(value, bool) and getattr(opt, "is_flag", False):
-            if value:
-                args.append(flag)
-            elif opt.secondary_opts:
-                args.append(max(opt.secondary_opts, key=len))
-        else:
-            args += [flag, str(value)]
-    present = {o.name for o in command.params}
-    args += ["--out", str(out), *(["--json"] if "as_json" in present else []),
-             *(["--no-progress"] if "show_progress" in present else [])]
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
-        try:
-            command.main(args=args, prog_name=f"seedance experiment {p['name']}", standalone_mode=False)
-        except click.UsageError as err:
-            raise SpecError("params.options", err.format_message()) from None
-    text = buffer.getvalue().strip().splitlines()
-    document = json.loads(text[-1]) if text else {}
+    document = study.run(out, quick=p["quick"], seed=seed, **p["options"])
+    document = json.loads(json.dumps(document, default=str))  # what --json prints: plain data
     rows = document.pop("rows", None) if isinstance(document, dict) else None
     headline = {k: v for k, v in flatten(document if isinstance(document, dict) else {}).items()
                 if not (isinstance(v, str) and v.startswith("["))}
     if isinstance(rows, list):
         headline["rows"] = len(rows)
     headline["out_dir"] = str(out)
-    headline["command"] = "seedance experiment " + " ".join([p["name"], *args])
+    headline["command"] = command(p["name"], p["quick"], seed, p["options"], out)
     return headline
 
 
@@ -504,5 +467,5 @@ run_sim.imports = ("seedance.sim", "seedance.analysis.protocols",  # type: ignor
                    "seedance.history.linearizability")
 run_real.imports = ("seedance.real.run",)  # type: ignore[attr-defined]
 run_train.imports = ("seedance.analysis.training_run", "seedance.sim")  # type: ignore[attr-defined]
-run_experiment.imports = ("seedance.cli.experiment",)  # type: ignore[attr-defined]
+run_experiment.imports = ("seedance.sweep.experiments",)  # type: ignore[attr-defined]
 
