@@ -165,3 +165,46 @@ def test_an_unreachable_scheduler_exits_2_quickly_and_writes_nothing(tmp_path, c
     assert done.returncode == 2 and "--scheduler: cannot connect to tcp://127.0.0.1:" in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and elapsed < 10
     assert not out.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+@pytest.mark.timeout(900)
+def test_the_slurm_script_runs_the_paper_on_its_dask_cluster(tmp_path):
+    """examples/sweeps/dask-slurm.sbatch as SLURM would run it on one node: SLURM itself is not here, so `srun`
+    runs its command on this machine and `scontrol` names 127.0.0.1; the scheduler, the workers and the paper's
+    driver are the script's own (real `dask scheduler`, `dask worker`, `seedance report`)."""
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    scripts = {
+        "scontrol": "#!/bin/sh\necho 127.0.0.1\n",
+        "srun": '#!/bin/sh\nwhile [ $# -gt 0 ]; do case "$1" in -w) shift 2 ;; -*) shift ;; *) break ;; esac; done\n'
+                'exec "$@"\n',
+        "python": f'#!/bin/sh\nexec {sys.executable} "$@"\n',
+        "seedance": f'#!/bin/sh\nexec {sys.executable} -m seedance.cli "$@"\n',
+    }
+    for name, text in scripts.items():
+        (shims / name).write_text(text)
+        (shims / name).chmod(0o755)
+    env = {**_env(), "PATH": os.pathsep.join([str(shims), str(DASK.parent), os.environ["PATH"]]),
+           "SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "localhost", "SLURM_CPUS_PER_TASK": "2",
+           "ONLY": "fabrics", "TMPDIR": str(tmp_path)}
+    out = tmp_path / "paper"
+    log = tmp_path / "job.out"  # a file, not a pipe: the scheduler and workers left running keep it open
+    with open(log, "w") as sink:
+        proc = subprocess.Popen(["bash", str(ROOT / "examples" / "sweeps" / "dask-slurm.sbatch"), "paper",
+                                 str(out), "quick"], env=env, cwd=tmp_path, stdout=sink, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    try:
+        proc.wait(timeout=840)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)  # the scheduler and workers it left running ("end with the job")
+        except ProcessLookupError:
+            pass
+    stderr = log.read_text()
+    assert proc.returncode == 0, stderr[-3000:]
+    rows = load_results(out / "fabrics")
+    assert len(rows) == 48 and rows["status"].eq("ok").all()
+    assert "paper: fabrics 48/48 runs" in stderr and (out / "figures" / "fabrics.pdf").is_file()
+    assert (out / "report.html").is_file()
