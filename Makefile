@@ -1,7 +1,8 @@
 # seedance — the two commands of the README live here.
 #   make run    set up (venv, pinned torch) and run the main job on its embedded default
 #   make test   set up and run the default test suite (< 15 min on 2 cores)
-#   make paper  every figure and table of paper/ in the paper's full size (hours; `make run` is its quick size)
+#   make paper  every figure and table of paper/ in the paper's full size (hours; `make run` is its quick size);
+#               make paper SCHEDULER=tcp://HOST:PORT runs every item's sweep on that Dask cluster
 # CUDA users: make run TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu124"
 PYTHON      ?= python3
 VENV        ?= .venv
@@ -51,7 +52,7 @@ bench: $(STAMP)
 	for b in benchmarks/[!_]*.py; do $(BIN)/python $$b --out out/benchmarks || exit 1; done
 
 paper: $(STAMP)
-	$(MAKE) -C paper PYTHON=$(abspath $(BIN)/python)
+	$(MAKE) -C paper PYTHON=$(abspath $(BIN)/python) $(if $(SCHEDULER),SCHEDULER=$(SCHEDULER),)
 
 clean:
 	rm -rf out .pytest_cache .hypothesis

@@ -21,8 +21,13 @@ cores it approaches 2; when it stays near 1, the host, not the pool, capped the 
 ceiling: the same runs done directly (no sweep engine) by one process, then split over two processes started
 together; the pools' ratios are also reported as a fraction of that ceiling.
 
-Usage: ``python benchmarks/sweep_scaling.py [--out DIR] [--quick] [--repeats N] [--runs N] [--duration S]``; prints
-the figures and writes ``DIR/sweep_scaling.json``.
+``--item NAME [--size quick|full]`` measures a paper item's own sweep instead (``paper/specs/NAME.yaml``: e.g.
+``--item protocols --size quick --modes dask``, the issue's "protocols item with 1 vs 2 Dask workers"); the
+ceiling is measured for simulator items only.
+
+Usage: ``python benchmarks/sweep_scaling.py [--out DIR] [--quick] [--repeats N] [--runs N] [--duration S]
+[--item NAME [--size SIZE]] [--modes local,dask]``; prints the figures and writes ``DIR/sweep_scaling.json``
+(``DIR/sweep_scaling-NAME-SIZE.json`` with ``--item``).
 """
 
 from __future__ import annotations
@@ -155,18 +160,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=None, help="rounds (medians; default 2, quick 1)")
     parser.add_argument("--runs", type=int, default=None, help="runs in the sweep (default 48, quick 4)")
     parser.add_argument("--duration", type=float, default=None, help="simulated s per run (default 0.15)")
+    parser.add_argument("--item", default=None, help="a paper item's sweep instead (paper/specs/ITEM.yaml)")
+    parser.add_argument("--size", default="quick", choices=("quick", "full"), help="with --item (default quick)")
+    parser.add_argument("--modes", default="local,dask", help="comma-separated: local, dask (default both)")
     args = parser.parse_args(argv)
     repeats = args.repeats or (1 if args.quick else 2)
-    runs = args.runs or (4 if args.quick else 48)
-    duration = args.duration or (0.05 if args.quick else 0.15)
-    doc = spec(runs, duration)
+    modes = [m for m in args.modes.split(",") if m]
+    if not modes or set(modes) - {"local", "dask"}:
+        parser.error(f"--modes: expected local and/or dask, got {args.modes!r}")
+    if args.item is not None:
+        from seedance.paper.suite import load_item_spec
+
+        doc = load_item_spec(args.item, args.size).sweep.to_dict()
+        runs, duration = None, None
+    else:
+        runs = args.runs or (4 if args.quick else 48)
+        duration = args.duration or (0.05 if args.quick else 0.15)
+        doc = spec(runs, duration)
     load_spec(doc)  # the driver's own imports (validation builds a SimConfig), paid once, before any clock
     __import__("pyarrow.parquet")  # the dataset writer's, likewise
 
     rounds = []
     for k in range(repeats):
         row = {}
-        for mode, workers in (("local", 1), ("local", 2), ("dask", 1), ("dask", 2)):
+        for mode, workers in [(m, w) for m in modes for w in (1, 2)]:
             result = measure(doc, workers, mode == "dask")
             row[f"{mode}_{workers}"] = result
             print(f"round {k + 1}: {mode} {workers} worker(s): {result['runs']} runs in {result['wall_s']:.2f} s = "
@@ -174,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{result['mean_run_cpu_s']:.2f} s CPU; cores obtained {result['cores_obtained']:.2f}; load "
                   f"{result['load_avg_1min_before']:.2f})", file=sys.stderr)
         rounds.append(row)
+    if args.item is not None:
+        return _item_report(args, doc, modes, rounds)
     overhead = pool_overhead()
     print(f"pool overhead: {overhead['per_run_ms']:.1f} ms per run beyond the run itself (1 worker, "
           f"{overhead['runs']} cost-model runs of {overhead['mean_run_ms']:.2f} ms; worker start-up included)",
@@ -202,6 +221,34 @@ def main(argv: list[str] | None = None) -> int:
               f"{ceiling['ratio']:.2f}x; {os.cpu_count()} CPUs, load average {load[0]:.2f}")
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "sweep_scaling.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+def _item_report(args: argparse.Namespace, doc: dict, modes: list[str], rounds: list[dict]) -> int:
+    """The figures of a paper item's sweep (``--item``): speed-ups, cores obtained, load, the ceiling (sim only)."""
+    ceiling = machine_ceiling(doc) if doc["runner"] == "sim" else None
+    if ceiling is not None:
+        print(f"machine ceiling: the same runs in 1 process {ceiling['one_process_s']:.2f} s, split over 2 "
+              f"processes {ceiling['two_processes_s']:.2f} s = {ceiling['ratio']:.2f}x (no sweep engine)",
+              file=sys.stderr)
+    speedup = {m: statistics.median(r[f"{m}_2"]["runs_per_s"] / r[f"{m}_1"]["runs_per_s"] for r in rounds)
+               for m in modes}
+    load = os.getloadavg()
+    document = {"benchmark": "sweep_scaling", "item": args.item, "size": args.size, "target_speedup": TARGET,
+                "runs": rounds[0][f"{modes[0]}_1"]["runs"], "repeats": len(rounds), "cpu_count": os.cpu_count(),
+                "load_avg_after": list(load), "speedup_2_vs_1": speedup, "machine_ceiling": ceiling,
+                "efficiency_vs_ceiling": {m: v / ceiling["ratio"] for m, v in speedup.items()} if ceiling else None,
+                "meets_target": {m: v >= TARGET for m, v in speedup.items()}, "rounds": rounds,
+                "metadata": run_metadata(seed=0, spec={"benchmark": "sweep_scaling", "item": args.item,
+                                                       "size": args.size, "repeats": len(rounds)})}
+    for mode, value in speedup.items():
+        share = f"; {value / ceiling['ratio']:.0%} of the machine's own {ceiling['ratio']:.2f}x" if ceiling else ""
+        print(f"{args.item} ({args.size}), {mode}: 2 workers = {value:.2f}x the runs/s of 1 worker (target "
+              f"{TARGET}x: {'met' if value >= TARGET else 'NOT met'}){share}; {os.cpu_count()} CPUs, load average "
+              f"{load[0]:.2f}")
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    path = Path(args.out) / f"sweep_scaling-{args.item}-{args.size}.json"
+    path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     return 0
 
 

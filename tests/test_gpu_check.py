@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from seedance.analysis.gpu_check import collective_phase, run_gpu_check
+from seedance.experiments.gpu_check import collective_phase, run_gpu_check
 from seedance.real.collective_curves import base_topology, bus_factor, fit_sizes
 
 

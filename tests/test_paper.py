@@ -19,6 +19,7 @@ from seedance.analysis import style
 from seedance.errors import SpecError
 from seedance.paper import figures, suite, tables
 from seedance.sweep import aggregate, load_results
+from seedance.sweep.spec import merge
 
 TINY = {
     "protocols": {"fixed": {"duration": 0.05}, "axes": {"grid": {"protocol": ["raft", "epaxos"],
@@ -47,7 +48,7 @@ def _tiny_specs(directory: Path, overrides: dict) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     for name, tiny in overrides.items():
         doc = yaml.safe_load((suite.SPEC_DIR / f"{name}.yaml").read_text())
-        doc["quick"] = suite.merge(doc.get("quick", {}), tiny)
+        doc["quick"] = merge(doc.get("quick", {}), tiny)
         (directory / f"{name}.yaml").write_text(yaml.safe_dump(doc))
     return directory
 
@@ -157,8 +158,9 @@ def test_report_html_links_figures_relatively(tiny):
 
 @pytest.mark.parametrize("doc, field", [
     ({"quick": [1]}, "quick"),
-    ({"paper": {"colour": 1}}, "paper"),
-    ({"paper": {"workers": 0}}, "paper.workers"),
+    ({"paper": {"workers": 1}}, "paper"),
+    ({"quick": {"repetitons": 2}}, "quick.repetitons"),
+    ({"max_workers": 0}, "max_workers"),
     ({"axes": {"grid": {"nosuch": [1]}}}, "params.nosuch"),
     ({"runner": "nosuch"}, "runner"),
 ])

@@ -74,7 +74,7 @@ def spec_doc(**over) -> dict:
     (spec_doc(timeout_s=-1), "timeout_s", None),
     (spec_doc(fixed={"w": 1}, axes={"grid": {"x": [1]}}), "params.w", "valid: x, fail"),
     ({"name": "s", "runner": "sim", "fixed": {"nodez": 3}}, "params.nodez", "valid: protocol, nodes"),
-    ({"name": "s", "runner": "sim", "axes": {"grid": {"nodes": [3, 99]}}}, "params.nodes", "an integer in [1, 32]"),
+    ({"name": "s", "runner": "sim", "axes": {"grid": {"nodes": [3, 2000]}}}, "params.nodes", "an integer in [1, 1024]"),
     ({"name": "s", "runner": "sim", "fixed": {"workload": "bogus"}}, "params.workload", "closed, open, frame"),
     ({"name": "s", "runner": "sim", "fixed": {"set": {"bogus": 1}}}, "params.set.bogus", "heartbeat_s"),
     ({"name": "s", "runner": "sim", "fixed": {"extra": {"workload": {"think_s": -1}}}},

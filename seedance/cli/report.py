@@ -162,7 +162,7 @@ def paper_section(spec: dict[str, Any], out: Path, steps: Progress | None = None
 
     enabled = bool(steps and steps.enabled)
     results = run_suite(spec["suite"], out, names=spec["items"], workers=spec["workers"], progress=enabled,
-                        phase=steps.phase if steps else None)
+                        phase=steps.phase if steps else None, scheduler=spec.get("scheduler"))
     lines = []
     for r in results:
         lines.append(f"{r.title} ({r.name}): {r.counts.get('points_total', 0)} runs, "
@@ -283,10 +283,13 @@ def check_cost_spec(spec: dict[str, Any]) -> None:
                    "memory, nccl); 'none' for the cost section alone.")
 @click.option("--workers", type=click.IntRange(1, 64), default=None,
               help="Worker processes per sweep (default 2; an item may ask for fewer).")
+@click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",
+              help="Run every item's sweep on this Dask scheduler's workers (not with --workers); results equal "
+                   "the local run's.")
 @json_option
 @progress_option
-def command(out_dir: str, spec_path: str | None, full: bool, only: str | None, workers: int | None, as_json: bool,
-            show_progress: bool | None) -> None:
+def command(out_dir: str, spec_path: str | None, full: bool, only: str | None, workers: int | None,
+            scheduler: str | None, as_json: bool, show_progress: bool | None) -> None:
     """Run the main job: the quick paper suite (--full: the paper's size) and the cost tables; report.html."""
     import time
 
@@ -302,11 +305,24 @@ def command(out_dir: str, spec_path: str | None, full: bool, only: str | None, w
     if workers is not None:
         spec["paper"]["workers"] = workers
     check_paper_spec(spec["paper"])
+    if scheduler is not None:
+        from seedance.errors import SpecError
+        from seedance.sweep.execute import check_scheduler
+
+        check_scheduler(scheduler)
+        if workers is not None:
+            raise SpecError("--workers", "applies to the local pool only",
+                            "with --scheduler the cluster's workers run the points (start more `dask worker`s)")
     from seedance.paper.suite import load_item_spec
 
     for name in spec["paper"]["items"]:  # every sweep spec validated (all points) before the first run
         load_item_spec(name, spec["paper"]["suite"])
     validation.check_writable_dir("--out", out_dir)
+    if scheduler is not None:
+        from seedance.sweep.execute import probe_scheduler
+
+        probe_scheduler(scheduler)  # unreachable: exit 2 in seconds, before anything is written
+        spec["paper"]["scheduler"] = scheduler
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     sections = []
@@ -322,6 +338,7 @@ def command(out_dir: str, spec_path: str | None, full: bool, only: str | None, w
         lines += result.lines
     argv = ["report", "--out", out_dir] + (["--spec", spec_path] if spec_path else []) + (["--full"] if full else []) \
         + (["--only", only] if only is not None else []) + (["--workers", str(workers)] if workers else []) \
+        + (["--scheduler", scheduler] if scheduler else []) \
         + (["--json"] if as_json else [])
     metadata = run_metadata(seed=None, spec=spec, argv=argv)
     summary = {"spec": spec, "sections": sections, "metadata": metadata,

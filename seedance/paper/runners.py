@@ -1,8 +1,8 @@
 """Runners of the paper's sweeps that the built-in ones do not cover: ``fn(params, seed) -> dict[str, scalar]``.
 
-Specs name them as ``seedance.paper.runners:NAME`` (importable in any worker process; also registered under the
-names ``paper-pixel``, ``paper-convergence``, ``paper-nccl``, ``paper-sim-vs-real``, ``paper-memory``
-when this module is imported).
+Specs name them ``paper-pixel``, ``paper-convergence``, ``paper-nccl``, ``paper-sim-vs-real`` and ``paper-memory``
+(listed in :mod:`seedance.sweep.registry`, which imports this module only when one of them is validated or run), or
+``seedance.paper.runners:NAME``.
 Each checks its parameters first (``validate_NAME``; an unknown or bad one is a one-line
 :class:`~seedance.errors.SpecError` naming ``params.X``) and returns flat metrics.
 
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from seedance.errors import SpecError
-from seedance.sweep.runners import current_point_dir, known, register_runner
+from seedance.sweep.runners import current_point_dir, known
 
 
 def _choice(field: str, value: Any, valid: tuple[str, ...]) -> str:
@@ -379,6 +379,3 @@ def memory(params: dict[str, Any], seed: int) -> dict[str, Any]:
     return out
 
 
-for _name, _fn in (("pixel", "pixel"), ("convergence", "convergence"), ("nccl", "nccl"),
-                   ("sim-vs-real", "sim_vs_real"), ("memory", "memory")):
-    register_runner(f"paper-{_name}", f"{__name__}:{_fn}", validate=f"{__name__}:validate_{_fn}")

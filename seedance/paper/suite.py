@@ -1,11 +1,10 @@
 """The paper suite: every item (a sweep spec in ``paper/specs/``, its figures, table and headline numbers), run in
 its quick or full size, and the one-page HTML report (``seedance report``, ``make run``, ``make paper``).
 
-A spec file is a :mod:`seedance.sweep` spec plus two keys of the suite's own, removed before validation:
-
-* ``quick:`` — overrides for the quick size, merged into the spec (mappings key by key, lists replaced), e.g.
-  ``quick: {axes: {grid: {conflict_rate: [0.0, 1.0]}}, repetitions: 2}``;
-* ``paper:`` — how the suite runs it: ``workers`` (e.g. 1 for real processes that must not share the CPU).
+A spec file is a plain :mod:`seedance.sweep` spec, so ``seedance sweep paper/specs/NAME.yaml [--size quick]``
+runs it as the suite does: its ``quick:`` overrides make the quick size (mappings merged key by key, lists
+replaced, e.g. ``quick: {axes: {grid: {conflict_rate: [0.0, 1.0]}}, repetitions: 2}``) and ``max_workers`` caps the
+runs at once (1 for real processes that must not share the CPU).
 
 Output layout under ``OUT``: ``<item>/`` the sweep (point files, ``results.parquet``, ``spec.json``, logs),
 ``figures/<item>.{pdf,png}``, ``tables/<item>.tex``, ``paper-summary.json`` and ``report.html``. Figures and tables
@@ -14,9 +13,7 @@ are drawn from ``<item>/results.parquet`` alone (read back from disk), so every 
 
 from __future__ import annotations
 
-import copy
 import html
-import importlib
 import json
 import os
 import time
@@ -28,7 +25,6 @@ from typing import Any
 from seedance.errors import SpecError
 
 SPEC_DIR = Path(__file__).resolve().parents[2] / "paper" / "specs"
-SUITE_KEYS = ("quick", "paper")
 SIZES = ("quick", "full")
 
 
@@ -96,54 +92,25 @@ def item(name: str) -> Item:
     raise SpecError("paper.items", f"unknown item {name!r}", f"valid: {', '.join(NAMES)}")
 
 
-def merge(base: Any, override: Any) -> Any:
-    """``override`` over ``base``: mappings merged key by key (recursively), anything else replaced."""
-    if isinstance(base, dict) and isinstance(override, dict):
-        out = dict(base)
-        for key, value in override.items():
-            out[key] = merge(base.get(key), value) if key in base else copy.deepcopy(value)
-        return out
-    return copy.deepcopy(override)
-
-
 @dataclass(frozen=True)
 class PaperSpec:
     sweep: Any  # the validated SweepSpec
-    workers: int | None
+    workers: int | None  # its max_workers (e.g. 1 for real processes)
     path: Path
 
 
 def load_item_spec(name: str, size: str, spec_dir: str | os.PathLike[str] | None = None) -> PaperSpec:
-    """The sweep of item ``name`` in ``size`` (quick or full), validated (every point's parameters too)."""
-    from seedance import validation
+    """The sweep of item ``name`` in ``size`` (quick or full), validated (every point's parameters too): the same
+    spec ``seedance sweep paper/specs/NAME.yaml --size SIZE`` runs."""
     from seedance.sweep import load_spec
-
-    importlib.import_module("seedance.paper.runners")  # registers the paper's runners (paper-pixel, ...)
 
     if size not in SIZES:
         raise SpecError("paper.suite", f"unknown size {size!r}", f"valid: {', '.join(SIZES)}")
     path = Path(spec_dir or SPEC_DIR) / f"{name}.yaml"
     if not path.is_file():
         raise SpecError("paper.specs", f"{path} does not exist", f"a directory with {', '.join(NAMES)} (.yaml)")
-    doc = validation.load_file(path, str(path))
-    if not isinstance(doc, dict):
-        raise SpecError(str(path), "is not a mapping", "a sweep spec (name, runner, fixed, axes, ...)")
-    quick = doc.pop("quick", None) or {}
-    options = doc.pop("paper", None) or {}
-    if not isinstance(quick, dict):
-        raise SpecError(f"{path}: quick", f"expected a mapping of overrides, got {quick!r}", "e.g. {repetitions: 2}")
-    if not isinstance(options, dict) or not set(options) <= {"workers"}:
-        raise SpecError(f"{path}: paper", f"unknown options {options!r}", "valid: workers")
-    workers = options.get("workers")
-    if workers is not None:
-        validation.integer(f"{path}: paper.workers", workers, lo=1, hi=1024)
-    if size == "quick":
-        doc = merge(doc, quick)
-    try:
-        sweep = load_spec(doc)
-    except SpecError as err:
-        raise SpecError(f"{path}: {err.field}", err.problem, err.valid) from None
-    return PaperSpec(sweep=sweep, workers=workers, path=path)
+    sweep = load_spec(path, size=size)
+    return PaperSpec(sweep=sweep, workers=sweep.max_workers, path=path)
 
 
 @dataclass(kw_only=True)
@@ -188,14 +155,17 @@ def draw(it: Item, results: str | os.PathLike[str], out: Path) -> tuple[list[Pat
 
 
 def run_item(it: Item, size: str, out: Path, *, workers: int, progress: bool,
-             spec_dir: str | os.PathLike[str] | None = None, spec: PaperSpec | None = None) -> ItemResult:
-    """Run (or resume) the sweep of ``it`` into ``out/<name>`` and draw it; a failure of the item is recorded."""
+             spec_dir: str | os.PathLike[str] | None = None, spec: PaperSpec | None = None,
+             scheduler: str | None = None, listener: Callable[..., None] | None = None) -> ItemResult:
+    """Run (or resume) the sweep of ``it`` into ``out/<name>`` (locally on ``workers`` processes, or on the Dask
+    cluster at ``scheduler``) and draw it; a failure of the item is recorded."""
     from seedance.sweep import load_results, run_sweep
 
     start = time.perf_counter()
     spec = spec or load_item_spec(it.name, size, spec_dir)
     result = ItemResult(name=it.name, title=it.title, shows=it.shows, sweep_dir=out / it.name)
-    summary = run_sweep(spec.sweep, result.sweep_dir, workers=spec.workers or workers, progress=progress)
+    summary = run_sweep(spec.sweep, result.sweep_dir, workers=spec.workers or workers, progress=progress,
+                        scheduler=scheduler, listener=listener)
     result.counts = {k: v for k, v in summary.as_dict().items() if k.startswith("points_")}
     df = load_results(summary.results)
     if "git_commit" in df.columns:  # resumed runs made by other code: said, not hidden (delete the sweep to redo)
@@ -212,20 +182,41 @@ def run_item(it: Item, size: str, out: Path, *, workers: int, progress: bool,
     return result
 
 
+def paper_progress(specs: dict[str, PaperSpec], out: Path, *, workers: int, enabled: bool) -> Any:
+    """The whole paper's counts (runs done out of the total per item, from the point files under ``out``)."""
+    from seedance.paper.progress import ItemCount, PaperProgress
+    from seedance.sweep.expand import runs as sweep_runs
+    from seedance.sweep.plan import done_walls
+
+    counts = {}
+    for name, spec in specs.items():
+        keys = [r.key for r in sweep_runs(spec.sweep)]
+        walls = done_walls(out / name, spec.sweep.runner)
+        finished = [walls[k] for k in keys if k in walls]
+        counts[name] = ItemCount(total=len(keys), done=len(finished), walls=[w for w in finished if w is not None])
+    return PaperProgress(counts, workers=workers, enabled=enabled)
+
+
 def run_suite(size: str, out: str | os.PathLike[str], *, names: tuple[str, ...] | list[str] = NAMES,
               workers: int = 2, progress: bool = False, spec_dir: str | os.PathLike[str] | None = None,
-              phase: Callable[[str], None] | None = None) -> list[ItemResult]:
-    """Every item of ``names`` in ``size``; specs are all validated before the first run starts."""
-    from seedance.sweep.expand import runs as sweep_runs
+              phase: Callable[[str], None] | None = None, scheduler: str | None = None) -> list[ItemResult]:
+    """Every item of ``names`` in ``size``, locally or on the Dask cluster at ``scheduler``; specs are all
+    validated (and the scheduler reached) before the first run starts. With ``progress``, the whole paper's
+    progress on stderr: per item its runs done out of the total and an ETA from the runs done."""
+    from seedance.sweep.execute import probe_scheduler
 
     out = Path(out)
     specs = {name: load_item_spec(item(name).name, size, spec_dir) for name in names}
+    if scheduler is not None:
+        probe_scheduler(scheduler)
+    tracker = paper_progress(specs, out, workers=workers, enabled=progress)
     results = []
     for k, name in enumerate(names):
-        runs = len(sweep_runs(specs[name].sweep))
         if phase is not None:
-            phase(f"[{k + 1}/{len(names)}] {name}: {runs} runs ({size})")
-        results.append(run_item(item(name), size, out, workers=workers, progress=progress, spec=specs[name]))
+            phase(f"[{k + 1}/{len(names)}] {name}: {tracker.counts[name].total} runs ({size})")
+        tracker.start(name)
+        results.append(run_item(item(name), size, out, workers=workers, progress=False, spec=specs[name],
+                                scheduler=scheduler, listener=tracker.listener))  # the paper's lines, not a bar
     return results
 
 

@@ -31,7 +31,7 @@ from datetime import timedelta
 from typing import Any
 
 from seedance.errors import SeedanceError, SpecError
-from seedance.real.node import ENV, _required, config_from_env, open_store
+from seedance.real.node_env import ENV, _required, config_from_env, open_store
 
 log = logging.getLogger("seedance.real.supervise")
 
@@ -139,7 +139,7 @@ class Supervisor:
 
 
 def supervise() -> int:
-    from seedance.real.launcher import _node_listener
+    from seedance.real.processes import node_listener as _node_listener
 
     store = open_store(int(_required("RANK")))
     cfg = _agreed_config(store)

@@ -21,14 +21,13 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-import numpy as np
-
 from seedance.errors import SpecError
 
 
 def mean_ci(values: Any, *, confidence: float = 0.95, seed: int = 0, n_resamples: int = 9999) -> tuple[float, float,
                                                                                                          float]:
     """(mean, lo, hi) of ``values`` (finite numbers; see the module docstring for degenerate cases)."""
+    import numpy as np
     from scipy import stats
 
     x = np.asarray(values, dtype=float)
@@ -51,6 +50,8 @@ def mean_ci(values: Any, *, confidence: float = 0.95, seed: int = 0, n_resamples
 
 def _number(value: Any) -> Any:
     """Booleans (also as the text a mixed-type column holds: "true", "false") as 1.0 / 0.0."""
+    import numpy as np
+
     if isinstance(value, (bool, np.bool_)):
         return float(value)
     if isinstance(value, str) and value in ("true", "false"):

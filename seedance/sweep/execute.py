@@ -234,25 +234,57 @@ def check_scheduler(address: str) -> str:
     return address
 
 
+def probe_scheduler(address: str, timeout_s: float = 5.0) -> None:
+    """A TCP connection to the scheduler's host and port, before anything is written: an unreachable scheduler is a
+    SpecError (exit 2) within ``timeout_s``, not a long wait inside Dask's client."""
+    import socket
+
+    host, _, port = check_scheduler(address).split("://", 1)[1].rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as err:
+        raise SpecError("--scheduler", f"cannot connect to {address} ({err.strerror or err})",
+                        "the address of a running `dask scheduler` (with workers), e.g. tcp://HEAD:8786") from None
+
+
 def run_dask(tasks: list[dict[str, Any]], *, scheduler: str, timeout_s: float, on_result: OnResult,
-             connect_timeout_s: float = 30.0) -> None:
-    """Run ``tasks`` on the Dask cluster at ``scheduler``; ``on_result(task, result)`` as each finishes."""
+             connect_timeout_s: float = 8.0, max_in_flight: int | None = None) -> None:
+    """Run ``tasks`` on the Dask cluster at ``scheduler``; ``on_result(task, result)`` as each finishes.
+
+    At most ``max_in_flight`` tasks are submitted at once (a spec's ``max_workers``). A Dask worker lost mid-run
+    (killed, its machine gone) has its unfinished tasks rescheduled by the scheduler on the others; a task that
+    kills worker after worker (Dask's ``allowed-failures``) comes back as a failed run, run again by the next
+    invocation. Finished runs were written as they arrived, so none is lost."""
     from distributed import Client, as_completed
 
+    probe_scheduler(scheduler, min(connect_timeout_s, 5.0))
     try:
-        client = Client(check_scheduler(scheduler), timeout=connect_timeout_s, set_as_default=False)
+        client = Client(scheduler, timeout=connect_timeout_s, set_as_default=False)
     except OSError as err:
         raise SpecError("--scheduler", f"cannot connect to {scheduler} ({err})",
                         "the address of a running `dask scheduler` with workers") from None
     try:
-        futures = {client.submit(dask_task, task, timeout_s, pure=False): task for task in tasks}
-        for future in as_completed(list(futures), loop=client.loop):
-            task = futures[future]
+        queue_ = list(reversed(tasks))
+        futures: dict[Any, dict[str, Any]] = {}
+
+        def submit() -> Any:
+            task = queue_.pop()
+            future = client.submit(dask_task, task, timeout_s, pure=False)
+            futures[future] = task
+            return future
+
+        window = len(tasks) if max_in_flight is None else max(1, max_in_flight)
+        pending = as_completed([submit() for _ in range(min(window, len(tasks)))], loop=client.loop)
+        for future in pending:
+            task = futures.pop(future)
             try:
                 result = future.result()
-            except Exception as err:  # noqa: BLE001 - e.g. the Dask worker died: the run failed
+            except Exception as err:  # noqa: BLE001 - e.g. KilledWorker: the run failed (retried next time)
                 result = _failed(f"dask: {type(err).__name__}: {err}", 0.0)
+            future.release()
             on_result(task, result)
+            if queue_:
+                pending.add(submit())
     finally:
         client.close()
 
@@ -279,20 +311,27 @@ def reproduce(out: Path, key: str) -> str:
 
 
 def run_sweep(spec: Any, out: str | Path, *, workers: int = 1, scheduler: str | None = None,
-              progress: bool | None = True, only: tuple[str, ...] | list[str] = ()) -> SweepSummary:
-    """Run every run of ``spec`` (a SweepSpec, a dict or a YAML/JSON path) whose result is not yet in ``out``.
+              progress: bool | None = True, only: tuple[str, ...] | list[str] = (), size: str = "full",
+              listener: OnResult | None = None) -> SweepSummary:
+    """Run every run of ``spec`` (a SweepSpec, a dict or a YAML/JSON path, in ``size``) whose result is not yet in
+    ``out``, on ``workers`` local processes (at most the spec's ``max_workers``) or the Dask cluster at
+    ``scheduler``.
 
     ``only``: run just the runs whose key starts with one of these prefixes (what a failed run's reproduce
-    command uses). Returns the counts and the path of the Parquet dataset, rebuilt from the point files.
+    command uses). ``listener(task, result)`` is called after each run's point file is written (the paper suite's
+    progress). Returns the counts and the path of the Parquet dataset, rebuilt from the point files. An
+    unreachable scheduler is a SpecError before anything is written.
     """
     from seedance.sweep import expand, store
-    from seedance.sweep.expand import load_spec
+    from seedance.sweep.load import load_spec
 
-    spec = load_spec(spec)
+    spec = load_spec(spec, size=size)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise SpecError("--workers", f"must be an integer >= 1, got {workers!r}", "e.g. --workers 2")
+    if spec.max_workers is not None:
+        workers = min(workers, spec.max_workers)
     if scheduler is not None:
-        check_scheduler(scheduler)
+        probe_scheduler(scheduler)
     out = Path(out)
     all_runs = expand.runs(spec)
     selected = all_runs
@@ -305,19 +344,20 @@ def run_sweep(spec: Any, out: str | Path, *, workers: int = 1, scheduler: str | 
     (out / store.POINTS).mkdir(parents=True, exist_ok=True)
     (out / "logs").mkdir(exist_ok=True)
     with store.DirectoryLock(out):
-        return _run_locked(spec, out, all_runs, selected, workers=workers, scheduler=scheduler, progress=progress)
+        return _run_locked(spec, out, all_runs, selected, workers=workers, scheduler=scheduler, progress=progress,
+                           listener=listener)
 
 
 def _run_locked(spec: Any, out: Path, all_runs: list[Any], selected: list[Any], *, workers: int,
-                scheduler: str | None, progress: bool | None) -> SweepSummary:
+                scheduler: str | None, progress: bool | None, listener: OnResult | None) -> SweepSummary:
     from seedance.provenance import git_commit, spec_hash, versions
     from seedance.files import atomic_write
     from seedance.sweep import store
-    from seedance.sweep.runners import entry
+    from seedance.sweep.registry import BUILTIN, entry
 
     target = entry(spec.runner).target
     plugin = target.partition(":")[0]
-    if spec.runner != target and plugin != "seedance.sweep.runners" and plugin not in spec.plugins:
+    if spec.runner != target and spec.runner not in BUILTIN and plugin not in spec.plugins:
         # a runner registered in this process: spec.json names its module so `--only` reruns find it
         spec = spec.model_copy(update={"plugins": [*spec.plugins, plugin]})
     document = spec.to_dict()
@@ -330,7 +370,7 @@ def _run_locked(spec: Any, out: Path, all_runs: list[Any], selected: list[Any], 
               "point_dir": str((out / "runs" / r.key).resolve())} for r in pending]
     failed = 0
 
-    from seedance.cli._progress import Progress
+    from seedance.progress import Progress
 
     steps = Progress(progress, "sweep")
     bar = steps.bar(len(tasks), unit="run", desc=f"{spec.name} ({len(done)} of {len(selected)} done before)") \
@@ -350,10 +390,13 @@ def _run_locked(spec: Any, out: Path, all_runs: list[Any], selected: list[Any], 
         if bar is not None:
             bar.set_postfix(failed=failed, refresh=False)
             bar.update(1)
+        if listener is not None:
+            listener(task, result)
 
     try:
         if tasks and scheduler is not None:
-            run_dask(tasks, scheduler=scheduler, timeout_s=spec.timeout_s, on_result=on_result)
+            run_dask(tasks, scheduler=scheduler, timeout_s=spec.timeout_s, on_result=on_result,
+                     max_in_flight=spec.max_workers)
         elif tasks:
             run_local(tasks, workers=workers, timeout_s=spec.timeout_s, on_result=on_result, log_dir=out / "logs")
     finally:

@@ -3,28 +3,22 @@
 Order is deterministic: grid in the order the spec lists its parameters and values (the last parameter varies
 fastest), then zip, then random samples in draw order. Random samples come from
 ``numpy.random.default_rng(axes.random.seed)``, drawn sample by sample, parameter by parameter in the spec's order:
-the same spec gives the same points on every machine. :func:`load_spec` reads a spec and checks every point's
-parameters with its runner.
+the same spec gives the same points on every machine.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-from pydantic import ValidationError
-
 from seedance.provenance import spec_hash
-from seedance.sweep.spec import MAX_POINTS, Choice, LogUniform, RandInt, SweepSpec, Uniform, spec_error
+from seedance.sweep.spec import MAX_POINTS, Choice, LogUniform, RandInt, SweepSpec, Uniform
 from seedance.errors import SpecError
 
 
-def _draw(rng: np.random.Generator, dist: Any) -> Any:
+def _draw(rng: Any, dist: Any) -> Any:
     if isinstance(dist, Uniform):
         lo, hi = dist.uniform
         return float(rng.uniform(lo, hi))
@@ -43,6 +37,8 @@ def random_points(spec: SweepSpec) -> list[dict[str, Any]]:
     axis = spec.axes.random
     if axis is None:
         return [{}]
+    import numpy as np  # only for random axes (a dry run of a grid imports no numpy)
+
     rng = np.random.default_rng(axis.seed)
     return [{name: _draw(rng, dist) for name, dist in axis.params.items()} for _ in range(axis.samples)]
 
@@ -96,44 +92,3 @@ def runs(spec: SweepSpec) -> list[Run]:
                 seen.add(key)
                 out.append(Run(index=len(out), params=params, seed=seed, key=key))
     return out
-
-
-def load_spec(source: str | os.PathLike[str] | dict[str, Any] | SweepSpec, *, check_points: bool = True) -> SweepSpec:
-    """A validated :class:`SweepSpec` from a YAML/JSON file, a dict or a spec.
-
-    With ``check_points`` (default) every point's parameters also pass the runner's own validation, so an unknown
-    or bad parameter is refused before any point runs.
-    """
-    from seedance import validation
-
-    if isinstance(source, SweepSpec):
-        spec = source
-    else:
-        where = ""
-        if isinstance(source, dict):
-            doc = source
-        else:
-            path = Path(source)
-            if not path.is_file():
-                raise SpecError("SPEC", f"{path} is not a file", "a YAML or JSON sweep specification")
-            doc = validation.load_file(path, "SPEC")
-            where = str(path)
-        if not isinstance(doc, dict):
-            raise SpecError(where or "spec", f"expected a mapping, got {type(doc).__name__}",
-                            "a YAML mapping with name, runner, fixed, axes, repetitions, timeout_s")
-        try:
-            spec = SweepSpec.model_validate(doc)
-        except ValidationError as err:
-            raise spec_error(err, where) from None
-    if check_points and not spec._points_checked:
-        from seedance.provenance import spec_hash
-        from seedance.sweep.runners import validate_params
-
-        seen: set[str] = set()
-        for params in points(spec):
-            key = spec_hash(params)
-            if key not in seen:
-                seen.add(key)
-                validate_params(spec.runner, params)
-        spec._points_checked = True
-    return spec

@@ -16,10 +16,11 @@ Built-in runners, each a thin function over the library (not the CLI through a s
 * ``real`` — :func:`seedance.real.run.run_real` into the run's own directory: same shape on real processes.
 * ``train`` — :func:`seedance.experiments.training_run.sim_train` / ``real_train`` (``runtime: sim | real``):
   ``scenario``, ``variant``, ``ranks``, ``steps``, ``commit_every``, ``set`` → the training summary's metrics.
-* ``experiment`` — one ``seedance experiment NAME`` study (``quick: true`` by default, other options as
-  ``options: {...}``) into the run's own directory; its headline numbers (the scalars of its JSON summary) and
-  ``out_dir``.
+* ``experiment`` — one study of :mod:`seedance.sweep.experiments` (what ``seedance experiment NAME`` runs, called
+  as a library function; ``quick: true`` by default, other options as ``options: {...}``) into the run's own
+  directory; its headline numbers (the scalars of its JSON summary) and ``out_dir``.
 
+Each is listed by name in :mod:`seedance.sweep.registry` (imported only when a point is validated or run).
 Validation: :func:`validate_params` applies the runner's ``validate(params)``, which raises
 :class:`~seedance.errors.SpecError` naming the parameter (``params.nodez: unknown parameter; valid: ...``). A spec
 may also name ``module:function`` directly as its runner (a plug-in without registration). A runner function may
@@ -28,103 +29,19 @@ carry ``imports``, a tuple of module names its worker imports before the first r
 
 from __future__ import annotations
 
-import contextlib
-import importlib
-import io
 import json
 import os
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from seedance.errors import SpecError
 from seedance.models.topology.checks import check_topology_spec
+# the registry (names -> "module:function", loaded lazily) is .registry; these names stay importable from here
+from seedance.sweep.registry import (RunnerEntry, check_runner_name, entry, param_field,  # noqa: F401
+                                     register_runner, resolve, runner_names, validate_params)
 
 POINT_DIR_ENV = "SEEDANCE_SWEEP_POINT_DIR"
-
-
-@dataclass(frozen=True)
-class RunnerEntry:
-    target: str  # "module:function"
-    validate: str | None = None  # "module:function" or None
-
-
-_REGISTRY: dict[str, RunnerEntry] = {}
-
-
-def _target(fn: Callable[..., Any] | str, what: str) -> str:
-    if isinstance(fn, str):
-        module, sep, attr = fn.partition(":")
-        if not sep or not module or not attr:
-            raise ValueError(f"{what}: expected 'module:function', got {fn!r}")
-        return fn
-    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
-    if not module or "<" in qualname or module == "__main__":
-        raise ValueError(f"{what}: {fn!r} is not importable by name (a closure, lambda or __main__ function); "
-                         "define it at module level in an importable module")
-    return f"{module}:{qualname}"
-
-
-def register_runner(name: str, fn: Callable[[dict[str, Any], int], dict[str, Any]] | str, *,
-                    validate: Callable[[dict[str, Any]], None] | str | None = None) -> None:
-    """Register ``fn`` (a module-level function or ``"module:function"``) as runner ``name``; ``validate(params)``
-    raises SpecError for bad parameters (called for every point before any runs)."""
-    if not isinstance(name, str) or not name or ":" in name:
-        raise ValueError(f"runner name must be a non-empty string without ':', got {name!r}")
-    _REGISTRY[name] = RunnerEntry(_target(fn, f"runner {name}"),
-                                  _target(validate, f"validate of {name}") if validate is not None else None)
-
-
-def runner_names() -> list[str]:
-    return sorted(_REGISTRY)
-
-
-def resolve(target: str) -> Callable[..., Any]:
-    """Import ``module:function``."""
-    module, _, attr = target.partition(":")
-    obj: Any = importlib.import_module(module)
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
-def entry(name: str) -> RunnerEntry:
-    """The registry entry of ``name`` (a registered name, or ``module:function`` used as is)."""
-    if name in _REGISTRY:
-        return _REGISTRY[name]
-    if ":" in name:
-        return RunnerEntry(name)
-    raise SpecError("runner", f"unknown runner {name!r}", f"valid: {', '.join(runner_names())} or module:function")
-
-
-def check_runner_name(name: str) -> None:
-    """A registered name, or an importable ``module:function``."""
-    found = entry(name)
-    try:
-        fn = resolve(found.target)
-    except (ImportError, AttributeError, ValueError) as err:
-        raise SpecError("runner", f"cannot import {found.target!r} ({type(err).__name__}: {err})",
-                        f"valid: {', '.join(runner_names())} or an importable module:function") from None
-    if not callable(fn):
-        raise SpecError("runner", f"{found.target!r} is not callable", "a function fn(params, seed) -> dict")
-
-
-def param_field(field: str) -> str:
-    """A library error's field as the sweep parameter's: ``--nemesis`` → ``params.nemesis``, ``--set k`` →
-    ``params.set.k``, ``collective`` → ``params.collective``."""
-    field = field.lstrip("-").replace("set ", "set.").replace("-", "_")
-    return field if field.startswith("params.") else f"params.{field}"
-
-
-def validate_params(name: str, params: dict[str, Any]) -> None:
-    """The runner's own check of one point's parameters (a SpecError names ``params.X``)."""
-    found = entry(name)
-    if found.validate is not None:
-        try:
-            resolve(found.validate)(dict(params))
-        except SpecError as err:
-            raise SpecError(param_field(err.field), err.problem, err.valid) from None
 
 
 def current_point_dir() -> Path:
@@ -507,26 +424,16 @@ def run_train(params: dict[str, Any], seed: int) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------------ experiment
-EXPERIMENT_PARAMS: dict[str, Any] = {"name": None, "quick": True, "options": None}
+EXPERIMENTS_PARAMS: dict[str, Any] = {"name": None, "quick": True, "options": None}
 
 
-def _experiment_setup(params: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
-    from seedance.cli.experiment import command as group
+def _experiment_setup(params: Mapping[str, Any]) -> dict[str, Any]:
+    from seedance.sweep.experiments import resolve_options
 
-    p = known("experiment", params, EXPERIMENT_PARAMS)
-    names = sorted(group.commands)
-    if p["name"] not in group.commands:
-        raise SpecError("params.name", f"unknown experiment {p['name']!r}", f"valid: {', '.join(names)}")
-    command = group.commands[p["name"]]
+    p = known("experiment", params, EXPERIMENTS_PARAMS)
     if not isinstance(p["quick"], bool):
         raise SpecError("params.quick", f"expected true or false, got {p['quick']!r}")
-    options = _mapping("params.options", p["options"])
-    flags = {o.name: o for o in command.params if o.name not in ("out_dir", "as_json", "show_progress")}
-    for key in options:
-        if key.replace("-", "_") not in flags:
-            raise SpecError(f"params.options.{key}", f"not an option of `seedance experiment {p['name']}`",
-                            f"valid: {', '.join(sorted(flags))}")
-    return command, {**p, "options": options, "flags": flags}
+    return {**p, "options": resolve_options(p["name"], _mapping("params.options", p["options"]))}
 
 
 def validate_experiment(params: dict[str, Any]) -> None:
@@ -534,49 +441,24 @@ def validate_experiment(params: dict[str, Any]) -> None:
 
 
 def run_experiment(params: dict[str, Any], seed: int) -> dict[str, Any]:
-    """``seedance experiment NAME [--quick] [--seed SEED] --out RUN_DIR --json`` in this process; its headline
-    numbers (the scalars of the JSON object it prints, nested keys dotted, lists left out: e.g. ``headline.*``,
-    ``summary.*``, ``artifacts.*`` paths; ``rows``: how many rows its table has) and ``out_dir``."""
-    import click
+    """One study (:mod:`seedance.sweep.experiments`: what ``seedance experiment NAME [--quick] --seed SEED --out
+    RUN_DIR --json`` runs, called as a library function) into the run's own directory; its headline numbers (the
+    scalars of its JSON object, nested keys dotted, lists left out: e.g. ``headline.*``, ``summary.*``,
+    ``artifacts.*`` paths; ``rows``: how many rows its table has), ``out_dir`` and ``command``."""
+    from seedance.sweep.experiments import command, experiment
 
-    command, p = _experiment_setup(params)
+    p = _experiment_setup(params)
+    study = experiment(p["name"])
     out = current_point_dir()
-    args: list[str] = []
-    flags = p["flags"]
-    if p["quick"] and "quick" in flags:
-        args.append("--quick")
-    options = {k.replace("-", "_"): v for k, v in p["options"].items()}
-    seed_flag = next((name for name in ("root_seed", "seed") if name in flags), None)
-    if seed_flag is not None and seed_flag not in options:  # the sweep's seed is the study's (when it takes one)
-        options[seed_flag] = seed
-    for name, value in options.items():
-        opt = flags[name]
-        flag = max(opt.opts, key=len)
-        if isinstance(value, bool) and getattr(opt, "is_flag", False):
-            if value:
-                args.append(flag)
-            elif opt.secondary_opts:
-                args.append(max(opt.secondary_opts, key=len))
-        else:
-            args += [flag, str(value)]
-    present = {o.name for o in command.params}
-    args += ["--out", str(out), *(["--json"] if "as_json" in present else []),
-             *(["--no-progress"] if "show_progress" in present else [])]
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
-        try:
-            command.main(args=args, prog_name=f"seedance experiment {p['name']}", standalone_mode=False)
-        except click.UsageError as err:
-            raise SpecError("params.options", err.format_message()) from None
-    text = buffer.getvalue().strip().splitlines()
-    document = json.loads(text[-1]) if text else {}
+    document = study.run(out, quick=p["quick"], seed=seed, **p["options"])
+    document = json.loads(json.dumps(document, default=str))  # what --json prints: plain data
     rows = document.pop("rows", None) if isinstance(document, dict) else None
     headline = {k: v for k, v in flatten(document if isinstance(document, dict) else {}).items()
                 if not (isinstance(v, str) and v.startswith("["))}
     if isinstance(rows, list):
         headline["rows"] = len(rows)
     headline["out_dir"] = str(out)
-    headline["command"] = "seedance experiment " + " ".join([p["name"], *args])
+    headline["command"] = command(p["name"], p["quick"], seed, p["options"], out)
     return headline
 
 
@@ -586,7 +468,5 @@ run_sim.imports = ("seedance.sim", "seedance.experiments.protocols",  # type: ig
                    "seedance.history.linearizability")
 run_real.imports = ("seedance.real.run",)  # type: ignore[attr-defined]
 run_train.imports = ("seedance.experiments.training_run", "seedance.sim")  # type: ignore[attr-defined]
-run_experiment.imports = ("seedance.cli.experiment",)  # type: ignore[attr-defined]
+run_experiment.imports = ("seedance.sweep.experiments",)  # type: ignore[attr-defined]
 
-for _name in ("cost", "sim", "real", "train", "experiment"):
-    register_runner(_name, f"{__name__}:run_{_name}", validate=f"{__name__}:validate_{_name}")

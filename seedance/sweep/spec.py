@@ -14,6 +14,13 @@
         params: {conflict_rate: {uniform: [0, 1]}}
     repetitions: 3                    # seeds 0, 1, 2 per point (or `seeds: [7, 11]`)
     timeout_s: 120                    # per run; a run past it is killed and recorded as failed
+    max_workers: 1                    # at most this many runs at once (real processes that must not share cores)
+    quick:                            # the quick size (`--size quick`): overrides merged into the spec
+      axes: {grid: {protocol: [raft]}}  # (mappings key by key, anything else replaced)
+      repetitions: 1
+
+Sizes: ``full`` (default) is the spec as written; ``quick`` is the spec with its ``quick:`` overrides merged in (the
+spec as written when it has none). The resolved spec (no ``quick:`` key) is what a sweep records in ``spec.json``.
 
 A runner registered by another module (:func:`seedance.sweep.register_runner`) is found when the spec lists that
 module under ``plugins`` (imported at load); ``run_sweep`` adds it to the ``spec.json`` it writes.
@@ -26,17 +33,20 @@ dotted path (``axes.random.params.lr.loguniform``) and what would be valid, in o
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from seedance.errors import SpecError
+from seedance.sweep.registry import SIZES
 
 MAX_POINTS = 1_000_000
 MAX_SEEDS = 10_000
 MAX_TIMEOUT_S = 7 * 24 * 3600.0
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
+SIZE_KEY = "quick"  # the overrides of the quick size
 
 
 def plain(where: str, value: Any) -> None:
@@ -168,6 +178,7 @@ class SweepSpec(_Model):
     repetitions: int | None = Field(default=None, ge=1, le=MAX_SEEDS)
     seeds: list[Annotated[int, Field(ge=0)]] | None = Field(default=None, min_length=1, max_length=MAX_SEEDS)
     timeout_s: float = Field(default=3600.0, gt=0, le=MAX_TIMEOUT_S)
+    max_workers: int | None = Field(default=None, ge=1, le=1024)
     description: str = ""
     _points_checked: bool = PrivateAttr(default=False)  # load_spec checked every point's parameters
 
@@ -186,7 +197,7 @@ class SweepSpec(_Model):
     @field_validator("runner")
     @classmethod
     def _runner(cls, v: str) -> str:
-        from seedance.sweep.runners import check_runner_name
+        from seedance.sweep.registry import check_runner_name
 
         check_runner_name(v)
         return v
@@ -239,7 +250,8 @@ def _allowed_fields(loc: tuple[Any, ...]) -> str | None:
         model = next((a for a in (annotation, *args) if isinstance(a, type) and issubclass(a, BaseModel)), None)
         if model is None:
             return None
-    return ", ".join(getattr(model, "model_fields", {}))
+    names = list(getattr(model, "model_fields", {}))
+    return ", ".join([*names, SIZE_KEY] if model is SweepSpec else names)
 
 
 def spec_error(err: ValidationError, where: str = "") -> SpecError:
@@ -264,3 +276,35 @@ def spec_error(err: ValidationError, where: str = "") -> SpecError:
     field = f"{where}: {path}" if where else path
     return SpecError(field, msg, valid)
 
+
+def merge(base: Any, override: Any) -> Any:
+    """``override`` over ``base``: mappings merged key by key (recursively), anything else replaced."""
+    if isinstance(base, dict) and isinstance(override, dict):
+        out = dict(base)
+        for key, value in override.items():
+            out[key] = merge(base.get(key), value) if key in base else copy.deepcopy(value)
+        return out
+    return copy.deepcopy(override)
+
+
+def check_size(size: Any) -> str:
+    if size not in SIZES:
+        raise SpecError("--size", f"unknown size {size!r}", f"valid: {', '.join(SIZES)}")
+    return size
+
+
+def sized(doc: dict[str, Any], size: str, where: str = "") -> dict[str, Any]:
+    """``doc`` in ``size``: its ``quick:`` overrides merged in for ``quick``, dropped for ``full``."""
+    check_size(size)
+    doc = dict(doc)
+    quick = doc.pop(SIZE_KEY, None)
+    field = f"{where}: {SIZE_KEY}" if where else SIZE_KEY
+    if quick is None:
+        return doc
+    if not isinstance(quick, dict):
+        raise SpecError(field, f"expected a mapping of overrides, got {quick!r}", "e.g. {repetitions: 2}")
+    allowed = [name for name in SweepSpec.model_fields if name != "name"]
+    for key in quick:
+        if key not in allowed:
+            raise SpecError(f"{field}.{key}", "unknown field", f"valid fields: {', '.join(allowed)}")
+    return merge(doc, quick) if size == "quick" else doc

@@ -109,8 +109,8 @@ def _training(out: Path, ranks: int, duration_s: float) -> dict[str, Any]:
 
 
 def _host_profile(out: Path) -> dict[str, Any]:
-    from seedance.real.profile import profile_host
-    from seedance.real.storage import atomic_write
+    from seedance.experiments.host_profile import profile_host
+    from seedance.files import atomic_write
 
     profile = profile_host(out / "profile-work", duration_s=2.0, runs=1)
     atomic_write(out / "host.yaml", profile.to_yaml().encode())
