@@ -246,14 +246,6 @@ def import_cycles(root: Path) -> list[list[str]]:
 
 
 ROOT = PACKAGE.parent
-# imports of a higher floor another change removes (the sweep's runners stop running Click commands in-process); a
-# module listed here may still hold them, and passes once they are gone. Nothing may be added.
-PENDING = {
-    "seedance.sweep.execute": "sweep -> cli._progress: the progress bar moves below the CLI",
-    "seedance.sweep.runners": "sweep -> cli.experiment: the runner calls the study, not its Click command",
-}
-
-
 @functools.lru_cache(maxsize=None)
 def _violations_by_file() -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
@@ -265,8 +257,6 @@ def _violations_by_file() -> dict[str, list[str]]:
 @pytest.mark.parametrize("name", sorted(modules(ROOT)))
 def test_every_module_imports_only_its_floor_or_lower(name: str):
     violations = _violations_by_file().get(str(modules(ROOT)[name].relative_to(ROOT)), [])
-    if violations and name in PENDING and all(" imports seedance.cli" in v for v in violations):
-        pytest.xfail(PENDING[name])
     assert violations == [], "\n".join(violations)
 
 
