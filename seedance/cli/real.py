@@ -327,8 +327,10 @@ def profile_command(nodes: int, clients: int, duration: float, runs: int, seed: 
 def gpu_check_command(out: str, train_seconds: float, no_profile: bool) -> None:
     """What this project's GPU paths do on this CUDA server, in one command (`make gpu-check`, ~5 min); without
     CUDA it says so in one line and exits 0."""
+    from seedance import validation as V
     from seedance.experiments.gpu_check import run_gpu_check
 
+    V.check_writable_dir("--out", out)  # before anything, CUDA or not: an exit 2 leaves nothing half-written
     result = run_gpu_check(Path(out), train_s=train_seconds, profile=not no_profile)
     if result is not None and not all(r["passed"] for r in result["training"].values()):
         raise SystemExit(1)
