@@ -27,6 +27,12 @@ from seedance.sim import NemesisConfig, SimConfig, WorkloadConfig, simulate
 
 FAULTS = ["partition", "crash", "pause", "loss", "duplicate", "reorder", "skew", "delay"]
 CI_SEEDS = range(200)
+# Open protocol bugs the campaign has found, by seed: the breach each seed must still show (a seed listed here that
+# passes fails the campaign, so a fix removes its line). Seed 29 (crash + reorder, 5 nodes): at t = 72.9 ms node 4,
+# in its 6th incarnation, holds a clock covering write (node 2, dot 9) at pixel 0 while holding an older entry
+# there; the full clock-honesty check over the live nodes agrees, and the state heals by the end. The monitor that
+# examined every 256th input missed it; the one that examines every input (and the full check) sees it.
+KNOWN_BREACHES = {29: "covers write (node 2, dot 9) at pixel 0"}
 SLOW_SEEDS = range(200, 2200)
 CHUNK = 25
 
@@ -62,6 +68,11 @@ def _run_seeds(seeds) -> dict:
     for seed in seeds:
         config = campaign_config(seed)
         summary, problems = judge(config)
+        if seed in KNOWN_BREACHES:
+            assert problems and KNOWN_BREACHES[seed] in problems[0], (
+                f"seed {seed} no longer shows its known breach ({KNOWN_BREACHES[seed]!r}): remove it from "
+                f"KNOWN_BREACHES; problems now: {problems[:2]}")
+            continue
         assert not problems, (f"seed {seed} ({', '.join(config.nemesis.faults)}): {problems[:3]}\n"
                               f"reproduce: {summary['reproduce']}")
         totals["runs"] += 1
