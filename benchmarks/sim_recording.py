@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
+from _timing import peak_rss_kib, write_json
 
 SEED = 20261204
 TARGETS = {"ops_per_cpu_s_defaults": 20_000, "ops_per_cpu_s_bare": 30_000, "cpu_us_per_message": 15.0}
@@ -61,20 +60,6 @@ def raft_cost(duration_s: float, trace: bool, monitor: bool) -> dict[str, Any]:
             "messages_delivered": delivered, "throughput_ops_s": result.throughput_ops_s,
             "latency_ms_p50": result.latency_ms_p50, "latency_ms_p99": result.latency_ms_p99,
             "trace_sha256": result.trace_sha256}
-
-
-def peak_rss_kib() -> int:
-    """This process's peak RSS (KiB): Linux's ``VmHWM`` of its address space, else ``ru_maxrss``. (On Linux
-    ``ru_maxrss`` also counts the parent's high-water mark carried across ``exec``, so a child started by a big
-    benchmark process would report the parent's size.)"""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 def rss_child(duration_s: float, monitor: bool, protocol: str = "raft") -> dict[str, Any]:
@@ -192,11 +177,7 @@ def main(argv: list[str] | None = None) -> int:
                 "deterministic": twice[0] == twice[1], "memory": memory, "rss_growth_mib": growth,
                 "metadata": run_metadata(seed=SEED, spec={"benchmark": "sim_recording", "quick": args.quick},
                                          argv=sys.argv[1:] if argv is None else argv)}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "sim_recording.json"
-    path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {path}", file=sys.stderr)
+    write_json(args.out, "sim_recording", document)
     return 0
 
 

@@ -2,7 +2,7 @@
 
 For raft, multipaxos and epaxos at N in {8, 32, 128} and the causal protocol at N in {8, 32, 128, 512, 1024} (the
 ceilings of ``seedance.sim.ceilings``), one seeded run per point, each in its own child process so that its peak
-RSS (``ru_maxrss``) is that point's alone. Reported per point:
+RSS (``VmHWM``) is that point's alone. Reported per point:
 
 * CPU µs per delivered message (the child's ``process_time`` around ``simulate()``, set-up included, over the
   messages the runtime delivered; target <= 15 µs at every N);
@@ -31,11 +31,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import resource
 import subprocess
 import sys
 import time
-from pathlib import Path
+from _timing import peak_rss_kib, write_json
 
 SEED = 20261204
 PROTOCOLS = ("raft", "multipaxos", "epaxos", "causal")
@@ -75,7 +74,7 @@ def measure_point(point: dict) -> dict:
             "trace_records": int(result.stats.get("trace_records", 0)),
             "us_per_message": cpu / max(delivered, 1) * 1e6, "ops_per_cpu_s": ops / cpu if cpu else 0.0,
             "cpu_us_per_op": cpu / max(ops, 1) * 1e6, "wall_per_sim_s": wall / point["duration_s"],
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "peak_rss_mb": peak_rss_kib() / 1024,
             "estimate_mb": estimate["total"] / (1 << 20), "trace_sha256": result.trace_sha256}
 
 
@@ -185,11 +184,7 @@ def main(argv: list[str] | None = None) -> int:
                                                   "protocols": args.protocols, "monitor": args.monitor},
                                  argv=sys.argv[1:] if argv is None else argv),
     }
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "sim_scale.json"
-    path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {path}", file=sys.stderr)
+    write_json(args.out, "sim_scale", document)
     return 0
 
 

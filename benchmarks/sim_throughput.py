@@ -23,17 +23,16 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import json
 import pstats
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import simpy
 
 from seedance.provenance import run_metadata
 from seedance.sim import SimConfig, WorkloadConfig, simulate
+from _timing import write_json
 
 SEED = 20261129
 
@@ -171,11 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         "metadata": run_metadata(seed=SEED, spec={"benchmark": "sim_throughput", "quick": args.quick},
                                  argv=sys.argv[1:]),
     }
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "sim_throughput.json"
-    path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {path}", file=sys.stderr)
+    write_json(args.out, "sim_throughput", document)
     return 0
 
 
