@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from seedance.errors import SpecError
+from seedance.errors import HistoryError, SpecError
 
 # ------------------------------------------------------------------------------------------------------- ceilings
 MAX_DEVICES = 1024
@@ -174,22 +174,23 @@ def ip_address(field: str, text: str) -> str:
 
 
 # ----------------------------------------------------------------------------------------------------- YAML, JSON
-def _json_hooks(where: str) -> dict[str, Any]:
-    """json.loads hooks refusing duplicate keys, NaN/Infinity and floats that overflow, naming ``where``."""
+def json_hooks(where: str, error: type[SpecError] | type[HistoryError] = SpecError) -> dict[str, Any]:
+    """json.loads hooks refusing duplicate keys, NaN/Infinity and floats that overflow, raising ``error`` naming
+    ``where`` (a spec's field, a history's line)."""
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for key, value in items:
             if key in out:
-                raise SpecError(where, f"duplicate key {key!r}", "each key at most once per object")
+                raise error(where, f"duplicate key {key!r}", "each key at most once per object")
             out[key] = value
         return out
 
     def constant(name: str) -> Any:
-        raise SpecError(where, f"{name} is not a number JSON allows", "a finite number")
+        raise error(where, f"{name} is not a number JSON allows", "a finite number")
 
     def finite(text: str) -> float:
         if not math.isfinite(value := float(text)):
-            raise SpecError(where, f"{text} overflows to infinity", "a finite number (|x| < 1.8e308)")
+            raise error(where, f"{text} overflows to infinity", "a finite number (|x| < 1.8e308)")
         return value
 
     return {"object_pairs_hook": pairs, "parse_constant": constant, "parse_float": finite}
@@ -199,7 +200,7 @@ def loads_json(text: str, where: str) -> Any:
     """Strict JSON: no duplicate keys, no NaN/Infinity, no number that overflows, no integer too long to convert,
     no nesting beyond the parser's recursion; errors name ``where`` and the line."""
     try:
-        doc = json.loads(text, **_json_hooks(where))
+        doc = json.loads(text, **json_hooks(where))
     except json.JSONDecodeError as err:
         raise SpecError(where, f"not valid JSON ({err.msg} at line {err.lineno} column {err.colno})",
                         "valid JSON") from None

@@ -42,6 +42,7 @@ from typing import IO, Any
 import numpy as np
 
 from seedance.errors import HistoryError
+from seedance.validation import json_hooks
 from seedance.models.protocols.contract import Operation
 
 __all__ = [
@@ -265,35 +266,6 @@ def _event_from_obj(obj: Any, where: str) -> Event | ReplicaEvent:
         raise HistoryError(where, f"{err.field}: {err.problem}", err.valid) from None
 
 
-def _strict_object(where: str) -> Any:
-    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in out:
-                raise HistoryError(where, f"duplicate key {key!r}", "each field at most once per event")
-            out[key] = value
-        return out
-
-    return hook
-
-
-def _no_constant(where: str) -> Any:
-    def hook(name: str) -> Any:
-        raise HistoryError(where, f"{name} is not a JSON number", "finite numbers only")
-
-    return hook
-
-
-def _finite_float(where: str) -> Any:
-    def hook(text: str) -> float:
-        value = float(text)
-        if value != value or value in (float("inf"), float("-inf")):
-            raise HistoryError(where, f"{text} overflows to infinity", "finite numbers only (|x| < 1.8e308)")
-        return value
-
-    return hook
-
-
 def _iter_events(lines: Iterable[str], first_line: int = 1, replicas: bool = False) -> Iterator[Any]:
     validator = HistoryValidator()
     blank = None
@@ -306,8 +278,7 @@ def _iter_events(lines: Iterable[str], first_line: int = 1, replicas: bool = Fal
             raise HistoryError(f"line {blank}", "blank line inside the history",
                                "one JSON object per line (blank lines only at the end), so that line N is event N")
         try:
-            obj = json.loads(line, object_pairs_hook=_strict_object(where), parse_constant=_no_constant(where),
-                             parse_float=_finite_float(where))
+            obj = json.loads(line, **json_hooks(where, HistoryError))
         except json.JSONDecodeError as err:
             raise HistoryError(where, f"not valid JSON ({err.msg} at column {err.colno})",
                                "each line must be one JSON object") from None
