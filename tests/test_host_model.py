@@ -352,7 +352,7 @@ def test_busy_periods_and_the_handoff_are_measured_on_a_real_loop():
     import asyncio
 
     from seedance.real.meters import measure_handoff, measure_wake
-    from seedance.real.runtime import BusyPeriods
+    from seedance.real.loop_hooks import BusyPeriods
 
     async def main():
         busy = BusyPeriods(asyncio.get_running_loop())
@@ -384,7 +384,7 @@ def test_the_profile_hooks_records_are_not_traversed_by_the_garbage_collector():
     import asyncio
     import gc
 
-    from seedance.real.runtime import BusyPeriods
+    from seedance.real.loop_hooks import BusyPeriods
 
     async def main():
         busy = BusyPeriods(asyncio.get_running_loop())
@@ -737,7 +737,7 @@ def test_older_collections_are_recorded_for_real_and_fitted_per_item():
     import gc
 
     from seedance.real.profile_fit import fit_gc
-    from seedance.real.runtime import GcPauses
+    from seedance.real.loop_hooks import GcPauses
 
     recorder = GcPauses()
     gc.collect(1)

@@ -21,7 +21,7 @@ import pytest
 from _real_helpers import wait_gone
 from seedance.models.protocols.contract import Operation
 from seedance.real.clients import ClientPool, Workload
-from seedance.real.runtime import StoreAddressBook
+from seedance.real.addresses import StoreAddressBook
 from seedance.real.transport import new_key, write_key_file
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]

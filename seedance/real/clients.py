@@ -270,7 +270,7 @@ class ClientPool:
         until = time.monotonic() + duration_s
         profile_path = os.environ.get(CLIENT_PROFILE_ENV)
         if profile_path:
-            from seedance.real.runtime import BusyPeriods, GcPauses
+            from seedance.real.loop_hooks import BusyPeriods, GcPauses
 
             self._busy = BusyPeriods(asyncio.get_running_loop())
             pauses = GcPauses()

@@ -71,7 +71,7 @@ def drive(*, store: Any, protocol: str, nodes: int, clients: int, duration_s: fl
     from seedance.real.clients import ClientPool, Workload
     from seedance.real.node import resolve_protocol
     from seedance.real.run import FINAL_READ_PROCESS, judge, read_observations
-    from seedance.real.runtime import StoreAddressBook
+    from seedance.real.addresses import StoreAddressBook
     from seedance.real.storage import atomic_write
 
     spec = resolve_protocol(protocol)

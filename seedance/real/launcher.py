@@ -118,7 +118,7 @@ class LocalLauncher:
         self.store_port = self._listen.getsockname()[1]
         self.store_host = "127.0.0.1" if self.bind_host in ("0.0.0.0", "::") else self.bind_host
         self._node_sockets = [node_listener(family, self.bind_host) for _ in range(self.num_nodes)]
-        from seedance.real.runtime import StaticAddressBook
+        from seedance.real.addresses import StaticAddressBook
 
         self.addresses = StaticAddressBook([(self.store_host if self.bind_host in ("0.0.0.0", "::") else
                                              self.bind_host, s.getsockname()[1]) for s in self._node_sockets])

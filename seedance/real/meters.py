@@ -283,7 +283,7 @@ def measure_wake(wakeups: int = 500, gap_s: float = 0.0005) -> list[float]:
     socket read and the way back to select (:class:`seedance.real.runtime.BusyPeriods`, as in the profile run)."""
     import asyncio
 
-    from seedance.real.runtime import BusyPeriods
+    from seedance.real.loop_hooks import BusyPeriods
 
     async def probe() -> list[float]:
         loop = asyncio.get_running_loop()

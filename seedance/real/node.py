@@ -52,7 +52,8 @@ def resolve_protocol(name: str):
 async def _amain() -> int:
     import socket
 
-    from seedance.real.runtime import NodeRuntime, StaticAddressBook
+    from seedance.real.addresses import StaticAddressBook
+    from seedance.real.runtime import NodeRuntime
 
     cfg = config_from_env()
     addresses = StaticAddressBook(os.environ[ENV["peers"]])

@@ -87,7 +87,7 @@ def _agreed_config(store: Any) -> Any:
 
 
 def _peers(store: Any, cfg: Any, timeout_s: float = 120.0) -> str:
-    from seedance.real.runtime import ADDR_KEY
+    from seedance.real.addresses import ADDR_KEY
 
     keys = [ADDR_KEY.format(rank) for rank in range(cfg.num_nodes)]
     store.wait(keys, timedelta(seconds=timeout_s))
@@ -147,7 +147,7 @@ def supervise() -> int:
     listen = _node_listener(family, cfg.bind_host)
     port = listen.getsockname()[1]
     host = cfg.advertise_host or (socket.gethostname() if cfg.bind_host in ("0.0.0.0", "::") else cfg.bind_host)
-    from seedance.real.runtime import StoreAddressBook
+    from seedance.real.addresses import StoreAddressBook
 
     StoreAddressBook(store).publish(cfg.node_id, host, port)
     peers = _peers(store, cfg)
