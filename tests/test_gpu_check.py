@@ -70,3 +70,27 @@ def test_without_cuda_one_line_and_exit_0(tmp_path, capsys):
     done = subprocess.run([sys.executable, "-m", "seedance.cli", "real", "gpu-check", "--out", str(tmp_path / "o")],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.count("\n") == 1 and "no CUDA device" in done.stdout
+
+
+def test_the_compute_model_beside_measured_gemms_and_copies_on_a_cpu(tmp_path):
+    """The roofline step run for real on the CPU: every size timed, priced by the model for the same FLOPs and
+    bytes (the CPU's spec, since no GPU is named), the ratio and the held-out error derived from them, and both
+    figures written."""
+    from seedance.experiments.gpu_check import roofline_phase
+    from seedance.models.compute import work_time_s
+    from seedance.real.roofline import device_kind
+
+    result = roofline_phase(tmp_path, "cpu", gemm_sides=(32, 64), copy_bytes=(4096, 1 << 16), reps=2,
+                            min_batch_s=0.002)
+    assert result["kind"] == "CPU" and result["dtype"] == "float32"
+    assert [(r["op"], r["size"]) for r in result["rows"]] == [("gemm", 32), ("gemm", 64), ("copy", 4096),
+                                                              ("copy", 1 << 16)]
+    for r in result["rows"]:
+        assert r["measured_s"] > 0 and r["model_s"] == work_time_s("CPU", r["flops"], r["bytes"])
+        assert r["model_over_measured"] == pytest.approx(r["model_s"] / r["measured_s"])
+    assert result["rows"][0]["flops"] == 2 * 32 ** 3 and result["rows"][2]["bytes"] == 2 * 4096
+    assert set(result["by_op"]) == {"gemm", "copy"} and result["median_abs_rel_error"] >= 0
+    assert all((tmp_path / f"roofline{s}").stat().st_size > 0 for s in (".pdf", ".png"))
+    assert device_kind("NVIDIA H200") == "H200" and device_kind("NVIDIA A100-SXM4-80GB") == "A100"
+    assert device_kind("Tesla V100-SXM2-16GB") == "V100" and device_kind(None) == "CPU"
+    json.dumps(result)

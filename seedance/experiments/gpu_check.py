@@ -3,17 +3,19 @@
 Steps (each reported on stderr as it runs; the whole within ~5 minutes on an 8-GPU server):
 
 1. inventory: the GPUs, CUDA runtime, NCCL version, driver and links (``nvidia-smi topo -m``) this process sees;
-2. with >= 2 GPUs, nccl-tests-shaped curves (algbw and busbw vs size) for allreduce, allgather and reducescatter
+2. the compute model checked on GPU 0 (:mod:`seedance.real.roofline`): bf16 matrix products and streaming copies,
+   measured with CUDA events beside the datasheet roofline's predictions (held out: nothing is fitted);
+3. with >= 2 GPUs, nccl-tests-shaped curves (algbw and busbw vs size) for allreduce, allgather and reducescatter
    over torch.distributed with NCCL and CUDA-event timing (:mod:`seedance.real.collective_curves`);
-3. the NCCL cost model fitted on three of those sizes and validated on the held-out ones (the error reported);
-4. validate-and-commit training (``seedance real test-consensus``) with CUDA tensors, on-device digests and CUDA
+4. the NCCL cost model fitted on three of those sizes and validated on the held-out ones (the error reported);
+5. validate-and-commit training (``seedance real test-consensus``) with CUDA tensors, on-device digests and CUDA
    events, once with scenario F2 and once with F4 injected (the fixed variant: both must pass their checks);
-5. a host profile (``seedance real profile``: fsync, loopback, CPU per handler) of the server's CPUs;
-6. ``out/gpu-check/``: ``gpu-check.json`` (everything), ``collectives.pdf/png`` (busbw vs size), ``model.pdf/png``
-   (model vs measured times), ``host.yaml`` and ``summary.txt`` (one line, also printed).
+6. a host profile (``seedance real profile``: fsync, loopback, CPU per handler) of the server's CPUs;
+7. ``out/gpu-check/``: ``gpu-check.json`` (everything), ``roofline.pdf/png`` (achieved vs modelled TFLOP/s and
+   GB/s), ``collectives.pdf/png`` (busbw vs size), ``model.pdf/png`` (model vs measured times), ``host.yaml`` and ``summary.txt`` (one line, also printed).
 
 Without CUDA it prints one line saying so and returns; :func:`collective_phase` (steps 2, 3 and the figures) runs on
-any backend, and the tests run it on gloo with two CPU processes.
+any backend, and the tests run it on gloo with two CPU processes; :func:`roofline_phase` runs on a CPU too.
 """
 
 from __future__ import annotations
@@ -93,8 +95,38 @@ def _draw(out: Path, rows: list[dict[str, Any]], validation: dict[str, Any], bac
     return paths + style.save(figure, out / "model")
 
 
+def roofline_phase(out: Path, device: str = "cuda:0", **sizes: Any) -> dict[str, Any]:
+    """Step 2: the compute model against measured GEMMs and copies on ``device``; figure ``roofline.pdf/png``."""
+    from seedance.real import roofline
+
+    result = roofline.measure(device, **sizes)
+    result["figures"] = [str(p) for p in _draw_roofline(result, out / "roofline")]
+    return result
+
+
+def _draw_roofline(result: dict[str, Any], stem: Path) -> list[Path]:
+    """Two panels: achieved TFLOP/s of the GEMMs and GB/s of the copies against size, each with the model's."""
+    from seedance.analysis import style
+
+    figure, axes = style.new_figure(2, 1)
+    for ax, op, key, unit in ((axes[0][0], "gemm", "achieved_tflops", "TFLOP/s"),
+                              (axes[0][1], "copy", "achieved_GBps", "GB/s")):
+        mine = [r for r in result["rows"] if r["op"] == op]
+        sizes = [r["size"] for r in mine]
+        ax.plot(sizes, [r[key] for r in mine], marker="o", label="measured")
+        work = "flops" if op == "gemm" else "bytes"
+        scale = 1e12 if op == "gemm" else 1e9
+        ax.plot(sizes, [r[work] / r["model_s"] / scale for r in mine], linestyle="--", label="model (datasheet)")
+        style.log_scale(ax, "x", base=2)
+        ax.set_xlabel("matrix side" if op == "gemm" else "bytes copied")
+        ax.set_ylabel(unit)
+        ax.set_title(f"{op} on {result['device']} ({result['dtype'] if op == 'gemm' else 'uint8'})")
+        ax.legend()
+    return style.save(figure, stem)
+
+
 def _training(out: Path, ranks: int, duration_s: float) -> dict[str, Any]:
-    from seedance.analysis.consensus_check import Options, run_test_consensus
+    from seedance.experiments.consensus_check import Options, run_test_consensus
 
     results = {}
     for scenario in SCENARIOS:
@@ -118,11 +150,17 @@ def _host_profile(out: Path) -> dict[str, Any]:
             "loopback_one_way_us": profile.loopback.median_s * 1e6}
 
 
-def _summary_line(facts: dict[str, Any], collectives: dict[str, Any] | None, training: dict[str, Any],
+def _summary_line(facts: dict[str, Any], roof: dict[str, Any] | None, collectives: dict[str, Any] | None,
+                  training: dict[str, Any],
                   host: dict[str, Any] | None, out: Path) -> str:
     gpus = facts["gpus"]
     parts = [f"{len(gpus)}x {gpus[0]['name'] if gpus else '?'}, CUDA {facts.get('cuda_runtime')}, "
              f"NCCL {facts.get('nccl')}"]
+    if roof is not None:
+        best = max((r for r in roof["rows"] if r["op"] == "gemm"), key=lambda r: r["achieved_tflops"])
+        copy = max((r for r in roof["rows"] if r["op"] == "copy"), key=lambda r: r["achieved_GBps"])
+        parts.append(f"bf16 GEMM {best['achieved_tflops']:.0f} TFLOP/s at n={best['size']}, copy "
+                     f"{copy['achieved_GBps']:.0f} GB/s; compute model held-out error {roof['median_abs_rel_error']:.1%}")
     if collectives is not None:
         peak = max((r for r in collectives["rows"] if r["collective"] == "allreduce"), key=lambda r: r["busbw_GBps"])
         error = collectives["model"]["median_abs_rel_error_heldout"]
@@ -150,6 +188,11 @@ def run_gpu_check(out: Path, *, train_s: float = 20.0, profile: bool = True,
     say(f"{count} GPU(s): {', '.join(g['name'] for g in facts['gpus'])}; CUDA {facts['cuda_runtime']}, "
         f"NCCL {facts.get('nccl')}")
     result: dict[str, Any] = {"inventory": facts}
+    say("compute model on GPU 0: bf16 GEMMs (n = 1k .. 16k) and copies (1 MiB .. 4 GiB) against the roofline")
+    result["roofline"] = roofline_phase(out)
+    say(f"compute model held-out error {result['roofline']['median_abs_rel_error']:.1%} "
+        f"(gemm {result['roofline']['by_op'].get('gemm', float('nan')):.1%}, "
+        f"copy {result['roofline']['by_op'].get('copy', float('nan')):.1%})")
     collectives = None
     if count >= 2:
         say(f"collective curves on {count} GPUs (allreduce, allgather, reducescatter; 1 KiB .. 1 GiB)")
@@ -162,7 +205,7 @@ def run_gpu_check(out: Path, *, train_s: float = 20.0, profile: bool = True,
     if profile:
         say("host profile (fsync, loopback, CPU per handler)")
         result["host_profile"] = _host_profile(out)
-    line = _summary_line(facts, collectives, result["training"], result["host_profile"], out)
+    line = _summary_line(facts, result["roofline"], collectives, result["training"], result["host_profile"], out)
     result["summary"] = line
     from seedance.provenance import run_metadata
 
