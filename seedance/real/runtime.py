@@ -45,6 +45,7 @@ from seedance.models.host import carried_entries
 from seedance.models.protocols.contract import ClientRequest, CollectiveDone, ProtocolSpec, Reply, Send
 from seedance.models.wire import Codec
 from seedance.real.addresses import AddressBook
+from seedance.real.aio import cancel_all
 from seedance.real.collectives import CollectiveEngine
 from seedance.real.devices import default_backend, node_device, run_on_device, torch_backend
 from seedance.real.faults import NodeFaults
@@ -258,9 +259,7 @@ class NodeRuntime:
         self._timers.clear()
         if self._server is not None:
             self._server.close()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await cancel_all(list(self._tasks))  # cancels again a task whose cancellation a wait_for swallowed
         log.debug("node %d: inputs stopped, draining its durable writes", self.cfg.node_id)
         if not self.failed:
             await self._drain(timeout_s=10.0)
