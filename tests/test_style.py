@@ -86,3 +86,22 @@ def test_save_writes_whole_pdf_and_png(tmp_path):
     assert [p.name for p in paths] == ["f.pdf", "f.png"]
     assert paths[0].read_bytes()[:5] == b"%PDF-" and paths[1].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert sorted(p.name for p in (tmp_path / "sub").iterdir()) == ["f.pdf", "f.png"]  # no partial file left
+
+
+def test_base_two_axes_label_sizes_in_binary_units():
+    """A size axis (base 2) reads 1K .. 4G, never 2e+04; other bases keep the plain log labels."""
+    from matplotlib.ticker import FuncFormatter, LogFormatter
+
+    from seedance.analysis import style
+
+    assert [style.binary_label(v) for v in (512, 1024, 16384, 3 * 2 ** 20, 1.5 * 2 ** 30, 2 ** 32)] == [
+        "512", "1K", "16K", "3M", "1.5G", "4G"]
+    figure, axes = style.new_figure(2, 1)
+    style.log_scale(axes[0][0], "x", base=2)
+    style.log_scale(axes[0][1], "both")
+    assert isinstance(axes[0][0].xaxis.get_major_formatter(), FuncFormatter)
+    assert isinstance(axes[0][1].yaxis.get_major_formatter(), LogFormatter)
+    axes[0][0].plot([1024, 1 << 30], [1, 2])
+    figure.canvas.draw()
+    labels = [t.get_text() for t in axes[0][0].get_xticklabels() if t.get_text()]
+    assert labels and all("e+" not in label for label in labels)

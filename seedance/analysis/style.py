@@ -165,14 +165,23 @@ def new_figure(ncols: int = 1, nrows: int = 1, *, width: str | float = "full", a
 
 def log_scale(ax: Axes, which: str = "both", base: float = 10) -> None:
     """Log axes labelled in plain numbers (1, 10, 200): minor ticks labelled only on an axis shorter than a decade
-    or so, where there would otherwise be one label or none."""
-    from matplotlib.ticker import LogFormatter
+    or so, where there would otherwise be one label or none. Base 2 (sizes) labels in binary units: 512, 4K, 16M."""
+    from matplotlib.ticker import FuncFormatter, LogFormatter
 
     for name in ("x", "y") if which == "both" else (which,):
         getattr(ax, f"set_{name}scale")("log", base=base)
         axis = getattr(ax, f"{name}axis")
-        axis.set_major_formatter(LogFormatter(base=base))
+        axis.set_major_formatter(FuncFormatter(binary_label) if base == 2 else LogFormatter(base=base))
         axis.set_minor_formatter(LogFormatter(base=base, labelOnlyBase=False, minor_thresholds=(1, 0.5)))
+
+
+def binary_label(value: float, _position: Any = None) -> str:
+    """A size in binary units for a tick: 512, 1K, 64K, 16M, 4G (a fraction of a unit keeps one decimal)."""
+    for unit, scale in (("T", 2 ** 40), ("G", 2 ** 30), ("M", 2 ** 20), ("K", 2 ** 10)):
+        if value >= scale:
+            amount = value / scale
+            return f"{amount:.0f}{unit}" if amount == round(amount) else f"{amount:.1f}{unit}"
+    return f"{value:g}"
 
 
 def save(figure: Figure, stem: str | os.PathLike[str]) -> list[Path]:
