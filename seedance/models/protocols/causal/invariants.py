@@ -77,6 +77,7 @@ class Monitor(NodeMonitor):
         self._obj: list[Any] = []  # row -> the node object observed there (None: crashed or not yet seen)
         self._alive = np.zeros(0, bool)
         self._dots: dict[tuple[int, int], set[int]] = {}  # (writer, seq) -> the pixels where an entry carries it
+        self._ever = np.zeros(0, bool)
 
     def _observe(self, node: Any) -> list[str]:
         found = self._local_news(node)
@@ -102,10 +103,12 @@ class Monitor(NodeMonitor):
         self._g[row][:, changed] = now[:, changed]
         self._clock[row] = grid.clock
         entries = self._g[row]
-        for p in changed.tolist():
-            if entries[_VERSION, p] > 0:
-                self._dots.setdefault((int(entries[_NODE, p]), int(entries[_SEQ, p])), set()).add(p)
-        found.extend(self._held_by(row, changed))
+        written = changed[entries[_VERSION, changed] > 0]
+        self._ever[written] = True
+        dots = self._dots
+        for p, writer, seq in zip(written.tolist(), entries[_NODE, written].tolist(), entries[_SEQ, written].tolist()):
+            dots.setdefault((int(writer), int(seq)), set()).add(p)
+        found.extend(self._held_by(row, written))
         pixels = np.union1d(changed, np.asarray(covered, np.int64)) if covered else changed
         found.extend(self._covered_by(row, pixels))
         return found
@@ -115,6 +118,7 @@ class Monitor(NodeMonitor):
         self._clock = np.zeros((replicas, replicas), np.int64)
         self._obj = [None] * replicas
         self._alive = np.zeros(replicas, bool)
+        self._ever = np.zeros(pixels, bool)  # pixels some replica has held a written entry at (a superset of now)
 
     def _newly_covered(self, row: int, clock: np.ndarray) -> list[int]:
         """The pixels carrying a write that ``clock`` covers and the replica's previous clock did not."""
@@ -126,8 +130,9 @@ class Monitor(NodeMonitor):
         return pixels
 
     def _held_by(self, row: int, pixels: np.ndarray) -> list[str]:
-        """Breaches by the entries ``row`` now holds at ``pixels``: a live replica whose clock covers one of them
-        holds an older entry there (``row`` itself: an entry beyond its own clock)."""
+        """Breaches by the entries ``row`` now holds at ``pixels`` (the written ones matter only): a live replica
+        whose clock covers one of them holds an older entry there (``row`` itself: an entry beyond its own
+        clock)."""
         if not len(pixels):
             return []
         mine = self._g[row][:, pixels]  # (fields, pixels)
@@ -142,7 +147,7 @@ class Monitor(NodeMonitor):
         covered[me] = False
         found = [self._report(row, row, int(pixels[j]), own=True) for j in np.flatnonzero(own).tolist()]
         if covered.any():
-            theirs = self._g[live][:, :, pixels]  # (live, fields, pixels)
+            theirs = self._at(live, pixels)  # (live, fields, pixels)
             lower = covered & _above(mine[None], theirs)
             found += [self._report(int(live[i]), row, int(pixels[j])) for i, j in zip(*np.nonzero(lower))]
         return found
@@ -150,11 +155,12 @@ class Monitor(NodeMonitor):
     def _covered_by(self, row: int, pixels: np.ndarray) -> list[str]:
         """Breaches against ``row``'s clock at ``pixels``: a live replica holds an entry there that the clock covers,
         while ``row`` holds an older one."""
+        pixels = pixels[self._ever[pixels]]  # where no replica ever held a written entry, nothing is covered
         if not len(pixels):
             return []
         live = np.flatnonzero(self._alive)
         live = live[live != row]
-        theirs = self._g[live][:, :, pixels]  # (live, fields, pixels)
+        theirs = self._at(live, pixels)  # (live, fields, pixels)
         clock = self._clock[row]
         writers = np.clip(theirs[:, _NODE].astype(np.int64), 0, clock.size - 1)
         covered = (theirs[:, _VERSION] > 0) & (clock[writers] >= theirs[:, _SEQ])
@@ -162,6 +168,12 @@ class Monitor(NodeMonitor):
             return []
         lower = covered & _above(theirs, self._g[row][None, :, pixels])
         return [self._report(row, int(live[i]), int(pixels[j])) for i, j in zip(*np.nonzero(lower))]
+
+    def _at(self, rows: np.ndarray, pixels: np.ndarray) -> np.ndarray:
+        """The remembered entries of replicas ``rows`` at ``pixels``, (rows, fields, pixels): the pixels are taken
+        first, so the copy is of rows x fields x pixels, never of whole grids (at 1,024 replicas of a 64x64 grid,
+        one whole-grid copy is 168 MB)."""
+        return self._g[:, :, pixels][rows]
 
     def _report(self, b: int, a: int, p: int, *, own: bool = False) -> str:
         """The breach at pixel ``p``: ``b``'s clock covers the write ``a`` holds there (``own``: ``a`` is ``b``)."""
