@@ -332,9 +332,10 @@ class EPaxosNode(Dispatching):
             if known is None:
                 seq = max(seq, 1)
                 continue
-            for q, top in enumerate(known):
-                if top > merged[q] and (q, top) != iid:
-                    merged[q] = top
+            own, before = iid[0], merged[iid[0]] if iid[0] < len(merged) else None
+            merged = list(map(max, merged, known))  # in C; the instance itself is no dependency of its own:
+            if before is not None and known[own] == iid[1]:
+                merged[own] = before  # its own slot keeps what it had
             seq = max(seq, 1 + self.key_seq.get(key, 0))
         return seq, tuple(merged)
 
