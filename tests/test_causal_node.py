@@ -145,3 +145,53 @@ def test_anti_entropy_repairs_lost_and_reordered_messages():
     assert all(g.same_as(grids[0]) for g in grids)
     assert not c.breaches()
     assert len({(e.node, e.key, e.value) for e in c.observed}) == len([e for e in c.observed if e.f == "apply"])
+
+
+def test_the_full_checks_fast_pass_agrees_with_the_pairwise_search():
+    """invariants.check's first pass (each distinct entry of a pixel once) finds a breach exactly when the pairwise
+    search over every (holder, replica) pair does, on random states with and without dishonest clocks."""
+    from types import SimpleNamespace
+
+    from seedance.models.protocols.causal import invariants
+
+    def pairwise(nodes):
+        live = list(nodes)
+        width = max(n.grid.clock.size for n in live)
+        clock = np.stack([np.pad(n.grid.clock, (0, width - n.grid.clock.size)) for n in live])
+        fields = {k: np.stack([n.grid.f[k] for n in live]) for k in ("version", "t", "node", "seq", "value")}
+        return invariants._any_breach(clock, fields)
+
+    rng = np.random.default_rng(5)
+    outcomes = set()
+    for trial in range(300):
+        n, pixels = int(rng.integers(1, 6)), int(rng.integers(1, 7))
+        writes = [(int(rng.integers(0, n)), s + 1) for s in range(int(rng.integers(0, 6)))]  # (writer, dot)
+        nodes = []
+        for node_id in range(n):
+            f = {"value": np.zeros(pixels, np.int64), "version": np.zeros(pixels, np.int64),
+                 "t": np.zeros(pixels), "node": np.full(pixels, -1, np.int32), "seq": np.zeros(pixels, np.int64)}
+            clock = rng.integers(0, 4, n).astype(np.int64)
+            for p in range(pixels):
+                if writes and rng.random() < 0.6:
+                    writer, seq = writes[int(rng.integers(0, len(writes)))]
+                    f["node"][p], f["seq"][p] = writer, seq
+                    f["version"][p], f["t"][p] = seq + writer, float(rng.integers(0, 2))
+                    f["value"][p] = int(rng.integers(0, 2))
+            nodes.append(SimpleNamespace(node_id=node_id, grid=SimpleNamespace(clock=clock, f=f)))
+        slow = _slow_check(nodes)
+        assert pairwise(nodes) == bool(slow), trial
+        assert invariants.check(nodes) == slow
+        outcomes.add(bool(slow))
+    assert outcomes == {True, False}
+
+
+def _slow_check(nodes):
+    """invariants.check without its fast pass (the pairwise search alone)."""
+    from seedance.models.protocols.causal import invariants
+
+    saved = invariants._any_breach
+    invariants._any_breach = lambda clock, fields: True
+    try:
+        return invariants.check(nodes)
+    finally:
+        invariants._any_breach = saved

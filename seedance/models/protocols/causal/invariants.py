@@ -32,6 +32,8 @@ def check(nodes: list[Any]) -> list[str]:
     width = max(n.grid.clock.size for n in live)
     clock = np.stack([np.pad(n.grid.clock, (0, width - n.grid.clock.size)) for n in live])  # (nodes, width)
     fields = {name: np.stack([n.grid.f[name] for n in live]) for name in ("version", "t", "node", "seq", "value")}
+    if not _any_breach(clock, fields):
+        return []  # the pairwise search below (O(n² · pixels)) only words the breaches a faster pass found
     found: list[str] = []
     for a_pos, a in enumerate(live):
         fa = {name: arr[a_pos] for name, arr in fields.items()}
@@ -55,8 +57,35 @@ def check(nodes: list[Any]) -> list[str]:
     return found
 
 
+def _any_breach(clock: np.ndarray, fields: dict[str, np.ndarray], chunk: int = 256) -> bool:
+    """Whether :func:`check` would find a breach, in O(pixels · n · distinct entries per pixel) instead of
+    O(n² · pixels): replicas holding the same entry at a pixel breach alike, so each distinct written entry of a
+    pixel is held against every replica's clock and entry once (a few writes per pixel, not n holders)."""
+    width = clock.shape[1]
+    written = fields["version"] > 0  # (nodes, pixels)
+    if not written.any():
+        return False
+    writers = np.clip(np.where(written, fields["node"], 0), 0, width - 1).astype(np.int64)
+    if (written & (np.take_along_axis(clock, writers, axis=1) < fields["seq"])).any():
+        return True  # an entry beyond its holder's own clock
+    holder, pixel = np.nonzero(written)
+    rows = np.column_stack([pixel] + [fields[name][holder, pixel].astype(np.float64) for name in _ORDER])
+    distinct = np.unique(rows, axis=0)  # (pixel, entry) pairs, each once
+    for start in range(0, len(distinct), chunk):
+        part = distinct[start:start + chunk]
+        at = part[:, 0].astype(np.int64)
+        entry = part[:, 1:].T  # (fields, k)
+        writer = np.clip(entry[_NODE].astype(np.int64), 0, width - 1)
+        covered = clock[:, writer] >= entry[_SEQ]  # (nodes, k): the replica's clock covers the write
+        theirs = np.stack([fields[name][:, at] for name in _ORDER], axis=1).astype(np.float64)  # (nodes, fields, k)
+        if (covered & _above(entry[None], theirs)).any():
+            return True
+    return False
+
+
 _ORDER = ("version", "t", "node", "seq", "value")  # an entry's fields in the join order (:func:`_wins`)
 _VERSION, _NODE, _SEQ = 0, 2, 3
+_NONE = np.zeros(0, np.int64)
 
 
 def _above(b: np.ndarray, a: np.ndarray) -> np.ndarray:
@@ -87,20 +116,23 @@ class Monitor(NodeMonitor):
         if not self._obj:
             self._allocate(node.num_nodes, grid.pixels)
         row = node.node_id
-        now = np.stack([grid.f[name] for name in _ORDER]).astype(np.float64, copy=False)
+        arrays = [grid.f[name] for name in _ORDER]
+        raw = tuple(a.tobytes() for a in arrays)  # compared as bytes: one memcmp per field when nothing changed
         if self._obj[row] is not node:  # first sight of this incarnation: every pixel counts as changed
             changed = np.arange(grid.pixels)
             covered: list[int] = []
             self._obj[row] = node
             self._alive[row] = True
         else:
-            changed = np.flatnonzero((self._g[row] != now).any(axis=0))
+            changed = self._changed(row, arrays, raw)
             covered = self._newly_covered(row, grid.clock)
             if not len(changed) and not covered:
                 if not np.array_equal(self._clock[row], grid.clock):
                     self._clock[row] = grid.clock
                 return found
-        self._g[row][:, changed] = now[:, changed]
+        self._raw[row] = raw
+        if len(changed):
+            self._g[row][:, changed] = np.stack([a[changed] for a in arrays])
         self._clock[row] = grid.clock
         entries = self._g[row]
         written = changed[entries[_VERSION, changed] > 0]
@@ -117,8 +149,24 @@ class Monitor(NodeMonitor):
         self._g = np.zeros((replicas, len(_ORDER), pixels))
         self._clock = np.zeros((replicas, replicas), np.int64)
         self._obj = [None] * replicas
+        self._raw: list[tuple[bytes, ...] | None] = [None] * replicas  # each grid's fields as last observed, bytes
         self._alive = np.zeros(replicas, bool)
         self._ever = np.zeros(pixels, bool)  # pixels some replica has held a written entry at (a superset of now)
+
+    def _changed(self, row: int, arrays: list[np.ndarray], raw: tuple[bytes, ...]) -> np.ndarray:
+        """The pixels whose entry differs from what was last observed at ``row``."""
+        old = self._raw[row]
+        if raw == old:
+            return _NONE
+        if old is None or any(a.nbytes != len(o) for a, o in zip(arrays, old)):
+            now = np.stack(arrays).astype(np.float64, copy=False)
+            return np.flatnonzero((self._g[row] != now).any(axis=0))
+        mask = None
+        for a, new, before in zip(arrays, raw, old):
+            if new != before:
+                differ = a != np.frombuffer(before, a.dtype)
+                mask = differ if mask is None else mask | differ
+        return np.flatnonzero(mask)
 
     def _newly_covered(self, row: int, clock: np.ndarray) -> list[int]:
         """The pixels carrying a write that ``clock`` covers and the replica's previous clock did not."""
@@ -173,7 +221,8 @@ class Monitor(NodeMonitor):
         """The remembered entries of replicas ``rows`` at ``pixels``, (rows, fields, pixels): the pixels are taken
         first, so the copy is of rows x fields x pixels, never of whole grids (at 1,024 replicas of a 64x64 grid,
         one whole-grid copy is 168 MB)."""
-        return self._g[:, :, pixels][rows]
+        taken = np.take(self._g, pixels, axis=2)
+        return taken if len(rows) == len(taken) else taken[rows]
 
     def _report(self, b: int, a: int, p: int, *, own: bool = False) -> str:
         """The breach at pixel ``p``: ``b``'s clock covers the write ``a`` holds there (``own``: ``a`` is ``b``)."""
