@@ -138,7 +138,7 @@ class ClientPool:
     async def _read_replies(self, node: int, conn: Connection) -> None:
         try:
             while True:
-                frame = await conn.recv()
+                frame = conn.next_frame() or await conn.recv()  # a batch's replies: no await per reply
                 reply = self.codec.decode(frame.message)
                 if frame.kind != "rep" or not isinstance(reply, Reply):
                     raise FrameError("frame", f"unexpected {frame.kind!r} from node {node}", "rep frames")
