@@ -26,6 +26,7 @@ Rules (contract.py; etcd/raft ``Ready`` ordering; Raft §5.1 stable storage):
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import os
@@ -192,6 +193,7 @@ class NodeRuntime:
         if self.cfg.ready_path is not None:
             # the incarnation, then when its protocol started (the monotonic clock every process shares)
             atomic_write(self.cfg.ready_path, f"{self.cfg.incarnation}\n{self.started_monotonic!r}".encode())
+        gc.freeze()  # what start-up made (imports, the recovered state) is never scanned by a collection again
         try:
             await self._stopping.wait()
         finally:
