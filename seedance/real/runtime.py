@@ -541,12 +541,17 @@ class NodeRuntime:
                 conn.send_nowait("peer", self.cfg.node_id, None)
                 backoff = RECONNECT_S
                 me = self.cfg.node_id
+                transport = conn.writer.transport
+                high = transport.get_write_buffer_limits()[1]
                 while True:
                     items = [("msg", me, await queue.get())]
                     while not queue.empty() and len(items) < PEER_BATCH_LIMIT:  # what was queued: one batch frame
                         items.append(("msg", me, queue.get_nowait()))
+                    if transport.is_closing():  # the peer went away: reconnect (what was queued is dropped)
+                        raise ConnectionResetError(f"connection to {dst} closed")
                     conn.write_many(items)  # a message too large for a frame is dropped and logged there
-                    await asyncio.wait_for(conn.writer.drain(), 5.0)  # a stopped peer: reconnect, never hang
+                    if transport.get_write_buffer_size() > high:  # only a backed-up socket is waited for
+                        await asyncio.wait_for(conn.writer.drain(), 5.0)  # a stopped peer: reconnect, never hang
             except asyncio.CancelledError:
                 if conn is not None:
                     conn.close()
