@@ -16,8 +16,8 @@ Then ``macros.tex`` (every number of ``paper/paper.tex`` as a macro, from the ru
 and ``sizes.tex`` (each item's quick and full size), ``summary.json`` (spec, each section's summary and files,
 :func:`seedance.provenance.run_metadata`) and ``report.html`` (one page: headline numbers, figures, failed runs
 with their reproduce commands, provenance). The human output ends with the headline numbers of each experiment
-and the paths of the figures and of report.html; ``--json`` prints one object instead. Exit status 1 when a run failed or an item could not be drawn (each listed
-with the command that reproduces it), 2 on bad input.
+and the paths of the figures and of report.html; ``--json`` prints one object instead. Exit status 1 when a run
+failed or an item could not be drawn (each listed with the command that reproduces it), 2 on bad input.
 """
 
 from __future__ import annotations
