@@ -221,3 +221,18 @@ def test_macros_cli_rewrites_both_files_and_refuses_a_bad_size(tiny_paper, capsy
     assert macros.main([str(out), "--size", "huge"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "huge" in err[0] and "quick" in err[0]
+
+
+def test_seedance_report_writes_the_macros_and_sizes_beside_the_files_the_paper_reads(tmp_path):
+    """The cost section alone (seconds): macros.tex and sizes.tex are written with cost.tex; every macro the paper
+    uses is defined (items not run: --), and every file paper.tex reads but the items' is there."""
+    from seedance.cli import main
+
+    out = tmp_path / "report"
+    assert main(["report", "--only", "none", "--out", str(out), "--json"]) == 0
+    paper = (PAPER / "paper.tex").read_text(encoding="utf-8")
+    text = (out / "macros.tex").read_text(encoding="utf-8")
+    assert set(used_macros(paper)) <= set(defined_macros(text))
+    assert "\\newcommand{\\sdCostSize}{1\\,GiB}" in text and "\\newcommand{\\sdItemsRun}{0}" in text
+    items = {f"tables/{n}.tex" for n in suite.NAMES} | {f"figures/{n}.pdf" for n in suite.NAMES}
+    assert sorted(f for f in read_files(paper) - items if not (out / f).is_file()) == []
