@@ -81,7 +81,8 @@ def test_one_rank_above_the_commit_ceiling_exits_2_naming_it(tmp_path):
 def test_heartbeat_fanout_sends_to_k_successors_and_every_rank_adopts_a_watchers_verdict():
     import numpy as np
 
-    from seedance.models.protocols.commit.node import CommitNode, Heartbeat, Verdict
+    from seedance.models.protocols.commit.messages import Heartbeat, Verdict
+    from seedance.models.protocols.commit.node import CommitNode
 
     node = CommitNode(5, 16, np.random.default_rng(0), {"heartbeat_fanout": 3})
     assert sorted(node.detectors) == [2, 3, 4]  # my predecessors heartbeat me

@@ -93,6 +93,31 @@ def from_graph(
     """
     name = check_name(name)
     directed = nx.DiGraph()
+    devices, host_of, kinds = _add_nodes(graph, directed)
+    _add_links(graph, directed)
+    bandwidth_matrix, latency_matrix, routes = _route(directed, devices)
+    links = MappingProxyType({
+        (u, v): (a["effective_bandwidth_GBps"], a["latency_us"]) for u, v, a in directed.edges(data=True)
+    })
+    nx.freeze(directed)
+    return Topology(
+        name=name,
+        bandwidth_GBps=bandwidth_matrix,
+        latency_us=latency_matrix,
+        host_of=np.asarray(host_of, dtype=np.int64),
+        device_kinds=tuple(kinds),
+        routes=routes,
+        links=links,
+        graph=directed,
+        source=source,
+        meta=MappingProxyType(dict(meta or {})),
+        device_nodes=tuple(devices),
+    )
+
+
+def _add_nodes(graph: nx.Graph, directed: nx.DiGraph) -> tuple[list[Hashable], list[int], list[str]]:
+    """Validate the graph's devices and switches into ``directed``: the devices (insertion order), each device's
+    host index and kind."""
     devices: list[Hashable] = []
     hosts: dict[object, int] = {}
     host_of: list[int] = []
@@ -120,6 +145,11 @@ def from_graph(
             raise SpecError(f"nodes[{node!r}].role", f"is {describe(role)}", "'device' or 'switch'")
     if len(devices) < 2:
         raise SpecError("devices", f"has {len(devices)} device(s)", "at least 2 devices")
+    return devices, host_of, kinds
+
+
+def _add_links(graph: nx.Graph, directed: nx.DiGraph) -> None:
+    """Validate the graph's links into ``directed``, both directions of an undirected graph."""
     edges = graph.edges(data=True)
     pairs = [(u, v, a) for u, v, a in edges]
     if not graph.is_directed():
@@ -138,24 +168,6 @@ def from_graph(
             u, v, kind=kind, bandwidth_GBps=bandwidth, latency_us=latency, efficiency=efficiency,
             effective_bandwidth_GBps=bandwidth * efficiency,
         )
-    bandwidth_matrix, latency_matrix, routes = _route(directed, devices)
-    links = MappingProxyType({
-        (u, v): (a["effective_bandwidth_GBps"], a["latency_us"]) for u, v, a in directed.edges(data=True)
-    })
-    nx.freeze(directed)
-    return Topology(
-        name=name,
-        bandwidth_GBps=bandwidth_matrix,
-        latency_us=latency_matrix,
-        host_of=np.asarray(host_of, dtype=np.int64),
-        device_kinds=tuple(kinds),
-        routes=routes,
-        links=links,
-        graph=directed,
-        source=source,
-        meta=MappingProxyType(dict(meta or {})),
-        device_nodes=tuple(devices),
-    )
 
 
 class GraphRoutes(Mapping):
