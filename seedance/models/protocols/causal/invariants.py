@@ -101,7 +101,9 @@ class Monitor(NodeMonitor):
 
     def __init__(self) -> None:
         super().__init__()
-        self._g = np.zeros((0, len(_ORDER), 0))  # (replicas, fields, pixels): each replica's grid as last observed
+        # (pixels, replicas, fields): each replica's grid as last observed, pixel-major so that one pixel of every
+        # replica is one contiguous block (what the cross-replica checks read after each input)
+        self._g = np.zeros((0, 0, len(_ORDER)))
         self._clock = np.zeros((0, 0), np.int64)  # (replicas, replicas): each replica's clock as last observed
         self._obj: list[Any] = []  # row -> the node object observed there (None: crashed or not yet seen)
         self._alive = np.zeros(0, bool)
@@ -131,14 +133,15 @@ class Monitor(NodeMonitor):
                     self._clock[row] = grid.clock
                 return found
         self._raw[row] = raw
+        entries = np.stack([a[changed] for a in arrays]).astype(np.float64, copy=False)  # (fields, changed)
         if len(changed):
-            self._g[row][:, changed] = np.stack([a[changed] for a in arrays])
+            self._g[changed, row, :] = entries.T
         self._clock[row] = grid.clock
-        entries = self._g[row]
-        written = changed[entries[_VERSION, changed] > 0]
+        mask = entries[_VERSION] > 0
+        written = changed[mask]
         self._ever[written] = True
         dots = self._dots
-        for p, writer, seq in zip(written.tolist(), entries[_NODE, written].tolist(), entries[_SEQ, written].tolist()):
+        for p, writer, seq in zip(written.tolist(), entries[_NODE, mask].tolist(), entries[_SEQ, mask].tolist()):
             dots.setdefault((int(writer), int(seq)), set()).add(p)
         found.extend(self._held_by(row, written))
         pixels = np.union1d(changed, np.asarray(covered, np.int64)) if covered else changed
@@ -146,7 +149,7 @@ class Monitor(NodeMonitor):
         return found
 
     def _allocate(self, replicas: int, pixels: int) -> None:
-        self._g = np.zeros((replicas, len(_ORDER), pixels))
+        self._g = np.zeros((pixels, replicas, len(_ORDER)))
         self._clock = np.zeros((replicas, replicas), np.int64)
         self._obj = [None] * replicas
         self._raw: list[tuple[bytes, ...] | None] = [None] * replicas  # each grid's fields as last observed, bytes
@@ -160,7 +163,7 @@ class Monitor(NodeMonitor):
             return _NONE
         if old is None or any(a.nbytes != len(o) for a, o in zip(arrays, old)):
             now = np.stack(arrays).astype(np.float64, copy=False)
-            return np.flatnonzero((self._g[row] != now).any(axis=0))
+            return np.flatnonzero((self._g[:, row, :].T != now).any(axis=0))
         mask = None
         for a, new, before in zip(arrays, raw, old):
             if new != before:
@@ -183,7 +186,7 @@ class Monitor(NodeMonitor):
         clock)."""
         if not len(pixels):
             return []
-        mine = self._g[row][:, pixels]  # (fields, pixels)
+        mine = self._g[pixels, row, :].T  # (fields, pixels)
         written = mine[_VERSION] > 0
         if not written.any():
             return []
@@ -214,19 +217,19 @@ class Monitor(NodeMonitor):
         covered = (theirs[:, _VERSION] > 0) & (clock[writers] >= theirs[:, _SEQ])
         if not covered.any():
             return []
-        lower = covered & _above(theirs, self._g[row][None, :, pixels])
+        lower = covered & _above(theirs, self._g[pixels, row, :].T[None])
         return [self._report(row, int(live[i]), int(pixels[j])) for i, j in zip(*np.nonzero(lower))]
 
     def _at(self, rows: np.ndarray, pixels: np.ndarray) -> np.ndarray:
         """The remembered entries of replicas ``rows`` at ``pixels``, (rows, fields, pixels): the pixels are taken
         first, so the copy is of rows x fields x pixels, never of whole grids (at 1,024 replicas of a 64x64 grid,
-        one whole-grid copy is 168 MB)."""
-        taken = np.take(self._g, pixels, axis=2)
-        return taken if len(rows) == len(taken) else taken[rows]
+        one whole-grid copy is 168 MB), and each pixel is one contiguous block of every replica's entry."""
+        taken = self._g[pixels].transpose(1, 2, 0)  # one contiguous block per pixel
+        return taken if len(rows) == taken.shape[0] else taken[rows]
 
     def _report(self, b: int, a: int, p: int, *, own: bool = False) -> str:
         """The breach at pixel ``p``: ``b``'s clock covers the write ``a`` holds there (``own``: ``a`` is ``b``)."""
-        writer, seq = int(self._g[a, _NODE, p]), int(self._g[a, _SEQ, p])
+        writer, seq = int(self._g[p, a, _NODE]), int(self._g[p, a, _SEQ])
         if own:
             return (f"node {a} holds pixel {p} written by node {writer} (dot {seq}) beyond its own clock "
                     f"{self._clock[a].tolist()}")
