@@ -37,7 +37,7 @@ WHY_DEVICES = ("1,024 devices (128 eight-GPU servers) is the largest cluster the
                "quadratically beyond")
 MAX_SIM_NODES = 1024
 WHY_SIM_NODES = ("one simulated replica per GPU of a 1,024-GPU cluster; each protocol has its own ceiling at or "
-                 "below this: 128 for raft, multipaxos, epaxos and commit)")
+                 "below this: 128 for raft, multipaxos and epaxos")
 MAX_SIM_DURATION_S = 72 * 3600.0
 WHY_SIM_DURATION = ("72 simulated hours is the seed's longest stress run; a run must also fit the memory estimate "
                     "(history and trace grow with simulated time)")
@@ -226,8 +226,8 @@ _BASE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # YAML 1.2 core schema floats: 1e308, 1.5, .5, -2E-3 (YAML 1.1 needs a dot and a signed exponent)
 _FLOAT_12 = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$")
 _TAG = "tag:yaml.org,2002:"
-_NOT_JSON_TAGS = ("binary", "set", "omap", "pairs")  # YAML 1.1 types no seedance input means (dates stay: each
-# reader says where they are wrong, e.g. a sweep spec asks to quote them)
+_NOT_JSON_TAGS = ("binary", "set", "omap", "pairs", "timestamp")  # YAML 1.1 types no seedance input means; a plain
+# date (2024-01-01) is a string, as in JSON and YAML 1.2's core schema
 
 
 class _AliasFound(Exception):
@@ -236,7 +236,8 @@ class _AliasFound(Exception):
 
 class StrictYamlLoader(_BASE_LOADER):  # type: ignore[misc, valid-type]
     """Safe YAML close to what JSON can say: duplicate mapping keys, anchors/aliases, integers too long to convert
-    and the YAML 1.1 types binary, set, omap and pairs are refused; floats follow YAML 1.2."""
+    and the YAML 1.1 types binary, set, omap, pairs and timestamp (``!!timestamp``) are refused; floats follow YAML
+    1.2 and a plain date (``2024-01-01``) stays a string."""
 
     def construct_object(self, node: Any, deep: bool = False) -> Any:
         # a node constructed twice is the target of an alias: a self-referential one (``a: &a [*a]``) makes a
@@ -277,6 +278,9 @@ StrictYamlLoader.add_constructor(_TAG + "int", StrictYamlLoader.construct_yaml_i
 for _tag in _NOT_JSON_TAGS:
     StrictYamlLoader.add_constructor(_TAG + _tag, StrictYamlLoader.refuse_tag)
 StrictYamlLoader.add_implicit_resolver(_TAG + "float", _FLOAT_12, list("-+.0123456789"))
+StrictYamlLoader.yaml_implicit_resolvers = {  # (a copy of the base's, made by the line above) no implicit dates
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != _TAG + "timestamp"]
+    for first, resolvers in StrictYamlLoader.yaml_implicit_resolvers.items()}
 
 
 def _int_digits() -> int:

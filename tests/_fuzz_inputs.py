@@ -26,7 +26,7 @@ LAUGHS = "l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
     f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]\n" for i in range(1, 10))
 DEEP = "[" * 5000 + "]" * 5000
 TAGS = ["!!binary aGk=", "!!set {a: null}", "!!python/object/apply:os.system ['true']", "!!omap [a: 1]",
-        "!!pairs [a: 1]", "!foo bar"]  # all refused (dates, which a reader may take, are among the STRUCTURES)
+        "!!pairs [a: 1]", "!!timestamp 2024-01-01", "!foo bar"]  # all refused (plain dates are strings)
 DEFECTS = ["dup", "alias-self", "laughs", "alias", "bigint", "deep", "tag", "bytes", "badutf8", "nul", "truncated",
            "bom", "empty"]
 
@@ -213,4 +213,6 @@ FILE_PROBES = [
     ("binary sim run --host-profile", "sim run --host-profile", "yaml", Path("/bin/ls").read_bytes(), "not UTF-8"),
     ("5000-digit check linearizable", "check linearizable", "jsonl", _LIN.encode(), "integer"),
     ("5000-digit check causal", "check causal", "jsonl", _LIN.encode(), "integer"),
+    ("!!timestamp topology show", "topology show", "yaml", b"d: !!timestamp 2024-01-01\n", "!!timestamp values"),
+    ("!!timestamp report --spec", "report --spec", "yaml", b"d: !!timestamp 2024-01-01\n", "!!timestamp values"),
 ]

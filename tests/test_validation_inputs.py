@@ -74,11 +74,17 @@ def test_finite_tree_ends_on_shared_and_self_containing_values():
 
 
 def test_yaml_is_limited_to_what_json_can_say():
-    for tagged in ("!!binary aGk=", "!!set {a: null}", "!!omap [a: 1]", "!!pairs [a: 1]"):
+    for tagged in ("!!binary aGk=", "!!set {a: null}", "!!omap [a: 1]", "!!pairs [a: 1]", "!!timestamp 2024-01-01"):
         with pytest.raises(SpecError, match=r"f: line 2: !!\w+ values are not supported"):
             validation.loads_yaml(f"a: 1\nb: {tagged}\n", "f")
     with pytest.raises(SpecError, match="YAML syntax error"):
         validation.loads_yaml("a: !!python/object/apply:os.system ['true']\n", "f")
+
+
+def test_yaml_dates_stay_strings():
+    """A plain date or time is a string, as in JSON (YAML 1.1 would make it a date object no field takes)."""
+    doc = validation.loads_yaml("a: 2024-01-01\nb: 2024-01-01 10:00:00\nc: [2001-12-14t21:59:43.10-05:00]\n", "f")
+    assert doc == {"a": "2024-01-01", "b": "2024-01-01 10:00:00", "c": ["2001-12-14t21:59:43.10-05:00"]}
 
 
 @pytest.mark.parametrize("content, says", [(b"\x7fELF\x02\x01\x01\x00\xff\xfe", "is not UTF-8 text"),

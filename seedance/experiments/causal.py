@@ -45,7 +45,8 @@ def pixel_config(protocol: str, *, grid: int, writes_per_frame: int, duration_s:
 
 def measure_run(config: Any) -> tuple[dict[str, Any], list[float]]:
     """Simulate ``config``: the study's row and the per-write times (convergence, or Raft's write latency)."""
-    from seedance.history.causal import check_convergence, operations
+    from seedance.history.anomalies import operations
+    from seedance.history.convergence import check_convergence
     from seedance.sim import simulate
 
     result = simulate(config, liveness=False)

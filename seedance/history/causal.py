@@ -24,138 +24,27 @@ Which operations count: ok reads; writes that did not fail (``ok``, ``info`` and
 effect); a read of a value that only a *failed* write wrote is a ThinAirRead. Values written more than once to one key
 (the history is then not differentiated) are reported in ``duplicated_values`` and reads of them get no ``wr`` edge.
 
-Convergence after heal (from replica events ``{"type": "replica", "f": "apply", ...}``, one per write a replica
-applied, :class:`~seedance.models.protocols.contract.Observe`). A replica applies the writes of a key in the order of
-the join (each install replaces a smaller entry), so the per-replica sequences of a key must all be chains of one
-total order: a pair of writes installed in opposite orders by two replicas is **DivergentOrder**; a value applied
-twice by one replica is **DuplicateApply**; a value no write wrote is **ThinAirApply**. The key's order is the union of
-the chains (a topological order, ties by the time a write was first applied). A write *reached* a replica when the
-replica applied it or a write after it (a keyed ``"observe"`` event, a recovered replica holding a value again,
-counts as holding it, never as a second apply); its convergence time is when it reached the last of the ``nodes`` replicas,
-minus its invoke time. The run **converged** when every acknowledged (ok) write invoked at least ``settle_s``
-before the end of the history reached every replica — otherwise **NotConverged** (``LostWrite`` when no replica
-ever applied it) — and the replicas' final values agree on every key whose last apply is older than ``settle_s``
-(**Diverged**), i.e. every replica equals the join of all acknowledged writes.
+Convergence after heal (replica events): :mod:`seedance.history.convergence`; the operation records, the
+report and the graph helpers both use: :mod:`seedance.history.anomalies`.
 """
 
 from __future__ import annotations
 
-import bisect
 import time
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from seedance.history.anomalies import MAX_REPORTED, Op, Report, a_cycle, operations, topological
+from seedance.history.convergence import CONVERGENCE_PATTERNS, check_convergence
 from seedance.history.events import Event, EventType, Operation, ReplicaEvent
 
 CC_PATTERNS = ("CyclicCO", "WriteCOInitRead", "ThinAirRead", "WriteCORead", "CyclicCF")
-CONVERGENCE_PATTERNS = ("DivergentOrder", "DuplicateApply", "ThinAirApply", "LostWrite", "NotConverged", "Diverged")
-MAX_REPORTED = 20  # anomalies listed (all are counted)
-
-
-@dataclass(slots=True)
-class Op:
-    index: int  # position among operations (invoke order)
-    process: int
-    f: Operation
-    key: str | None
-    value: Any
-    outcome: EventType  # ok / fail / info (info also for never-completed)
-    invoke_s: float
-    complete_s: float | None
-    line: int  # line (1-based, in the event sequence given) of its invoke
-
-    def describe(self) -> dict[str, Any]:
-        return {"process": self.process, "f": self.f.value, "key": self.key, "value": self.value,
-                "type": self.outcome.value, "time": self.invoke_s, "line": self.line}
-
-
-def operations(events: Iterable[Any]) -> tuple[list[Op], list[ReplicaEvent]]:
-    """Pair invokes with completions (client events) and collect replica events."""
-    ops: list[Op] = []
-    replicas: list[ReplicaEvent] = []
-    pending: dict[int, Op] = {}
-    for line, event in enumerate(events, start=1):
-        if type(event) is ReplicaEvent:
-            replicas.append(event)
-            continue
-        if event.type is EventType.INVOKE:
-            op = Op(len(ops), event.process, event.f, event.key, event.value, EventType.INFO, event.time, None, line)
-            ops.append(op)
-            pending[event.process] = op
-            continue
-        op = pending.pop(event.process, None)
-        if op is None:
-            continue
-        op.outcome = event.type
-        op.complete_s = event.time
-        if op.f is Operation.READ:
-            op.value = event.value if event.type is EventType.OK else None
-    return ops, replicas
-
-
-class _Report:
-    def __init__(self) -> None:
-        self.counts: dict[str, int] = defaultdict(int)
-        self.listed: list[dict[str, Any]] = []
-
-    def add(self, kind: str, explanation: str, **ops: Any) -> None:
-        self.counts[kind] += 1
-        if len(self.listed) < MAX_REPORTED:
-            self.listed.append({"type": kind, "explanation": explanation,
-                                **{k: (v.describe() if isinstance(v, Op) else v) for k, v in ops.items()}})
-
-
-def _topological(n: int, edges: list[tuple[int, int]]) -> list[int] | None:
-    """A topological order of nodes 0..n-1 (stable: by node number among the ready ones), or None when cyclic."""
-    succ: list[list[int]] = [[] for _ in range(n)]
-    indeg = [0] * n
-    for a, b in edges:
-        succ[a].append(b)
-        indeg[b] += 1
-    ready = deque(i for i in range(n) if indeg[i] == 0)
-    order: list[int] = []
-    while ready:
-        a = ready.popleft()
-        order.append(a)
-        for b in succ[a]:
-            indeg[b] -= 1
-            if indeg[b] == 0:
-                ready.append(b)
-    return order if len(order) == n else None
-
-
-def _a_cycle(n: int, edges: list[tuple[int, int]]) -> list[int]:
-    """Some cycle of a cyclic graph (node ids, in order)."""
-    succ: list[list[int]] = [[] for _ in range(n)]
-    for a, b in edges:
-        succ[a].append(b)
-    color = [0] * n
-    parent = [-1] * n
-    for root in range(n):
-        if color[root]:
-            continue
-        stack = [(root, iter(succ[root]))]
-        color[root] = 1
-        while stack:
-            node, it = stack[-1]
-            nxt = next(it, None)
-            if nxt is None:
-                color[node] = 2
-                stack.pop()
-            elif color[nxt] == 0:
-                color[nxt] = 1
-                parent[nxt] = node
-                stack.append((nxt, iter(succ[nxt])))
-            elif color[nxt] == 1:
-                cycle = [node]
-                while cycle[-1] != nxt:
-                    cycle.append(parent[cycle[-1]])
-                return cycle[::-1]
-    return []
+__all__ = ["CC_PATTERNS", "CONVERGENCE_PATTERNS", "MAX_REPORTED", "Op", "check", "check_causal", "check_convergence",
+           "operations", "run_summary"]
 
 
 def _cycle_nodes(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:
@@ -175,10 +64,41 @@ def _cycle_nodes(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:
     return None if big.size == 0 else np.flatnonzero(labels == big[0])
 
 
+
+@dataclass(slots=True)
+class _Graph:
+    """The operations that take part in ``co`` (ok reads, writes that did not fail) as nodes 0..n-1, with the
+    session order and read-from edges."""
+
+    ops: list[Op]
+    session: np.ndarray  # node -> its session (a process)
+    position: np.ndarray  # node -> its position in its session (1-based)
+    sessions: int
+    edges: list[tuple[int, int]]  # so and wr
+    source: dict[int, int]  # read node -> the write node it reads from
+
+
 def check_causal(ops: Sequence[Op]) -> dict[str, Any]:
     """The bad patterns of CC and CCv in the client operations ``ops``; see the module docstring."""
-    report = _Report()
-    reads = [op for op in ops if op.f is Operation.READ and op.outcome is EventType.OK]
+    report = Report()
+    graph, duplicated = _graph(ops, report)
+    n = len(graph.ops)
+    order = topological(n, graph.edges)
+    if order is None:
+        cycle = a_cycle(n, graph.edges)
+        report.add("CyclicCO", "session order and read-from form a cycle (a read returns a value written causally "
+                   "after it)", cycle=[graph.ops[i].describe() for i in cycle[:8]])
+        return _causal_result(report, ops, duplicated)
+    vc = _vector_clocks(graph, order)
+    cf_src, cf_dst = _read_patterns(graph, vc, report)
+    if cf_src and not report.counts.get("WriteCORead"):
+        _cyclic_cf(graph, cf_src, cf_dst, report)
+    return _causal_result(report, ops, duplicated)
+
+
+def _graph(ops: Sequence[Op], report: Report) -> tuple[_Graph, set[tuple[Any, Any]]]:
+    """The causal graph's nodes and so/wr edges, and the (key, value) pairs written more than once; ThinAirRead
+    reported on the way."""
     writes = [op for op in ops if op.f is Operation.WRITE and op.outcome is not EventType.FAIL]
     failed = {(op.key, op.value) for op in ops if op.f is Operation.WRITE and op.outcome is EventType.FAIL}
     by_value: dict[tuple[Any, Any], Op] = {}
@@ -223,22 +143,29 @@ def check_causal(ops: Sequence[Op]) -> dict[str, Any]:
             continue
         source[i] = node_of[w.index]
         edges.append((node_of[w.index], i))
-    order = _topological(n, edges)
-    if order is None:
-        cycle = _a_cycle(n, edges)
-        report.add("CyclicCO", "session order and read-from form a cycle (a read returns a value written causally "
-                   "after it)", cycle=[graph_ops[i].describe() for i in cycle[:8]])
-        return _causal_result(report, ops, duplicated)
+    return _Graph(graph_ops, session, position, len(counts), edges, source), duplicated
+
+
+def _vector_clocks(graph: _Graph, order: list[int]) -> np.ndarray:
+    """``vc[op][s]``: how many operations of session ``s`` are in ``op``'s causal past (one topological pass)."""
+    n = len(graph.ops)
     preds: list[list[int]] = [[] for _ in range(n)]
-    for a, b in edges:
+    for a, b in graph.edges:
         preds[b].append(a)
-    S = len(counts)
-    vc = np.zeros((n, S), np.int32)
+    vc = np.zeros((n, graph.sessions), np.int32)
+    session, position = graph.session, graph.position
     for i in order:
         row = vc[i]
         for p in preds[i]:
             np.maximum(row, vc[p], out=row)
         row[session[i]] = position[i]
+    return vc
+
+
+def _read_patterns(graph: _Graph, vc: np.ndarray, report: Report) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """WriteCOInitRead and WriteCORead, per read and session; the conflict edges ``w2 cf w1`` (sources, targets)."""
+    graph_ops, session, position = graph.ops, graph.session, graph.position
+    n = len(graph_ops)
     # per key: the writes of each session (positions in session order, graph nodes) and the reads
     writes_of: dict[Any, dict[int, tuple[list[int], list[int]]]] = defaultdict(dict)
     reads_of: dict[Any, list[int]] = defaultdict(list)
@@ -247,10 +174,10 @@ def check_causal(ops: Sequence[Op]) -> dict[str, Any]:
             lists = writes_of[op.key].setdefault(int(session[i]), ([], []))
             lists[0].append(int(position[i]))
             lists[1].append(i)
-        elif op.value is None or i in source:  # reads without a read-from source (thin air, duplicates) skipped
+        elif op.value is None or i in graph.source:  # reads without a read-from source (thin air, duplicates) skipped
             reads_of[op.key].append(i)
     src_of = np.full(n, -1, np.int64)
-    for r, w in source.items():
+    for r, w in graph.source.items():
         src_of[r] = w
     cf_src: list[np.ndarray] = []
     cf_dst: list[np.ndarray] = []
@@ -286,133 +213,27 @@ def check_causal(ops: Sequence[Op]) -> dict[str, Any]:
             extra = int(later.sum()) - MAX_REPORTED
             if extra > 0:  # counted, not listed
                 report.counts["WriteCORead"] += extra
-    if cf_src and not report.counts.get("WriteCORead"):
-        src = np.concatenate([np.asarray([a for a, _ in edges], np.int64), *cf_src])
-        dst = np.concatenate([np.asarray([b for _, b in edges], np.int64), *cf_dst])
-        cycle = _cycle_nodes(n, src, dst)
-        if cycle is not None:
-            all_edges = list(zip(src.tolist(), dst.tolist()))
-            sub = set(cycle.tolist())
-            found = _a_cycle(n, [(x, y) for x, y in all_edges if x in sub and y in sub])
-            report.add("CyclicCF", "no single order of the writes explains the reads (causal order and the "
-                       "conflict order read off the reads form a cycle)",
-                       cycle=[graph_ops[i].describe() for i in found[:8]])
-    return _causal_result(report, ops, duplicated)
+    return cf_src, cf_dst
 
 
-def _causal_result(report: _Report, ops: Sequence[Op], duplicated: set) -> dict[str, Any]:
+def _cyclic_cf(graph: _Graph, cf_src: list[np.ndarray], cf_dst: list[np.ndarray], report: Report) -> None:
+    """CyclicCF: ``co`` with the conflict order read off the reads has a cycle."""
+    n = len(graph.ops)
+    src = np.concatenate([np.asarray([a for a, _ in graph.edges], np.int64), *cf_src])
+    dst = np.concatenate([np.asarray([b for _, b in graph.edges], np.int64), *cf_dst])
+    cycle = _cycle_nodes(n, src, dst)
+    if cycle is not None:
+        all_edges = list(zip(src.tolist(), dst.tolist()))
+        sub = set(cycle.tolist())
+        found = a_cycle(n, [(x, y) for x, y in all_edges if x in sub and y in sub])
+        report.add("CyclicCF", "no single order of the writes explains the reads (causal order and the "
+                   "conflict order read off the reads form a cycle)",
+                   cycle=[graph.ops[i].describe() for i in found[:8]])
+
+
+def _causal_result(report: Report, ops: Sequence[Op], duplicated: set) -> dict[str, Any]:
     return {"valid": not report.counts, "anomalies": report.listed, "counts": dict(report.counts),
             "ops": len(ops), "duplicated_values": len(duplicated)}
-
-
-def _rank_order(chains: list[list[tuple[float, Any]]], first_seen: dict[Any, float]) -> tuple[dict[Any, int], list]:
-    """A total order of a key's values consistent with every replica's chain (ties: first applied first); the pairs
-    installed in opposite orders when the chains conflict."""
-    values = sorted(first_seen, key=lambda v: (first_seen[v], repr(v)))
-    ids = {v: i for i, v in enumerate(values)}
-    edges = set()
-    for chain in chains:
-        for (_, a), (_, b) in zip(chain, chain[1:]):
-            if a != b:
-                edges.add((ids[a], ids[b]))
-    order = _topological(len(values), sorted(edges))
-    if order is None:
-        cycle = _a_cycle(len(values), sorted(edges))
-        # fall back to first-applied order so convergence is still measured
-        return {v: i for i, v in enumerate(values)}, [values[i] for i in cycle]
-    return {values[i]: r for r, i in enumerate(order)}, []
-
-
-def check_convergence(ops: Sequence[Op], replicas: Sequence[ReplicaEvent], nodes: int | None = None, *,
-                      settle_s: float = 0.1, end_s: float | None = None, times: bool = False) -> dict[str, Any]:
-    """Convergence of the replicas (see the module docstring): anomalies, ``converged`` and per-write times."""
-    report = _Report()
-    applies = [e for e in replicas if e.f == "apply" or (e.f == "observe" and e.key is not None)]
-    if nodes is None:
-        nodes = max((e.node for e in applies), default=-1) + 1
-    if end_s is None:
-        end_s = max([op.complete_s or op.invoke_s for op in ops] + [e.time for e in replicas], default=0.0)
-    written: dict[Any, dict[Any, Op]] = defaultdict(dict)
-    for op in ops:
-        if op.f is Operation.WRITE and op.outcome is not EventType.FAIL:
-            written[op.key].setdefault(op.value, op)
-    chains: dict[Any, dict[int, list[tuple[float, Any]]]] = defaultdict(lambda: defaultdict(list))
-    seen: set[tuple[int, Any, Any]] = set()
-    for e in applies:
-        if e.f == "observe":  # a replica holds this value again (after recovery): no new apply
-            chain = chains[e.key][e.node]
-            seen.add((e.node, e.key, e.value))
-            if not chain or chain[-1][1] != e.value:
-                chain.append((e.time, e.value))
-            continue
-        if (e.node, e.key, e.value) in seen:
-            report.add("DuplicateApply", f"node {e.node} applied {e.key}={e.value!r} twice", node=e.node,
-                       key=e.key, value=e.value, time=e.time)
-            continue
-        seen.add((e.node, e.key, e.value))
-        if e.value not in written.get(e.key, {}):
-            report.add("ThinAirApply", f"node {e.node} applied {e.key}={e.value!r}, which no write wrote",
-                       node=e.node, key=e.key, value=e.value, time=e.time)
-        chains[e.key][e.node].append((e.time, e.value))
-    times_ms: list[float] = []
-    horizon = end_s - settle_s
-    for key in sorted(set(written) | set(chains), key=repr):
-        per_node = chains.get(key, {})
-        first_seen: dict[Any, float] = {}
-        for chain in per_node.values():
-            for t, v in chain:
-                if v not in first_seen or t < first_seen[v]:
-                    first_seen[v] = t
-        rank, cycle = _rank_order(list(per_node.values()), first_seen) if first_seen else ({}, [])
-        if cycle:
-            report.add("DivergentOrder", f"replicas installed writes of {key} in opposite orders",
-                       key=key, values=cycle[:8])
-        # per node: the running maximum rank installed, with its time (the chain is increasing when consistent)
-        reach: dict[int, tuple[list[float], list[int]]] = {}
-        for node, chain in per_node.items():
-            ts, best = [], []
-            top = -1
-            for t, v in chain:
-                top = max(top, rank.get(v, -1))
-                ts.append(t)
-                best.append(top)
-            reach[node] = (ts, best)
-        for value, op in written.get(key, {}).items():
-            if op.outcome is not EventType.OK:
-                continue
-            r = rank.get(value)
-            if r is None:
-                if op.invoke_s <= horizon:
-                    report.add("LostWrite", f"acknowledged write {key}={value!r} was applied by no replica", write=op)
-                continue
-            latest = -np.inf
-            missing = []
-            for node in range(nodes):
-                ts, best = reach.get(node, ([], []))
-                k = bisect.bisect_left(best, r)
-                if k == len(best):
-                    missing.append(node)
-                else:
-                    latest = max(latest, ts[k])
-            if missing:
-                if op.invoke_s <= horizon:
-                    report.add("NotConverged", f"acknowledged write {key}={value!r} never reached node(s) "
-                               f"{missing}", write=op, nodes=missing)
-                continue
-            times_ms.append((latest - op.invoke_s) * 1e3)
-        finals = {node: chain[-1] for node, chain in per_node.items() if chain}
-        if finals and max(t for t, _ in finals.values()) <= horizon:
-            values = {v for _, v in finals.values()}
-            if len(values) > 1 or (len(finals) < nodes and written.get(key)):
-                report.add("Diverged", f"replicas end with different values of {key}", key=key,
-                           finals={str(n): v for n, (_, v) in sorted(finals.items())})
-    arr = np.asarray(times_ms)
-    return {"converged": not report.counts, "anomalies": report.listed, "counts": dict(report.counts),
-            "writes_measured": int(arr.size), "nodes": nodes, "settle_s": settle_s,
-            "convergence_ms_p50": float(np.percentile(arr, 50)) if arr.size else None,
-            "convergence_ms_p99": float(np.percentile(arr, 99)) if arr.size else None,
-            "convergence_ms_max": float(arr.max()) if arr.size else None,
-            **({"times_ms": arr.tolist()} if times else {})}
 
 
 def check(events: Iterable[Any], *, nodes: int | None = None, settle_s: float = 0.1) -> dict[str, Any]:

@@ -27,6 +27,7 @@ import itertools
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -58,53 +59,75 @@ def _max_pairwise(vectors: list[np.ndarray]) -> float:
     return best
 
 
-def summarize(events: Iterable[Any], *, world: int, crashed: Iterable[int] = (), leaked: int | None = None,
-              monitor_breaches: int = 0, keep_params: bool = False) -> dict[str, Any]:
-    rows = _rows(events)
-    crashed = set(crashed)
-    finals: dict[int, dict[str, Any]] = {}
-    votes: dict[tuple[int, int], dict[int, dict[str, Any]]] = defaultdict(dict)
-    commits: set[tuple[int, int]] = set()
-    alarm_rounds: set[tuple[int, int]] = set()
-    rollback_epochs: set[int] = set()
-    recovery: dict[int, float] = {}
-    offline = false_offline_seen = leaks = splits = missed = 0
-    false_offline = 0
+@dataclass
+class _Tally:
+    """The replica events of a training run, gathered by kind."""
+
+    finals: dict[int, dict[str, Any]] = field(default_factory=dict)
+    votes: dict[tuple[int, int], dict[int, dict[str, Any]]] = field(default_factory=lambda: defaultdict(dict))
+    commits: set[tuple[int, int]] = field(default_factory=set)
+    alarm_rounds: set[tuple[int, int]] = field(default_factory=set)
+    rollback_epochs: set[int] = field(default_factory=set)
+    recovery: dict[int, float] = field(default_factory=dict)
+    offline: int = 0
+    false_offline: int = 0
+    false_offline_seen: int = 0
+    leaks: int = 0
+    splits: int = 0
+    missed: int = 0
+
+
+def _tally(rows: list[tuple[int, str, Any, float]], crashed: set[int]) -> _Tally:
+    tally = _Tally()
     for node, key, value, _t in rows:
         if key == "final":
-            finals[node] = value
+            tally.finals[node] = value
         elif key == "vote":
-            votes[(value["epoch"], value["step"])][node] = value
+            tally.votes[(value["epoch"], value["step"])][node] = value
         elif key == "commit":
-            commits.add((value["epoch"], value["step"]))
+            tally.commits.add((value["epoch"], value["step"]))
         elif key == "alarm":
-            alarm_rounds.add((value["epoch"], value["step"]))
+            tally.alarm_rounds.add((value["epoch"], value["step"]))
         elif key == "rollback":
-            rollback_epochs.add(value["epoch"])
+            tally.rollback_epochs.add(value["epoch"])
         elif key == "resync":
-            recovery[value["epoch"]] = max(recovery.get(value["epoch"], 0.0), float(value["recovery_s"]))
+            tally.recovery[value["epoch"]] = max(tally.recovery.get(value["epoch"], 0.0), float(value["recovery_s"]))
         elif key == "offline":
-            offline += 1
+            tally.offline += 1
             if int(value["peer"]) not in crashed:
-                false_offline += 1
+                tally.false_offline += 1
         elif key == "false-offline":
-            false_offline_seen += 1
+            tally.false_offline_seen += 1
         elif key == "leak":
-            leaks += 1
+            tally.leaks += 1
         elif key == "split-view":
-            splits += 1
+            tally.splits += 1
         elif key == "injection-missed":
-            missed += 1
+            tally.missed += 1
+    return tally
+
+
+def _vote_checks(tally: _Tally) -> tuple[int, int, float]:
+    """False alarms (an alarm although every true digest agreed), false convergence (an agreeing vote over
+    differing replicas) and the largest L2 distance between the replicas' parameters at a vote."""
     false_alarms = false_convergence = 0
     replica_l2 = 0.0
-    for key, by_node in votes.items():
+    for key, by_node in tally.votes.items():
         trues = {tuple(v["true"]) for v in by_node.values() if v.get("true") is not None}
-        if key in alarm_rounds and len(trues) == 1 and len(by_node) > 1:
+        if key in tally.alarm_rounds and len(trues) == 1 and len(by_node) > 1:
             false_alarms += 1
         if any(v["agree"] for v in by_node.values()) and len(trues) > 1:
             false_convergence += 1
         params = [np.asarray(v["params"]) for v in by_node.values() if v.get("params") is not None]
         replica_l2 = max(replica_l2, _max_pairwise(params))
+    return false_alarms, false_convergence, replica_l2
+
+
+def summarize(events: Iterable[Any], *, world: int, crashed: Iterable[int] = (), leaked: int | None = None,
+              monitor_breaches: int = 0, keep_params: bool = False) -> dict[str, Any]:
+    tally = _tally(_rows(events), set(crashed))
+    finals = tally.finals
+    false_alarms, false_convergence, replica_l2 = _vote_checks(tally)
     final_params = [np.asarray(f["params"]) for f in finals.values() if f.get("params") is not None]
     deviation = _max_pairwise(final_params) if len(final_params) > 1 else 0.0
     replica_l2 = max(replica_l2, deviation)
@@ -113,7 +136,7 @@ def summarize(events: Iterable[Any], *, world: int, crashed: Iterable[int] = (),
                  if f.get("train_time_s")]
     if leaked is None:
         leaked = int(sum(f.get("leaked_handles", 0) for f in finals.values()))
-    recoveries = list(recovery.values())
+    recoveries = list(tally.recovery.values())
     return {
         "world_size": world,
         "ranks_finished": len(finals),
@@ -121,28 +144,28 @@ def summarize(events: Iterable[Any], *, world: int, crashed: Iterable[int] = (),
         "final_loss": float(np.mean(losses)) if losses else None,
         "replica_l2_max": replica_l2,
         "param_l2_deviation": deviation,
-        "commits": len(commits),
-        "rollbacks": len(rollback_epochs),
-        "alarms": len(alarm_rounds),
-        "global_resync": bool(recovery),
+        "commits": len(tally.commits),
+        "rollbacks": len(tally.rollback_epochs),
+        "alarms": len(tally.alarm_rounds),
+        "global_resync": bool(tally.recovery),
         "recovery_s_mean": float(np.mean(recoveries)) if recoveries else None,
         "commit_overhead_pct": float(np.mean(overheads)) if overheads else None,
         "train_time_s": float(np.mean([f["train_time_s"] for f in finals.values() if f.get("train_time_s")]))
         if finals else None,
         "false_alarms": false_alarms,
         "false_convergence": false_convergence,
-        "offline_verdicts": offline,
-        "false_offline": false_offline,
-        "false_offline_retracted": false_offline_seen,
+        "offline_verdicts": tally.offline,
+        "false_offline": tally.false_offline,
+        "false_offline_retracted": tally.false_offline_seen,
         "leaked_handles": int(leaked),
-        "leak_alarms": leaks,
-        "split_views": splits,
+        "leak_alarms": tally.leaks,
+        "split_views": tally.splits,
         "monitor_breaches": int(monitor_breaches),
-        "injections_missed": missed,  # a real collective beat its injected deadline (F2): that injection did not bite
-        # the checks: the protocol's own (alarm, retracted verdict, leak, split view), the invariant monitor, and
-        # the same replica check run on the replica events after the run (commits of differing replicas)
-        "detected": bool(alarm_rounds or false_offline_seen or leaks or splits or monitor_breaches
-                         or false_convergence),
+        "injections_missed": tally.missed,  # a real collective beat its injected deadline (F2): that injection did not
+        # bite; the checks: the protocol's own (alarm, retracted verdict, leak, split view), the invariant monitor,
+        # and the same replica check run on the replica events after the run (commits of differing replicas)
+        "detected": bool(tally.alarm_rounds or tally.false_offline_seen or tally.leaks or tally.splits
+                         or monitor_breaches or false_convergence),
         **({"final_params": {str(n): f.get("params") for n, f in sorted(finals.items())}} if keep_params else {}),
     }
 

@@ -98,46 +98,17 @@ def search(ops: list[HistoryOp], initial: Any = None, deadline: float | None = N
     n = len(ops)
     if n == 0:
         return SearchOutcome(valid=True, steps=0, cache_size=0)
-    observed = {op.output for op in ops if op.f is Operation.READ}
-    observed.update(op.value[0] for op in ops if op.f is Operation.CAS)
-
-    def abstract(value: Any) -> Any:
-        return value if value in observed else UNOBSERVED
-
-    kind = [_KIND[op.f] for op in ops]
-    arg = [op.output if op.f is Operation.READ else (op.value[0] if op.f is Operation.CAS else abstract(op.value))
-           for op in ops]
-    new = [abstract(op.value[1]) if op.f is Operation.CAS else None for op in ops]
-    written = [op.value[1] if op.f is Operation.CAS else op.value for op in ops]  # concrete, for reports
-    indeterminate = [op.indeterminate for op in ops]
-    # indeterminate operations with equal signatures are interchangeable once both are invoked
-    signature = [(kind[i], arg[i], new[i]) if indeterminate[i] else None for i in range(n)]
+    kind, arg, new, written, indeterminate, signature, bit, state = _encode(ops, initial)
     nxt, prv = _entry_list(ops)
     head, tail = 2 * n, 2 * n + 1
-
-    # The linearized set is two bitsets, over determinate and over indeterminate operations (numbered apart); the
-    # memo keeps the first unlinearized determinate operation and the determinate bits above it.
-    bit = [0] * n
-    determinate_count = indeterminate_count = 0
-    for j in range(n):
-        if indeterminate[j]:
-            bit[j], indeterminate_count = 1 << indeterminate_count, indeterminate_count + 1
-        else:
-            bit[j], determinate_count = 1 << determinate_count, determinate_count + 1
     cache: set[tuple[int, int, int, Any]] = set()  # (low, determinate bits above low, indeterminate bits, state)
-    placed = 0  # determinate operations linearized, as a bitset
-    placed_indeterminate = 0
+    placed = placed_indeterminate = 0  # the operations linearized, as two bitsets (see _encode)
     stack: list[tuple[int, Any, Any, int]] = []  # (call entry, state before, concrete value before, phase)
-    state = abstract(initial)
-    concrete = initial  # the register's actual value in this configuration (``state`` may be abstract)
-    entry = nxt[head]
-    phase = _FORCED
+    entry, phase, concrete = nxt[head], _FORCED, initial  # concrete: the register's actual value (state: abstract)
     wanted: set[Any] = set()  # values the blocked candidates wait for (reads' results, cas' expected values)
     seen: set[tuple[int, Any, Any]] = set()  # signatures of the indeterminate candidates tried in this phase
-    steps = 0
-    best_depth = -1
+    steps, best_depth = 0, -1
     best: tuple[int, Any, tuple[int, ...]] | None = None
-
     while True:
         steps += 1
         if deadline is not None and steps % _CLOCK_EVERY == 0 and time.perf_counter() > deadline:
@@ -146,19 +117,14 @@ def search(ops: list[HistoryOp], initial: Any = None, deadline: float | None = N
         if entry == tail or entry & 1:  # a return entry (or the end): the candidates are behind us
             if entry == tail or indeterminate[i]:
                 return SearchOutcome(valid=True, steps=steps, cache_size=len(cache))
-            if phase == _FORCED:
-                phase, wanted = _WANTED, _wanted(nxt, head, kind, arg, state)
-                seen.clear()
-                entry = nxt[head]
+            if phase != _REST:  # the next phase, from the head: _FORCED -> _WANTED -> _REST
+                if phase == _FORCED:
+                    wanted = _wanted(nxt, head, kind, arg, state)
+                    seen.clear()
+                phase, entry = phase + 1, nxt[head]
                 continue
-            if phase == _WANTED:
-                phase = _REST
-                entry = nxt[head]
-                continue
-            # op i returns here without having been linearized: this configuration is a dead end
-            if len(stack) > best_depth:
-                best_depth = len(stack)
-                best = (i, concrete, _pending_calls(nxt, head, entry, i))
+            if len(stack) > best_depth:  # op i returns here, not linearized: this configuration is a dead end
+                best_depth, best = len(stack), (i, concrete, _pending_calls(nxt, head, entry, i))
         else:  # a call entry: can op i take effect now?
             k = kind[i]
             if k == _READ:
@@ -169,17 +135,15 @@ def search(ops: list[HistoryOp], initial: Any = None, deadline: float | None = N
             else:
                 legal, after, free = state == arg[i], new[i], False
             if not legal or free != (phase == _FORCED):
-                entry = nxt[entry]
-                continue
-            if phase == _WANTED:
-                # First the candidates giving a value some blocked candidate waits for. An indeterminate one only
-                # then, only if it changes the state and if no identical one was tried here (module docstring).
-                if after not in wanted or (indeterminate[i] and (after == state or signature[i] in seen)):
-                    entry = nxt[entry]
-                    continue
-                if indeterminate[i]:
+                take = False
+            elif phase == _WANTED:  # a value some blocked candidate waits for; an indeterminate op only here, only
+                # if it changes the state and no identical one was tried here (module docstring)
+                take = after in wanted and not (indeterminate[i] and (after == state or signature[i] in seen))
+                if take and indeterminate[i]:
                     seen.add(signature[i])
-            elif phase == _REST and (indeterminate[i] or after in wanted):
+            else:
+                take = phase == _FORCED or not (indeterminate[i] or after in wanted)
+            if not take:
                 entry = nxt[entry]
                 continue
             if indeterminate[i]:
@@ -204,28 +168,73 @@ def search(ops: list[HistoryOp], initial: Any = None, deadline: float | None = N
                 entry = nxt[entry]
                 continue
             # a forced step into an explored configuration: this one is a dead end too
-        # backtrack: undo forced steps and the last branching choice, then try the candidate after it
-        while stack:
-            entry, state, concrete, phase = stack.pop()
-            if indeterminate[entry >> 1]:
-                placed_indeterminate ^= bit[entry >> 1]
-            else:
-                placed ^= bit[entry >> 1]
-            _unlift(nxt, prv, entry)
-            if phase != _FORCED:
-                break
-        else:
-            break
-        wanted = _wanted(nxt, head, kind, arg, state)
-        if phase == _WANTED:
-            seen = _seen_before(nxt, head, entry, signature)
-        entry = nxt[entry]
+        back = _backtrack(stack, nxt, prv, kind, arg, indeterminate, signature, bit, placed, placed_indeterminate)
+        if back is None:
+            return _refuted(ops, best, best_depth, steps, len(cache))
+        entry, state, concrete, phase, placed, placed_indeterminate, wanted, seen = back
 
+
+def _encode(ops: list[HistoryOp], initial: Any) -> tuple[list[int], list[Any], list[Any], list[Any], list[bool],
+                                                        list[Any], list[int], Any]:
+    """Per operation: its kind, argument (abstract where unobserved), new value of a cas, concrete value written
+    (for reports), indeterminacy, signature (indeterminate ones with equal signatures are interchangeable once
+    both are invoked) and bit; and the abstract initial state.
+
+    The linearized set is two bitsets, over determinate and over indeterminate operations (numbered apart); the
+    memo keeps the first unlinearized determinate operation and the determinate bits above it."""
+    n = len(ops)
+    observed = {op.output for op in ops if op.f is Operation.READ}
+    observed.update(op.value[0] for op in ops if op.f is Operation.CAS)
+
+    def abstract(value: Any) -> Any:
+        return value if value in observed else UNOBSERVED
+
+    kind = [_KIND[op.f] for op in ops]
+    arg = [op.output if op.f is Operation.READ else (op.value[0] if op.f is Operation.CAS else abstract(op.value))
+           for op in ops]
+    new = [abstract(op.value[1]) if op.f is Operation.CAS else None for op in ops]
+    written = [op.value[1] if op.f is Operation.CAS else op.value for op in ops]
+    indeterminate = [op.indeterminate for op in ops]
+    signature = [(kind[i], arg[i], new[i]) if indeterminate[i] else None for i in range(n)]
+    bit = [0] * n
+    determinate_count = indeterminate_count = 0
+    for j in range(n):
+        if indeterminate[j]:
+            bit[j], indeterminate_count = 1 << indeterminate_count, indeterminate_count + 1
+        else:
+            bit[j], determinate_count = 1 << determinate_count, determinate_count + 1
+    return kind, arg, new, written, indeterminate, signature, bit, abstract(initial)
+
+
+def _backtrack(stack: list[tuple[int, Any, Any, int]], nxt: list[int], prv: list[int], kind: list[int],
+               arg: list[Any], indeterminate: list[bool], signature: list[Any], bit: list[int], placed: int,
+               placed_indeterminate: int) -> tuple[int, Any, Any, int, int, int, set[Any], set[Any]] | None:
+    """Undo the forced steps and the last branching choice; the search goes on with the candidate after that
+    choice: (that entry, then as before the choice: state, concrete value, phase, the linearized bitsets, the
+    wanted values and, in the wanted phase, the signatures tried), or None when no choice is left (refuted)."""
+    head = len(nxt) - 2
+    while stack:
+        entry, state, concrete, phase = stack.pop()
+        if indeterminate[entry >> 1]:
+            placed_indeterminate ^= bit[entry >> 1]
+        else:
+            placed ^= bit[entry >> 1]
+        _unlift(nxt, prv, entry)
+        if phase != _FORCED:
+            wanted = _wanted(nxt, head, kind, arg, state)
+            seen = _seen_before(nxt, head, entry, signature) if phase == _WANTED else set()
+            return nxt[entry], state, concrete, phase, placed, placed_indeterminate, wanted, seen
+    return None
+
+
+def _refuted(ops: list[HistoryOp], best: tuple[int, Any, tuple[int, ...]] | None, depth: int, steps: int,
+             cache_size: int) -> SearchOutcome:
+    """The "not linearizable" outcome, from the deepest dead end the search reached."""
     assert best is not None
     blocked, best_state, others = best
     return SearchOutcome(
-        valid=False, steps=steps, cache_size=len(cache), blocked=ops[blocked], state=best_state,
-        linearized=best_depth, concurrent=tuple(ops[j] for j in others),
+        valid=False, steps=steps, cache_size=cache_size, blocked=ops[blocked], state=best_state,
+        linearized=depth, concurrent=tuple(ops[j] for j in others),
     )
 
 

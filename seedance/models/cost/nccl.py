@@ -293,100 +293,25 @@ class Entry:
 
 def _entries(view: NcclView, collective: str) -> list[Entry]:
     """NCCL's bandwidth and latency table for one collective (ncclTopoTuneModel, src/graph/tuning.cc)."""
-    n, nodes, ppn, arch = view.ranks, view.nodes, view.ppn, view.arch
-    index2 = min(nodes, 3) - 1
-    index1 = arch if nodes == 1 else 0  # multi-node LL: CPU vendor row (Intel); we assume Intel hosts
-    ll_max = LL_MAX_BW[index1][index2]
-    intra_hw = view.intra
-    hw_name = intra_hw if nodes == 1 else "net"
+    n, nodes, arch = view.ranks, view.nodes, view.arch
     nsteps = 2 * (n - 1) if collective == "allreduce" else (n - 1 if collective in ("reducescatter", "allgather")
                                                             else n)
     out = []
-    ch = view.channels
     for algorithm in ALGORITHMS_NCCL[collective]:
-        if algorithm == "p2p":
+        if not _algorithm_applies(view, algorithm):
             continue
-        if algorithm in ("nvls", "nvls_tree") and not view.nvls:
-            continue
-        if algorithm == "nvls_tree" and nodes == 1:
-            continue  # "Disable NVLS Tree on a single node"
-        if algorithm == "nvls" and nodes > 1:
-            continue  # multi-node NVLS needs CollNet (IB SHARP), not modelled
-        if algorithm == "pat" and nodes != n:
-            continue  # PAT: one GPU per node only
         for p, proto in enumerate(PROTOCOLS):
             if algorithm in ("nvls", "nvls_tree", "pat") and proto != "Simple":
                 continue
             if proto == "LL128" and view.intra != "nvlink":
                 continue  # LL128 is enabled only up to NVLink paths (typeIntra <= PATH_NVB, src/graph/tuning.cc)
-            channels = NVLS_CHANNELS[arch] if algorithm in ("nvls", "nvls_tree") else ch
-            if algorithm in ("nvls", "nvls_tree"):
-                if channels < 2:
-                    continue
-                per = view.ring_GBps / channels * NVLS_EFFICIENCY[arch] * NVLS_LINK_EFFICIENCY
-                intra_bw = per * (channels - 1) / channels
-                intra_bw *= 2.0 if collective == "allreduce" else (ppn - 1) / ppn
-                inter_bw = view.net_GBps / channels * (2 if nodes <= 2 and algorithm == "nvls_tree" else 1)
-                cap = PER_CH_MAX_NVLS_TREE_BW[arch][index2] if algorithm == "nvls_tree" else math.inf
-                bw = min(intra_bw, inter_bw, cap)
-                bus = channels * bw
-            elif algorithm == "tree":
-                if nodes == 1:
-                    total = view.ring_GBps
-                elif nodes == 2:
-                    total = min(view.ring_GBps, 2 * view.net_GBps)
-                else:
-                    total = min(view.ring_GBps, view.net_GBps)
-                bus = total
-            else:  # ring, pat
-                bus = min(view.ring_GBps, view.net_GBps)
-            if algorithm == "ring" and proto == "LL":
-                bus = min(ll_max, bus * 0.5)
-            if algorithm == "ring" and proto == "LL128":
-                bus = min(bus * 0.92, channels * PER_CH_MAX_RING_LL128_BW[arch][index2])
-            if algorithm == "tree" and collective == "allreduce":
-                bus = min(bus * 0.92, channels * PER_CH_MAX_TREE_BW[arch][index2])
-            if algorithm == "tree" and proto == "LL":
-                bus = min(bus / 3.8, ll_max)
-            if algorithm == "tree" and proto == "LL128":
-                bus = min(bus * (7.0 / 9.0 if nodes == 1 else 120.0 / 128.0),
-                          channels * PER_CH_MAX_TREE_LL128_BW[arch][index2])
-            if algorithm == "pat":
-                bus *= 0.75
-            if algorithm in ("ring", "nvls", "nvls_tree"):
-                alg = bus * n / nsteps
-            elif algorithm == "tree":
-                alg = bus * 0.5
-            else:  # pat: NCCL leaves allgather/reducescatter non-ring bandwidth unconverted
-                alg = bus
+            channels = NVLS_CHANNELS[arch] if algorithm in ("nvls", "nvls_tree") else view.channels
+            if algorithm in ("nvls", "nvls_tree") and channels < 2:
+                continue
+            alg = _algorithm_bandwidth(view, collective, algorithm, proto, channels, nsteps)
             if alg <= 0:
                 continue
-            # latency
-            base = BASE_LATENCY_US[algorithm][p]
-            intra_lat = HW_LATENCY_US[intra_hw][algorithm][p]
-            inter_lat = (HW_LATENCY_US["net"]["tree"][p] if ppn == 1 else HW_LATENCY_US["net"][algorithm][p])
-            inter_lat += view.net_latency_us
-            if algorithm == "ring":
-                lat_hw = HW_LATENCY_US[hw_name]["ring"][p]
-                if collective == "broadcast":
-                    if proto == "Simple":
-                        lat_hw = HW_LATENCY_US[hw_name]["tree"][p]
-                    if nodes > 1:
-                        lat_hw += view.net_latency_us
-                    latency = base + nsteps * lat_hw
-                else:
-                    net_overhead = (NET_OVERHEAD_US * (3 if proto == "Simple" else 1)) if nodes > 1 else 0.0
-                    lat_in = max(intra_lat, net_overhead)
-                    inter_steps = 0 if nodes == 1 else (2 * (nodes - 1) if collective == "allreduce" else nodes - 1)
-                    latency = base + (nsteps - inter_steps) * lat_in + inter_steps * inter_lat
-            elif algorithm == "tree":
-                latency = base + 2 * ((ppn - 1) * intra_lat + _log2i(nodes) * inter_lat)
-            elif algorithm == "nvls":
-                latency = intra_lat + (inter_lat if nodes > 1 else 0.0)
-            elif algorithm == "nvls_tree":
-                latency = base + intra_lat + 2 * _log2i(nodes) * inter_lat
-            else:  # pat
-                latency = base + _log2i(nodes) * (inter_lat / 3.5) + n * 2.8
+            latency = _latency(view, collective, algorithm, p, nsteps)
             plateau = 1.0
             if algorithm == "ring" and proto == "Simple" and nodes > 1 and collective == "allreduce":
                 plateau = RING_PLATEAU[1] if arch >= 1 else RING_PLATEAU[0]
@@ -398,6 +323,98 @@ def _entries(view: NcclView, collective: str) -> list[Entry]:
                 plateau=plateau, tree_correction=(algorithm == "tree" and collective == "allreduce"),
             ))
     return out
+
+
+def _algorithm_applies(view: NcclView, algorithm: str) -> bool:
+    """Whether NCCL considers ``algorithm`` on this system at all."""
+    if algorithm == "p2p":
+        return False
+    if algorithm in ("nvls", "nvls_tree") and not view.nvls:
+        return False
+    if algorithm == "nvls_tree" and view.nodes == 1:
+        return False  # "Disable NVLS Tree on a single node"
+    if algorithm == "nvls" and view.nodes > 1:
+        return False  # multi-node NVLS needs CollNet (IB SHARP), not modelled
+    if algorithm == "pat" and view.nodes != view.ranks:
+        return False  # PAT: one GPU per node only
+    return True
+
+
+def _algorithm_bandwidth(view: NcclView, collective: str, algorithm: str, proto: str, channels: int,
+                         nsteps: int) -> float:
+    """The algorithm bandwidth (GB/s, all channels) of one (algorithm, protocol): the bus bandwidth NCCL's table
+    gives, capped per protocol, converted by the algorithm's steps."""
+    n, nodes, ppn, arch = view.ranks, view.nodes, view.ppn, view.arch
+    index2 = min(nodes, 3) - 1
+    index1 = arch if nodes == 1 else 0  # multi-node LL: CPU vendor row (Intel); we assume Intel hosts
+    ll_max = LL_MAX_BW[index1][index2]
+    if algorithm in ("nvls", "nvls_tree"):
+        per = view.ring_GBps / channels * NVLS_EFFICIENCY[arch] * NVLS_LINK_EFFICIENCY
+        intra_bw = per * (channels - 1) / channels
+        intra_bw *= 2.0 if collective == "allreduce" else (ppn - 1) / ppn
+        inter_bw = view.net_GBps / channels * (2 if nodes <= 2 and algorithm == "nvls_tree" else 1)
+        cap = PER_CH_MAX_NVLS_TREE_BW[arch][index2] if algorithm == "nvls_tree" else math.inf
+        bw = min(intra_bw, inter_bw, cap)
+        bus = channels * bw
+    elif algorithm == "tree":
+        if nodes == 1:
+            total = view.ring_GBps
+        elif nodes == 2:
+            total = min(view.ring_GBps, 2 * view.net_GBps)
+        else:
+            total = min(view.ring_GBps, view.net_GBps)
+        bus = total
+    else:  # ring, pat
+        bus = min(view.ring_GBps, view.net_GBps)
+    if algorithm == "ring" and proto == "LL":
+        bus = min(ll_max, bus * 0.5)
+    if algorithm == "ring" and proto == "LL128":
+        bus = min(bus * 0.92, channels * PER_CH_MAX_RING_LL128_BW[arch][index2])
+    if algorithm == "tree" and collective == "allreduce":
+        bus = min(bus * 0.92, channels * PER_CH_MAX_TREE_BW[arch][index2])
+    if algorithm == "tree" and proto == "LL":
+        bus = min(bus / 3.8, ll_max)
+    if algorithm == "tree" and proto == "LL128":
+        bus = min(bus * (7.0 / 9.0 if nodes == 1 else 120.0 / 128.0),
+                  channels * PER_CH_MAX_TREE_LL128_BW[arch][index2])
+    if algorithm == "pat":
+        bus *= 0.75
+    if algorithm in ("ring", "nvls", "nvls_tree"):
+        return bus * n / nsteps
+    if algorithm == "tree":
+        return bus * 0.5
+    return bus  # pat: NCCL leaves allgather/reducescatter non-ring bandwidth unconverted
+
+
+def _latency(view: NcclView, collective: str, algorithm: str, p: int, nsteps: int) -> float:
+    """The latency (µs) of one (algorithm, protocol number ``p``): base plus the hops of the algorithm."""
+    n, nodes, ppn = view.ranks, view.nodes, view.ppn
+    proto = PROTOCOLS[p]
+    intra_hw = view.intra
+    hw_name = intra_hw if nodes == 1 else "net"
+    base = BASE_LATENCY_US[algorithm][p]
+    intra_lat = HW_LATENCY_US[intra_hw][algorithm][p]
+    inter_lat = (HW_LATENCY_US["net"]["tree"][p] if ppn == 1 else HW_LATENCY_US["net"][algorithm][p])
+    inter_lat += view.net_latency_us
+    if algorithm == "ring":
+        lat_hw = HW_LATENCY_US[hw_name]["ring"][p]
+        if collective == "broadcast":
+            if proto == "Simple":
+                lat_hw = HW_LATENCY_US[hw_name]["tree"][p]
+            if nodes > 1:
+                lat_hw += view.net_latency_us
+            return base + nsteps * lat_hw
+        net_overhead = (NET_OVERHEAD_US * (3 if proto == "Simple" else 1)) if nodes > 1 else 0.0
+        lat_in = max(intra_lat, net_overhead)
+        inter_steps = 0 if nodes == 1 else (2 * (nodes - 1) if collective == "allreduce" else nodes - 1)
+        return base + (nsteps - inter_steps) * lat_in + inter_steps * inter_lat
+    if algorithm == "tree":
+        return base + 2 * ((ppn - 1) * intra_lat + _log2i(nodes) * inter_lat)
+    if algorithm == "nvls":
+        return intra_lat + (inter_lat if nodes > 1 else 0.0)
+    if algorithm == "nvls_tree":
+        return base + intra_lat + 2 * _log2i(nodes) * inter_lat
+    return base + _log2i(nodes) * (inter_lat / 3.5) + n * 2.8  # pat
 
 
 def table(topology: Any, collective: str) -> list[Entry]:

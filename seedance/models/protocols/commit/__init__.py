@@ -21,7 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from seedance.models.protocols.commit.node import CommitConfig, CommitNode, Heartbeat, Verdict
+from seedance.models.protocols.commit.config import CommitConfig
+from seedance.models.protocols.commit.messages import Heartbeat, Verdict
+from seedance.models.protocols.commit.node import CommitNode
 from seedance.models.protocols.commit.scenarios import SCENARIOS, VARIANTS
 from seedance.models.protocols.contract import ProtocolSpec
 from seedance.models.protocols.monitoring import NodeMonitor, progress

@@ -15,36 +15,14 @@ Rules this module keeps:
 * Batching (``max_batch`` > 1): the commands a replica receives before its zero-delay flush timer fires go into
   instances of up to ``max_batch`` commands (a :class:`Batch`); a batch interferes with every command on any of its
   keys, and executes its commands in order.
-* Ballots per instance: ballot 0 belongs to the command leader; a recovering replica uses ``round * n + id``. Each
-  replica keeps, per instance, the ballot it **promised** (``bal``) apart from the ballot at which it last
-  **voted** (``vbal``, set by a pre-accept or an accept) — the fix of Sutra 2020: with one variable a Prepare
-  overwrites the ballot at which the attributes were accepted, and recovery can adopt a stale value.
-* Explicit prepare (Figure 3, recovery): a replica that waits on an instance that does not commit (its execution
-  is blocked on it for a randomised timeout) runs Prepare at a higher ballot and, from a majority of replies, (1)
-  commits a committed value; else (2) runs Paxos-Accept with the accepted value of the **highest vbal**; else (3)
-  if the leader did not answer and at least ⌊(F+1)/2⌋ replies (F for the 2F quorum) are *witnesses* — they
-  pre-accepted the leader's attributes unchanged at ballot 0, so the fast path may have committed them — then with
-  F witnesses it runs Paxos-Accept with those attributes, and with fewer it runs **TryPreAccept** (below); else (4)
-  if someone pre-accepted the command, restarts phase 1 with it at the new ballot (never a fast path); else (5)
-  commits a no-op. Before that, a blocked replica asks its peers for commits it missed (``Fetch``).
-* TryPreAccept (the optimized quorum's recovery at N ≥ 5; Moraru et al., technical report CMU-PDL-13-111; the
-  authors' efficient/epaxos ``startRecoveryForInstance`` / ``handleTryPreAccept*`` behave alike): every replica that
-  is not a witness is asked to pre-accept the witnessed attributes at the recovery ballot. It promises the ballot
-  and refuses when it knows an interfering command that is neither among the dependencies nor depends on the
-  instance (a *conflict*). Witnesses and acceptors reaching F (with the leader, which proposed the attributes, a
-  majority that knows of no conflict) → Paxos-Accept of the attributes. The leader answering, a *committed*
-  conflict (impossible had the fast path committed the attributes), or more than N − fast quorum replicas known not
-  to be witnesses (no fast quorum can have held them) → phase 1 again. Otherwise (conflicts with uncommitted
-  commands and replicas missing) recovery is **deferred**: the conflicting instances are recovered or commit, and a
-  later recovery at a higher ballot decides; with every replica reachable it decides unless one holds the instance
-  accepted.
+* Ballots, explicit prepare and TryPreAccept (recovery of an instance that does not commit):
+  :mod:`~seedance.models.protocols.epaxos.recovery`.
 * Durability: every change of an instance (promise, vote, commit) is a ``PersistRecords`` put in table ``inst``
   before any message that depends on it leaves; the executed state and the kv store are volatile and rebuilt by
   re-executing the committed instances after a crash.
-* Execution (§4.4): a committed instance executes once every instance it may depend on is committed locally; the
-  dependency graph of committed, unexecuted instances is split into strongly connected components (Tarjan 1972,
-  iterative), executed in inverse topological order, and within a component by increasing ``seq`` (ties: replica,
-  instance). Replicas thus apply interfering commands in the same order.
+* Commit (a decision acted upon once durable) and execution (§4.4, the dependency graph's strongly connected
+  components): :mod:`~seedance.models.protocols.epaxos.execution`. The instance record and the values it holds:
+  :mod:`~seedance.models.protocols.epaxos.instance`.
 * Clients may talk to any replica (``routing="any"``); the command leader answers after executing the command
   (reads, writes and cas are linearizable that way, §4.6). A leader that learns its instance was committed with
   another command (a no-op by a recovery) answers INFO. Commit latency (propose → commit) and execution latency
@@ -53,9 +31,7 @@ Rules this module keeps:
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -75,8 +51,24 @@ from seedance.models.protocols.contract import (
     Send,
     SetTimer,
 )
-from seedance.models.protocols.epaxos.config import EPaxosConfig
 from seedance.models.protocols.dispatch import Dispatching
+from seedance.models.protocols.epaxos.config import EPaxosConfig
+from seedance.models.protocols.epaxos.execution import Execution
+from seedance.models.protocols.epaxos.instance import (
+    ACCEPTED,
+    COMMITTED,
+    NOOP,
+    PREACCEPTED,
+    TABLE,
+    Coordination,
+    Iid,
+    Instance,
+    Value,
+    _decoded,
+    _keys,
+    _reply,
+    _size,
+)
 from seedance.models.protocols.epaxos.messages import (
     HEADER_BYTES,
     Accept,
@@ -91,99 +83,14 @@ from seedance.models.protocols.epaxos.messages import (
     TryPreAccept,
     TryPreAcceptReply,
 )
+from seedance.models.protocols.epaxos.recovery import Recovery
 from seedance.models.protocols.multipaxos.messages import Command
 
-NONE, PREACCEPTED, ACCEPTED, COMMITTED = 0, 1, 2, 3
 TICK = "tick"
 FLUSH = "flush"
-TABLE = "inst"
-NOOP = Command()
-
-Iid = tuple[int, int]
-Value = Command | Batch | None  # what an instance holds: one command, a batch of them, or a no-op (None)
 
 
-def _parts(value: Value) -> tuple[Command, ...]:
-    """The client commands of an instance's value, in execution order (none for a no-op)."""
-    if value is None:
-        return ()
-    if type(value) is Batch:
-        return value.commands
-    return () if value.op is None else (value,)
-
-
-def _keys(value: Value) -> tuple[Any, ...]:
-    """The keys ``value`` touches: it interferes with every command on any of them."""
-    if value is None:
-        return ()
-    if type(value) is Batch:
-        return tuple(dict.fromkeys(c.key for c in value.commands))
-    return () if value.op is None else (value.key,)
-
-
-def _decoded(value: Command | Batch) -> Value:
-    """A value off the wire: the no-op travels as an empty Command."""
-    return None if type(value) is Command and value.op is None and value.client_id is None else value
-
-
-def _value_plain(value: Value) -> Any:
-    if value is None:
-        return None
-    if type(value) is Batch:
-        return {"batch": [c.to_plain() for c in value.commands]}
-    return value.to_plain()
-
-
-def _value_from_plain(data: Any) -> Value:
-    if data is None:
-        return None
-    if isinstance(data, dict):
-        return Batch(commands=tuple(Command.from_plain(c) for c in data["batch"]))
-    return Command.from_plain(data)
-
-
-@dataclass(slots=True)
-class Instance:
-    status: int = NONE
-    command: Value = None
-    seq: int = 0
-    deps: tuple[int, ...] = ()
-    bal: int = 0  # the highest ballot promised
-    vbal: int = -1  # the ballot of the last pre-accept / accept vote (Sutra 2020)
-    agreed: bool = False  # pre-accepted at ballot 0 with the leader's attributes unchanged
-    executed: bool = False  # volatile
-
-    def plain(self) -> list[Any]:
-        return [self.status, _value_plain(self.command), self.seq, list(self.deps), self.bal, self.vbal, self.agreed]
-
-    @classmethod
-    def from_plain(cls, data: Any) -> Instance:
-        status, command, seq, deps, bal, vbal, agreed = data
-        return cls(status=int(status), command=_value_from_plain(command),
-                   seq=int(seq), deps=tuple(int(d) for d in deps), bal=int(bal), vbal=int(vbal), agreed=bool(agreed))
-
-
-@dataclass(slots=True)
-class Coordination:
-    """A phase this replica runs for one instance: as its command leader (ballot 0) or as a recoverer."""
-
-    phase: str  # "preaccept" | "accept" | "prepare" | "trypreaccept"
-    ballot: int
-    command: Value = None
-    seq: int = 0
-    deps: tuple[int, ...] = ()
-    replies: dict[int, Any] = field(default_factory=dict)
-    sent_s: float = 0.0
-    started_s: float = 0.0
-    witnesses: set[int] = field(default_factory=set)  # TryPreAccept: pre-accepted the leader's attributes at 0
-    others: set[int] = field(default_factory=set)  # TryPreAccept: known not to have
-
-
-def _size(command: Value, n: int) -> int:
-    return HEADER_BYTES + 8 * n + (command.size_bytes if command is not None else 0)
-
-
-class EPaxosNode(Dispatching):
+class EPaxosNode(Recovery, Execution, Dispatching):
     """One EPaxos replica driving a :class:`~seedance.models.kv.KVStore`."""
 
     # inputs by type / name (seedance.models.protocols.dispatch): on_message and on_timer
@@ -472,452 +379,6 @@ class EPaxosNode(Dispatching):
             self._commit(iid, coord.command, coord.seq, coord.deps, out, now)
         return self._emit(out)
 
-    # ================================================================================================= commit
-    def _commit(self, iid: Iid, command: Value, seq: int, deps: tuple[int, ...], out: Effects,
-                now: float) -> None:
-        """This replica decided ``iid`` (as its coordinator): write the commit with a durability notice; the commit
-        takes effect — Commit messages, execution, the monitors' view — only once the write has landed
-        (:meth:`on_persisted`), so a decision a crash erases was never acted upon."""
-        self.coords.pop(iid, None)
-        if not self._commit_local(iid, command, seq, deps, now, mark=False):
-            return
-        self._unmarked.add(iid)
-        self._notify.append(iid)
-
-    def on_persisted(self, token: Any, now: float) -> Effects:
-        if not (isinstance(token, tuple) and len(token) == 2 and token[0] == "commit"):
-            return []
-        out: Effects = []
-        for q, i in token[1]:
-            iid = (q, i)
-            if iid not in self._unmarked:
-                continue
-            self._unmarked.discard(iid)
-            self._mark_committed(iid, now)
-            inst = self.instances[iid]
-            out.extend(self._commit_message(p, iid, inst) for p in self.peers)
-            self._execute([iid, *self._blocked.pop(iid, ())], out, now)
-        return self._emit(out)
-
-    def _commit_local(self, iid: Iid, command: Value, seq: int, deps: tuple[int, ...], now: float,
-                      *, mark: bool = True) -> bool:
-        inst = self.instances.setdefault(iid, Instance())
-        if inst.status == COMMITTED:
-            return False
-        inst.status, inst.command, inst.seq, inst.deps = COMMITTED, command, seq, deps
-        self._register(iid, command, seq)
-        self._persist(iid)
-        if mark:
-            self._mark_committed(iid, now)
-        return True
-
-    def _mark_committed(self, iid: Iid, now: float) -> None:
-        inst = self.instances[iid]
-        self.commit_log.append((iid, (inst.command, inst.seq, inst.deps)))
-        q, i = iid
-        prefix = self.committed_prefix[q]
-        while True:
-            nxt = self.instances.get((q, prefix + 1))
-            if nxt is None or nxt.status != COMMITTED or (q, prefix + 1) in self._unmarked:
-                break
-            prefix += 1
-        self.committed_prefix[q] = prefix
-        for key in _keys(inst.command):
-            lists = self._unexec.get(key)
-            if lists is None:
-                lists = self._unexec[key] = [[] for _ in range(self.num_nodes)]
-            bisect.insort(lists[q], i)
-        self._missing.pop(iid, None)
-        if iid in self.pending:
-            self._committed_at[iid] = now
-
-    def _commit_message(self, dst: int, iid: Iid, inst: Instance) -> Send:
-        message = Commit(replica=iid[0], instance=iid[1], command=inst.command or NOOP, seq=inst.seq, deps=inst.deps)
-        return Send(dst=dst, message=message, size_bytes=_size(inst.command, self.num_nodes))
-
-    def _on_commit(self, src: NodeId, m: Commit, now: float) -> Effects:
-        iid = (m.replica, m.instance)
-        command = _decoded(m.command)
-        out: Effects = []
-        self.coords.pop(iid, None)
-        if self._commit_local(iid, command, m.seq, m.deps, now):
-            self._execute([iid, *self._blocked.pop(iid, ())], out, now)
-        return self._emit(out)
-
-    def _on_fetch(self, src: NodeId, m: Fetch, now: float) -> Effects:
-        out: Effects = []
-        for i in range(m.first, m.last + 1):
-            inst = self.instances.get((m.replica, i))
-            if inst is not None and inst.status == COMMITTED:
-                out.append(self._commit_message(src, (m.replica, i), inst))
-        return out
-
-    # =============================================================================================== recovery
-    def _reported_ballot(self, inst: Instance) -> int:
-        """The ballot a PrepareReply says the reported attributes were voted at: the last vote's (Sutra 2020)."""
-        return inst.vbal
-
-    def _start_recovery(self, iid: Iid, now: float, out: Effects) -> None:
-        inst = self.instances.setdefault(iid, Instance())
-        n = self.num_nodes
-        ballot = (max(self._max_ballot, inst.bal) // n + 1) * n + self.node_id
-        self._max_ballot = ballot
-        self.recoveries += 1
-        coord = Coordination(phase="prepare", ballot=ballot, sent_s=now, started_s=now)
-        self.coords[iid] = coord
-        coord.replies[self.node_id] = self._prepare_reply(iid, inst, ballot)
-        self._persist(iid)
-        out.append(Annotate(name="recover-instance", attrs={"replica": iid[0], "instance": iid[1], "ballot": ballot}))
-        message = Prepare(ballot=ballot, replica=iid[0], instance=iid[1])
-        out.extend(Send(dst=p, message=message, size_bytes=HEADER_BYTES) for p in self.peers)
-
-    def _prepare_reply(self, iid: Iid, inst: Instance, ballot: int) -> PrepareReply:
-        """Promise ``ballot`` for ``iid`` (the caller persists) and report what this replica holds."""
-        reported = self._reported_ballot(inst)
-        inst.bal = max(inst.bal, ballot)
-        return PrepareReply(ballot=ballot, replica=iid[0], instance=iid[1], ok=True, promised=inst.bal,
-                            status=inst.status, command=inst.command, seq=inst.seq, deps=inst.deps,
-                            vballot=reported, agreed=inst.agreed)
-
-    def _on_prepare(self, src: NodeId, m: Prepare, now: float) -> Effects:
-        iid = (m.replica, m.instance)
-        inst = self.instances.get(iid)
-        self._max_ballot = max(self._max_ballot, m.ballot)
-        if inst is not None and inst.status != COMMITTED and m.ballot < inst.bal:
-            return [Send(dst=src, message=PrepareReply(ballot=m.ballot, replica=m.replica, instance=m.instance,
-                                                       ok=False, promised=inst.bal), size_bytes=HEADER_BYTES)]
-        inst = inst or Instance()
-        self.instances[iid] = inst
-        reply = self._prepare_reply(iid, inst, m.ballot)
-        if inst.status != COMMITTED:
-            self._persist(iid)
-            self._drop_coordination(iid, m.ballot)
-        return self._emit([Send(dst=src, message=reply, size_bytes=_size(inst.command, self.num_nodes))])
-
-    def _on_prepare_reply(self, src: NodeId, m: PrepareReply, now: float) -> Effects:
-        iid = (m.replica, m.instance)
-        coord = self._reply_to(iid, "prepare", src, m)
-        if coord is None:
-            return []
-        if len(coord.replies) < self.f + 1:
-            return []
-        out: Effects = []
-        self._decide_recovery(iid, coord, out, now)
-        return self._emit(out)
-
-    def _decide_recovery(self, iid: Iid, coord: Coordination, out: Effects, now: float) -> None:
-        """Figure 3 with Sutra's fix: the accepted value of the highest vote ballot wins."""
-        replies = coord.replies
-        ballot = coord.ballot
-        for r in replies.values():
-            if r.status == COMMITTED:
-                self._commit(iid, r.command, r.seq, r.deps, out, now)
-                return
-        accepted = [r for _, r in sorted(replies.items()) if r.status == ACCEPTED]
-        if accepted:
-            best = max(accepted, key=lambda r: r.vballot)  # first of the highest, in replica order
-            self._start_accept(iid, ballot, best.command, best.seq, best.deps, out, now)
-            return
-        leader = iid[0]
-        pre = [(node, r) for node, r in sorted(replies.items()) if r.status == PREACCEPTED]
-        agreed = [node for node, r in pre if r.agreed and r.vballot == 0 and node != leader]
-        if leader not in replies and agreed and len(agreed) >= self.recovery_agreed:
-            self._recover_agreed(iid, coord, agreed, replies[agreed[0]], out, now)
-            return
-        if pre:
-            best = max((r for _, r in pre), key=lambda r: r.vballot)
-            self._restart_phase1(iid, ballot, _decoded(best.command), best.seq, best.deps, out, now)
-            return
-        self._start_accept(iid, ballot, None, 0, (0,) * self.num_nodes, out, now)
-
-    def _restart_phase1(self, iid: Iid, ballot: int, command: Value, seq: int, deps: tuple[int, ...], out: Effects,
-                        now: float) -> None:
-        """Recovery found no evidence of a fast commit: phase 1 again for ``command`` at ``ballot`` (never a fast
-        path), with the attributes merged with what this replica knows."""
-        seq, deps = self._attributes(command, iid, seq, deps)
-        self._coordinate(iid, "preaccept", ballot, command, seq, deps, out, now)
-
-    # ======================================================================== recovery of the optimized quorum
-    def _recover_agreed(self, iid: Iid, coord: Coordination, witnesses: list[int], value: PrepareReply,
-                        out: Effects, now: float) -> None:
-        """The prepare replies hold ``witnesses`` (≥ ⌊(F+1)/2⌋ replicas, not the leader, that pre-accepted the
-        leader's attributes unchanged at ballot 0): the fast path may have committed those attributes. With F
-        witnesses they are safe to accept as they are (with the leader, a majority knew the command with them).
-        With fewer (the optimized quorum at N ≥ 5), TryPreAccept first establishes that."""
-        command = _decoded(value.command)
-        if len(witnesses) >= self.f:
-            self._start_accept(iid, coord.ballot, command, value.seq, value.deps, out, now)
-            return
-        self._start_try_preaccept(iid, coord, witnesses, command, value.seq, value.deps, out, now)
-
-    def _start_try_preaccept(self, iid: Iid, prepare: Coordination, witnesses: list[int], command: Value, seq: int,
-                             deps: tuple[int, ...], out: Effects, now: float) -> None:
-        """TryPreAccept (technical report CMU-PDL-13-111; efficient/epaxos ``bcastTryPreAccept``): ask every replica
-        that is not a witness to pre-accept the witnessed attributes at our ballot. Decided in :meth:`_decide_tpa`."""
-        ballot = prepare.ballot
-        self.try_preaccepts += 1
-        coord = Coordination(phase="trypreaccept", ballot=ballot, command=command, seq=seq, deps=deps, sent_s=now,
-                             started_s=now, witnesses=set(witnesses),
-                             others={node for node in prepare.replies if node not in witnesses})
-        coord.replies = {node: prepare.replies[node] for node in witnesses}
-        self.coords[iid] = coord
-        out.append(Annotate(name="try-pre-accept", attrs={"replica": iid[0], "instance": iid[1], "ballot": ballot,
-                                                          "witnesses": len(witnesses)}))
-        if self.node_id not in coord.witnesses:
-            coord.replies[self.node_id] = self._try_preaccept_here(iid, ballot, command, seq, deps)
-            self._persist(iid)
-        if self._decide_tpa(iid, coord, out, now):
-            return
-        message = TryPreAccept(ballot=ballot, replica=iid[0], instance=iid[1], command=command or NOOP, seq=seq,
-                               deps=deps)
-        out.extend(Send(dst=p, message=message, size_bytes=_size(command, self.num_nodes))
-                   for p in self.peers if p not in coord.replies)
-
-    def _tpa_conflict(self, iid: Iid, command: Value, deps: tuple[int, ...]) -> tuple[Iid, bool] | None:
-        """An instance this replica knows that interferes with ``command``, is not covered by ``deps`` and does not
-        depend on ``iid`` — (it, committed?), a committed one first; None when there is none. Such an instance
-        means the attributes cannot have been committed on the fast path unless it is itself never committed with
-        what this replica holds (SOSP'13 §4.5: two interfering committed commands, one depends on the other)."""
-        keys = _keys(command)
-        found: tuple[Iid, bool] | None = None
-        seen: set[Iid] = set()
-        leader, number = iid
-        for key in keys:
-            for other in sorted(self._key_instances.get(key, ())):
-                q, j = other
-                if other == iid or other in seen or j <= deps[q]:
-                    continue
-                seen.add(other)
-                inst = self.instances.get(other)
-                if inst is None or inst.status == NONE or key not in _keys(inst.command):
-                    continue
-                if inst.deps and inst.deps[leader] >= number:
-                    continue
-                if inst.status == COMMITTED:
-                    return other, True
-                if found is None:
-                    found = (other, False)
-        return found
-
-    def _try_preaccept_here(self, iid: Iid, ballot: int, command: Value, seq: int,
-                            deps: tuple[int, ...]) -> TryPreAcceptReply:
-        """This replica's answer to TryPreAccept at ``ballot`` (the caller persists): promise the ballot, then say
-        whether it is a witness, pre-accepts the attributes, or knows a conflicting command."""
-        inst = self.instances.setdefault(iid, Instance())
-        base = {"ballot": ballot, "replica": iid[0], "instance": iid[1]}
-        if ballot < inst.bal:
-            return TryPreAcceptReply(**base, ok=False, promised=inst.bal)
-        inst.bal = ballot
-        self._max_ballot = max(self._max_ballot, ballot)
-        if inst.status >= ACCEPTED:  # neither evidence: it voted at a ballot above 0 since
-            return TryPreAcceptReply(**base, ok=True, promised=ballot)
-        if inst.status == PREACCEPTED and inst.agreed and inst.vbal == 0 and (inst.seq, inst.deps) == (seq, deps):
-            return TryPreAcceptReply(**base, ok=True, promised=ballot, witness=True)
-        conflict = self._tpa_conflict(iid, command, deps)
-        if conflict is not None:
-            return TryPreAcceptReply(**base, ok=True, promised=ballot, conflict=conflict[0],
-                                     conflict_committed=conflict[1])
-        inst.status, inst.command, inst.seq, inst.deps = PREACCEPTED, command, seq, deps
-        inst.vbal = ballot
-        inst.agreed = False
-        self._register(iid, command, seq)
-        self._drop_coordination(iid, ballot)
-        return TryPreAcceptReply(**base, ok=True, promised=ballot, preaccepted=True)
-
-    def _on_try_preaccept(self, src: NodeId, m: TryPreAccept, now: float) -> Effects:
-        iid = (m.replica, m.instance)
-        inst = self.instances.get(iid)
-        if inst is not None and inst.status == COMMITTED:
-            return [] if iid in self._unmarked else [self._commit_message(src, iid, inst)]
-        reply = self._try_preaccept_here(iid, m.ballot, _decoded(m.command), m.seq, m.deps)
-        if reply.ok:
-            self._persist(iid)
-        return self._emit([Send(dst=src, message=reply, size_bytes=HEADER_BYTES)])
-
-    def _on_try_preaccept_reply(self, src: NodeId, m: TryPreAcceptReply, now: float) -> Effects:
-        iid = (m.replica, m.instance)
-        coord = self._reply_to(iid, "trypreaccept", src, m)
-        if coord is None:
-            return []
-        out: Effects = []
-        self._decide_tpa(iid, coord, out, now)
-        return self._emit(out)
-
-    def _decide_tpa(self, iid: Iid, coord: Coordination, out: Effects, now: float, *, timed_out: bool = False) -> bool:
-        """TryPreAccept's outcome, once it is known (True: decided; the coordination is over):
-
-        * witnesses + replicas that pre-accepted reach F: with the command leader they are a majority that holds the
-          attributes and knows no conflicting command, so any interfering command that commits later depends on
-          this one or is among its dependencies — Paxos-Accept them (safe whether or not the fast path committed);
-        * the leader answered (it did not commit, and has promised our ballot: it never will on the fast path), a
-          conflicting command is committed (the fast path cannot have committed these attributes), or more than
-          N − fast quorum replicas are known not to be witnesses (no fast quorum can have held the attributes):
-          phase 1 again;
-        * otherwise, once every replica answered or the wait ran out: defer — the instance stays blocked, the
-          conflicting commands are recovered or commit, and a later recovery (higher ballot) decides
-          (efficient/epaxos defers the same way to avoid livelock)."""
-        leader = iid[0]
-        ayes, noes, conflicts = set(coord.witnesses), set(coord.others), []
-        restart = False
-        for node, r in coord.replies.items():
-            if type(r) is not TryPreAcceptReply:
-                continue
-            if node == leader:
-                restart = True
-            elif r.witness:
-                ayes.add(node)
-            elif r.preaccepted:
-                ayes.add(node)
-                noes.add(node)
-            elif r.conflict:
-                noes.add(node)
-                restart = restart or r.conflict_committed
-                conflicts.append((r.conflict[0], r.conflict[1]))
-        if not restart and len(ayes) >= self.f:
-            self.try_preaccept_outcomes["accept"] += 1
-            self._start_accept(iid, coord.ballot, coord.command, coord.seq, coord.deps, out, now)
-            return True
-        if restart or len(noes) > self.num_nodes - self.fast_quorum:
-            self.try_preaccept_outcomes["restart"] += 1
-            self._restart_phase1(iid, coord.ballot, coord.command, coord.seq, coord.deps, out, now)
-            return True
-        if timed_out or sum(1 for node in coord.replies if node != leader) >= self.num_nodes - 1:
-            del self.coords[iid]
-            self.try_preaccept_outcomes["defer"] += 1
-            out.append(Annotate(name="recovery-deferred", attrs={"replica": iid[0], "instance": iid[1],
-                                                                 "conflicts": len(conflicts)}))
-            lo, hi = self.config.election_timeout_s_min, self.config.election_timeout_s_max
-            for other in conflicts:
-                if other not in self._missing and self.instances.get(other, Instance()).status != COMMITTED:
-                    self._missing[other] = (now, float(self.rng.uniform(lo, hi)))
-            return True
-        return False
-
-    def _drop_coordination(self, iid: Iid, ballot: int) -> None:
-        """A higher ballot for ``iid`` reached us: a phase we ran at a lower one is over."""
-        coord = self.coords.get(iid)
-        if coord is not None and coord.ballot < ballot:
-            del self.coords[iid]
-
-    # ============================================================================================== execution
-    def _execute(self, candidates: list[Iid], out: Effects, now: float) -> None:
-        work = list(candidates)
-        while work:
-            iid = work.pop()
-            inst = self.instances.get(iid)
-            if inst is None or inst.status != COMMITTED or inst.executed:
-                continue
-            missing = self._run_scc(iid, out, now)
-            if missing is not None:
-                self._blocked.setdefault(missing, set()).add(iid)
-                if missing not in self._missing:
-                    lo, hi = self.config.election_timeout_s_min, self.config.election_timeout_s_max
-                    self._missing[missing] = (now, float(self.rng.uniform(lo, hi)))
-
-    def _edges(self, iid: Iid) -> tuple[list[Iid], Iid | None]:
-        """Committed, unexecuted instances ``iid`` depends on; or the first instance not committed here."""
-        inst = self.instances[iid]
-        keys = _keys(inst.command)
-        if not keys:
-            return [], None
-        found: list[Iid] = []
-        for q, top in enumerate(inst.deps):
-            if top <= 0:
-                continue
-            if self.committed_prefix[q] < top:
-                return [], (q, self.committed_prefix[q] + 1)
-            for key in keys:
-                lists = self._unexec.get(key)
-                if lists is not None:
-                    numbers = lists[q]
-                    for i in numbers[: bisect.bisect_right(numbers, top)]:
-                        if (q, i) != iid:
-                            found.append((q, i))
-        if len(keys) > 1:
-            found = list(dict.fromkeys(found))
-        return found, None
-
-    def _run_scc(self, start: Iid, out: Effects, now: float) -> Iid | None:
-        """Tarjan's SCC algorithm (iterative) from ``start``; execute every component, dependencies first.
-        Returns the missing instance that blocks ``start`` (nothing is executed then), or None."""
-        index: dict[Iid, int] = {}
-        low: dict[Iid, int] = {}
-        on_stack: set[Iid] = set()
-        stack: list[Iid] = []
-        components: list[list[Iid]] = []
-        counter = 0
-        edges0, missing = self._edges(start)
-        if missing is not None:
-            return missing
-        index[start] = low[start] = counter
-        counter += 1
-        stack.append(start)
-        on_stack.add(start)
-        work: list[tuple[Iid, list[Iid], int]] = [(start, edges0, 0)]
-        while work:
-            v, edges, k = work[-1]
-            if k < len(edges):
-                work[-1] = (v, edges, k + 1)
-                w = edges[k]
-                if w not in index:
-                    w_edges, missing = self._edges(w)
-                    if missing is not None:
-                        return missing
-                    index[w] = low[w] = counter
-                    counter += 1
-                    stack.append(w)
-                    on_stack.add(w)
-                    work.append((w, w_edges, 0))
-                elif w in on_stack:
-                    low[v] = min(low[v], index[w])
-                continue
-            work.pop()
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[v])
-            if low[v] == index[v]:
-                component = []
-                while True:
-                    w = stack.pop()
-                    on_stack.discard(w)
-                    component.append(w)
-                    if w == v:
-                        break
-                components.append(component)
-        for component in components:
-            component.sort(key=lambda x: (self.instances[x].seq, x[0], x[1]))
-            for iid in component:
-                self._apply(iid, out, now)
-        return None
-
-    def _apply(self, iid: Iid, out: Effects, now: float) -> None:
-        inst = self.instances[iid]
-        inst.executed = True
-        for key in _keys(inst.command):
-            numbers = self._unexec[key][iid[0]]
-            del numbers[bisect.bisect_left(numbers, iid[1])]
-            self.exec_log.append((key, iid))
-        results: dict[tuple[Any, int], Result] = {}
-        for command in _parts(inst.command):
-            pair = (command.client_id, command.request_id)
-            result = self.results.get(pair) if command.client_id is not None else None
-            if result is None:
-                result = self.kv.apply(None, command.request_id, command.op, command.key, command.value)
-                if command.client_id is not None:
-                    self.results[pair] = result
-            results[pair] = result
-        waiting = self.pending.pop(iid, None)
-        if waiting is not None:
-            committed = self._committed_at.pop(iid, now)
-            for client_id, request_id, proposed in waiting:
-                result = results.get((client_id, request_id))
-                if result is not None:
-                    self.latencies.append((committed - proposed, now - committed))
-                    out.append(_reply(client_id, request_id, result))
-                else:  # the instance was committed with something else (a recovery's no-op)
-                    out.append(Reply(client_id=client_id, request_id=request_id, outcome=Outcome.INFO,
-                                     error="superseded"))
-
     # =================================================================================================== tick
     def _on_tick(self, now: float) -> Effects:
         out: Effects = [SetTimer(name=TICK, delay_s=self.config.heartbeat_s)]
@@ -988,6 +449,3 @@ class EPaxosNode(Dispatching):
                 f"coords={len(self.coords)})")
 
 
-def _reply(client_id: int, request_id: int, result: Result) -> Reply:
-    return Reply(client_id=client_id, request_id=request_id, outcome=result.outcome, value=result.value,
-                 error=result.error)

@@ -1,0 +1,157 @@
+"""Convergence after heal (from replica events ``{"type": "replica", "f": "apply", ...}``, one per write a replica
+applied, :class:`~seedance.models.protocols.contract.Observe`). A replica applies the writes of a key in the order of
+the join (each install replaces a smaller entry), so the per-replica sequences of a key must all be chains of one
+total order: a pair of writes installed in opposite orders by two replicas is **DivergentOrder**; a value applied
+twice by one replica is **DuplicateApply**; a value no write wrote is **ThinAirApply**. The key's order is the union of
+the chains (a topological order, ties by the time a write was first applied). A write *reached* a replica when the
+replica applied it or a write after it (a keyed ``"observe"`` event, a recovered replica holding a value again,
+counts as holding it, never as a second apply); its convergence time is when it reached the last of the ``nodes`` replicas,
+minus its invoke time. The run **converged** when every acknowledged (ok) write invoked at least ``settle_s``
+before the end of the history reached every replica — otherwise **NotConverged** (``LostWrite`` when no replica
+ever applied it) — and the replicas' final values agree on every key whose last apply is older than ``settle_s``
+(**Diverged**), i.e. every replica equals the join of all acknowledged writes.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from seedance.history.anomalies import Op, Report, a_cycle, topological
+from seedance.history.events import EventType, Operation, ReplicaEvent
+
+CONVERGENCE_PATTERNS = ("DivergentOrder", "DuplicateApply", "ThinAirApply", "LostWrite", "NotConverged", "Diverged")
+Chain = list[tuple[float, Any]]  # (time, value) a replica installed, in order
+
+
+def _rank_order(chains: list[list[tuple[float, Any]]], first_seen: dict[Any, float]) -> tuple[dict[Any, int], list]:
+    """A total order of a key's values consistent with every replica's chain (ties: first applied first); the pairs
+    installed in opposite orders when the chains conflict."""
+    values = sorted(first_seen, key=lambda v: (first_seen[v], repr(v)))
+    ids = {v: i for i, v in enumerate(values)}
+    edges = set()
+    for chain in chains:
+        for (_, a), (_, b) in zip(chain, chain[1:]):
+            if a != b:
+                edges.add((ids[a], ids[b]))
+    order = topological(len(values), sorted(edges))
+    if order is None:
+        cycle = a_cycle(len(values), sorted(edges))
+        # fall back to first-applied order so convergence is still measured
+        return {v: i for i, v in enumerate(values)}, [values[i] for i in cycle]
+    return {values[i]: r for r, i in enumerate(order)}, []
+
+
+
+def check_convergence(ops: Sequence[Op], replicas: Sequence[ReplicaEvent], nodes: int | None = None, *,
+                      settle_s: float = 0.1, end_s: float | None = None, times: bool = False) -> dict[str, Any]:
+    """Convergence of the replicas (see the module docstring): anomalies, ``converged`` and per-write times."""
+    report = Report()
+    applies = [e for e in replicas if e.f == "apply" or (e.f == "observe" and e.key is not None)]
+    if nodes is None:
+        nodes = max((e.node for e in applies), default=-1) + 1
+    if end_s is None:
+        end_s = max([op.complete_s or op.invoke_s for op in ops] + [e.time for e in replicas], default=0.0)
+    written: dict[Any, dict[Any, Op]] = defaultdict(dict)
+    for op in ops:
+        if op.f is Operation.WRITE and op.outcome is not EventType.FAIL:
+            written[op.key].setdefault(op.value, op)
+    chains = _chains(applies, written, report)
+    times_ms: list[float] = []
+    horizon = end_s - settle_s
+    for key in sorted(set(written) | set(chains), key=repr):
+        _converge_key(key, chains.get(key, {}), written.get(key, {}), nodes, horizon, report, times_ms)
+    arr = np.asarray(times_ms)
+    return {"converged": not report.counts, "anomalies": report.listed, "counts": dict(report.counts),
+            "writes_measured": int(arr.size), "nodes": nodes, "settle_s": settle_s,
+            "convergence_ms_p50": float(np.percentile(arr, 50)) if arr.size else None,
+            "convergence_ms_p99": float(np.percentile(arr, 99)) if arr.size else None,
+            "convergence_ms_max": float(arr.max()) if arr.size else None,
+            **({"times_ms": arr.tolist()} if times else {})}
+
+
+def _chains(applies: list[ReplicaEvent], written: dict[Any, dict[Any, Op]],
+            report: Report) -> dict[Any, dict[int, Chain]]:
+    """Each replica's installs per key, in order (DuplicateApply and ThinAirApply reported on the way)."""
+    chains: dict[Any, dict[int, Chain]] = defaultdict(lambda: defaultdict(list))
+    seen: set[tuple[int, Any, Any]] = set()
+    for e in applies:
+        if e.f == "observe":  # a replica holds this value again (after recovery): no new apply
+            chain = chains[e.key][e.node]
+            seen.add((e.node, e.key, e.value))
+            if not chain or chain[-1][1] != e.value:
+                chain.append((e.time, e.value))
+            continue
+        if (e.node, e.key, e.value) in seen:
+            report.add("DuplicateApply", f"node {e.node} applied {e.key}={e.value!r} twice", node=e.node,
+                       key=e.key, value=e.value, time=e.time)
+            continue
+        seen.add((e.node, e.key, e.value))
+        if e.value not in written.get(e.key, {}):
+            report.add("ThinAirApply", f"node {e.node} applied {e.key}={e.value!r}, which no write wrote",
+                       node=e.node, key=e.key, value=e.value, time=e.time)
+        chains[e.key][e.node].append((e.time, e.value))
+    return chains
+
+
+def _converge_key(key: Any, per_node: dict[int, Chain], written: dict[Any, Op], nodes: int, horizon: float,
+                  report: Report, times_ms: list[float]) -> None:
+    """One key: its order (DivergentOrder), each acknowledged write's convergence time (or LostWrite,
+    NotConverged) into ``times_ms``, and the replicas' final values (Diverged)."""
+    first_seen: dict[Any, float] = {}
+    for chain in per_node.values():
+        for t, v in chain:
+            if v not in first_seen or t < first_seen[v]:
+                first_seen[v] = t
+    rank, cycle = _rank_order(list(per_node.values()), first_seen) if first_seen else ({}, [])
+    if cycle:
+        report.add("DivergentOrder", f"replicas installed writes of {key} in opposite orders",
+                   key=key, values=cycle[:8])
+    reach = _reach(per_node, rank)
+    for value, op in written.items():
+        if op.outcome is not EventType.OK:
+            continue
+        r = rank.get(value)
+        if r is None:
+            if op.invoke_s <= horizon:
+                report.add("LostWrite", f"acknowledged write {key}={value!r} was applied by no replica", write=op)
+            continue
+        latest = -np.inf
+        missing = []
+        for node in range(nodes):
+            ts, best = reach.get(node, ([], []))
+            k = bisect.bisect_left(best, r)
+            if k == len(best):
+                missing.append(node)
+            else:
+                latest = max(latest, ts[k])
+        if missing:
+            if op.invoke_s <= horizon:
+                report.add("NotConverged", f"acknowledged write {key}={value!r} never reached node(s) "
+                           f"{missing}", write=op, nodes=missing)
+            continue
+        times_ms.append((latest - op.invoke_s) * 1e3)
+    finals = {node: chain[-1] for node, chain in per_node.items() if chain}
+    if finals and max(t for t, _ in finals.values()) <= horizon:
+        values = {v for _, v in finals.values()}
+        if len(values) > 1 or (len(finals) < nodes and written):
+            report.add("Diverged", f"replicas end with different values of {key}", key=key,
+                       finals={str(n): v for n, (_, v) in sorted(finals.items())})
+
+
+def _reach(per_node: dict[int, Chain], rank: dict[Any, int]) -> dict[int, tuple[list[float], list[int]]]:
+    """Per node: the running maximum rank installed, with its time (the chain is increasing when consistent)."""
+    reach: dict[int, tuple[list[float], list[int]]] = {}
+    for node, chain in per_node.items():
+        ts, best = [], []
+        top = -1
+        for t, v in chain:
+            top = max(top, rank.get(v, -1))
+            ts.append(t)
+            best.append(top)
+        reach[node] = (ts, best)
+    return reach

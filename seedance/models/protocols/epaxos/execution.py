@@ -1,0 +1,250 @@
+"""EPaxos commit and execution (SOSP 2013, §4.4): a decision is made durable before it is announced; a committed
+instance runs once its dependencies are committed here, by strongly connected components of the dependency graph.
+Methods of
+:class:`~seedance.models.protocols.epaxos.node.EPaxosNode`.
+
+* Execution (§4.4): a committed instance executes once every instance it may depend on is committed locally; the
+  dependency graph of committed, unexecuted instances is split into strongly connected components (Tarjan 1972,
+  iterative), executed in inverse topological order, and within a component by increasing ``seq`` (ties: replica,
+  instance). Replicas thus apply interfering commands in the same order.
+"""
+
+from __future__ import annotations
+
+import bisect
+import operator
+from itertools import compress
+from typing import Any
+
+from seedance.models.kv import Result
+from seedance.models.protocols.contract import Effects, NodeId, Outcome, Reply, Send
+from seedance.models.protocols.epaxos.instance import (
+    COMMITTED,
+    NOOP,
+    Iid,
+    Instance,
+    Value,
+    _decoded,
+    _keys,
+    _parts,
+    _reply,
+    _size,
+)
+from seedance.models.protocols.epaxos.messages import Commit, Fetch
+
+
+class Execution:
+    """Commits (made durable, then announced and learnt) and the dependency-graph execution of committed
+    instances (a mixin of the node)."""
+
+    __slots__ = ()
+
+    # ================================================================================================= commit
+    def _commit(self, iid: Iid, command: Value, seq: int, deps: tuple[int, ...], out: Effects,
+                now: float) -> None:
+        """This replica decided ``iid`` (as its coordinator): write the commit with a durability notice; the commit
+        takes effect — Commit messages, execution, the monitors' view — only once the write has landed
+        (:meth:`on_persisted`), so a decision a crash erases was never acted upon."""
+        self.coords.pop(iid, None)
+        if not self._commit_local(iid, command, seq, deps, now, mark=False):
+            return
+        self._unmarked.add(iid)
+        self._notify.append(iid)
+
+    def on_persisted(self, token: Any, now: float) -> Effects:
+        if not (isinstance(token, tuple) and len(token) == 2 and token[0] == "commit"):
+            return []
+        out: Effects = []
+        for q, i in token[1]:
+            iid = (q, i)
+            if iid not in self._unmarked:
+                continue
+            self._unmarked.discard(iid)
+            self._mark_committed(iid, now)
+            inst = self.instances[iid]
+            out.extend(self._commit_message(p, iid, inst) for p in self.peers)
+            self._execute([iid, *self._blocked.pop(iid, ())], out, now)
+        return self._emit(out)
+
+    def _commit_local(self, iid: Iid, command: Value, seq: int, deps: tuple[int, ...], now: float,
+                      *, mark: bool = True) -> bool:
+        inst = self.instances.setdefault(iid, Instance())
+        if inst.status == COMMITTED:
+            return False
+        inst.status, inst.command, inst.seq, inst.deps = COMMITTED, command, seq, deps
+        self._register(iid, command, seq)
+        self._persist(iid)
+        if mark:
+            self._mark_committed(iid, now)
+        return True
+
+    def _mark_committed(self, iid: Iid, now: float) -> None:
+        inst = self.instances[iid]
+        self.commit_log.append((iid, (inst.command, inst.seq, inst.deps)))
+        q, i = iid
+        prefix = self.committed_prefix[q]
+        while True:
+            nxt = self.instances.get((q, prefix + 1))
+            if nxt is None or nxt.status != COMMITTED or (q, prefix + 1) in self._unmarked:
+                break
+            prefix += 1
+        self.committed_prefix[q] = prefix
+        for key in _keys(inst.command):
+            lists = self._unexec.get(key)
+            if lists is None:
+                lists = self._unexec[key] = [[] for _ in range(self.num_nodes)]
+            bisect.insort(lists[q], i)
+        self._missing.pop(iid, None)
+        if iid in self.pending:
+            self._committed_at[iid] = now
+
+    def _commit_message(self, dst: int, iid: Iid, inst: Instance) -> Send:
+        message = Commit(replica=iid[0], instance=iid[1], command=inst.command or NOOP, seq=inst.seq, deps=inst.deps)
+        return Send(dst=dst, message=message, size_bytes=_size(inst.command, self.num_nodes))
+
+    def _on_commit(self, src: NodeId, m: Commit, now: float) -> Effects:
+        iid = (m.replica, m.instance)
+        command = _decoded(m.command)
+        out: Effects = []
+        self.coords.pop(iid, None)
+        if self._commit_local(iid, command, m.seq, m.deps, now):
+            self._execute([iid, *self._blocked.pop(iid, ())], out, now)
+        return self._emit(out)
+
+    def _on_fetch(self, src: NodeId, m: Fetch, now: float) -> Effects:
+        out: Effects = []
+        for i in range(m.first, m.last + 1):
+            inst = self.instances.get((m.replica, i))
+            if inst is not None and inst.status == COMMITTED:
+                out.append(self._commit_message(src, (m.replica, i), inst))
+        return out
+
+    # ============================================================================================== execution
+    def _execute(self, candidates: list[Iid], out: Effects, now: float) -> None:
+        work = list(candidates)
+        while work:
+            iid = work.pop()
+            inst = self.instances.get(iid)
+            if inst is None or inst.status != COMMITTED or inst.executed:
+                continue
+            missing = self._run_scc(iid, out, now)
+            if missing is not None:
+                self._blocked.setdefault(missing, set()).add(iid)
+                if missing not in self._missing:
+                    lo, hi = self.config.election_timeout_s_min, self.config.election_timeout_s_max
+                    self._missing[missing] = (now, float(self.rng.uniform(lo, hi)))
+
+    def _edges(self, iid: Iid) -> tuple[list[Iid], Iid | None]:
+        """Committed, unexecuted instances ``iid`` depends on; or the first instance not committed here.
+
+        In the order of replica, key, then instance number. Only the replicas with unexecuted instances on a key
+        are visited (``compress`` skips the empty lists in C), and the committed-prefix test runs in C unless a
+        dependency is missing: the cost follows the instances waiting, not the number of replicas."""
+        inst = self.instances[iid]
+        keys = _keys(inst.command)
+        if not keys:
+            return [], None
+        deps, prefix = inst.deps, self.committed_prefix
+        if not all(map(operator.le, deps, prefix)):  # prefix >= 0, so prefix < top means a positive top
+            for q, top in enumerate(deps):
+                if prefix[q] < top:
+                    return [], (q, prefix[q] + 1)
+        found: list[Iid] = []
+        tables = [lists for lists in map(self._unexec.get, keys) if lists is not None]
+        if len(tables) == 1:
+            lists = tables[0]
+            replicas: Any = compress(range(len(deps)), lists)
+        else:
+            replicas = sorted({q for lists in tables for q in compress(range(len(deps)), lists)})
+        for q in replicas:
+            top = deps[q]
+            for lists in tables:
+                numbers = lists[q]
+                if numbers and numbers[0] <= top:
+                    for i in numbers[: bisect.bisect_right(numbers, top)]:
+                        if (q, i) != iid:
+                            found.append((q, i))
+        if len(keys) > 1:
+            found = list(dict.fromkeys(found))
+        return found, None
+
+    def _run_scc(self, start: Iid, out: Effects, now: float) -> Iid | None:
+        """Tarjan's SCC algorithm (iterative) from ``start``; execute every component, dependencies first.
+        Returns the missing instance that blocks ``start`` (nothing is executed then), or None."""
+        index: dict[Iid, int] = {}
+        low: dict[Iid, int] = {}
+        on_stack: set[Iid] = set()
+        stack: list[Iid] = []
+        components: list[list[Iid]] = []
+        counter = 0
+        edges0, missing = self._edges(start)
+        if missing is not None:
+            return missing
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        work: list[tuple[Iid, list[Iid], int]] = [(start, edges0, 0)]
+        while work:
+            v, edges, k = work[-1]
+            if k < len(edges):
+                work[-1] = (v, edges, k + 1)
+                w = edges[k]
+                if w not in index:
+                    w_edges, missing = self._edges(w)
+                    if missing is not None:
+                        return missing
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, w_edges, 0))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[v])
+            if low[v] == index[v]:
+                component = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    component.append(w)
+                    if w == v:
+                        break
+                components.append(component)
+        for component in components:
+            component.sort(key=lambda x: (self.instances[x].seq, x[0], x[1]))
+            for iid in component:
+                self._apply(iid, out, now)
+        return None
+
+    def _apply(self, iid: Iid, out: Effects, now: float) -> None:
+        inst = self.instances[iid]
+        inst.executed = True
+        for key in _keys(inst.command):
+            numbers = self._unexec[key][iid[0]]
+            del numbers[bisect.bisect_left(numbers, iid[1])]
+            self.exec_log.append((key, iid))
+        results: dict[tuple[Any, int], Result] = {}
+        for command in _parts(inst.command):
+            pair = (command.client_id, command.request_id)
+            result = self.results.get(pair) if command.client_id is not None else None
+            if result is None:
+                result = self.kv.apply(None, command.request_id, command.op, command.key, command.value)
+                if command.client_id is not None:
+                    self.results[pair] = result
+            results[pair] = result
+        waiting = self.pending.pop(iid, None)
+        if waiting is not None:
+            committed = self._committed_at.pop(iid, now)
+            for client_id, request_id, proposed in waiting:
+                result = results.get((client_id, request_id))
+                if result is not None:
+                    self.latencies.append((committed - proposed, now - committed))
+                    out.append(_reply(client_id, request_id, result))
+                else:  # the instance was committed with something else (a recovery's no-op)
+                    out.append(Reply(client_id=client_id, request_id=request_id, outcome=Outcome.INFO,
+                                     error="superseded"))

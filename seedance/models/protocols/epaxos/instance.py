@@ -1,0 +1,104 @@
+"""An EPaxos instance as a replica holds it (status, value, attributes, ballots) and the phase a replica coordinates
+for one; the values an instance holds (a command, a batch, a no-op) and their plain forms for the durable table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from seedance.models.kv import Result
+from seedance.models.protocols.contract import Reply
+from seedance.models.protocols.epaxos.messages import HEADER_BYTES, Batch
+from seedance.models.protocols.multipaxos.messages import Command
+
+NONE, PREACCEPTED, ACCEPTED, COMMITTED = 0, 1, 2, 3
+TABLE = "inst"
+NOOP = Command()
+
+Iid = tuple[int, int]
+Value = Command | Batch | None  # what an instance holds: one command, a batch of them, or a no-op (None)
+
+
+def _parts(value: Value) -> tuple[Command, ...]:
+    """The client commands of an instance's value, in execution order (none for a no-op)."""
+    if value is None:
+        return ()
+    if type(value) is Batch:
+        return value.commands
+    return () if value.op is None else (value,)
+
+
+def _keys(value: Value) -> tuple[Any, ...]:
+    """The keys ``value`` touches: it interferes with every command on any of them."""
+    if value is None:
+        return ()
+    if type(value) is Batch:
+        return tuple(dict.fromkeys(c.key for c in value.commands))
+    return () if value.op is None else (value.key,)
+
+
+def _decoded(value: Command | Batch) -> Value:
+    """A value off the wire: the no-op travels as an empty Command."""
+    return None if type(value) is Command and value.op is None and value.client_id is None else value
+
+
+def _value_plain(value: Value) -> Any:
+    if value is None:
+        return None
+    if type(value) is Batch:
+        return {"batch": [c.to_plain() for c in value.commands]}
+    return value.to_plain()
+
+
+def _value_from_plain(data: Any) -> Value:
+    if data is None:
+        return None
+    if isinstance(data, dict):
+        return Batch(commands=tuple(Command.from_plain(c) for c in data["batch"]))
+    return Command.from_plain(data)
+
+
+@dataclass(slots=True)
+class Instance:
+    status: int = NONE
+    command: Value = None
+    seq: int = 0
+    deps: tuple[int, ...] = ()
+    bal: int = 0  # the highest ballot promised
+    vbal: int = -1  # the ballot of the last pre-accept / accept vote (Sutra 2020)
+    agreed: bool = False  # pre-accepted at ballot 0 with the leader's attributes unchanged
+    executed: bool = False  # volatile
+
+    def plain(self) -> list[Any]:
+        return [self.status, _value_plain(self.command), self.seq, list(self.deps), self.bal, self.vbal, self.agreed]
+
+    @classmethod
+    def from_plain(cls, data: Any) -> Instance:
+        status, command, seq, deps, bal, vbal, agreed = data
+        return cls(status=int(status), command=_value_from_plain(command),
+                   seq=int(seq), deps=tuple(int(d) for d in deps), bal=int(bal), vbal=int(vbal), agreed=bool(agreed))
+
+
+@dataclass(slots=True)
+class Coordination:
+    """A phase this replica runs for one instance: as its command leader (ballot 0) or as a recoverer."""
+
+    phase: str  # "preaccept" | "accept" | "prepare" | "trypreaccept"
+    ballot: int
+    command: Value = None
+    seq: int = 0
+    deps: tuple[int, ...] = ()
+    replies: dict[int, Any] = field(default_factory=dict)
+    sent_s: float = 0.0
+    started_s: float = 0.0
+    witnesses: set[int] = field(default_factory=set)  # TryPreAccept: pre-accepted the leader's attributes at 0
+    others: set[int] = field(default_factory=set)  # TryPreAccept: known not to have
+
+
+def _size(command: Value, n: int) -> int:
+    return HEADER_BYTES + 8 * n + (command.size_bytes if command is not None else 0)
+
+
+def _reply(client_id: int, request_id: int, result: Result) -> Reply:
+    return Reply(client_id=client_id, request_id=request_id, outcome=result.outcome, value=result.value,
+                 error=result.error)
