@@ -35,7 +35,7 @@ from seedance.errors import FrameError
 from seedance.models.protocols.contract import ClientRequest, Operation, Outcome, Reply
 from seedance.models.wire import Codec
 from seedance.real.trace import TraceRecorder
-from seedance.real.transport import Connection
+from seedance.real.transport import DEFAULT_MAX_FRAME_BYTES, Connection
 
 log = logging.getLogger("seedance.real.clients")
 
@@ -79,7 +79,8 @@ class ClientPool:
 
     def __init__(self, *, num_nodes: int, lookup: Callable[[int], tuple[str, int] | None], key: bytes,
                  workload: Workload, seed: int, t0_monotonic: float, codec: Codec | None = None,
-                 trace: TraceRecorder | None = None, routing: str = "leader-hint") -> None:
+                 trace: TraceRecorder | None = None, routing: str = "leader-hint",
+                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self.num_nodes = num_nodes
         self.routing = routing  # the protocol's ProtocolSpec.routing: "leader-hint" | "any"
         self.lookup = lookup
@@ -92,6 +93,7 @@ class ClientPool:
         self._events: list[Event] = []
         self._traced = 0  # history records already in the trace (trace_history)
         self.trace = trace
+        self.max_frame_bytes = max_frame_bytes  # the nodes' (SEEDANCE_MAX_FRAME_BYTES): a batch is split to fit it
         self._conns: dict[int, Connection] = {}  # one per node, shared by every client
         self._opening: dict[int, asyncio.Future] = {}
         self._readers: dict[int, asyncio.Task] = {}
@@ -151,7 +153,7 @@ class ClientPool:
             return None
         opened = time.perf_counter()
         try:
-            conn = await Connection.open(*address, self.key, timeout_s=0.5)
+            conn = await Connection.open(*address, self.key, self.max_frame_bytes, timeout_s=0.5)
         except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, FrameError):
             return None
         try:
