@@ -43,6 +43,7 @@ from seedance.engine.effects import (
     CLIENT, COLLECTIVE, INPUT_NAMES, MESSAGE, TIMER, WORK, ContractError, EffectEngine, call_node, run_work,
 )
 from seedance.engine.rng import node_rng
+from seedance.files import atomic_write
 from seedance.models.host import carried_entries
 from seedance.models.protocols.contract import CollectiveDone, ProtocolSpec, Reply, Send
 from seedance.models.wire import Codec
@@ -54,7 +55,7 @@ from seedance.real.durability import Durability
 from seedance.real.faults import NodeFaults
 from seedance.real.loop_hooks import BusyPeriods, GcPauses
 from seedance.real.messaging import Messaging
-from seedance.real.storage import DiskStorage, atomic_write
+from seedance.real.storage import DiskStorage
 from seedance.real.trace import TraceRecorder
 from seedance.real.transport import DEFAULT_MAX_FRAME_BYTES, Connection
 
