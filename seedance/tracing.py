@@ -15,8 +15,8 @@ Rules:
 * Message contents are not recorded (only their type name and size): a trace shows *what happened when*, the
   history and the node objects show values.
 * Memory stays bounded: records are appended to an in-memory list, and once it holds ``spill_records`` of them
-  (checked every ``check_every_s`` of virtual time by a callback :meth:`Trace.attach` puts on the simulator's
-  clock, which touches nothing else) they are packed to a temporary spill file, the hash is updated with exactly
+  (checked by a callback :meth:`Trace.attach` puts on the simulator's clock, which touches nothing else, at an
+  interval adapted to the recording rate: ``check_every_s`` .. ``max_check_s`` of virtual time) they are packed to a temporary spill file, the hash is updated with exactly
   those bytes, and the list is emptied in place. Reading a trace (iteration, :meth:`Trace.of_kind`,
   :meth:`Trace.sha256`, the Chrome export) covers the spilled records and then the rest; spilled records read back
   with arrays as tuples. ``trace_sha256`` is therefore still the sha256 of every record's canonical bytes in order
@@ -130,16 +130,17 @@ def _on_lanes(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
 class Trace:
     """An append-only list of records. ``enabled=False`` records nothing (hash of the empty trace)."""
 
-    __slots__ = ("records", "enabled", "num_nodes", "spill_records", "check_every_s", "_spill", "_spilled",
-                 "_digest", "_pack")
+    __slots__ = ("records", "enabled", "num_nodes", "spill_records", "check_every_s", "max_check_s", "_spill",
+                 "_spilled", "_digest", "_pack")
 
     def __init__(self, *, enabled: bool = True, num_nodes: int = 0, spill_records: int = 100_000,
-                 check_every_s: float = 1e-3) -> None:
+                 check_every_s: float = 1e-3, max_check_s: float = 1.0) -> None:
         self.records: list[tuple[Any, ...]] = []  # the records not spilled yet (this list object is never replaced)
         self.enabled = enabled
         self.num_nodes = num_nodes
         self.spill_records = spill_records
         self.check_every_s = check_every_s
+        self.max_check_s = max_check_s
         self._spill: Any = None  # a temporary file of packed records, once anything was spilled
         self._spilled = 0
         self._digest = hashlib.sha256()  # over the spilled records' bytes
@@ -161,21 +162,37 @@ class Trace:
 
     # ------------------------------------------------------------------------------------------ streaming
     def attach(self, schedule: Any, now: Any) -> None:
-        """Check the in-memory record count every ``check_every_s`` of the runtime's time and spill when full.
+        """Check the in-memory record count now and then on the runtime's clock and spill when full.
 
         ``schedule(at_s, fn)`` runs ``fn(event)`` at time ``at_s``; ``now()`` is the current time (the simulator
         passes its virtual clock). The callback reads and writes nothing of the run, so the run (and its records)
-        are the same with or without it.
+        are the same with or without it, and whenever it runs. The interval adapts to the recording rate: the next
+        check comes when, at the rate seen since the last one, half the room left before ``spill_records`` would
+        be used, but at most twice the previous interval later, and within ``check_every_s`` .. ``max_check_s`` of
+        virtual time (a busy run is checked about as before; an idle stretch of a long run, such as training
+        between collectives, costs a check per ``max_check_s`` instead of one per millisecond). Between two checks
+        at most the interval times the recording rate accumulate.
         """
         if not self.enabled:
             return
+        least, most, limit = self.check_every_s, max(self.max_check_s, self.check_every_s), self.spill_records
+        last = [0.0, 0, least]  # the time, the record count (spilled included) and the wait of the previous check
 
         def check(event: Any) -> None:
-            if len(self.records) >= self.spill_records:
+            held = len(self.records)
+            if held >= limit:
                 self.spill()
-            schedule(now() + self.check_every_s, check)
+                held = 0
+            at, total = now(), self._spilled + held
+            span, grew = at - last[0], total - last[1]
+            wait = 2 * last[2]  # never more than twice the previous interval: a burst after a lull is caught soon
+            if grew > 0 and span > 0:
+                wait = min(wait, 0.5 * (limit - held) * span / grew)
+            wait = least if wait < least else most if wait > most else wait
+            last[0], last[1], last[2] = at, total, wait
+            schedule(at + wait, check)
 
-        schedule(self.check_every_s, check)
+        schedule(least, check)
 
     def spill(self) -> None:
         """Pack the in-memory records to the spill file (and the hash) and empty the list in place."""

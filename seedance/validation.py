@@ -37,7 +37,7 @@ WHY_DEVICES = ("1,024 devices (128 eight-GPU servers) is the largest cluster the
                "quadratically beyond")
 MAX_SIM_NODES = 1024
 WHY_SIM_NODES = ("one simulated replica per GPU of a 1,024-GPU cluster; each protocol has its own ceiling at or "
-                 "below this: 128 for raft, multipaxos, epaxos and commit)")
+                 "below this: 128 for raft, multipaxos and epaxos")
 MAX_SIM_DURATION_S = 72 * 3600.0
 WHY_SIM_DURATION = ("72 simulated hours is the seed's longest stress run; a run must also fit the memory estimate "
                     "(history and trace grow with simulated time)")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from causal_harness import Cluster
-from seedance.models.protocols.causal import Sync
+from seedance.models.protocols.causal import Ack, Sync
 from seedance.models.protocols.causal.node import CausalNode
 from seedance.models.protocols.contract import Outcome
 
@@ -145,3 +145,45 @@ def test_anti_entropy_repairs_lost_and_reordered_messages():
     assert all(g.same_as(grids[0]) for g in grids)
     assert not c.breaches()
     assert len({(e.node, e.key, e.value) for e in c.observed}) == len([e for e in c.observed if e.f == "apply"])
+
+
+def _resend_from_boot(c: Cluster) -> None:
+    """Node 1 restarts, receives node 0's write after its boot, writes on top of it, and node 2 (which never got
+    node 1's boot state) answers with held=0, so node 1 sends again from its group 0."""
+    c.deliver_all()
+    c.crash(1)
+    c.recover(1)
+    c.drop(lambda src, dst, msg: src == 1)  # node 1's boot state is lost on the way
+    w0 = c.request(0, "write", "k1", 10)
+    c.queue = [m for m in c.queue if m[1] == 1]  # node 0's write reaches node 1 only
+    c.deliver_all()
+    w1 = c.request(1, "write", "k2", 11, context=w0.context)
+    assert w1.outcome is Outcome.OK and w1.context[0] == 1  # node 1's write saw node 0's
+    c.drop(lambda src, dst, msg: True)
+    c._run(1, c.nodes[1].on_message(2, Ack(epoch=1, held=0, rejected=True), c.now))
+
+
+def test_a_resend_from_group_0_carries_what_was_delivered_after_boot():
+    # group 0 is node 1's state at boot; its later group (the write) has a clock covering node 0's write, which
+    # arrived after boot and is in none of node 1's groups: the interval [0, 2) would claim it without carrying
+    # it (causal campaign seeds 29, 283, 617, ...), so the resend is the full state
+    c = Cluster(3)
+    _resend_from_boot(c)
+    (src, dst, message), = c.queue
+    assert (src, dst, message.start) == (1, 2, None)
+    c.deliver_all()
+    node2 = c.nodes[2]
+    assert node2.grid.get(1, 0) == 10 and node2.grid.get(2, 0) == 11 and node2.grid.clock.tolist()[:2] == [1, 1]
+    assert not c.breaches()
+
+
+def test_an_interval_from_group_0_beyond_it_waits_for_its_predecessors():
+    c = Cluster(3)
+    _resend_from_boot(c)
+    full = c.queue[0][2]
+    node1 = c.nodes[1]
+    span = Sync.of(node1.epoch, 0, node1.buffer.counter, node1.buffer.span(0))  # what the resend used to be
+    assert span.end > 1 and span.clock[0] == 1 and 1 not in span.idx.tolist()  # claims node 0's write, lacks it
+    assert not c.nodes[2]._deliverable(1, span)
+    boot_only = Sync.of(node1.epoch, 0, 1, node1.buffer.groups[0])
+    assert c.nodes[2]._deliverable(1, boot_only) and c.nodes[2]._deliverable(1, full)

@@ -1,6 +1,7 @@
 """The cost model's fast paths equal the slow ones they replace (issue A: speed without changing any result).
 
 - vectorised route link ids (GraphRoutes.link_ids) against one route lookup per pair;
+- a source's routes from one shortest-path tree (GraphRoutes.row) against one lookup per pair;
 - the ring heuristic's host-cut proof and identity shortcut against the full strong-connectivity test and the
   plain enumeration;
 - host grouping and per-host searches against one scan per host.
@@ -31,6 +32,19 @@ class _PlainRoutes(dict):
 def _slow_fabric(fabric: Fabric, topology) -> Fabric:
     routes = _PlainRoutes({key: topology.routes[key] for key in topology.routes})
     return dataclasses.replace(fabric, routes=routes, cache={})
+
+
+@pytest.mark.parametrize("name, nodes", [("dgx-a100", 3), ("mixed", 2), ("pcie-8gpu", 2)])
+def test_a_sources_routes_from_one_tree_equal_per_pair_lookups(name, nodes):
+    topology = load(name, nodes=nodes)
+    routes, n = topology.routes, topology.num_devices
+    index = {link: k for k, link in enumerate(topology.links)}
+    for i in range(n):
+        targets = [j for j in range(n - 1, -1, -1) if j != i]  # any order
+        assert routes.row(i, targets) == [routes[(i, j)] for j in targets]
+        assert routes.row(i, targets, index) == [tuple(index[link] for link in routes[(i, j)]) for j in targets]
+    with pytest.raises(KeyError):
+        routes.row(0, [0])
 
 
 @pytest.mark.parametrize("name, nodes", [("dgx-a100", 2), ("mixed", 2), ("pcie-8gpu", 2)])

@@ -37,6 +37,10 @@ def test_eta_from_the_runs_done_and_the_measured_parallelism(capsys):
     assert "paper: protocols 4/10 runs" in lines[-2] and "paper 6/20 runs, ETA >= " in lines[-1]
     assert "(1 item not yet timed)" in lines[-1]  # memory
     assert duration(75) == "75s" and duration(600) == "10m00s" and duration(7200) == "2h00m"
+    # never rounded to 0 while something is left, and whole minutes / hours (the rest carried, not rounded up)
+    assert duration(0.4) == "<1s" and duration(0) == "0s" and duration(-3) == "0s" and duration(None) == "?"
+    assert duration(170) == "2m50s" and duration(5399) == "89m59s" and duration(7170) == "2h00m"
+    assert duration(7199.6) == "2h00m" and duration(89.6) == "1m30s" and duration(3599) == "59m59s"
 
 
 def test_lines_are_throttled_but_each_item_end_is_said(capsys):
@@ -47,7 +51,7 @@ def test_lines_are_throttled_but_each_item_end_is_said(capsys):
         clock.now += 1
         p.listener({}, {"status": "ok", "wall_s": 1.0})
     lines = capsys.readouterr().err.strip().splitlines()
-    assert lines == ["paper: a 0/3 runs, ETA ? | paper 0/3 runs, ETA >= 0s (1 item not yet timed)",
+    assert lines == ["paper: a 0/3 runs, ETA ? | paper 0/3 runs, ETA ? (1 item not yet timed)",
                      "paper: a 3/3 runs, ETA 0s | paper 3/3 runs, ETA 0s"]
 
 

@@ -96,6 +96,31 @@ def test_bad_fields_for_a_known_type_are_rejected():
         CODEC.unpack(raw)
 
 
+def test_dataclasses_travel_positionally_and_the_named_form_still_decodes():
+    msg = Inner(term=7, blob=b"ab")
+    raw = msgpack.unpackb(CODEC.pack(msg), raw=False)
+    assert raw == {"\x00dp": ["Inner", 7, b"ab"]}  # field values in declared order, no field names
+    assert CODEC.unpack(CODEC.pack(msg)) == msg
+    named = msgpack.packb({"\x00dc": ["Inner", {"term": 7, "blob": b"ab"}]}, use_bin_type=True)
+    assert CODEC.unpack(named) == msg  # what earlier versions wrote (and durable logs may hold)
+    nested = Outer(role=Role.FOLLOWER, entries=(msg, Inner(term=8, blob=b"")), weights=None, votes=frozenset(),
+                   by_node={})
+    assert CODEC.unpack(CODEC.pack(nested)) == nested
+
+
+@pytest.mark.parametrize("body, match", [
+    (["Inner", 1], "1 field values for Inner"),
+    (["Inner", 1, b"", 3], "3 field values for Inner"),
+    (["os.system", "true"], "unknown type tag"),
+    ([], "empty positional"),
+    ("Inner", "empty positional"),
+    ([3, 1, b""], "unknown type tag"),
+])
+def test_bad_positional_values_are_rejected_naming_the_type(body, match):
+    with pytest.raises(FrameError, match=match):
+        CODEC.unpack(msgpack.packb({"\x00dp": body}, use_bin_type=True))
+
+
 def test_a_dict_that_looks_like_a_tag_is_escaped():
     tricky = {"\x00dc": ["Inner", {"term": 1, "blob": b""}]}
     assert CODEC.unpack(CODEC.pack(tricky)) == tricky

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from seedance.experiments.training_run import MAX_TRAIN_RANKS, model_settings, sim_train
+from seedance.experiments.training_run import MAX_TRAIN_RANKS, model_settings, sim_config, sim_train
 from seedance.cli import main
 from seedance.errors import SpecError
 from seedance.models.compute import parse_params, training_step, work_time_s
@@ -44,6 +44,38 @@ def test_world_size_above_the_ceiling_exits_2_naming_it(capsys):
     assert "--world-size" in err and "1024" in err and "ceiling" in err
     with pytest.raises(SpecError, match="1024"):
         sim_train(world=2000)
+
+
+def test_a_1024_rank_run_passes_every_check_before_it_starts():
+    """The issue's `sim train --world-size 1024 --topology dgx-a100 --steps 1000 --commit-every 10`: the simulator's
+    ceilings (the commit protocol's is the ranks', 1,024, not the consensus protocols' 128) and the memory estimate
+    accept it. Validation only: nothing is run."""
+    from seedance.sim import ceilings
+
+    assert MAX_TRAIN_RANKS == 1024 == ceilings.ceiling("commit").nodes
+    config = sim_config(world=1024, topology="dgx-a100", steps=1000, commit_every=10)
+    assert config.nodes == 1024 and config.protocol_config["heartbeat_fanout"] == 4
+    estimate = ceilings.check_memory(config, available=8 << 30)
+    assert estimate["total"] < 2 << 30
+
+
+def test_one_rank_above_the_commit_ceiling_exits_2_naming_it(tmp_path):
+    import contextlib
+    import io
+
+    from seedance.models.protocols.commit import SPEC
+    from seedance.sim import SimConfig
+
+    with pytest.raises(SpecError, match="nodes: 1025 nodes exceed the commit ceiling of 1024.*training rank"):
+        SimConfig(protocol=SPEC, nodes=1025)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(["sim", "run", "--protocol", "commit", "--nodes", "1025", "--duration", "0.01",
+                     "--out", str(tmp_path / "o")])
+    line = err.getvalue().strip()
+    assert code == 2 and "\n" not in line
+    assert line.startswith("seedance: error: --nodes: 1025") and "1024" in line  # the simulator's ceiling
+    assert not (tmp_path / "o").exists()
 
 
 def test_heartbeat_fanout_sends_to_k_successors_and_every_rank_adopts_a_watchers_verdict():

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from seedance.cli import main
 from seedance.experiments.stress import RANKS, plan, run
 
@@ -38,3 +40,22 @@ def test_bad_hours_exit_2_naming_the_field(tmp_path, capsys):
     assert main(["experiment", "stress", "--hours", "0", "--out", str(tmp_path)]) == 2
     assert "--hours" in capsys.readouterr().err
     assert RANKS == 64 and not any(tmp_path.iterdir())  # nothing written
+
+
+def test_stress_is_a_study_of_the_one_experiment_registry(tmp_path):
+    """`seedance experiment stress` and a sweep's `experiment` runner call the same entry of
+    seedance.sweep.experiments; its options are checked there, naming params.options.hours."""
+    from seedance.errors import SpecError
+    from seedance.sweep.experiments import EXPERIMENTS, command, experiment, resolve_options
+    from seedance.sweep.registry import validate_params
+
+    assert "stress" in EXPERIMENTS and experiment("stress").seeded
+    assert resolve_options("stress", {}) == {"hours": None}
+    assert command("stress", True, 4, {"hours": 0.5}, tmp_path) == \
+        f"seedance experiment stress --quick --seed 4 --hours 0.5 --out {tmp_path}"
+    for bad in (0, 1000, "two"):
+        with pytest.raises(SpecError, match="params.options.hours"):
+            resolve_options("stress", {"hours": bad})
+    validate_params("experiment", {"name": "stress", "options": {"hours": 0.01}})
+    with pytest.raises(SpecError, match="stress"):  # the valid names listed include it
+        validate_params("experiment", {"name": "stres"})

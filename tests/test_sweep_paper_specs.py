@@ -143,3 +143,31 @@ def test_dry_run_answers_in_under_a_second_loosely():
         assert done.returncode == 0
     print(f"seedance sweep paper/specs/protocols.yaml --dry-run --json: {best:.2f} s (best of 3)")
     assert best < 3.0
+
+
+def test_a_dry_run_estimates_from_this_sweeps_runs_only_and_never_rounds_to_zero(tmp_path):
+    """Real runs of the nccl item (each a few ms): the estimate keeps significant digits (not 0 s), and runs of
+    other parameters under the same directory (the quick size's, under a full-size dry run) are not taken for an
+    estimate of these."""
+    from seedance.sweep import run_sweep
+    from seedance.sweep.plan import describe, dry_run, seconds_text, significant
+
+    doc = yaml.safe_load((SPECS / "nccl.yaml").read_text())
+    doc["quick"] = {"axes": {"grid": {"curve": ["a100-1x8-allreduce"], "model": ["nccl"], "size": [8, 1024]}}}
+    spec = tmp_path / "nccl.yaml"
+    spec.write_text(yaml.safe_dump(doc))
+    out = tmp_path / "out"
+    run_sweep(suite.load_item_spec("nccl", "quick", tmp_path).sweep, out, workers=1, progress=False)
+    doc["quick"]["axes"]["grid"]["size"] = [8, 1024, 2048, 4096]  # two runs done, two pending
+    spec.write_text(yaml.safe_dump(doc))
+    plan = dry_run(spec, size="quick", out=out)
+    assert (plan["done"], plan["pending"]) == (2, 2)
+    est = plan["estimate"]
+    assert est["per_run_s"] > 0 and est["remaining_s"] > 0 and "2 finished run(s) of this sweep" in est["basis"]
+    assert "estimated 0 s" not in "\n".join(describe(plan))
+    assert significant(4.2e-5) == 4.2e-5 and significant(1234.5) == 1230.0  # digits kept, never rounded to 0
+    assert seconds_text(4.2e-5) == "4.2e-05 s" and seconds_text(3.21) == "3.2 s" and seconds_text(0) == "0 s"
+    doc["quick"]["axes"]["grid"]["size"] = [2048, 4096]  # none of these runs is done: their cost is unknown
+    spec.write_text(yaml.safe_dump(doc))
+    other = dry_run(spec, size="quick", out=out)["estimate"]
+    assert other["remaining_s"] is None and "2 other finished paper-nccl run(s)" in other["basis"]

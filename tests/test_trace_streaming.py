@@ -53,3 +53,46 @@ def test_sim_run_no_trace_writes_no_trace_and_reproduces(tmp_path, capsys):
     assert summary["trace_sha256"] == hashlib.sha256(b"").hexdigest()
     assert "--no-trace" in summary["reproduce"] and summary["ops_ok"] > 0
     assert not (out / "trace.json").exists() and (out / "history.jsonl").exists()
+
+
+def test_the_spill_check_adapts_to_the_recording_rate():
+    """A steady rate is checked often enough that the list stays near ``spill_records``; an idle stretch costs one
+    check per ``max_check_s``, not one per millisecond; a burst after it is caught at the next check."""
+    import heapq
+
+    trace = trace_mod.Trace(spill_records=1_000)
+    queue: list = []
+    clock = {"now": 0.0}
+    checks: list[float] = []
+    held: list[int] = []
+
+    def schedule(at, fn):
+        heapq.heappush(queue, (at, len(checks), fn))
+
+    trace.attach(schedule, lambda: clock["now"])
+    step = 1e-5  # 100,000 records per second for 1 s, then 60 s idle, then the same rate again
+    t = 0.0
+    for burst_end in (1.0, 62.0):
+        while t < burst_end:
+            while queue and queue[0][0] <= t:
+                at, _, fn = heapq.heappop(queue)
+                clock["now"] = at
+                checks.append(at)
+                held.append((at, len(trace.records)))
+                fn(None)
+            trace.records.append((t, "x"))
+            t += step
+        if burst_end == 1.0:
+            t = 61.0
+            while queue and queue[0][0] <= t:
+                at, _, fn = heapq.heappop(queue)
+                clock["now"] = at
+                checks.append(at)
+                fn(None)
+    assert len(trace) == trace._spilled + len(trace.records) > 190_000
+    steady = [n for at, n in held if at < 1.0] + [n for at, n in held if at > 61.0 + 2 * trace.max_check_s]
+    assert max(steady) <= 2 * trace.spill_records  # a steady rate: at most twice the threshold between checks
+    assert max(n for _, n in held) <= 1.01 * trace.max_check_s / step  # a lull's long interval, then a burst
+    idle = [at for at in checks if 1.0 < at < 61.0]
+    assert 50 <= len(idle) <= 70  # one per max_check_s (1 s) while idle
+    assert len(checks) < 1_000  # 2 busy seconds and 60 idle: 62,000 checks at one per millisecond

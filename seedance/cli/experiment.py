@@ -8,12 +8,15 @@ with ``--json`` it prints ``{"rows": [...], "summary": {...}, "artifacts": {...}
 
 ``seedance experiment protocols [--quick] --out DIR [--json]`` compares Raft, Multi-Paxos and EPaxos in the
 simulator (:mod:`seedance.experiments.protocols`): protocols.csv, protocols.tex, protocols.{pdf,png}, summary.json.
+
+Each sub-command checks its flags, then calls its study in :mod:`seedance.sweep.experiments` (the one registry the
+sweep's ``experiment`` runner uses too), so ``--json`` prints what a sweep's run records; the rest here is text.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -23,9 +26,7 @@ from seedance.cli._types import SEED, Integer, Number
 from seedance.validation import check_writable_dir
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
-    from seedance.models.host import HostProfile
+    from seedance.cli._progress import Progress as Steps
 
 MAX_SEEDS = 1024
 WHY_SEEDS = "the full study takes about a minute per 8 seeds here; 1,024 seeds is already hours"
@@ -39,6 +40,18 @@ def command() -> None:
     """Run a study end to end and write its tables and figures."""
 
 
+def run_study(name: str, out_dir: str, steps: Steps, *, quick: bool, seed: int = 0, **options: Any) -> dict[str, Any]:
+    """Study ``name`` of :data:`seedance.sweep.experiments.EXPERIMENTS` into ``out_dir`` (checked writable first)."""
+    from pathlib import Path
+
+    from seedance.sweep.experiments import experiment
+
+    check_writable_dir("--out", out_dir)  # before minutes of work
+    result = experiment(name).run(Path(out_dir), quick=quick, seed=seed, progress=steps.phase, **options)
+    steps.done()
+    return result
+
+
 @command.command("convergence")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory for results.")
 @click.option("--quick", is_flag=True, help="Short version (fewer seeds and iterations; about a minute).")
@@ -50,40 +63,31 @@ def command() -> None:
 def convergence(out_dir: str, quick: bool, seeds: int | None, root_seed: int, as_json: bool,
                 show_progress: bool | None) -> None:
     """Compressed SGD: empirical gap vs bounds, and time to accuracy per fabric × compressor."""
+    import pandas as pd
     from tqdm import tqdm
 
-    from seedance.experiments.convergence import ExperimentConfig, run_experiment, save, total_iterations
-    from seedance.provenance import run_metadata
+    from seedance.experiments.convergence import total_iterations
+    from seedance.sweep.experiments import convergence_config
 
     if seeds is not None and seeds < 2:
         raise SpecError("--seeds", f"{seeds} is too few for a confidence interval", "an integer >= 2")
     if root_seed < 0:
         raise SpecError("--seed", f"{root_seed} is negative", "an integer >= 0")
-    check_writable_dir("--out", out_dir)  # before minutes of work
-    config = ExperimentConfig.quick(seeds, root_seed) if quick else ExperimentConfig(
-        **({"seeds": seeds} if seeds else {}), root_seed=root_seed
-    )
     steps = Progress(show_progress, "experiment convergence")
-    bar = tqdm(total=total_iterations(config), desc="convergence", unit="it", file=sys.stderr,
-               disable=not steps.enabled)
+    bar = tqdm(total=total_iterations(convergence_config(quick, seeds, root_seed)), desc="convergence", unit="it",
+               file=sys.stderr, disable=not steps.enabled)
     try:
-        result = run_experiment(config, progress=bar.update)
+        result = run_study("convergence", out_dir, steps, quick=quick, seed=root_seed, seeds=seeds,
+                           iterations=bar.update)
     finally:
         bar.close()
-    from seedance.experiments.convergence import config_dict
-
-    provenance = run_metadata(seed=root_seed, spec=config_dict(config))
-    steps.phase(f"writing tables and figures to {out_dir}")
-    artifacts = save(result, out_dir, provenance=provenance)
-    steps.done()
-    rows = result.rows.astype(object).where(result.rows.notna(), None).to_dict(orient="records")
     if as_json:
-        emit_json({"rows": rows, "summary": {**result.summary, "provenance": provenance}, "artifacts": artifacts})
+        emit_json(result)
         return
-    table = result.rows[result.rows.schedule == "common"][list(ROW_FIELDS)]
-    click.echo(table.to_string(index=False))
-    click.echo(f"\nrankings differ across fabrics: {result.summary['rankings_differ_across_fabrics']}")
-    click.echo(f"wrote {len(artifacts)} files to {out_dir}")
+    rows = pd.DataFrame(result["rows"])
+    click.echo(rows[rows.schedule == "common"][list(ROW_FIELDS)].to_string(index=False))
+    click.echo(f"\nrankings differ across fabrics: {result['summary']['rankings_differ_across_fabrics']}")
+    click.echo(f"wrote {len(result['artifacts'])} files to {out_dir}")
 
 
 @command.command("sim-vs-real")
@@ -103,34 +107,16 @@ def convergence(out_dir: str, quick: bool, seeds: int | None, root_seed: int, as
 def sim_vs_real(protocol: str, out_dir: str, host_profile: str | None, quick: bool, repeats: int | None,
                 duration: float, nodes: int, as_json: bool, show_progress: bool | None) -> None:
     """The same protocol in the simulator (on a measured host profile) and for real: predicted vs measured."""
-    from pathlib import Path
-
     from seedance.experiments import sim_vs_real as svr
     from seedance.models.protocols import registry
-    from seedance.provenance import run_metadata
 
     registry.get(protocol)  # unknown -> one line listing the valid names
-    check_writable_dir("--out", out_dir)
-    out = Path(out_dir)
     steps = Progress(show_progress, "experiment sim-vs-real")
-    profile = _host_profile(host_profile, out, nodes, steps)
-    configs = svr.QUICK_CONFIGS if quick else svr.DEFAULT_CONFIGS
-    if quick:
-        duration = min(duration, 2.0)
-    if repeats is None:
-        repeats = 3 if quick else 5
-    result = svr.run_experiment(protocol=protocol, out=out, profile=profile, nodes=nodes, configs=configs,
-                                repeats=repeats, duration_s=duration, progress=steps.phase)
-    provenance = run_metadata(seed=0, spec={"protocol": protocol, "nodes": nodes, "repeats": repeats,
-                                            "duration_s": duration, "configs": [c.name for c in configs],
-                                            "host_profile": profile.to_dict()})
-    steps.phase(f"writing tables and figures to {out_dir}")
-    artifacts = svr.save(result, out, provenance=provenance)
-    steps.done()
-    summary = result["summary"]
+    summary = run_study("sim-vs-real", out_dir, steps, quick=quick, protocol=protocol, host_profile=host_profile,
+                        repeats=repeats, duration=duration, nodes=nodes)
+    artifacts = summary["artifacts"]
     if as_json:
-        emit_json({"rows": summary["rows"], **{k: v for k, v in summary.items() if k != "rows"},
-                   "artifacts": artifacts})
+        emit_json(summary)
         return
     for row in summary["rows"]:
         click.echo(f"{row['config']:>24}{' (held out)' if row['held_out'] else ' (fitted)  '}: real "
@@ -176,21 +162,6 @@ def sim_vs_real(protocol: str, out_dir: str, host_profile: str | None, quick: bo
     click.echo(f"wrote {len(artifacts)} files to {out_dir}")
 
 
-def _host_profile(path: str | None, out: Path, nodes: int, steps: Progress) -> HostProfile:
-    """The host profile at ``path``, or one measured now on this machine (written to ``out``/host.yaml)."""
-    from seedance.models.host import load_profile
-    from seedance.files import atomic_write
-
-    if path is not None:
-        return load_profile(path)
-    from seedance.experiments.host_profile import profile_host
-
-    steps.phase("measuring the host profile (fsync, loopback, CPU per input)")
-    profile = profile_host(out / "profile-work", nodes=nodes)
-    atomic_write(out / "host.yaml", profile.to_yaml().encode())
-    return profile
-
-
 @command.command("protocols")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory for results.")
 @click.option("--quick", is_flag=True, help="2-3 conflict rates, 3 and 5 replicas, 0.3 s runs (under 3 minutes).")
@@ -207,31 +178,17 @@ def _host_profile(path: str | None, out: Path, nodes: int, steps: Progress) -> H
 def protocols(out_dir: str, quick: bool, root_seed: int, duration: float | None, with_real: bool,
               host_profile: str | None, as_json: bool, show_progress: bool | None) -> None:
     """Raft, Multi-Paxos and EPaxos on the same fabric, workloads and seeds: throughput, latencies, linearizable."""
-    from pathlib import Path
-
     from seedance.experiments import protocols as study
-    from seedance.provenance import run_metadata
 
-    check_writable_dir("--out", out_dir)
-    steps = Progress(show_progress, "experiment protocols")
     if host_profile is not None and not with_real:
         raise SpecError("--host-profile", "is only used with --real", "add --real or drop --host-profile")
-    profile = _host_profile(host_profile, Path(out_dir), 3, steps) if with_real else None
-    rows = study.run(quick=quick, seed=root_seed, duration_s=duration, progress=steps.phase)
-    real_rows = None
-    if with_real:
-        real_rows = study.run_real(profile=profile, out=Path(out_dir), seed=root_seed,
-                                   duration_s=2.0 if quick else 4.0, progress=steps.phase)
-    provenance = run_metadata(seed=root_seed, spec={"quick": quick, "duration_s": duration, "real": with_real,
-                                                    "cases": len(rows), "topology": study.TOPOLOGY,
-                                                    "host_profile": profile.to_dict() if profile else None})
-    steps.phase(f"writing tables and figures to {out_dir}")
-    artifacts = study.save(rows, Path(out_dir), provenance=provenance, real_rows=real_rows)
-    steps.done()
+    steps = Progress(show_progress, "experiment protocols")
+    result = run_study("protocols", out_dir, steps, quick=quick, seed=root_seed, duration=duration, real=with_real,
+                       host_profile=host_profile)
     if as_json:
-        emit_json({"rows": rows, **({"real_rows": real_rows} if real_rows is not None else {}),
-                   "artifacts": artifacts})
+        emit_json(result)
         return
+    rows, real_rows, artifacts = result["rows"], result.get("real_rows"), result["artifacts"]
     for r in rows:
         click.echo(f"{r['protocol']:>17} {r['workload']:>14} n={r['replicas']} "
                    f"{'bg ' if r['background'] else '   '}{(r['fault'] or ''):>13} {r['throughput_ops_s']:>9.0f} ops/s "
@@ -260,12 +217,8 @@ command.add_command(_failure_scenarios)
 def pixel_vs_consensus(out_dir: str, quick: bool, root_seed: int, as_json: bool, show_progress: bool | None) -> None:
     """The seed's §2.1 table measured: CRDT-grid convergence vs writes through Raft on dgx-a100, with and without
     training traffic; delta vs full-state bytes; a grid-size and write-rate sweep against one frame (16.7 ms)."""
-    from seedance.experiments.causal import run
-
-    check_writable_dir("--out", out_dir)
     steps = Progress(show_progress, "experiment pixel-vs-consensus")
-    summary = run(out_dir, quick=quick, seed=root_seed, progress=steps.phase)
-    steps.done()
+    summary = run_study("pixel-vs-consensus", out_dir, steps, quick=quick, seed=root_seed)
     if as_json:
         emit_json(summary)
     else:
@@ -277,8 +230,7 @@ def pixel_vs_consensus(out_dir: str, quick: bool, root_seed: int, as_json: bool,
 
 
 
-MAX_STRESS_HOURS = 72.0 * 4
-WHY_STRESS_HOURS = "four times the seed's 72 h; a simulated hour of 64 ranks costs tens of wall minutes here"
+from seedance.sweep.experiments import MAX_STRESS_HOURS, WHY_STRESS_HOURS  # noqa: E402  (constants only)
 
 
 @command.command("stress")
@@ -295,13 +247,8 @@ def stress(out_dir: str, hours: float | None, quick: bool, root_seed: int, as_js
     """The seed's 72 h stress test simulated: 8 dgx-a100 servers (64 ranks) training under validate-and-commit,
     F1-F8 injected at seeded rates throughout, the §4.4 memory table per 24 h window, violations and recoveries,
     a figure (stress.pdf/png), rows.csv, memory.csv and summary.json."""
-    from seedance.experiments.stress import run
-
-    check_writable_dir("--out", out_dir)
-    span = hours if hours is not None else (1.0 if quick else 72.0)
     steps = Progress(show_progress, "experiment stress")
-    result = run(hours=span, seed=root_seed, out=out_dir, progress=steps.phase)
-    steps.done()
+    result = run_study("stress", out_dir, steps, quick=quick, seed=root_seed, hours=hours)
     if as_json:
         emit_json(result)
         return

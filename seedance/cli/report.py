@@ -12,11 +12,12 @@ Two sections, run in order, each writing under ``--out``:
   runs). Per item: ``<item>/results.parquet`` (one row per run), ``figures/<item>.{pdf,png}``, ``tables/<item>.tex``.
   Sweeps resume: rerunning into the same ``--out`` runs only what is missing.
 
-Then ``summary.json`` (spec, each section's summary and files, :func:`seedance.provenance.run_metadata`) and
-``report.html`` (one page: headline numbers, figures, failed runs with their reproduce commands, provenance). The
-human output ends with the headline numbers of each experiment and the paths of the figures and of report.html;
-``--json`` prints one object instead. Exit status 1 when a run failed or an item could not be drawn (each listed
-with the command that reproduces it), 2 on bad input.
+Then ``macros.tex`` (every number of ``paper/paper.tex`` as a macro, from the runs: :mod:`seedance.paper.macros`)
+and ``sizes.tex`` (each item's quick and full size), ``summary.json`` (spec, each section's summary and files,
+:func:`seedance.provenance.run_metadata`) and ``report.html`` (one page: headline numbers, figures, failed runs
+with their reproduce commands, provenance). The human output ends with the headline numbers of each experiment
+and the paths of the figures and of report.html; ``--json`` prints one object instead. Exit status 1 when a run
+failed or an item could not be drawn (each listed with the command that reproduces it), 2 on bad input.
 """
 
 from __future__ import annotations
@@ -336,6 +337,12 @@ def command(out_dir: str, spec_path: str | None, full: bool, only: str | None, w
         results[section.name] = result
         sections.append({"name": section.name, "summary": result.summary, "files": [str(f) for f in result.files]})
         lines += result.lines
+    from seedance.models.units import format_size, parse_size
+    from seedance.paper.macros import write as write_macros
+
+    steps.phase(f"writing {out / 'macros.tex'} (every number of paper.tex) and sizes.tex")
+    tex_files = write_macros(out, spec["paper"]["suite"],
+                             cost_size=format_size(max(parse_size(s) for s in spec["cost"]["table_sizes"])))
     argv = ["report", "--out", out_dir] + (["--spec", spec_path] if spec_path else []) + (["--full"] if full else []) \
         + (["--only", only] if only is not None else []) + (["--workers", str(workers)] if workers else []) \
         + (["--scheduler", scheduler] if scheduler else []) \
@@ -354,6 +361,7 @@ def command(out_dir: str, spec_path: str | None, full: bool, only: str | None, w
     failed = sum(len(i.failures) for i in items) + sum(1 for i in items if i.error)
     if as_json:
         emit_json({"out": str(out), "summary": str(summary_path), "report": str(html_path), "sections": sections,
+                   "macros": [str(f) for f in tex_files],
                    "failed": failed, "wall_s": summary["wall_s"]})
     else:
         for line in lines:
@@ -362,6 +370,7 @@ def command(out_dir: str, spec_path: str | None, full: bool, only: str | None, w
         click.echo(f"figures ({len(figures)} PDF, each with a PNG beside it): {out / 'figures'}")
         for f in figures:
             click.echo(f"  {f}")
+        click.echo(f"paper.tex's numbers and sizes -> {', '.join(str(f) for f in tex_files)}")
         click.echo(f"summary (spec, results, provenance) -> {summary_path}")
         click.echo(f"report -> {html_path}   ({summary['wall_s']:.0f} s)")
     if failed:

@@ -177,13 +177,15 @@ def failure_scenarios(out_dir: str, quick: bool, seed: int, no_real: bool, as_js
     """The seed's impact table for F1-F8, buggy and fixed, simulated and real: CSV, LaTeX, figure, summary.json."""
     import sys
 
-    from seedance.experiments.scenarios import ROW_FIELDS, run
-    from seedance.provenance import run_metadata
+    from pathlib import Path
+
+    from seedance.experiments.scenarios import ROW_FIELDS
+    from seedance.sweep.experiments import experiment
 
     V.check_writable_dir("--out", out_dir)
-    result = run(quick=quick, out=out_dir, seed=seed, real=not no_real,
-                 progress=lambda text: print(text, file=sys.stderr) if sys.stderr.isatty() else None)
-    result["summary"]["provenance"] = run_metadata(seed=seed, spec={"quick": quick, "real": not no_real})
+    result = experiment("failure-scenarios").run(
+        Path(out_dir), quick=quick, seed=seed, no_real=no_real,
+        progress=lambda text: print(text, file=sys.stderr) if sys.stderr.isatty() else None)
     if as_json:
         emit_json(result)
         return

@@ -85,17 +85,12 @@ def _done(nodes: list[Any], steps: int) -> bool:
     return len({n.epoch for n in alive}) == 1
 
 
-def sim_train(*, world: int = 4, steps: int = 60, commit_every: int = 10, scenario: str = "", variant: str = "fixed",
-              seed: int = 0, settings: Mapping[str, Any] | None = None, topology: Any = None,
-              max_sim_s: float = 600.0, nemesis: tuple[str, ...] = (), faulty_fraction: float = 0.6,
-              keep_params: bool = False,
-              actions: tuple[tuple[float, Callable[[Any], None]], ...] = ()) -> dict[str, Any]:
-    """One simulated training run; its summary (the real runner's keys, plus ``sim_time_s``, ``trace_sha256``).
-    ``actions``: more scripted ``(time_s, fn(runtime))`` calls (samplers, for instance)."""
+def sim_config(*, world: int = 4, steps: int = 60, commit_every: int = 10, scenario: str = "",
+               variant: str = "fixed", seed: int = 0, settings: Mapping[str, Any] | None = None, topology: Any = None,
+               max_sim_s: float = 600.0, nemesis: tuple[str, ...] = (), faulty_fraction: float = 0.6) -> Any:
+    """The SimConfig of one simulated training run, every input checked (the ranks against
+    :data:`MAX_TRAIN_RANKS`, the protocol config, the simulator's ceilings), nothing run."""
     from seedance.sim.config import NemesisConfig, SimConfig, WorkloadConfig
-    from seedance.sim.kernel import call_at
-    from seedance.sim.run import simulate
-    from simpy.core import StopSimulation
 
     check_world(world)
     settings = dict(settings or {})
@@ -103,7 +98,26 @@ def sim_train(*, world: int = 4, steps: int = 60, commit_every: int = 10, scenar
         settings["heartbeat_fanout"] = SCALE_FANOUT
     config = protocol_config(steps=steps, commit_every=commit_every, scenario=scenario, variant=variant, seed=seed,
                              settings=settings)
-    cfg = CommitConfig.from_mapping(config)
+    return SimConfig(protocol=SPEC, nodes=world, duration_s=max_sim_s, seed=seed, topology=topology,
+                     protocol_config=config, workload=WorkloadConfig(clients=0),
+                     nemesis=NemesisConfig(faults=tuple(nemesis), faulty_fraction=faulty_fraction))
+
+
+def sim_train(*, world: int = 4, steps: int = 60, commit_every: int = 10, scenario: str = "", variant: str = "fixed",
+              seed: int = 0, settings: Mapping[str, Any] | None = None, topology: Any = None,
+              max_sim_s: float = 600.0, nemesis: tuple[str, ...] = (), faulty_fraction: float = 0.6,
+              keep_params: bool = False,
+              actions: tuple[tuple[float, Callable[[Any], None]], ...] = ()) -> dict[str, Any]:
+    """One simulated training run; its summary (the real runner's keys, plus ``sim_time_s``, ``trace_sha256``).
+    ``actions``: more scripted ``(time_s, fn(runtime))`` calls (samplers, for instance)."""
+    from seedance.sim.kernel import call_at
+    from seedance.sim.run import simulate
+    from simpy.core import StopSimulation
+
+    sim = sim_config(world=world, steps=steps, commit_every=commit_every, scenario=scenario, variant=variant,
+                     seed=seed, settings=settings, topology=topology, max_sim_s=max_sim_s, nemesis=nemesis,
+                     faulty_fraction=faulty_fraction)
+    cfg = CommitConfig.from_mapping(sim.protocol_config)
     state: dict[str, Any] = {"done_at": None}
     faulty = bool(nemesis)
 
@@ -136,9 +150,6 @@ def sim_train(*, world: int = 4, steps: int = 60, commit_every: int = 10, scenar
     settle_s = cfg.phi_acceptable_pause_s + 10 * cfg.heartbeat_s
     if cfg.scenario == "F5":
         calls.append((0.0, lambda runtime: _install_partition(runtime, cfg, world, cut)))
-    sim = SimConfig(protocol=SPEC, nodes=world, duration_s=max_sim_s, seed=seed, topology=topology,
-                    protocol_config=config, workload=WorkloadConfig(clients=0),
-                    nemesis=NemesisConfig(faults=tuple(nemesis), faulty_fraction=faulty_fraction))
     wall = time.perf_counter()
     result = simulate(sim, actions=calls, liveness=False, stop_on_violation=False)
     crashed = {rec[2] for rec in result.trace.records if len(rec) > 2 and rec[1] == "crash"}

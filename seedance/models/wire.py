@@ -5,6 +5,9 @@ Rules (network input is plain data, length-prefixed and size-bounded; never pick
 * Only the types a :class:`~seedance.models.protocols.contract.ProtocolSpec` lists in ``message_types`` (plus the
   contract's own input types and the enums their fields use) can be decoded; an unknown type tag is rejected with
   :class:`~seedance.errors.FrameError`. Decoding never imports or calls anything named by the input.
+* A registered dataclass is ``{"\\x00dp": [type name, field values in declared order...]}`` (positional: the field
+  names are not on the wire; each type's field list is cached once). The named form ``{"\\x00dc": [type name,
+  {field: value}]}`` that earlier versions wrote (and durable files may still hold) still decodes.
 * Plain values (None, bool, int, float, str, bytes, lists, string-keyed dicts) pass through unchanged. Tuples, sets,
   dicts with non-string keys, enums, numpy scalars and numeric numpy arrays are tagged one-key dicts (``"\\x00t"``
   etc.) so they come back as the same Python type; a dict whose keys collide with a tag is itself escaped.
@@ -25,10 +28,10 @@ import numpy as np
 from seedance.errors import FrameError
 from seedance.models.protocols import contract
 
-_DC, _TUPLE, _SET, _FSET, _MAP, _ENUM, _ND, _ESC = (
-    "\x00dc", "\x00tu", "\x00set", "\x00fset", "\x00map", "\x00enum", "\x00nd", "\x00esc",
+_DC, _DP, _TUPLE, _SET, _FSET, _MAP, _ENUM, _ND, _ESC = (
+    "\x00dc", "\x00dp", "\x00tu", "\x00set", "\x00fset", "\x00map", "\x00enum", "\x00nd", "\x00esc",
 )
-_TAGS = frozenset({_DC, _TUPLE, _SET, _FSET, _MAP, _ENUM, _ND, _ESC})
+_TAGS = frozenset({_DC, _DP, _TUPLE, _SET, _FSET, _MAP, _ENUM, _ND, _ESC})
 _ND_KINDS = frozenset("biufc")  # bool, signed/unsigned int, float, complex: never object arrays
 _MAX_DEPTH = 64
 
@@ -64,6 +67,7 @@ class Codec:
         self._by_name: dict[str, type] = {}
         self._fields: dict[type, tuple[str, tuple[str, ...]]] = {}  # registered dataclass -> (its name, fields)
         self._known: dict[str, tuple[type, frozenset[str]]] = {}  # name -> (dataclass, its field names)
+        self._positional: dict[str, tuple[type, tuple[str, ...]]] = {}  # name -> (dataclass, fields in order)
         pending = list(CONTRACT_TYPES) + list(types)
         while pending:
             cls = pending.pop()
@@ -83,6 +87,7 @@ class Codec:
                 names = tuple(f.name for f in dataclasses.fields(cls))
                 self._fields[cls] = (name, names)
                 self._known[name] = (cls, frozenset(names))
+                self._positional[name] = (cls, names)
                 pending.extend(e for e in _enums_in_hints(cls) if e.__qualname__ not in self._by_name)
 
     @property
@@ -98,12 +103,12 @@ class Codec:
             raise FrameError("message", "nesting deeper than 64", "flatten the message")
         d = _depth + 1
         registered = self._fields.get(kind)
-        if registered is not None:  # plain field values inline: no call per field
-            fields = {}
+        if registered is not None:  # positional; plain field values inline: no call per field
+            values = [registered[0]]
             for n in registered[1]:
                 v = getattr(obj, n)
-                fields[n] = v if type(v) in _PLAIN else self.encode(v, d)
-            return {_DC: [registered[0], fields]}
+                values.append(v if type(v) in _PLAIN else self.encode(v, d))
+            return {_DP: values}
         if isinstance(obj, enum.Enum):  # before str/int: str- and int-valued enums must keep their type
             name = type(obj).__qualname__
             if self._by_name.get(name) is not type(obj):
@@ -123,8 +128,7 @@ class Codec:
             name = type(obj).__qualname__
             if self._by_name.get(name) is not type(obj):
                 raise FrameError("message", f"type {name} is not registered", "add it to message_types")
-            fields = {f.name: self.encode(getattr(obj, f.name), d) for f in dataclasses.fields(obj)}
-            return {_DC: [name, fields]}
+            return {_DP: [name, *(self.encode(getattr(obj, f.name), d) for f in dataclasses.fields(obj))]}
         if isinstance(obj, tuple):
             return {_TUPLE: [self.encode(v, d) for v in obj]}
         if isinstance(obj, list):
@@ -163,6 +167,17 @@ class Codec:
 
     def _decode_tagged(self, tag: str, body: Any, d: int) -> Any:
         try:
+            if tag == _DP:
+                if not isinstance(body, list) or not body:
+                    raise FrameError("message", "empty positional dataclass value", "[type name, field values...]")
+                name = body[0]
+                cls, names = self._positional.get(name, (None, ())) if isinstance(name, str) else (None, ())
+                if cls is None:
+                    raise FrameError("message", f"unknown type tag {name!r}", "one of the protocol's message_types")
+                if len(body) - 1 != len(names):
+                    raise FrameError("message", f"{len(body) - 1} field values for {name}",
+                                     f"{len(names)}: {', '.join(names)}")
+                return cls(**{k: v if type(v) in _PLAIN else self.decode(v, d) for k, v in zip(names, body[1:])})
             if tag == _DC:
                 name, fields = body
                 cls, known = self._known.get(name, (None, frozenset()))

@@ -18,14 +18,21 @@ from seedance.progress import say
 
 
 def duration(seconds: float | None) -> str:
+    """``42s``, ``2m50s``, ``1h43m``; a positive time under a second is ``<1s``, never ``0s`` (only nothing left
+    is); minutes and hours are whole ones, the rest carried (170 s is 2m50s, not 3m50s)."""
     if seconds is None:
         return "?"
-    seconds = max(0.0, seconds)
-    if seconds < 90:
-        return f"{seconds:.0f}s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f}m{seconds % 60:02.0f}s"
-    return f"{seconds // 3600:.0f}h{(seconds % 3600) / 60:02.0f}m"
+    if seconds <= 0:
+        return "0s"
+    if seconds < 1:
+        return "<1s"
+    whole = int(round(seconds))
+    if whole < 90:
+        return f"{whole}s"
+    if whole < 5400:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    minutes = int(round(seconds / 60))
+    return f"{minutes // 60}h{minutes % 60:02d}m"
 
 
 @dataclass
@@ -99,7 +106,8 @@ class PaperProgress:
         done = sum(c.done for c in self.counts.values())
         total = sum(c.total for c in self.counts.values())
         eta, unknown = self.paper_eta()
-        paper = f"paper {done}/{total} runs, ETA {'>= ' if unknown else ''}{duration(eta)}" + \
+        shown = "?" if unknown and eta == 0 else (">= " if unknown else "") + duration(eta)
+        paper = f"paper {done}/{total} runs, ETA {shown}" + \
             (f" ({unknown} item{'s' if unknown > 1 else ''} not yet timed)" if unknown else "")
         if name is None:
             return paper

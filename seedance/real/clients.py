@@ -9,8 +9,9 @@ Rules (Herlihy & Wing 1990 §2 as recorded by Jepsen; seedance.history.events):
   After an ``info`` the client continues as a fresh process id (``process + num_clients``), as Jepsen does.
 * A "not-leader" FAIL is not a completion: nothing was applied, so the client re-sends the same operation (new
   ``request_id``) to the hinted leader, or the next node, until the operation's deadline.
-* Operations are drawn from a seeded generator per client: reads, writes of unique values, and cas from the last
-  value the client saw; keys uniform over ``keys``. Times are seconds since the run's ``t0`` (monotonic clock).
+* Operations are drawn from a seeded generator per client (keys and uniforms 256 at a time): reads, writes of
+  unique values, and cas from the last value the client saw; keys uniform over ``keys``. Times are seconds since the
+  run's ``t0`` (monotonic clock).
 * After the load phase a final read of every key (``final_reads``) makes lost acknowledged writes visible to the
   checker.
 """
@@ -52,6 +53,25 @@ class Workload:
     retry_pause_s: float = 0.01
     frame_rate_hz: float = 0.0  # > 0: frame mode, as the simulator's: per frame a burst of writes, then one read
     writes_per_frame: int = 1
+
+
+class Draws:
+    """A client's seeded keys and uniforms, drawn ``block`` at a time (one numpy call per block, not per op)."""
+
+    def __init__(self, rng: np.random.Generator, keys: int, block: int = 256) -> None:
+        self._rng, self._keys, self._block = rng, keys, block
+        self._key_block: list[int] = []
+        self._uniform_block: list[float] = []
+
+    def key(self) -> int:
+        if not self._key_block:
+            self._key_block = self._rng.integers(self._keys, size=self._block).tolist()[::-1]
+        return self._key_block.pop()
+
+    def uniform(self) -> float:
+        if not self._uniform_block:
+            self._uniform_block = self._rng.random(self._block).tolist()[::-1]
+        return self._uniform_block.pop()
 
 
 class ClientPool:
@@ -138,7 +158,7 @@ class ClientPool:
     async def _read_replies(self, node: int, conn: Connection) -> None:
         try:
             while True:
-                frame = await conn.recv()
+                frame = conn.next_frame() or await conn.recv()  # a batch's replies: no await per reply
                 reply = self.codec.decode(frame.message)
                 if frame.kind != "rep" or not isinstance(reply, Reply):
                     raise FrameError("frame", f"unexpected {frame.kind!r} from node {node}", "rep frames")
@@ -218,10 +238,9 @@ class ClientPool:
             return "fail", None
         return "info", None
 
-    def _draw(self, rng: np.random.Generator, client: int, counter: int,
-              seen: dict[str, Any]) -> tuple[Operation, str, Any]:
-        key = f"k{int(rng.integers(self.workload.keys))}"
-        u = float(rng.random())
+    def _draw(self, draws: Draws, client: int, counter: int, seen: dict[str, Any]) -> tuple[Operation, str, Any]:
+        key = f"k{draws.key()}"
+        u = draws.uniform()
         unique = client * 10_000_000 + counter
         if self.workload.value_size_bytes > 0:
             new: Any = str(unique).ljust(self.workload.value_size_bytes, "x")
@@ -235,10 +254,11 @@ class ClientPool:
 
     async def _client(self, client: int, until: float) -> None:
         rng = np.random.default_rng(np.random.SeedSequence(self.seed, spawn_key=(1_000 + client,)))
+        draws = Draws(rng, self.workload.keys)
         process, counter, request_ids = client, 0, [0]
         seen: dict[str, Any] = {}
         frame_s = 1.0 / self.workload.frame_rate_hz if self.workload.frame_rate_hz > 0 else 0.0
-        next_frame = time.monotonic() + float(rng.random()) * frame_s
+        next_frame = time.monotonic() + draws.uniform() * frame_s
         left = 0
         while not self._stop and time.monotonic() < until:
             counter += 1
@@ -252,10 +272,10 @@ class ClientPool:
                     if time.monotonic() >= until:
                         break
                 left -= 1
-                key = f"k{int(rng.integers(self.workload.keys))}"
+                key = f"k{draws.key()}"
                 op, value = (Operation.READ, None) if left == 0 else (Operation.WRITE, client * 10_000_000 + counter)
             else:
-                op, key, value = self._draw(rng, client, counter, seen)
+                op, key, value = self._draw(draws, client, counter, seen)
             self._record(process, "invoke", op, key, value)
             outcome, result = await self.execute(client, request_ids, op, key, value)
             if outcome == "ok":

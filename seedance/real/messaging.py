@@ -17,6 +17,7 @@ from seedance.real.transport import Connection
 log = logging.getLogger("seedance.real.runtime")
 
 PEER_QUEUE_LIMIT = 10_000
+PEER_BATCH_LIMIT = 1_024  # queued messages to one peer sent as one batch frame (one MAC, one write)
 # A peer that refuses (its process is down; its host answers at once) is retried at this fixed interval, well under
 # any election timeout, so a restarted node is reachable within it; other failures (timeouts, bad frames) back off
 # from RECONNECT_S doubling to RECONNECT_MAX_S. See _peer_sender.
@@ -80,14 +81,18 @@ class Messaging:
                 conn = await Connection.open(*address, self.cfg.key, self.cfg.max_frame_bytes)
                 conn.send_nowait("peer", self.cfg.node_id, None)
                 backoff = RECONNECT_S
+                me = self.cfg.node_id
+                transport = conn.writer.transport
+                high = transport.get_write_buffer_limits()[1]
                 while True:
-                    data = await queue.get()
-                    frames, size = [conn.encode("msg", self.cfg.node_id, data)], 0
-                    while not queue.empty() and size < (1 << 20):  # what the turn queued: one write, one syscall
-                        frames.append(conn.encode("msg", self.cfg.node_id, queue.get_nowait()))
-                        size += len(frames[-1])
-                    conn.writer.write(b"".join(frames))
-                    await asyncio.wait_for(conn.writer.drain(), 5.0)  # a stopped peer: reconnect, never hang
+                    items = [("msg", me, await queue.get())]
+                    while not queue.empty() and len(items) < PEER_BATCH_LIMIT:  # what was queued: one batch frame
+                        items.append(("msg", me, queue.get_nowait()))
+                    if transport.is_closing():  # the peer went away: reconnect (what was queued is dropped)
+                        raise ConnectionResetError(f"connection to {dst} closed")
+                    conn.write_many(items)  # a message too large for a frame is dropped and logged there
+                    if transport.get_write_buffer_size() > high:  # only a backed-up socket is waited for
+                        await asyncio.wait_for(conn.writer.drain(), 5.0)  # a stopped peer: reconnect, never hang
             except asyncio.CancelledError:
                 if conn is not None:
                     conn.close()
@@ -113,7 +118,7 @@ class Messaging:
             if first.kind == "peer" and isinstance(first.src, int) and 0 <= first.src < self.cfg.num_nodes:
                 src = first.src
                 while True:
-                    frame = await conn.recv()
+                    frame = conn.next_frame() or await conn.recv()  # frames already read: no await per frame
                     if frame.kind != "msg" or frame.src != src:
                         raise FrameError("frame", f"unexpected {frame.kind!r} from peer {src}", "msg frames")
                     message = self.codec.decode(frame.message)
@@ -122,7 +127,7 @@ class Messaging:
                 await self.faults.serve(conn)
             elif first.kind == "client":
                 while True:
-                    frame = await conn.recv()
+                    frame = conn.next_frame() or await conn.recv()
                     request = self.codec.decode(frame.message)
                     if frame.kind != "req" or not isinstance(request, ClientRequest):
                         raise FrameError("frame", f"unexpected {frame.kind!r} from a client", "req frames")

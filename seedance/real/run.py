@@ -38,6 +38,7 @@ import gc
 import hashlib
 import json
 import logging
+import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -62,6 +63,7 @@ log = logging.getLogger("seedance.real.run")
 
 FINAL_READ_PROCESS = 1_000_000
 TRACE_ENV = "SEEDANCE_TRACE"  # "0": node processes record no trace
+PYPROFILE_ENV = "SEEDANCE_PYPROFILE"  # a directory: each process's cProfile (see _client_profiler, node.main)
 
 
 def nemesis_rng(seed: int) -> np.random.Generator:
@@ -88,6 +90,18 @@ def _accepts_timeout(fn: Any) -> bool:
         return "timeout_s" in inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return False
+
+
+def _client_profiler() -> Any:
+    """SEEDANCE_PYPROFILE=DIR: a cProfile of this (the clients') process over the load phase, written to
+    ``DIR/client-PID.prof`` (node processes write ``DIR/node-RANK-PID.prof`` at their stop)."""
+    if not os.environ.get(PYPROFILE_ENV):
+        return None
+    import cProfile
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    return profiler
 
 
 async def _watchdog(launcher: LocalLauncher) -> None:
@@ -128,6 +142,7 @@ async def _drive(launcher: LocalLauncher, workload: Workload, duration_s: float,
         # how long each node's protocol had run when the load started (its first election is under way)
         started = [launcher.started_monotonic(rank) for rank in range(launcher.num_nodes)]
         counts["node_lead_s"] = [None if s is None else t_start - s for s in started]
+        profiler = _client_profiler()
         load = asyncio.ensure_future(pool.run(duration_s))
         tasks = [load]
         if faulty:
@@ -142,6 +157,9 @@ async def _drive(launcher: LocalLauncher, workload: Workload, duration_s: float,
             watchdog.result()  # raises NodeFailure
         await phase
         t_end = time.monotonic()
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(Path(os.environ[PYPROFILE_ENV]) / f"client-{os.getpid()}.prof")
         counts["load_end_s"] = t_end - launcher.t0_monotonic
         counts["load_window_monotonic_s"] = [t_start, t_end]  # for meters outside the run (SpeedMeter.within)
         counts["client_cpu_s"] = time.process_time() - cpu_start  # the client process (this one) during the load

@@ -29,6 +29,7 @@ connections in :mod:`.messaging`.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import os
@@ -179,6 +180,7 @@ class NodeRuntime(Durability, Messaging):
         if self.cfg.ready_path is not None:
             # the incarnation, then when its protocol started (the monotonic clock every process shares)
             atomic_write(self.cfg.ready_path, f"{self.cfg.incarnation}\n{self.started_monotonic!r}".encode())
+        gc.freeze()  # what start-up made (imports, the recovered state) is never scanned by a collection again
         try:
             await self._stopping.wait()
         finally:

@@ -2,11 +2,13 @@
 
 Ceilings (each error message states the ceiling and its reason, exit 2 at the CLI):
 
-* Raft, Multi-Paxos, EPaxos, commit: at most 128 nodes — one replica per eight-GPU server of a 1,024-GPU cluster.
+* Raft, Multi-Paxos, EPaxos: at most 128 nodes — one replica per eight-GPU server of a 1,024-GPU cluster.
   Every replica applies every command and the leader (or each command leader) exchanges a message with every
   replica per batch, so a simulated second costs O(N) per operation.
 * causal, echo: at most 1,024 nodes — one replica per GPU of a 1,024-GPU cluster (the largest topology,
   :data:`seedance.validation.MAX_DEVICES`).
+* commit (validate-and-commit): at most 1,024 nodes — it runs on every training rank, one per GPU of a 1,024-GPU
+  cluster (``sim train --world-size``, :data:`seedance.experiments.training_run.MAX_TRAIN_RANKS`).
 * Simulated time: at most 72 h (the seed's longest stress run) for every protocol. Whether such a run fits is
   decided by the memory estimate below, since history and trace grow with simulated time.
 
@@ -67,8 +69,13 @@ _PER_GPU = Ceiling(
     why_nodes=("one replica per GPU of a 1,024-GPU cluster (128 eight-GPU servers), the largest topology the cost "
                "model and routing are sized for"))
 
+_PER_RANK = Ceiling(
+    nodes=1024,
+    why_nodes=("validate-and-commit runs on every training rank, one per GPU of a 1,024-GPU cluster (128 eight-GPU "
+               "servers); above 32 ranks each rank heartbeats only its ring successors"))
+
 CEILINGS: dict[str, Ceiling] = {
-    "raft": _CONSENSUS, "multipaxos": _CONSENSUS, "epaxos": _CONSENSUS, "commit": _CONSENSUS,
+    "raft": _CONSENSUS, "multipaxos": _CONSENSUS, "epaxos": _CONSENSUS, "commit": _PER_RANK,
     "causal": _PER_GPU, "echo": _PER_GPU,
 }
 

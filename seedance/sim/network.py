@@ -185,9 +185,9 @@ class Network:
         """Cache the routes from node ``src`` to every node on another device, from one walk of the routing tables."""
         a = self.devices[src]
         dsts = [d for d in range(self.num_nodes) if self.devices[d] != a and (src, d) not in self._routes]
-        index = self._link_index
-        for d, links in zip(dsts, row(a, [self.devices[d] for d in dsts])):
-            self._routes[(src, d)] = tuple(index[link] for link in links)
+        routes = self._routes
+        for d, route in zip(dsts, row(a, [self.devices[d] for d in dsts], self._link_index)):
+            routes[(src, d)] = route
 
     def transit_devices(self, a: int, b: int, size_bytes: int, depart_s: float) -> float:
         """:meth:`transit` between topology devices ``a`` and ``b`` (background traffic: no node needed)."""

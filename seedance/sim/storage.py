@@ -33,8 +33,25 @@ from seedance.models.host import reaches_new_block
 from seedance.models.protocols.contract import DurableState, Persist, PersistLog, PersistRecords
 
 
+_SCALARS = frozenset({int, float, str, bool, bytes, type(None)})
+
+
 def _copy_plain(value: Any) -> Any:
-    """Copy mutable plain data (lists, dicts, sets, bytearrays); immutable values are shared."""
+    """Copy mutable plain data (lists, dicts, sets, bytearrays); immutable values are shared. A flat list or tuple
+    (scalars only, as a vector of dependencies) is copied whole, without a call per item; scalars inside a container
+    are taken as they are, without a call each."""
+    kind = type(value)
+    if kind is list or kind is tuple:
+        if _SCALARS.issuperset(map(type, value)):
+            return value.copy() if kind is list else value
+        scalars = _SCALARS
+        copied = [v if type(v) in scalars else _copy_plain(v) for v in value]
+        return copied if kind is list else tuple(copied)
+    if kind is dict:
+        scalars = _SCALARS
+        return {k: v if type(v) in scalars else _copy_plain(v) for k, v in value.items()}
+    if kind in _SCALARS:
+        return value
     if isinstance(value, list):
         return [_copy_plain(v) for v in value]
     if isinstance(value, dict):

@@ -57,35 +57,61 @@ class Watch:
 
 
 class Watcher:
-    """The after-input hook that evaluates watches on every live node."""
+    """The after-input hook that evaluates watches, O(1) per input.
+
+    A node's state changes only while it handles an input (or in its start / recovery handler), so after an input
+    only the node that handled it is evaluated; a node that has not been observed since it (re)started is recorded
+    at the next input anywhere, as scanning every live node after each input would record it (what it shows then is
+    what its start or recovery left, or, when the input was its own, what that input left).
+    """
 
     def __init__(self, runtime: Any, watches: list[Watch]) -> None:
         self.runtime = runtime
         self.watches = list(watches)
         self._seen: list[dict[tuple[int, int], Hashable]] = [{} for _ in self.watches]
+        self._pending: set[int] = set(range(len(runtime.hosts)))  # not observed since they (re)started
         self.fired = 0
 
     def install(self) -> Watcher:
         self.runtime.after_input.append(self)
+        self.runtime.crash_sinks.append(self._crashed)
         return self
 
-    def __call__(self, _host: Any = None) -> None:
+    def _crashed(self, node_id: int, _at: float) -> None:
+        self._pending.add(node_id)
+
+    def __call__(self, host: Any = None) -> None:
         runtime = self.runtime
+        if host is None or self._pending:
+            self._record_pending(host)
+        if host is None or host.node is None or not host.up:
+            return
+        node, slot = host.node, (host.node_id, host.incarnation)
         for watch, seen in zip(self.watches, self._seen):
-            for host in runtime.hosts:
-                node = host.node
-                if node is None or not host.up:
-                    continue
-                slot = (host.node_id, host.incarnation)
-                value = watch.key(node)
-                if slot not in seen:
-                    seen[slot] = value
-                    continue
-                before = seen[slot]
-                if value != before:
-                    seen[slot] = value
-                    self.fired += 1
-                    watch.fire(runtime, host.node_id, before, value)
+            value = watch.key(node)
+            before = seen.get(slot, _UNSEEN)
+            if before is _UNSEEN:
+                seen[slot] = value
+            elif value != before:
+                seen[slot] = value
+                self.fired += 1
+                watch.fire(runtime, host.node_id, before, value)
+
+    def _record_pending(self, host: Any) -> None:
+        """Record the first key of every live node not observed since it (re)started (``host`` is observed after)."""
+        hosts, still = self.runtime.hosts, set()
+        for node_id in sorted(self._pending):
+            other = hosts[node_id]
+            if other.node is None or not other.up:
+                still.add(node_id)  # down: recorded once it is back
+            elif other is not host:
+                slot = (node_id, other.incarnation)
+                for watch, seen in zip(self.watches, self._seen):
+                    seen.setdefault(slot, watch.key(other.node))
+        self._pending = still
+
+
+_UNSEEN = object()
 
 
 def install(*watches: Watch) -> Callable[[Any], Watcher]:

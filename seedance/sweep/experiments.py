@@ -1,6 +1,7 @@
-"""The studies the ``experiment`` runner drives, as library calls (what ``seedance experiment NAME --json`` does,
-without the CLI): each takes the run's directory, ``quick``, the sweep's seed and the study's own options, writes
-the study's files there and returns the object the CLI prints with ``--json``.
+"""The studies behind ``seedance experiment NAME`` and the sweep's ``experiment`` runner, as library calls (one
+registry: the CLI's sub-commands call these too): each takes the run's directory, ``quick``, the seed and the study's
+own options (and optionally ``progress``, a callable given one line per phase), writes the study's files there and
+returns the object ``seedance experiment NAME --json`` prints.
 
 The table :data:`EXPERIMENTS` names each study's options (the CLI's flags, underscored), their defaults and checks;
 an unknown name or option is a :class:`~seedance.errors.SpecError` listing the valid ones. Each study's library is
@@ -65,7 +66,10 @@ class Experiment:
     imports: tuple[str, ...] = ()
 
 
-def measured_profile(path: str | None, out: Path, nodes: int) -> Any:
+Progress = Callable[[str], None] | None
+
+
+def measured_profile(path: str | None, out: Path, nodes: int, progress: Progress = None) -> Any:
     """The host profile at ``path``, or one measured now on this machine (written to ``out``/host.yaml)."""
     from seedance.models.host import load_profile
     from seedance.files import atomic_write
@@ -74,19 +78,31 @@ def measured_profile(path: str | None, out: Path, nodes: int) -> Any:
         return load_profile(path)
     from seedance.experiments.host_profile import profile_host
 
+    if progress is not None:
+        progress("measuring the host profile (fsync, loopback, CPU per input)")
     profile = profile_host(out / "profile-work", nodes=nodes)
     atomic_write(out / "host.yaml", profile.to_yaml().encode())
     return profile
 
 
-def convergence(out: Path, *, quick: bool, seed: int, seeds: int | None) -> dict[str, Any]:
-    from seedance.experiments.convergence import ExperimentConfig, run_experiment, save
+def convergence_config(quick: bool, seeds: int | None, seed: int) -> Any:
+    from seedance.experiments.convergence import ExperimentConfig
+
+    return ExperimentConfig.quick(seeds, seed) if quick else ExperimentConfig(
+        **({"seeds": seeds} if seeds else {}), root_seed=seed)
+
+
+def convergence(out: Path, *, quick: bool, seed: int, seeds: int | None, progress: Progress = None,
+                iterations: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """``iterations``: called with the count of iterations done since its last call (a progress bar's update)."""
+    from seedance.experiments.convergence import run_experiment, save
     from seedance.experiments.convergence import config_dict
     from seedance.provenance import run_metadata
 
-    config = ExperimentConfig.quick(seeds, seed) if quick else ExperimentConfig(
-        **({"seeds": seeds} if seeds else {}), root_seed=seed)
-    result = run_experiment(config)
+    config = convergence_config(quick, seeds, seed)
+    result = run_experiment(config, progress=iterations)
+    if progress is not None:
+        progress(f"writing tables and figures to {out}")
     provenance = run_metadata(seed=seed, spec=config_dict(config))
     artifacts = save(result, out, provenance=provenance)
     rows = result.rows.astype(object).where(result.rows.notna(), None).to_dict(orient="records")
@@ -94,16 +110,16 @@ def convergence(out: Path, *, quick: bool, seed: int, seeds: int | None) -> dict
 
 
 def sim_vs_real(out: Path, *, quick: bool, seed: int, protocol: str, host_profile: str | None,
-                repeats: int | None, duration: float, nodes: int) -> dict[str, Any]:
+                repeats: int | None, duration: float, nodes: int, progress: Progress = None) -> dict[str, Any]:
     from seedance.experiments import sim_vs_real as svr
     from seedance.provenance import run_metadata
 
-    profile = measured_profile(host_profile, out, nodes)
+    profile = measured_profile(host_profile, out, nodes, progress)
     configs = svr.QUICK_CONFIGS if quick else svr.DEFAULT_CONFIGS
     duration = min(duration, 2.0) if quick else duration
     repeats = repeats if repeats is not None else (3 if quick else 5)
     result = svr.run_experiment(protocol=protocol, out=out, profile=profile, nodes=nodes, configs=configs,
-                                repeats=repeats, duration_s=duration)
+                                repeats=repeats, duration_s=duration, progress=progress)
     provenance = run_metadata(seed=0, spec={"protocol": protocol, "nodes": nodes, "repeats": repeats,
                                             "duration_s": duration, "configs": [c.name for c in configs],
                                             "host_profile": profile.to_dict()})
@@ -113,16 +129,16 @@ def sim_vs_real(out: Path, *, quick: bool, seed: int, protocol: str, host_profil
 
 
 def protocols(out: Path, *, quick: bool, seed: int, duration: float | None, real: bool,
-              host_profile: str | None) -> dict[str, Any]:
+              host_profile: str | None, progress: Progress = None) -> dict[str, Any]:
     from seedance.experiments import protocols as study
     from seedance.provenance import run_metadata
 
     if host_profile is not None and not real:
         raise SpecError("params.options.host_profile", "is only used with real: true", "add real: true or drop it")
-    profile = measured_profile(host_profile, out, 3) if real else None
-    rows = study.run(quick=quick, seed=seed, duration_s=duration)
-    real_rows = study.run_real(profile=profile, out=out, seed=seed, duration_s=2.0 if quick else 4.0) \
-        if real else None
+    profile = measured_profile(host_profile, out, 3, progress) if real else None
+    rows = study.run(quick=quick, seed=seed, duration_s=duration, progress=progress)
+    real_rows = study.run_real(profile=profile, out=out, seed=seed, duration_s=2.0 if quick else 4.0,
+                               progress=progress) if real else None
     provenance = run_metadata(seed=seed, spec={"quick": quick, "duration_s": duration, "real": real,
                                                "cases": len(rows), "topology": study.TOPOLOGY,
                                                "host_profile": profile.to_dict() if profile else None})
@@ -130,19 +146,39 @@ def protocols(out: Path, *, quick: bool, seed: int, duration: float | None, real
     return {"rows": rows, **({"real_rows": real_rows} if real_rows is not None else {}), "artifacts": artifacts}
 
 
-def failure_scenarios(out: Path, *, quick: bool, seed: int, no_real: bool) -> dict[str, Any]:
+def failure_scenarios(out: Path, *, quick: bool, seed: int, no_real: bool, progress: Progress = None) -> dict[str, Any]:
     from seedance.experiments.scenarios import run
     from seedance.provenance import run_metadata
 
-    result = run(quick=quick, out=out, seed=seed, real=not no_real)
+    result = run(quick=quick, out=out, seed=seed, real=not no_real, progress=progress)
     result["summary"]["provenance"] = run_metadata(seed=seed, spec={"quick": quick, "real": not no_real})
     return result
 
 
-def pixel_vs_consensus(out: Path, *, quick: bool, seed: int) -> dict[str, Any]:
+def pixel_vs_consensus(out: Path, *, quick: bool, seed: int, progress: Progress = None) -> dict[str, Any]:
     from seedance.experiments.causal import run
 
-    return run(out, quick=quick, seed=seed)
+    return run(out, quick=quick, seed=seed, progress=progress)
+
+
+MAX_STRESS_HOURS = 72.0 * 4
+WHY_STRESS_HOURS = "four times the seed's 72 h; a simulated hour of 64 ranks costs tens of wall minutes here"
+
+
+def _hours(name: str, value: Any) -> Any:
+    from seedance import validation as V
+
+    return value if value is None else V.number(name, value, lo=0, hi=MAX_STRESS_HOURS, lo_open=True,
+                                                why=WHY_STRESS_HOURS)
+
+
+def stress(out: Path, *, quick: bool, seed: int, hours: float | None, progress: Progress = None) -> dict[str, Any]:
+    """The seed's 72 h stress test simulated (:mod:`seedance.experiments.stress`): ``hours`` simulated hours
+    (default 72, or 1 with ``quick``)."""
+    from seedance.experiments.stress import run
+
+    span = hours if hours is not None else (1.0 if quick else 72.0)
+    return run(hours=span, seed=seed, out=out, progress=progress)
 
 
 EXPERIMENTS: dict[str, Experiment] = {
@@ -157,6 +193,7 @@ EXPERIMENTS: dict[str, Experiment] = {
                                             "repeats": (None, _int(1, 20)), "duration": (3.0, _num(0.5, 120)),
                                             "nodes": (3, _int(1, 16))}, seeded=False,
                               imports=("seedance.experiments.sim_vs_real",)),
+    "stress": Experiment(stress, {"hours": (None, _hours)}, imports=("seedance.experiments.stress",)),
 }
 
 

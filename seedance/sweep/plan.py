@@ -1,12 +1,13 @@
 """A dry run: the runs a sweep would make, without making them (``seedance sweep SPEC --dry-run [--json]``).
 
 For each run: its key (the name of its point file), seed and parameters, and whether ``--out DIR`` already holds its
-finished result. The estimated cost is known where runs of the same runner are already done in ``DIR`` (their
-mean wall time, from the point files: this sweep's, or an earlier size's under the same directory): the remaining
-runs times that mean, over the workers. Nothing runs, nothing is written, and only the spec's schema is checked
-unless ``check_points`` (then every point's parameters go through the runner's own validation too, which imports
-the runner's library: seconds for the simulator). Without it a dry run of a paper spec answers in well under a
-second.
+finished result. The estimated cost is known where runs of this sweep are already done in ``DIR`` (their mean
+wall time, from the point files): the remaining runs times that mean, over the workers. Runs of other parameters
+(e.g. the quick size's under a full-size dry run: a memory soak of 12 s against 300 s) are not used for the
+estimate, only mentioned; estimates keep 3 significant digits, so a sweep of short runs is never estimated at 0.
+Nothing runs, nothing is written, and only the spec's schema is checked unless ``check_points`` (then every point's
+parameters go through the runner's own validation too, which imports the runner's library: seconds for the
+simulator). Without it a dry run of a paper spec answers in well under a second.
 """
 
 from __future__ import annotations
@@ -55,22 +56,37 @@ def dry_run(source: Any, *, size: str = "full", out: str | os.PathLike[str] | No
     walls = done_walls(Path(out), spec.runner) if out is not None else {}
     done = [r for r in planned if r.key in walls]
     pending = len(planned) - len(done)
-    known = [w for w in walls.values() if w is not None]
+    known = [walls[r.key] for r in done if walls[r.key] is not None]  # this sweep's own runs only
+    others = [w for k, w in walls.items() if w is not None and k not in {r.key for r in planned}]
     parallel = max(1, min(workers, spec.max_workers or workers))
     estimate: dict[str, Any] = {"per_run_s": None, "remaining_s": None, "basis": "unknown: no finished run of "
                                 f"runner {spec.runner} in {out}" if out is not None else "unknown: give --out DIR "
                                 "with finished runs to estimate from them"}
     if known:
         per_run = statistics.fmean(known)
-        estimate = {"per_run_s": round(per_run, 4), "remaining_s": round(per_run * pending / parallel, 1),
-                    "basis": f"mean wall time of {len(known)} finished {spec.runner} run(s) in {out}, "
+        estimate = {"per_run_s": significant(per_run), "remaining_s": significant(per_run * pending / parallel),
+                    "basis": f"mean wall time of {len(known)} finished run(s) of this sweep in {out}, "
                              f"{parallel} worker(s)"}
+    elif others:  # e.g. the quick size's runs under a full-size dry run: other parameters, often far shorter
+        estimate["basis"] = (f"unknown: none of this sweep's runs is done in {out}; its {len(others)} other "
+                             f"finished {spec.runner} run(s) (other parameters or size) took "
+                             f"{seconds_text(statistics.fmean(others))} each, not an estimate of these")
     return {"name": spec.name, "runner": spec.runner, "size": size, "runs": len(planned), "points": count(spec),
             "seeds": spec.seed_list, "done": len(done), "pending": pending, "timeout_s": spec.timeout_s,
             "max_workers": spec.max_workers, "axes": {name: _axis(spec, name) for name in varying(spec)},
             "points_checked": check_points, "estimate": estimate,
             "run_list": [{"key": r.key, "seed": r.seed, "params": r.params, "done": r.key in walls}
                          for r in planned]}
+
+
+def significant(seconds: float, digits: int = 3) -> float:
+    """``seconds`` to ``digits`` significant digits: a short run's estimate is never rounded to 0."""
+    return float(f"{seconds:.{digits}g}")
+
+
+def seconds_text(seconds: float) -> str:
+    """``0 s`` only for nothing; ``0.0042 s``, ``3.2 s``, ``412 s``."""
+    return "0 s" if seconds <= 0 else f"{seconds:.2g} s" if seconds < 10 else f"{seconds:.0f} s"
 
 
 def _axis(spec: Any, name: str) -> Any:
@@ -84,8 +100,9 @@ def _axis(spec: Any, name: str) -> Any:
 def describe(plan: dict[str, Any]) -> list[str]:
     """The plan as lines for a person: a header, the axes, the estimate, then one line per run."""
     est = plan["estimate"]
-    cost = (f"estimated {est['remaining_s']:.0f} s for the {plan['pending']} pending ({est['per_run_s']:.3g} s per "
-            f"run: {est['basis']})" if est["remaining_s"] is not None else f"estimated cost {est['basis']}")
+    cost = (f"estimated {seconds_text(est['remaining_s'])} for the {plan['pending']} pending "
+            f"({seconds_text(est['per_run_s'])} per run: {est['basis']})" if est["remaining_s"] is not None
+            else f"estimated cost {est['basis']}")
     lines = [f"{plan['name']} ({plan['size']}): {plan['runs']} runs = {plan['points']} points x "
              f"{len(plan['seeds'])} seeds, runner {plan['runner']}; {plan['done']} already done, "
              f"{plan['pending']} to run",

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from types import MappingProxyType
+from typing import Any
 
 import networkx as nx
 import numpy as np
@@ -256,30 +257,38 @@ class GraphRoutes(Mapping):
         names = [self._names[k] for k in reversed(path)]
         return tuple(zip(names[:-1], names[1:]))
 
-    def row(self, i: int, targets: list[int]) -> list[tuple[LinkKey, ...]]:
-        """``[self[(i, j)] for j in targets]`` (each ``j != i``), walking the predecessor rows as Python lists: a
-        simulator whose every node talks to every other needs all n² routes (1,024 devices: about 1 µs a route
-        instead of 25 µs)."""
+    def row(self, i: int, targets: list[int],
+            link_index: Mapping[LinkKey, Any] | None = None) -> list[tuple[Any, ...]]:
+        """``[self[(i, j)] for j in targets]`` (each ``j != i``), from one shortest-path tree per source: the route
+        to each switch or device on the tree is built once, from its parent's, and shared by every route through it
+        (a simulator whose every node talks to every other needs all n² routes: at 1,024 devices about 1.5 µs a
+        route instead of 2.4). With ``link_index``, each link of a route is given as ``link_index[link]``."""
         n = len(self._out)
         if not 0 <= i < n:
             raise KeyError((i, targets[0] if targets else None))
         names, start = self._names, int(self._out[i])
         in_idx = self._in.tolist()
         groups = self._group[i].tolist()
-        rows: dict[int, list[int]] = {}
+        trees: dict[int, tuple[list[int], dict[int, tuple[LinkKey, ...]]]] = {}
         out: list[tuple[LinkKey, ...]] = []
         for j in targets:
             if not 0 <= j < n or j == i:
                 raise KeyError((i, j))
             g = groups[j]
-            pred = rows.get(g)
-            if pred is None:
-                pred = rows[g] = self._predecessors[g][i].tolist()
-            path = [in_idx[j]]
-            while path[-1] != start:
-                path.append(pred[path[-1]])
-            hops = [names[k] for k in reversed(path)]
-            out.append(tuple(zip(hops[:-1], hops[1:])))
+            tree = trees.get(g)
+            if tree is None:
+                tree = trees[g] = (self._predecessors[g][i].tolist(), {start: ()})
+            pred, known = tree
+            node = in_idx[j]
+            route = known.get(node)
+            if route is None:
+                path = [node]  # up the tree to the nearest node whose route is known
+                while (route := known.get(pred[path[-1]])) is None:
+                    path.append(pred[path[-1]])
+                for k in reversed(path):
+                    link = (names[pred[k]], names[k])
+                    route = known[k] = route + ((link if link_index is None else link_index[link]),)
+            out.append(route)
         return out
 
     def __iter__(self) -> Iterator[tuple[int, int]]:

@@ -255,6 +255,11 @@ class CausalNode:
             start = 0
         if start < self.buffer.base:
             start = None
+        elif start == 0 and self.buffer.counter > 1:
+            # group 0 is this incarnation's state at boot, but the later groups' clocks also cover what was
+            # delivered here after boot (a write made after a delivery saw it) and is in no own group: an interval
+            # from 0 would claim those writes without carrying them. The full state carries them.
+            start = None
         if start is not None and start >= self.buffer.counter:
             return []
         if start is None:
@@ -270,9 +275,10 @@ class CausalNode:
 
     def _deliverable(self, src: int, message: Sync, provided: np.ndarray | None = None) -> bool:
         """Causal delivery: the interval's clock is covered, on every entry but the sender's, by ``provided`` (this
-        replica's clock, or that joined with intervals delivered together). An interval from 0 and a full state
-        carry their own predecessors."""
-        if message.start is None or message.start == 0:
+        replica's clock, or that joined with intervals delivered together). A full state, and group 0 on its own
+        (the sender's state at boot), carry their own predecessors; an interval from 0 that goes further does not
+        (see :meth:`_push`) and is checked like any other."""
+        if message.start is None or (message.start == 0 and message.end == 1):
             return True
         need = np.asarray(message.clock, np.int64).copy()
         if src < need.size:

@@ -12,6 +12,8 @@ Methods of
 from __future__ import annotations
 
 import bisect
+import operator
+from itertools import compress
 from typing import Any
 
 from seedance.models.kv import Result
@@ -133,21 +135,32 @@ class Execution:
                     self._missing[missing] = (now, float(self.rng.uniform(lo, hi)))
 
     def _edges(self, iid: Iid) -> tuple[list[Iid], Iid | None]:
-        """Committed, unexecuted instances ``iid`` depends on; or the first instance not committed here."""
+        """Committed, unexecuted instances ``iid`` depends on; or the first instance not committed here.
+
+        In the order of replica, key, then instance number. Only the replicas with unexecuted instances on a key
+        are visited (``compress`` skips the empty lists in C), and the committed-prefix test runs in C unless a
+        dependency is missing: the cost follows the instances waiting, not the number of replicas."""
         inst = self.instances[iid]
         keys = _keys(inst.command)
         if not keys:
             return [], None
+        deps, prefix = inst.deps, self.committed_prefix
+        if not all(map(operator.le, deps, prefix)):  # prefix >= 0, so prefix < top means a positive top
+            for q, top in enumerate(deps):
+                if prefix[q] < top:
+                    return [], (q, prefix[q] + 1)
         found: list[Iid] = []
-        for q, top in enumerate(inst.deps):
-            if top <= 0:
-                continue
-            if self.committed_prefix[q] < top:
-                return [], (q, self.committed_prefix[q] + 1)
-            for key in keys:
-                lists = self._unexec.get(key)
-                if lists is not None:
-                    numbers = lists[q]
+        tables = [lists for lists in map(self._unexec.get, keys) if lists is not None]
+        if len(tables) == 1:
+            lists = tables[0]
+            replicas: Any = compress(range(len(deps)), lists)
+        else:
+            replicas = sorted({q for lists in tables for q in compress(range(len(deps)), lists)})
+        for q in replicas:
+            top = deps[q]
+            for lists in tables:
+                numbers = lists[q]
+                if numbers and numbers[0] <= top:
                     for i in numbers[: bisect.bisect_right(numbers, top)]:
                         if (q, i) != iid:
                             found.append((q, i))

@@ -47,25 +47,35 @@ def check(nodes: Iterable[Any]) -> list[str]:
     # State Machine Safety (§5.4.3) over committed prefixes, Leader Completeness (§5.4) for current leaders.
     reference: dict[int, tuple[Any, Any, int]] = {}
     for node in nodes:
-        for index in range(1, min(node.commit_index, node.log.last_index) + 1):
-            entry = node.log.entry(index)
-            seen = reference.setdefault(index, (entry, node.node_id, node.current_term))
-            if seen[0] != entry:
+        term = node.current_term
+        top = min(node.commit_index, node.log.last_index)
+        for index, entry in enumerate(node.log.entries(1, top), start=1):
+            seen = reference.setdefault(index, (entry, node.node_id, term))
+            if seen[0] is not entry and seen[0] != entry:  # entries are often one shared object
                 found.append(f"State Machine Safety (§5.4.3): index {index} committed as {seen[0]} on node "
                              f"{seen[1]} and as {entry} on node {node.node_id}")
-            elif node.current_term < seen[2]:
-                reference[index] = (entry, node.node_id, node.current_term)
+            elif term < seen[2]:
+                reference[index] = (entry, node.node_id, term)
     for leader in leaders.values():
         found.extend(_leader_completeness(leader, reference))
     return found
 
 
-def _leader_completeness(leader: Any, committed: dict[int, tuple[Any, Any, int]]) -> list[str]:
-    for index, (entry, where, commit_term) in sorted(committed.items()):
-        if commit_term > leader.current_term:
+def _leader_completeness(leader: Any, committed: dict[int, tuple[Any, Any, int]],
+                         indexes: Iterable[int] | None = None) -> list[str]:
+    """The first entry committed by the leader's term (in index order; of ``indexes`` only, when given) that its
+    log lacks."""
+    term, log = leader.current_term, leader.log
+    last = log.last_index
+    for index in sorted(committed) if indexes is None else indexes:
+        seen = committed.get(index)
+        if seen is None:
+            continue
+        entry, where, commit_term = seen
+        if commit_term > term:
             continue  # committed after this leader's term began: §5.4 says nothing about it
-        if index > leader.log.last_index or leader.log.entry(index) != entry:
-            return [f"Leader Completeness (§5.4): leader {leader.node_id} of term {leader.current_term} lacks "
+        if index > last or ((mine := log.entry(index)) is not entry and mine != entry):
+            return [f"Leader Completeness (§5.4): leader {leader.node_id} of term {term} lacks "
                     f"entry {index} (term {entry.term}) committed by term {commit_term} on node {where}"]
     return []
 
@@ -79,10 +89,14 @@ def _log_matching(nodes: list[Any]) -> list[str]:
     """
     first: dict[tuple[int, int], tuple[int, Any]] = {}  # (index, term) -> (prefix hash, the node that set it)
     pairs: dict[tuple[Any, Any], None] = {}
+    hashes: dict[int, int] = {}  # id(entry) -> its hash: the logs mostly share entry objects (all alive meanwhile)
     for node in nodes:
         chain = 0
         for index, entry in enumerate(node.log, start=1):
-            chain = _chain(chain, entry)
+            h = hashes.get(id(entry))
+            if h is None:
+                h = hashes[id(entry)] = _chain(0, entry)
+            chain = hash((chain, h))
             held = first.setdefault((index, entry.term), (chain, node))
             if held[0] != chain and held[1] is not node:
                 pairs.setdefault((held[1], node), None)
@@ -129,9 +143,10 @@ class Monitor(NodeMonitor):
         self._max_committed = 0
 
     def _observe(self, node: Any) -> list[str]:
-        found = self._local_news(node)
+        found = self._local_news(node) if getattr(node, "violations", None) else []
         node_id = node.node_id
-        if node.role is Role.LEADER:
+        leading = node.role is Role.LEADER
+        if leading:
             leader = self.leaders.setdefault(node.current_term, node_id)
             if leader != node_id:
                 found.append(f"Election Safety (§5.2): nodes {leader} and {node_id} both led term "
@@ -139,29 +154,34 @@ class Monitor(NodeMonitor):
             self._live_leaders[node_id] = node
         elif node_id in self._live_leaders:
             del self._live_leaders[node_id]
-        start = progress(self._scanned, node_id, node)
-        top = min(node.commit_index, node.log.last_index)
+        held = self._scanned.get(node_id)
+        start = held[1] if held is not None and held[0] is node else 0
+        top, last = node.commit_index, node.log.last_index
+        if last < top:
+            top = last
         if top > start:
             self._record_commits(node, start, top, found)
             self._scanned[node_id] = (node, top)
             for leader in self._live_leaders.values():
                 found.extend(self._check_leader(leader))
-        elif node.role is Role.LEADER:
-            found.extend(self._check_leader(node))
+        elif leading:
+            mark = self._leader_scanned.get(node_id)  # checked already up to the newest committed index?
+            if mark is None or mark[1] < self._max_committed or mark[0] is not node \
+                    or self._leader_term.get(node_id) != node.current_term:
+                found.extend(self._check_leader(node))
         return found
 
     def _record_commits(self, node: Any, start: int, top: int, found: list[str]) -> None:
-        committed, log = self.committed, node.log
-        for index in range(start + 1, top + 1):
-            entry = log.entry(index)
+        committed, node_id, term = self.committed, node.node_id, node.current_term
+        for index, entry in enumerate(node.log.entries(start + 1, top), start=start + 1):
             seen = committed.get(index)
             if seen is None:
-                committed[index] = (entry, node.node_id, node.current_term)
+                committed[index] = (entry, node_id, term)
                 if index > self._max_committed:
                     self._max_committed = index
-            elif seen[0] != entry:
+            elif seen[0] is not entry and seen[0] != entry:  # entries are often one shared object
                 found.append(f"State Machine Safety (§5.4.3): index {index} committed as {seen[0]} on node "
-                             f"{seen[1]} and as {entry} on node {node.node_id}")
+                             f"{seen[1]} and as {entry} on node {node_id}")
 
     def _check_leader(self, node: Any) -> list[str]:
         """Leader Completeness of ``node`` (leading now) against the entries committed since it was last checked."""
@@ -175,9 +195,7 @@ class Monitor(NodeMonitor):
             return []
         self._leader_scanned[node_id] = (node, self._max_committed)
         self._leader_term[node_id] = node.current_term
-        committed = self.committed
-        subset = {i: committed[i] for i in range(start + 1, self._max_committed + 1) if i in committed}
-        return _leader_completeness(node, subset)
+        return _leader_completeness(node, self.committed, range(start + 1, self._max_committed + 1))
 
     def forget(self, node_id: Any) -> None:
         for table in (self._live_leaders, self._scanned, self._leader_scanned, self._local):
