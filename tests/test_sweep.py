@@ -67,7 +67,8 @@ def spec_doc(**over) -> dict:
     (spec_doc(axes={"grid": {"x": []}}), "axes.grid.x", "at least one value"),
     ("name: t\nrunner: echo\nname: u\n", None, "duplicate key"),
     ("[1, 2]", "s.yaml", "a YAML mapping"),
-    ("name: t\nrunner: echo\naxes: {grid: {x: [1, 2020-01-01]}}\n", "axes.grid.x[1]", "quote dates"),
+    ("name: t\nrunner: echo\naxes: {grid: {x: [1, !!timestamp 2020-01-01]}}\n", None, "!!timestamp values"),
+    (spec_doc(axes={"grid": {"x": [1, {2, 3}]}}), "axes.grid.x[1]", "plain values"),
     (spec_doc(axes={"random": {"samples": 0, "params": {"x": {"uniform": [0, 1]}}}}), "axes.random.samples", None),
     (spec_doc(seeds=[1, 2]), "spec", None),
     (spec_doc(fixed={"x": 1}), "spec", None),
@@ -97,6 +98,12 @@ def test_spec_errors_name_the_field(doc, field, valid, tmp_path):
     assert "\n" not in str(info.value)
     if valid:
         assert valid in str(info.value)
+
+
+def test_a_yaml_date_in_a_spec_is_a_string(tmp_path):
+    """YAML 1.1 would make 2020-01-01 a date, which no runner takes; seedance reads it as the string it looks like."""
+    (tmp_path / "s.yaml").write_text("name: t\nrunner: echo\naxes: {grid: {x: [1, 2020-01-01]}}\n")
+    assert load_spec(tmp_path / "s.yaml").axes.grid["x"] == [1, "2020-01-01"]
 
 
 def test_cli_bad_spec_is_one_line_and_exit_2(tmp_path):
