@@ -1,13 +1,14 @@
 """Helpers shared by the benchmark scripts (imported as ``_timing``: scripts run from this folder): timing, a
-process's peak RSS, and writing the JSON document."""
+process's peak RSS, a Dask LocalCluster for a block, and writing the JSON document."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import resource
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,23 @@ def peak_rss_kib() -> int:
     except OSError:
         pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+@contextlib.contextmanager
+def scheduler_for(workers: int, dask: bool) -> Iterator[str | None]:
+    """A Dask LocalCluster of ``workers`` processes (one thread each, on 127.0.0.1) for the block, its scheduler's
+    address given; ``None`` (the local pool) when not ``dask``."""
+    if not dask:
+        yield None
+        return
+    from distributed import LocalCluster
+
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                           dashboard_address="127.0.0.1:0")
+    try:
+        yield cluster.scheduler_address
+    finally:
+        cluster.close()
 
 
 def write_json(out_dir: str | Path, name: str, document: dict[str, Any]) -> Path:

@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from _timing import write_json
+from _timing import scheduler_for, write_json
 
 from seedance.paper import timings
 from seedance.paper.suite import NAMES, load_item_spec
@@ -35,25 +35,15 @@ MODES = {"local1": ("1 local", 1, False), "local2": ("2 local", 2, False), "dask
 
 
 def run_mode(items: list[str], size: str, out: Path, workers: int, dask: bool) -> dict:
-    cluster = None
-    try:
-        if dask:
-            from distributed import LocalCluster
-
-            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                   dashboard_address="127.0.0.1:0")
+    with scheduler_for(workers, dask) as scheduler:
         load = os.getloadavg()[0]
         walls = {}
         for name in items:
             spec = load_item_spec(name, size).sweep
             start = time.perf_counter()
-            summary = run_sweep(spec, out / name, workers=1 if dask else workers, progress=False,
-                                scheduler=cluster.scheduler_address if cluster else None)
+            summary = run_sweep(spec, out / name, workers=1 if dask else workers, progress=False, scheduler=scheduler)
             walls[name] = {"driver_wall_s": round(time.perf_counter() - start, 2), "failed": summary.points_failed}
         return {"load_avg_1min_before": load, "items": walls}
-    finally:
-        if cluster is not None:
-            cluster.close()
 
 
 def main(argv: list[str] | None = None) -> int:

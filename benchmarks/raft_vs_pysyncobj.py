@@ -6,7 +6,8 @@ leader. Throughput is committed writes per second; p99 is the 99th percentile of
 
 What differs, by design of each system (not of the benchmark): seedance's Raft fsyncs term/vote and every log append
 before it answers (Raft §5.1; contract.py ``PersistLog``), and its clients talk to the nodes over HMAC-authenticated
-TCP from a separate process (all clients in one process, their requests pipelined on one connection per node);
+TCP from a separate process (all clients in one process, their requests pipelined on one connection per node, the
+requests of one event-loop turn in one HMAC'd batch frame, the replies likewise);
 PySyncObj keeps its log in memory (no journal file configured, as in its default
 configuration) and its clients are threads inside the node processes calling ``@replicated`` methods with
 ``sync=True``. seedance also runs once with ``SEEDANCE_FSYNC=0`` (no fsync, like PySyncObj's in-memory log) to

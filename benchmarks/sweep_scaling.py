@@ -42,6 +42,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _timing import scheduler_for
+
 from seedance.provenance import run_metadata
 from seedance.sweep import load_results, load_spec, run_sweep
 
@@ -58,18 +60,12 @@ def spec(runs: int, duration: float) -> dict:
 
 def measure(doc: dict, workers: int, dask: bool) -> dict:
     scratch = Path(tempfile.mkdtemp(prefix="sweep-scaling-"))
-    cluster = None
     try:
-        if dask:
-            from distributed import LocalCluster
-
-            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                   dashboard_address="127.0.0.1:0")
-        load = os.getloadavg()[0]
-        start = time.perf_counter()
-        summary = run_sweep(doc, scratch, workers=1 if dask else workers,
-                            scheduler=cluster.scheduler_address if cluster else None, progress=False)
-        wall = time.perf_counter() - start
+        with scheduler_for(workers, dask) as scheduler:
+            load = os.getloadavg()[0]
+            start = time.perf_counter()
+            summary = run_sweep(doc, scratch, workers=1 if dask else workers, scheduler=scheduler, progress=False)
+            wall = time.perf_counter() - start  # the cluster's closing is not the sweep's
         if summary.points_failed or summary.points_run != summary.points_total:
             raise RuntimeError(f"sweep did not complete: {summary}")
         df = load_results(summary.results)
@@ -78,8 +74,6 @@ def measure(doc: dict, workers: int, dask: bool) -> dict:
                 "mean_run_cpu_s": float(df["cpu_s"].mean()), "cores_obtained": float(df["cpu_s"].sum()) / wall,
                 "load_avg_1min_before": load}
     finally:
-        if cluster is not None:
-            cluster.close()
         shutil.rmtree(scratch, ignore_errors=True)
 
 

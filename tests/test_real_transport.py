@@ -4,6 +4,7 @@ frame, and bad batches rejected with a clear error."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import socket
@@ -155,3 +156,40 @@ def test_an_oversized_length_is_refused_before_its_body_and_eof_mid_frame_is_inc
             conn.close()
 
     _run(go())
+
+
+@pytest.mark.multiprocess
+def test_a_raft_leader_drops_an_append_too_large_for_a_frame_logs_it_and_keeps_serving(tmp_path):
+    from _real_helpers import child_env, client_pool, do
+    from seedance.models.protocols.contract import Operation
+    from seedance.real.launcher import LocalLauncher
+
+    env = {**child_env(), "SEEDANCE_MAX_FRAME_BYTES": "4096"}
+    with LocalLauncher(protocol="raft", num_nodes=3, run_dir=tmp_path, seed=1, config={}, extra_env=env) as launch:
+        launch.start_all()
+        launch.wait_ready()
+
+        async def go():
+            pool = client_pool(launch, clients=2)
+            pool.workload = dataclasses.replace(pool.workload, op_timeout_s=1.5)
+            pool.max_frame_bytes = 4096  # the nodes' limit: the two requests leave as two frames
+            try:
+                small = None
+                for _ in range(40):  # until there is a leader
+                    small = await do(pool, Operation.WRITE, "k", 1)
+                    if small[0] == "ok":
+                        break
+                # two requests of one turn: one AppendEntries of two 3,000-byte entries, larger than a frame
+                big = await asyncio.gather(do(pool, Operation.WRITE, "a", "x" * 3000, client=0),
+                                           do(pool, Operation.WRITE, "b", "y" * 3000, client=1))
+                return small, big
+            finally:
+                await pool.close()
+
+        small, big = asyncio.run(go())
+        assert small == ("ok", None)
+        assert all(outcome in ("info", "ok") for outcome, _ in big)  # never an error, never a crash
+        logs = "".join((tmp_path / f"node-{rank}.log").read_text() for rank in range(3))
+        assert "dropping a 'msg' message" in logs and "at most 4096" in logs
+        assert all(launch.alive(rank) for rank in range(3))
+        assert " ERROR " not in logs  # no node failed

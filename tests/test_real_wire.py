@@ -108,6 +108,37 @@ def test_dataclasses_travel_positionally_and_the_named_form_still_decodes():
     assert CODEC.unpack(CODEC.pack(nested)) == nested
 
 
+@dataclass(frozen=True, kw_only=True)
+class Holder:
+    items: tuple
+    note: object = None
+
+
+@dataclass(kw_only=True)
+class Loose:
+    n: int
+
+
+def test_a_nested_frozen_values_encoding_is_reused_only_while_nothing_in_it_can_change():
+    codec = Codec((Holder, Inner, Loose))
+    entry = Inner(term=1, blob=b"x")
+    first = codec.encode(Holder(items=(entry,)))
+    assert codec.encode(Holder(items=(entry,)))["\x00dp"][1] == first["\x00dp"][1]
+    loose = Loose(n=1)  # not frozen: a field may be reassigned, so it is encoded afresh each time
+    codec.encode(Holder(items=(loose,)))
+    loose.n = 2
+    assert codec.unpack(codec.pack(Holder(items=(loose,)))).items[0].n == 2
+    inner_list = [1]  # frozen, but holding a list that can change: encoded afresh too
+    held = Holder(items=(), note=inner_list)
+    outer = Holder(items=(held,))
+    codec.encode(outer)
+    inner_list.append(2)
+    assert codec.unpack(codec.pack(outer)).items[0].note == [1, 2]
+    many = [Inner(term=i, blob=b"") for i in range(20_000)]  # the memo stays bounded
+    assert [v.term for v in codec.unpack(codec.pack(Holder(items=tuple(many)))).items] == list(range(20_000))
+    assert len(codec._memo) <= 8192
+
+
 @pytest.mark.parametrize("body, match", [
     (["Inner", 1], "1 field values for Inner"),
     (["Inner", 1, b"", 3], "3 field values for Inner"),

@@ -34,6 +34,7 @@ _DC, _DP, _TUPLE, _SET, _FSET, _MAP, _ENUM, _ND, _ESC = (
 _TAGS = frozenset({_DC, _DP, _TUPLE, _SET, _FSET, _MAP, _ENUM, _ND, _ESC})
 _ND_KINDS = frozenset("biufc")  # bool, signed/unsigned int, float, complex: never object arrays
 _MAX_DEPTH = 64
+_MEMO_SIZE = 8192  # nested frozen values whose encoding is kept (by identity, with the value kept alive)
 
 CONTRACT_TYPES: tuple[type, ...] = (
     contract.ClientRequest, contract.CollectiveDone, contract.DurableState, contract.Reply,
@@ -68,6 +69,10 @@ class Codec:
         self._fields: dict[type, tuple[str, tuple[str, ...]]] = {}  # registered dataclass -> (its name, fields)
         self._known: dict[str, tuple[type, frozenset[str]]] = {}  # name -> (dataclass, its field names)
         self._positional: dict[str, tuple[type, tuple[str, ...]]] = {}  # name -> (dataclass, fields in order)
+        self._frozen: set[type] = set()  # registered frozen dataclasses: nested instances' encodings memoised
+        self._memo: dict[int, tuple[Any, Any]] = {}  # id -> (instance, its encoding); bounded by _MEMO_SIZE
+        self._enum_kinds: set[type] = set()  # registered enums: each member's encoding made once
+        self._enum_wire: dict[Any, Any] = {}
         pending = list(CONTRACT_TYPES) + list(types)
         while pending:
             cls = pending.pop()
@@ -82,12 +87,17 @@ class Codec:
                     raise FrameError("message_types", f"two types named {name!r}", "names must be unique")
                 continue
             self._by_name[name] = cls
+            if issubclass(cls, enum.Enum):
+                self._enum_kinds.add(cls)
+                self._enum_wire.update({member: {_ENUM: [name, member.name]} for member in cls})
             if dataclasses.is_dataclass(cls):
                 # the field names once per type, not per message (dataclasses.fields walks the class each call)
                 names = tuple(f.name for f in dataclasses.fields(cls))
                 self._fields[cls] = (name, names)
                 self._known[name] = (cls, frozenset(names))
                 self._positional[name] = (cls, names)
+                if cls.__dataclass_params__.frozen:
+                    self._frozen.add(cls)
                 pending.extend(e for e in _enums_in_hints(cls) if e.__qualname__ not in self._by_name)
 
     @property
@@ -104,11 +114,31 @@ class Codec:
         d = _depth + 1
         registered = self._fields.get(kind)
         if registered is not None:  # positional; plain field values inline: no call per field
+            memo = self._memo if _depth and kind in self._frozen else None
+            if memo is not None:  # a nested frozen value (a log entry) sent to several peers and written to disk
+                hit = memo.get(id(obj))
+                if hit is not None and hit[0] is obj:
+                    return hit[1]
             values = [registered[0]]
+            plain = True
             for n in registered[1]:
                 v = getattr(obj, n)
-                values.append(v if type(v) in _PLAIN else self.encode(v, d))
-            return {_DP: values}
+                if type(v) in _PLAIN:
+                    values.append(v)
+                else:
+                    plain = False
+                    values.append(self.encode(v, d))
+            encoded = {_DP: values}
+            if memo is not None and plain:  # only all-plain fields: nothing inside can change after this
+                if len(memo) >= _MEMO_SIZE:
+                    memo.clear()
+                memo[id(obj)] = (obj, encoded)
+            return encoded
+        if kind is tuple:  # before the isinstance chain below (a log's entries)
+            return {_TUPLE: [v if type(v) in _PLAIN else self.encode(v, d) for v in obj]}
+        wire_enum = self._enum_wire.get(obj) if kind in self._enum_kinds else None
+        if wire_enum is not None:
+            return wire_enum
         if isinstance(obj, enum.Enum):  # before str/int: str- and int-valued enums must keep their type
             name = type(obj).__qualname__
             if self._by_name.get(name) is not type(obj):

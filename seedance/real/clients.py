@@ -35,7 +35,7 @@ from seedance.errors import FrameError
 from seedance.models.protocols.contract import ClientRequest, Operation, Outcome, Reply
 from seedance.models.wire import Codec
 from seedance.real.trace import TraceRecorder
-from seedance.real.transport import Connection
+from seedance.real.transport import DEFAULT_MAX_FRAME_BYTES, Connection
 
 log = logging.getLogger("seedance.real.clients")
 
@@ -79,7 +79,8 @@ class ClientPool:
 
     def __init__(self, *, num_nodes: int, lookup: Callable[[int], tuple[str, int] | None], key: bytes,
                  workload: Workload, seed: int, t0_monotonic: float, codec: Codec | None = None,
-                 trace: TraceRecorder | None = None, routing: str = "leader-hint") -> None:
+                 trace: TraceRecorder | None = None, routing: str = "leader-hint",
+                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self.num_nodes = num_nodes
         self.routing = routing  # the protocol's ProtocolSpec.routing: "leader-hint" | "any"
         self.lookup = lookup
@@ -90,7 +91,9 @@ class ClientPool:
         self.codec = codec or Codec(())
         self._raw: list[tuple[Any, ...]] = []  # (process, type, f, key, value, monotonic time) per record
         self._events: list[Event] = []
+        self._traced = 0  # history records already in the trace (trace_history)
         self.trace = trace
+        self.max_frame_bytes = max_frame_bytes  # the nodes' (SEEDANCE_MAX_FRAME_BYTES): a batch is split to fit it
         self._conns: dict[int, Connection] = {}  # one per node, shared by every client
         self._opening: dict[int, asyncio.Future] = {}
         self._readers: dict[int, asyncio.Task] = {}
@@ -105,13 +108,22 @@ class ClientPool:
 
     # --------------------------------------------------------------------------------------------- history
     def _record(self, process: int, kind: str, op: Operation, key: str | None, value: Any) -> None:
-        now = time.monotonic()
-        self._raw.append((process, kind, op, key, value, now))  # made Events (validated) when read: .events
-        if self.trace is not None:
+        # made Events (validated) when read (.events), and trace records after each phase (trace_history)
+        self._raw.append((process, kind, op, key, value, time.monotonic()))
+
+    def trace_history(self) -> None:
+        """The trace's ``invoke``/``return`` records of the history recorded since the last call, with the times
+        they happened: written after a phase (load, warm-up, final reads), off the operations' path."""
+        raw, start = self._raw, self._traced
+        self._traced = len(raw)
+        if self.trace is None:
+            return
+        record = self.trace.record
+        for process, kind, op, key, value, at in raw[start:]:
             if kind == "invoke":
-                self.trace.record("invoke", -1, process, op.value, key, value, at=now)
+                record("invoke", -1, process, op.value, key, value, at=at)
             else:
-                self.trace.record("return", -1, process, kind, value, at=now)
+                record("return", -1, process, kind, value, at=at)
 
     @property
     def events(self) -> list[Event]:
@@ -141,7 +153,7 @@ class ClientPool:
             return None
         opened = time.perf_counter()
         try:
-            conn = await Connection.open(*address, self.key, timeout_s=0.5)
+            conn = await Connection.open(*address, self.key, self.max_frame_bytes, timeout_s=0.5)
         except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, FrameError):
             return None
         try:
@@ -295,6 +307,7 @@ class ClientPool:
             self._busy = BusyPeriods(asyncio.get_running_loop())
             pauses = GcPauses()
         await asyncio.gather(*(self._client(c, until) for c in range(self.workload.num_clients)))
+        self.trace_history()
         if self._busy is not None:
             from seedance.real.storage import atomic_write
 
@@ -312,10 +325,12 @@ class ClientPool:
             outcome, _ = await self.execute(client, request_ids, Operation.WRITE, "k0", -1)
             self._record(process, outcome, Operation.WRITE, "k0", -1)
             if outcome == "ok":
+                self.trace_history()
                 return True
             if outcome == "info":
                 process += 1
             await asyncio.sleep(0.05)
+        self.trace_history()
         return False
 
     async def final_reads(self, within_s: float = 5.0) -> dict[str, int]:
@@ -339,10 +354,12 @@ class ClientPool:
                 if outcome == "info":
                     process += 1
                 await asyncio.sleep(0.05)
+        self.trace_history()
         return {"keys": self.workload.keys, "read": read}
 
     async def close(self) -> None:
         self._stop = True
+        self.trace_history()  # what a phase cut short recorded
         if self._sweeper is not None:
             self._sweeper.cancel()
         for task in [*self._readers.values(), *self._opening.values()]:

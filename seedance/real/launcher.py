@@ -94,6 +94,7 @@ class LocalLauncher:
         self.incarnations: dict[int, int] = {}
         self._zygote: Zygote | None = None
         self._store_thread: threading.Thread | None = None
+        self.store_up_monotonic: float | None = None  # when start_all saw the store up (and began spawning nodes)
         self._store_lock = threading.Lock()  # the store thread and close() decide who owns the listening socket
         self._closing = False
         self._spawn_lock = threading.Lock()  # one spawn request to the zygote at a time: pids come back in order
@@ -181,6 +182,7 @@ class LocalLauncher:
         self._store_thread = threading.Thread(target=self._host_store, daemon=True, name="rendezvous-store")
         self._store_thread.start()
         self._wait_store(time.monotonic() + timeout_s)
+        self.store_up_monotonic = time.monotonic()
         for rank in range(self.num_nodes):
             self.spawn(rank)
 

@@ -142,6 +142,8 @@ async def _drive(launcher: LocalLauncher, workload: Workload, duration_s: float,
         # how long each node's protocol had run when the load started (its first election is under way)
         started = [launcher.started_monotonic(rank) for rank in range(launcher.num_nodes)]
         counts["node_lead_s"] = [None if s is None else t_start - s for s in started]
+        if launcher.store_up_monotonic is not None:  # the nodes were spawned after it (a test checks the order)
+            counts["store_up_s"] = launcher.store_up_monotonic - launcher.t0_monotonic
         profiler = _client_profiler()
         load = asyncio.ensure_future(pool.run(duration_s))
         tasks = [load]
@@ -264,6 +266,7 @@ def run_real(*, protocol: str, nodes: int, clients: int, duration_s: float, seed
                     "fault_windows": [dataclasses.asdict(w) for w in schedule],
                     "faults_applied": counts.get("faults_applied", 0), "messages": counts.get("messages"),
                     "load_start_s": counts["load_start_s"], "node_lead_s": counts.get("node_lead_s"),
+                    "store_up_s": counts.get("store_up_s"),
                     "final_reads": counts["final_reads"],
                     "load_window_monotonic_s": counts.get("load_window_monotonic_s"),
                     "client_cpu_s": counts.get("client_cpu_s"), "node_cpu_s": counts.get("node_cpu_s"),
