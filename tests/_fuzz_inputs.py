@@ -177,6 +177,8 @@ def _data_dir(file: str, base: Path, counter: Any) -> str:
 # command whose valid input would start processes or minutes of work always gets a defect or an invalid option)
 FILE_COMMANDS: dict[str, tuple[str, tuple[str, ...], Callable[[str, Path, Any], list[str]], set[int], bool]] = {
     "topology show": ("topology", ("yaml", "json"), lambda f, b, c: ["topology", "show", f], {0, 2}, True),
+    "topology heatmap": ("topology", ("yaml", "json"), lambda f, b, c: [
+        "topology", "heatmap", f, "--out", _fresh(b, c)], {0, 2}, True),
     "cost --topology": ("topology", ("yaml", "json"),
                         lambda f, b, c: ["cost", "allreduce", "--topology", f, "--size", "1MiB"], {0, 2}, True),
     "sim run --topology": ("topology", ("yaml", "json"), lambda f, b, c: [
@@ -186,10 +188,14 @@ FILE_COMMANDS: dict[str, tuple[str, tuple[str, ...], Callable[[str, Path, Any], 
         True),
     "train sim --topology": ("topology", ("yaml", "json"), lambda f, b, c: [
         "train", "sim", "--topology", f, "--world-size", "2", "--steps", "2", "--commit-every", "1"], {0, 2}, True),
+    "sim train --topology": ("topology", ("yaml", "json"), lambda f, b, c: [
+        "sim", "train", "--topology", f, "--world-size", "2", "--steps", "2", "--commit-every", "1"], {0, 2}, True),
     "real validate --topology": ("topology", ("yaml", "json"), lambda f, b, c: [
         "real", "validate", "--world-size", "2", "--topology", f, "--figure", "/proc/seedance-fuzz/v"], {2}, True),
     "experiment sim-vs-real --host-profile": ("host", ("yaml", "json"), lambda f, b, c: [
         "experiment", "sim-vs-real", "--quick", "--host-profile", f, "--out", _fresh(b, c)], {2}, False),
+    "experiment protocols --host-profile": ("host", ("yaml", "json"), lambda f, b, c: [
+        "experiment", "protocols", "--quick", "--real", "--host-profile", f, "--out", _fresh(b, c)], {2}, False),
     "report --spec": ("report", ("yaml", "json"), lambda f, b, c: [
         "report", "--spec", f, "--out", _fresh(b, c)], {2}, False),
     "sweep": ("sweep", ("yaml", "json"), lambda f, b, c: ["sweep", f, "--out", _fresh(b, c)], {2}, False),

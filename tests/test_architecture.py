@@ -5,6 +5,9 @@ Purity: no simpy, sockets, asyncio, threads, processes, torch.distributed, wall 
 ``seedance.models`` or ``seedance.engine``. Floors: see :data:`FLOORS`; every import counts, those inside functions
 too, and no two modules import each other, however indirectly. Checked on the AST of every module, so a violation
 names file, line and the two floors.
+
+Sizes: no module of ``seedance/`` over :data:`MAX_MODULE_LINES` lines and no function over
+:data:`MAX_FUNCTION_LINES`, except what :data:`SIZE_ALLOWED` lists with a ceiling and a reason (nothing, now).
 """
 
 from __future__ import annotations
@@ -295,3 +298,76 @@ def test_the_floor_checker_catches_upward_imports_and_cycles(tmp_path: Path):
         "seedance/sim/c.py:1: seedance.sim.c (floor sim) imports seedance.real.d (a peer floor: real)",
     ]
     assert import_cycles(tmp_path) == [["seedance.analysis.b", "seedance.models.a"]]
+
+
+# --- sizes: a module fits one sitting, a function one screen --------------------------------------------------------
+MAX_MODULE_LINES = 500
+MAX_FUNCTION_LINES = 80
+# What could not be split, each with its ceiling (it may shrink, never grow) and why. Empty: every module and function
+# of seedance/ is within the limits; a new entry needs a reason a reviewer accepts.
+SIZE_ALLOWED: dict[str, tuple[int, str]] = {}
+
+
+def module_sizes(root: Path) -> dict[str, int]:
+    """Lines of every module of the package, by path relative to ``root``."""
+    return {str(p.relative_to(root)): len(p.read_text().splitlines()) for p in sorted((root / "seedance").rglob("*.py"))}
+
+
+def function_sizes(root: Path) -> dict[str, int]:
+    """Lines of every function and method (decorators excluded, nested functions counted in their parent too), as
+    ``path:line name``."""
+    found = {}
+    for p in sorted((root / "seedance").rglob("*.py")):
+        tree = ast.parse(p.read_text(), filename=str(p))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                found[f"{p.relative_to(root)}:{node.lineno} {node.name}"] = node.end_lineno - node.lineno + 1
+    return found
+
+
+def size_violations(root: Path, allowed: dict[str, tuple[int, str]]) -> list[str]:
+    """Modules over :data:`MAX_MODULE_LINES` and functions over :data:`MAX_FUNCTION_LINES` lines, unless allowed
+    (a module by its path, a function as ``path name``) and within the allowed ceiling."""
+    found = []
+    for path, lines in module_sizes(root).items():
+        ceiling = allowed.get(path, (MAX_MODULE_LINES, ""))[0]
+        if lines > ceiling:
+            found.append(f"{path}: {lines} lines (at most {ceiling}): split it by responsibility")
+    for where, lines in function_sizes(root).items():
+        path, name = where.split(":", 1)[0], where.split(" ", 1)[1]
+        ceiling = allowed.get(f"{path} {name}", (MAX_FUNCTION_LINES, ""))[0]
+        if lines > ceiling:
+            found.append(f"{where}: {lines} lines (at most {ceiling}): split it into named steps")
+    return found
+
+
+def test_modules_and_functions_fit_their_limits():
+    assert size_violations(ROOT, SIZE_ALLOWED) == []
+
+
+def test_every_allowed_size_is_still_needed_and_has_a_reason():
+    """An allow-list entry names an existing module or function over the limit, with a reason: one that fits again
+    leaves the list, so the ceiling cannot hide growth elsewhere."""
+    modules_now = module_sizes(ROOT)
+    functions_now = {f"{w.split(':', 1)[0]} {w.split(' ', 1)[1]}": n for w, n in function_sizes(ROOT).items()}
+    for name, (ceiling, reason) in SIZE_ALLOWED.items():
+        assert reason.strip(), f"{name}: give the reason it cannot be split"
+        limit = MAX_MODULE_LINES if name in modules_now else MAX_FUNCTION_LINES
+        size = modules_now.get(name, functions_now.get(name))
+        assert size is not None, f"{name}: no such module or function (remove it from SIZE_ALLOWED)"
+        assert size > limit, f"{name}: {size} lines fits the limit of {limit} now (remove it from SIZE_ALLOWED)"
+        assert ceiling >= size, name
+
+
+def test_the_size_checker_catches_long_modules_and_functions(tmp_path: Path):
+    pkg = tmp_path / "seedance"
+    pkg.mkdir()
+    body = "\n".join(f"    x{i} = {i}" for i in range(81))
+    (pkg / "long.py").write_text("def f():\n" + body + "\n" + "\n" * 430)
+    (pkg / "ok.py").write_text("def g():\n    return 1\n")
+    assert size_violations(tmp_path, {}) == [
+        "seedance/long.py: 512 lines (at most 500): split it by responsibility",
+        "seedance/long.py:1 f: 82 lines (at most 80): split it into named steps",
+    ]
+    assert size_violations(tmp_path, {"seedance/long.py": (520, "r"), "seedance/long.py f": (82, "r")}) == []
+    assert len(size_violations(tmp_path, {"seedance/long.py": (510, "r"), "seedance/long.py f": (81, "r")})) == 2

@@ -874,7 +874,8 @@ def test_the_storage_thread_runs_only_while_the_loop_lets_go_of_the_interpreters
     """A node's storage thread shares one interpreter with its loop: each of its steps (before the syscall, and
     after it to hand the result back) waits until the loop thread is idle (its inbox empty, its input done) or has
     waited the switch interval; while the thread runs its own CPU the loop waits. A costly loop makes writes wait."""
-    from seedance.sim.runtime import SWITCH_INTERVAL_S, Runtime
+    from seedance.sim.runtime import Runtime
+    from seedance.sim.storage_thread import SWITCH_INTERVAL_S
 
     granted = []  # (waited from, granted at, the loop idle then)
     try_lock = Runtime._lock_try

@@ -79,7 +79,7 @@ def test_a_restarted_peer_is_reached_at_once_and_hears_nothing_stale(tmp_path):
     few reconnect intervals of serving, and what was sent while it was down is lost, not delivered as a burst. With
     an exponential reconnect back-off capped at 0.5 s the restarted backup heard the primary ~0.4 s after it served,
     first ~50 stale heartbeats at once (a Raft leader reached a restarted follower later than an election timeout)."""
-    from seedance.real.runtime import RECONNECT_S
+    from seedance.real.messaging import RECONNECT_S
 
     with launcher(tmp_path, nodes=3, config={"heartbeat_s": 0.01}) as launch:
         launch.start_all()

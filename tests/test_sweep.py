@@ -68,6 +68,7 @@ def spec_doc(**over) -> dict:
     ("name: t\nrunner: echo\nname: u\n", None, "duplicate key"),
     ("name: t\nrunner: echo\naxes: {grid: {x: [1, !!timestamp 2020-01-01]}}\n", "s.yaml", "!!timestamp"),
     ("[1, 2]", "s.yaml", "a YAML mapping"),
+    (spec_doc(axes={"grid": {"x": [1, {2, 3}]}}), "axes.grid.x[1]", "plain values"),
     (spec_doc(axes={"random": {"samples": 0, "params": {"x": {"uniform": [0, 1]}}}}), "axes.random.samples", None),
     (spec_doc(seeds=[1, 2]), "spec", None),
     (spec_doc(fixed={"x": 1}), "spec", None),

@@ -298,32 +298,7 @@ def command(out_dir: str, spec_path: str | None, full: bool, only: str | None, w
     from seedance.provenance import run_metadata
 
     started = time.perf_counter()
-    spec = load_spec(spec_path)  # every value checked here, before any work
-    if full:
-        spec["paper"]["suite"] = "full"
-    if only is not None:
-        spec["paper"]["items"] = [] if only.strip() == "none" else [x.strip() for x in only.split(",")]
-    if workers is not None:
-        spec["paper"]["workers"] = workers
-    check_paper_spec(spec["paper"])
-    if scheduler is not None:
-        from seedance.errors import SpecError
-        from seedance.sweep.execute import check_scheduler
-
-        check_scheduler(scheduler)
-        if workers is not None:
-            raise SpecError("--workers", "applies to the local pool only",
-                            "with --scheduler the cluster's workers run the points (start more `dask worker`s)")
-    from seedance.paper.suite import load_item_spec
-
-    for name in spec["paper"]["items"]:  # every sweep spec validated (all points) before the first run
-        load_item_spec(name, spec["paper"]["suite"])
-    validation.check_writable_dir("--out", out_dir)
-    if scheduler is not None:
-        from seedance.sweep.execute import probe_scheduler
-
-        probe_scheduler(scheduler)  # unreachable: exit 2 in seconds, before anything is written
-        spec["paper"]["scheduler"] = scheduler
+    spec = _checked_spec(spec_path, full, only, workers, scheduler, out_dir)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     sections = []
@@ -375,3 +350,36 @@ def command(out_dir: str, spec_path: str | None, full: bool, only: str | None, w
         click.echo(f"report -> {html_path}   ({summary['wall_s']:.0f} s)")
     if failed:
         raise click.exceptions.Exit(1)
+
+
+def _checked_spec(spec_path: str | None, full: bool, only: str | None, workers: int | None, scheduler: str | None,
+                  out_dir: str) -> dict[str, Any]:
+    """The report's spec with the options applied, every value, item spec, the output folder and the scheduler
+    checked before any work (an error exits 2 in seconds, before anything is written)."""
+    spec = load_spec(spec_path)  # every value checked here, before any work
+    if full:
+        spec["paper"]["suite"] = "full"
+    if only is not None:
+        spec["paper"]["items"] = [] if only.strip() == "none" else [x.strip() for x in only.split(",")]
+    if workers is not None:
+        spec["paper"]["workers"] = workers
+    check_paper_spec(spec["paper"])
+    if scheduler is not None:
+        from seedance.errors import SpecError
+        from seedance.sweep.execute import check_scheduler
+
+        check_scheduler(scheduler)
+        if workers is not None:
+            raise SpecError("--workers", "applies to the local pool only",
+                            "with --scheduler the cluster's workers run the points (start more `dask worker`s)")
+    from seedance.paper.suite import load_item_spec
+
+    for name in spec["paper"]["items"]:  # every sweep spec validated (all points) before the first run
+        load_item_spec(name, spec["paper"]["suite"])
+    validation.check_writable_dir("--out", out_dir)
+    if scheduler is not None:
+        from seedance.sweep.execute import probe_scheduler
+
+        probe_scheduler(scheduler)  # unreachable: exit 2 in seconds, before anything is written
+        spec["paper"]["scheduler"] = scheduler
+    return spec

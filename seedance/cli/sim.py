@@ -103,7 +103,7 @@ def run_command(protocol: str, nodes: int, topology: str | None, hosts: int | No
     from seedance.models.protocols import registry
     from seedance.models.protocols.registry import check_protocol_config
     from seedance.provenance import run_metadata
-    from seedance.sim import CpuConfig, NemesisConfig, SimConfig, StorageConfig, WorkloadConfig, simulate, write_outputs
+    from seedance.sim import CpuConfig, NemesisConfig, SimConfig, StorageConfig, WorkloadConfig, write_outputs
     from seedance.sim.config import parse_extra
 
     registry.get(protocol)  # unknown protocol -> SpecError listing the valid names (exit 2)
@@ -143,7 +143,20 @@ def run_command(protocol: str, nodes: int, topology: str | None, hosts: int | No
     ceilings.check_memory(config)  # refused before it starts when the estimate exceeds MemAvailable
     V.check_writable_dir("--out", out_dir)  # before any work: nothing half-written after an exit 2
     steps = Progress(show_progress, "sim run")
-    bar = steps.bar(duration, unit="sim-s", desc="simulating",
+    result = _simulate_with_progress(config, steps)
+    metadata = run_metadata(seed=seed, spec=config.describe())
+    metadata["reproduce"] = result.reproduce
+    steps.phase(f"writing history, trace and summary to {out_dir}")
+    summary = write_outputs(result, Path(out_dir), metadata=metadata)
+    steps.done()
+    return _report(summary, result, protocol, duration, seed, out_dir, as_json)
+
+
+def _simulate_with_progress(config: Any, steps: Progress) -> Any:
+    """``simulate(config)`` with a progress bar in simulated seconds, then each phase after it (checking...)."""
+    from seedance.sim import simulate
+
+    bar = steps.bar(config.duration_s, unit="sim-s", desc="simulating",
                     fmt="{l_bar}{bar}| {n:.3f}/{total:.3f} sim-s [{elapsed}<{remaining}]")
 
     def progress(now: float) -> None:
@@ -155,15 +168,16 @@ def run_command(protocol: str, nodes: int, topology: str | None, hosts: int | No
         steps.phase(text)
 
     try:
-        result = simulate(config, progress=progress if bar is not None else None, phase=phase)
+        return simulate(config, progress=progress if bar is not None else None, phase=phase)
     finally:
         if bar is not None:
             bar.close()
-    metadata = run_metadata(seed=seed, spec=config.describe())
-    metadata["reproduce"] = result.reproduce
-    steps.phase(f"writing history, trace and summary to {out_dir}")
-    summary = write_outputs(result, Path(out_dir), metadata=metadata)
-    steps.done()
+
+
+def _report(summary: dict[str, Any], result: Any, protocol: str, duration: float, seed: int, out_dir: str,
+            as_json: bool) -> int:
+    """Print the run's summary (one JSON object with --json); exit 1 on a safety violation, naming how to
+    reproduce it."""
     if as_json:
         emit_json(summary)
     else:

@@ -235,11 +235,8 @@ def real_train(*, world: int = 3, steps: int = 40, commit_every: int = 10, scena
     merged = {**real_defaults, **dict(settings or {})}
     if duration_s is not None:
         steps = 1_000_000_000  # an upper bound: the ranks stop on time
-        epoch_steps = int(merged.get("epoch_steps", 15))
-        period = math.lcm(commit_every, epoch_steps)
         t0 = time.monotonic()
-        merged = {"deadline_s": t0 + float(duration_s), "inject_period": period * max(1, math.ceil(60 / period)),
-                  "lr_cycle": 4, **merged}
+        merged = _long_run_settings(merged, commit_every, t0 + float(duration_s))
         faulty_s = min(faulty_s, 0.6 * duration_s)
         timeout_s = max(timeout_s, duration_s + 180.0)
     extra_env = {**dict(extra_env or {}), **({MEMCHECK_ENV: repr(float(memcheck_s))} if memcheck_s else {})}
@@ -270,20 +267,8 @@ def real_train(*, world: int = 3, steps: int = 40, commit_every: int = 10, scena
             elapsed = time.monotonic() - launch.t0_monotonic
             if on_poll is not None:
                 on_poll(run_dir, elapsed)
-            if duration_s is not None and elapsed < duration_s:  # no rank stops before its time is up
-                time.sleep(0.2)
-                continue
-            finals = _real_finals(run_dir, world)
-            if nemesis:  # after the heal, give the detectors time to settle; the finals must be of the last epoch
-                settle = float(merged["phi_acceptable_pause_s"]) + 10 * float(merged["heartbeat_s"])
-                if time.monotonic() - launch.t0_monotonic < healed_at + settle:
-                    time.sleep(0.2)
-                    continue
-                latest = _max_epoch(run_dir, world)
-                finals = {r: f for r, f in finals.items() if f["epoch"] >= latest}
-            on_time = duration_s is not None and len({f["step"] for f in finals.values()}) == 1
-            if len(finals) == world and (on_time or all(f["step"] >= steps for f in finals.values())) \
-                    and len({f["epoch"] for f in finals.values()}) == 1:
+            if _finished(run_dir, world, steps, elapsed, duration_s, healed_at if nemesis else None, merged,
+                         lambda: time.monotonic() - launch.t0_monotonic):
                 finished = True
                 break
             time.sleep(0.2)
@@ -298,6 +283,35 @@ def real_train(*, world: int = 3, steps: int = 40, commit_every: int = 10, scena
             **summary, "finished": finished,
             **({"nemesis": list(nemesis), "healed_at_s": healed_at} if nemesis else {}),
             "wall_s": time.perf_counter() - wall, "run_dir": str(run_dir)}
+
+
+def _long_run_settings(settings: dict[str, Any], commit_every: int, deadline_s: float) -> dict[str, Any]:
+    """A long run's protocol settings: the ranks stop at ``deadline_s`` (monotonic clock), the injection repeats
+    every ``inject_period`` steps (the first multiple of ``commit_every`` and ``epoch_steps`` >= 60), the learning
+    rate cycles through 4 epochs; what ``settings`` says wins."""
+    epoch_steps = int(settings.get("epoch_steps", 15))
+    period = math.lcm(commit_every, epoch_steps)
+    return {"deadline_s": deadline_s, "inject_period": period * max(1, math.ceil(60 / period)), "lr_cycle": 4,
+            **settings}
+
+
+def _finished(run_dir: Path, world: int, steps: int, elapsed: float, duration_s: float | None,
+              healed_at: float | None, settings: Mapping[str, Any], since_launch: Callable[[], float]) -> bool:
+    """Whether every rank has finished, at one epoch: its time up (a long run, ``duration_s``) or its ``steps``
+    done. Under faults (``healed_at``) the detectors first get time to settle after the heal, and only the finals
+    of the last epoch count."""
+    if duration_s is not None and elapsed < duration_s:  # no rank stops before its time is up
+        return False
+    finals = _real_finals(run_dir, world)
+    if healed_at is not None:
+        settle = float(settings["phi_acceptable_pause_s"]) + 10 * float(settings["heartbeat_s"])
+        if since_launch() < healed_at + settle:
+            return False
+        latest = _max_epoch(run_dir, world)
+        finals = {r: f for r, f in finals.items() if f["epoch"] >= latest}
+    on_time = duration_s is not None and len({f["step"] for f in finals.values()}) == 1
+    return len(finals) == world and (on_time or all(f["step"] >= steps for f in finals.values())) \
+        and len({f["epoch"] for f in finals.values()}) == 1
 
 
 def _run_faults(launch: Any, nemesis: tuple[str, ...], seed: int, faulty_s: float, world: int,

@@ -72,7 +72,7 @@ def drive(*, store: Any, protocol: str, nodes: int, clients: int, duration_s: fl
     from seedance.real.node import resolve_protocol
     from seedance.real.run import FINAL_READ_PROCESS, judge, read_observations
     from seedance.real.addresses import StoreAddressBook
-    from seedance.real.storage import atomic_write
+    from seedance.files import atomic_write
 
     spec = resolve_protocol(protocol)
     book = StoreAddressBook(store)

@@ -312,7 +312,7 @@ def measure_host(work_dir: Path, *, nodes: int = 3, clients: int = 8, duration_s
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         cores = os.cpu_count() or 1
-    from seedance.real.runtime import RECONNECT_S
+    from seedance.real.messaging import RECONNECT_S
 
     profile = HostProfile(
         cores=cores,

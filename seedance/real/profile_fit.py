@@ -140,7 +140,7 @@ def add_gc(into: list[Any], data: dict[str, Any]) -> None:
 
 
 def gc_held(syncs: Sequence[Sequence[int]], pauses: Sequence[Sequence[int]]) -> set[int]:
-    """The indices of one process's fsync records (``seedance.real.runtime.Runtime._synced``) whose span, from the
+    """The indices of one process's fsync records (``seedance.real.durability.Durability._synced``) whose span, from the
     loop's submit to the loop having the result, overlaps one of its own older-generation collections
     (``GcPauses``: generation, wall ns, start ns; older records without the start: none). The simulator draws the
     collections apart (``gc``); a hand-over, a write + fsync or a hand-back that a collection held (the thread

@@ -21,6 +21,9 @@ Rules (contract.py; etcd/raft ``Ready`` ordering; Raft §5.1 stable storage):
   socket it keeps across restarts (so a restarted node has the same address and no torch import is needed); under
   torchrun each node publishes ``host:port`` in the rendezvous store (``seedance/addr/<id>``), which peers re-read
   on every reconnect. No protocol-specific code lives here.
+
+The durable writes (group commit on the storage thread) are in :mod:`.durability`, the peers' and clients'
+connections in :mod:`.messaging`.
 """
 
 from __future__ import annotations
@@ -41,17 +44,19 @@ from seedance.engine.effects import (
     CLIENT, COLLECTIVE, INPUT_NAMES, MESSAGE, TIMER, WORK, ContractError, EffectEngine, call_node, run_work,
 )
 from seedance.engine.rng import node_rng
-from seedance.errors import FrameError
+from seedance.files import atomic_write
 from seedance.models.host import carried_entries
-from seedance.models.protocols.contract import ClientRequest, CollectiveDone, ProtocolSpec, Reply, Send
+from seedance.models.protocols.contract import CollectiveDone, ProtocolSpec, Reply, Send
 from seedance.models.wire import Codec
 from seedance.real.addresses import AddressBook
 from seedance.real.aio import cancel_all
 from seedance.real.collectives import CollectiveEngine
 from seedance.real.devices import default_backend, node_device, run_on_device, torch_backend
+from seedance.real.durability import Durability
 from seedance.real.faults import NodeFaults
 from seedance.real.loop_hooks import BusyPeriods, GcPauses
-from seedance.real.storage import DiskStorage, atomic_write
+from seedance.real.messaging import Messaging
+from seedance.real.storage import DiskStorage
 from seedance.real.trace import TraceRecorder
 from seedance.real.transport import DEFAULT_MAX_FRAME_BYTES, Connection
 
@@ -62,24 +67,6 @@ CPU_PROFILE_ENV = "SEEDANCE_CPU_PROFILE"
 # process that otherwise allocates as an unprofiled one does (the CPU profile's own records change how often the
 # interpreter collects, and what a full collection costs)
 GC_PROFILE_ENV = "SEEDANCE_GC_PROFILE"
-PEER_QUEUE_LIMIT = 10_000
-PEER_BATCH_LIMIT = 1_024  # queued messages to one peer sent as one batch frame (one MAC, one write)
-# A peer that refuses (its process is down; its host answers at once) is retried at this fixed interval, well under
-# any election timeout, so a restarted node is reachable within it; other failures (timeouts, bad frames) back off
-# from RECONNECT_S doubling to RECONNECT_MAX_S. See _peer_sender.
-RECONNECT_S = 0.02
-RECONNECT_MAX_S = 0.5
-
-
-def _drain(queue: asyncio.Queue) -> int:
-    """Empty ``queue`` without waiting; returns how many items it held."""
-    n = 0
-    while not queue.empty():
-        queue.get_nowait()
-        n += 1
-    return n
-
-
 @dataclass(frozen=True, kw_only=True)
 class NodeConfig:
     """Everything one node process needs (read from torchrun-style environment by :mod:`.node`)."""
@@ -101,7 +88,7 @@ class NodeConfig:
     fsync: bool = True  # False only to measure fsync's cost (see storage.py)
 
 
-class NodeRuntime:
+class NodeRuntime(Durability, Messaging):
     """Runs one node until :meth:`stop`; serves on ``listen_socket`` if given, else on ``bind_host`` port 0."""
 
     def __init__(self, cfg: NodeConfig, spec: ProtocolSpec, addresses: AddressBook,
@@ -202,23 +189,6 @@ class NodeRuntime:
     def stop(self) -> None:
         if self._stopping is not None:
             self._stopping.set()
-
-    async def _drain(self, timeout_s: float = 60.0) -> None:
-        """Wait until no durable write is pending or in flight (bounded: a stuck disk fails the node)."""
-        deadline = time.monotonic() + timeout_s
-        while self.engine is not None and self.engine.syncing and not self.failed:
-            if self._sync_future is None and self._sync_scheduled:
-                await asyncio.sleep(0)
-                continue
-            if time.monotonic() > deadline:
-                self._fail(f"node {self.cfg.node_id}: a durable write did not complete within {timeout_s:.0f} s")
-                return
-            if self._sync_future is not None:
-                try:
-                    await asyncio.wait_for(asyncio.shield(self._sync_future), max(0.0, deadline - time.monotonic()))
-                except Exception:  # noqa: BLE001 - a timeout is handled above, a failure by _synced
-                    pass
-            await asyncio.sleep(0)
 
     @property
     def device(self) -> str:
@@ -419,75 +389,6 @@ class NodeRuntime:
     def restore(self, name: str) -> Any:
         return self.storage.restore(name)
 
-    # ----------------------------------------------------------------------------------------------- durability
-    def _start_sync(self) -> None:
-        self._sync_scheduled = False
-        if self.failed or self.engine is None:
-            return
-        try:
-            group = self.engine.take_group()
-        except ContractError as err:
-            self._fail(str(err))
-            return
-        start = time.monotonic()
-        storage = self.storage
-
-        def sync() -> int:
-            if profiling:
-                ended[4] = time.perf_counter_ns() - submitted  # the first half: submitted -> the thread runs it
-            for effect in group:
-                storage.stage(effect)
-            began = time.perf_counter_ns() if profiling else 0
-            cpu = time.thread_time_ns() if profiling else 0
-            grown = storage.grown
-            count = storage.sync()
-            if profiling:
-                ended[0] = time.perf_counter_ns()
-                ended[1] = ended[0] - began
-                ended[2] = time.thread_time_ns() - cpu  # the thread's CPU inside the timed write + fsync
-                ended[3] = int(storage.grown > grown)  # it allocated a block: the fsync commits metadata too
-            return count
-
-        profiling, ended = self._busy is not None, [0, 0, 0, 0, 0]
-        if profiling:
-            self._busy.kinds[BusyPeriods.SYNC_STARTS] += 1  # type: ignore[union-attr]
-
-        assert self._loop is not None and self._io is not None
-        submitted = time.perf_counter_ns() if profiling else 0
-        self._sync_future = asyncio.wrap_future(self._io.submit(sync), loop=self._loop)
-        self._sync_future.add_done_callback(lambda fut: self._synced(fut, group, start, ended))
-
-    def _synced(self, future: Any, group: list, start: float, ended: list[int] | None = None) -> None:
-        self._sync_future = None
-        if self._gc_only:
-            self._gc_items += 1
-        if self._busy is not None and ended and ended[0] and len(self._sync_stats) < BusyPeriods.LIMIT:
-            # (durable effects in the group, storage thread -> loop ns, the write + fsync ns on the thread, the
-            # thread's CPU ns inside that write + fsync, whether an append of it reached a new file block, submitted
-            # -> the thread runs it ns, the write + fsync's end on the monotonic clock, which every process shares)
-            self._sync_stats.append((len(group), time.perf_counter_ns() - ended[0], ended[1], ended[2], ended[3],
-                                     ended[4], ended[0]))
-            self._busy.items += 1
-            self._busy.kinds[BusyPeriods.SYNCED] += 1
-        if future.cancelled() or future.exception() is not None:
-            if not self.failed:
-                log.error("node %d: durable write failed: %r", self.cfg.node_id,
-                          None if future.cancelled() else future.exception())
-                self.failed = True
-                self.stop()
-            return
-        if self.trace.enabled:
-            self.trace.record("persist", self.cfg.node_id, len(group), sum(_size(e) for e in group),
-                              self.trace.time_s(), at=start)
-        if self.failed or self.engine is None:
-            return
-        try:
-            self.engine.durable(group, 0.0)
-        except ContractError as err:
-            self._fail(str(err))
-        except Exception:
-            self._fail(f"node {self.cfg.node_id} failed executing its effects")
-
     # ---------------------------------------------------------------------------------------------- timers
     def _fire(self, name: Any, token: int) -> None:
         if self._timers.get(name) is not None:
@@ -496,130 +397,6 @@ class NodeRuntime:
             return  # a node shutting down takes no more inputs
         self.trace.record("timer-fire", self.cfg.node_id, name)
         self._input(TIMER, name)
-
-    # ------------------------------------------------------------------------------------------- messaging
-    def _send(self, effect: Send) -> None:
-        if effect.dst == self.cfg.node_id:
-            message = effect.message
-            assert self._loop is not None
-            self._loop.call_soon(self._deliver_message, self.cfg.node_id, message)
-            return
-        queue = self._peer_queues.get(effect.dst)
-        if queue is None:
-            queue = self._peer_queues[effect.dst] = asyncio.Queue(PEER_QUEUE_LIMIT)
-            self._spawn(self._peer_sender(effect.dst, queue))
-        try:
-            queue.put_nowait(self.codec.encode(effect.message))
-            if self._busy is not None:
-                self._busy.frames_out += 1
-        except asyncio.QueueFull:
-            log.debug("dropping message to %d: queue full", effect.dst)
-
-    def _deliver_message(self, src: int, message: Any) -> None:
-        if self.faults.active and self.faults.intercept(src, message, self._deliver_message):
-            return  # dropped or deferred by a launcher-set fault rule (seedance.real.faults)
-        self.trace.record("deliver", self.cfg.node_id, type(message).__name__, src)
-        self._input(MESSAGE, (src, message))
-
-    async def _peer_sender(self, dst: int, queue: asyncio.Queue) -> None:
-        """Keep one connection to ``dst`` and send its queue over it.
-
-        While ``dst`` cannot be reached, what was queued for it is dropped at each failed attempt: those messages
-        went to a peer that was not there, and are lost as on a network (the contract's sends are lossy; the
-        simulator drops a message to a crashed node too). Kept, they reached a restarted peer all at once as a
-        burst of stale messages (a candidate's vote requests of every term it tried while alone). A refused
-        connection is retried every ``RECONNECT_S``: an exponential back-off capped at 0.5 s had a leader reach a
-        restarted follower up to 0.5 s after it came back, longer than an election timeout."""
-        backoff = RECONNECT_S
-        while True:
-            conn = None
-            try:
-                address = self.addresses.lookup(dst)
-                if address is None:
-                    raise ConnectionError("peer not published yet")
-                conn = await Connection.open(*address, self.cfg.key, self.cfg.max_frame_bytes)
-                conn.send_nowait("peer", self.cfg.node_id, None)
-                backoff = RECONNECT_S
-                me = self.cfg.node_id
-                transport = conn.writer.transport
-                high = transport.get_write_buffer_limits()[1]
-                while True:
-                    items = [("msg", me, await queue.get())]
-                    while not queue.empty() and len(items) < PEER_BATCH_LIMIT:  # what was queued: one batch frame
-                        items.append(("msg", me, queue.get_nowait()))
-                    if transport.is_closing():  # the peer went away: reconnect (what was queued is dropped)
-                        raise ConnectionResetError(f"connection to {dst} closed")
-                    conn.write_many(items)  # a message too large for a frame is dropped and logged there
-                    if transport.get_write_buffer_size() > high:  # only a backed-up socket is waited for
-                        await asyncio.wait_for(conn.writer.drain(), 5.0)  # a stopped peer: reconnect, never hang
-            except asyncio.CancelledError:
-                if conn is not None:
-                    conn.close()
-                raise
-            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, FrameError, ConnectionError) as err:
-                dropped = _drain(queue)
-                log.debug("connection to %d lost: %s (%d queued messages dropped)", dst, err, dropped)
-                if conn is not None:
-                    conn.close()
-                refused = isinstance(err, ConnectionRefusedError)
-                await asyncio.sleep(RECONNECT_S if refused else backoff)
-                backoff = RECONNECT_S if refused else min(backoff * 2, RECONNECT_MAX_S)
-
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = Connection(reader, writer, self.cfg.key, self.cfg.max_frame_bytes)
-        task = asyncio.current_task()
-        if task is not None:
-            self._tasks.add(task)
-        client_ids: set[Any] = set()
-        try:
-            await asyncio.wait_for(conn.handshake(), 5.0)
-            first = await asyncio.wait_for(conn.recv(), 5.0)
-            if first.kind == "peer" and isinstance(first.src, int) and 0 <= first.src < self.cfg.num_nodes:
-                src = first.src
-                while True:
-                    frame = conn.next_frame() or await conn.recv()  # frames already read: no await per frame
-                    if frame.kind != "msg" or frame.src != src:
-                        raise FrameError("frame", f"unexpected {frame.kind!r} from peer {src}", "msg frames")
-                    message = self.codec.decode(frame.message)
-                    self._deliver_message(src, message)
-            elif first.kind == "ctl":  # the launcher's fault rules (seedance.real.faults), control-key signed
-                await self.faults.serve(conn)
-            elif first.kind == "client":
-                while True:
-                    frame = conn.next_frame() or await conn.recv()
-                    request = self.codec.decode(frame.message)
-                    if frame.kind != "req" or not isinstance(request, ClientRequest):
-                        raise FrameError("frame", f"unexpected {frame.kind!r} from a client", "req frames")
-                    self._clients[request.client_id] = conn
-                    client_ids.add(request.client_id)
-                    self._input(CLIENT, request)
-            else:
-                raise FrameError("frame", f"unexpected first frame {first.kind!r}", "'peer' or 'client'")
-        except FrameError as err:
-            self.frames_rejected += 1
-            log.warning("rejected frame, dropping connection: %s", err)
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.TimeoutError, OSError):
-            pass
-        except asyncio.CancelledError:
-            pass
-        finally:
-            for cid in client_ids:
-                if self._clients.get(cid) is conn:
-                    del self._clients[cid]
-            conn.close()
-            if task is not None:
-                self._tasks.discard(task)
-
-    def _reply(self, effect: Reply) -> None:
-        conn = self._clients.get(effect.client_id)
-        if conn is None:
-            return  # the client is gone; it records the operation as indeterminate
-        try:
-            conn.send_soon("rep", self.cfg.node_id, self.codec.encode(effect))
-            if self._busy is not None:
-                self._busy.frames_out += 1
-        except (OSError, RuntimeError) as err:
-            log.debug("reply to client %s lost: %s", effect.client_id, err)
 
     # ----------------------------------------------------------------------------------------- collectives
     def _start_collective(self, effect: Any, meta: Any, payload: Any) -> None:
@@ -643,7 +420,3 @@ class NodeRuntime:
     def _collective_done(self, done: CollectiveDone) -> None:
         self.trace.record("collective-done", self.cfg.node_id, repr(done.collective_id), done.ok, done.error)
         self._input(COLLECTIVE, done)
-
-
-def _size(effect: Any) -> int:
-    return int(getattr(effect, "size_bytes", 0) or 0)

@@ -218,13 +218,7 @@ def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invaria
     clients = Clients(env=env, runtime=runtime, config=config.workload, rng=np.random.default_rng(workload_seq),
                       num_nodes=config.nodes, end_s=end, start_s=start)
     faults = config.nemesis.faults
-    faulty_end = config.duration_s * config.nemesis.faulty_fraction if faults else 0.0
-    schedule = draw_schedule(faults, num_nodes=config.nodes, faulty_end_s=faulty_end,
-                             rng=np.random.default_rng(nemesis_seq), window_s=config.nemesis.window_s,
-                             gap_s=config.nemesis.gap_s) if faults else []
-    if start:
-        schedule = [replace(w, start_s=start + w.start_s, end_s=start + w.end_s) for w in schedule]
-    healed_at = start + faulty_end
+    schedule, healed_at = _fault_schedule(config, np.random.default_rng(nemesis_seq), start)
     nemesis = Nemesis(runtime=runtime, schedule=schedule, faulty_end_s=healed_at)
     _check_operations(spec, config)
     replicas: list[ReplicaEvent] = []
@@ -235,24 +229,7 @@ def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invaria
     violations: list[tuple[float, str]] = []
     monitor = _install_monitor(spec, runtime, violations, stop_on_violation) if config.monitor else None
     if invariants:
-        def check_invariants(_host: Any = None) -> None:
-            view = SimView(now=env.now, runtime=runtime, clients=clients)
-            for hook in invariants:
-                problem = hook(view)
-                if problem:
-                    violations.append((env.now, str(problem)))
-                    if stop_on_violation:
-                        raise StopSimulation(None)
-
-        if invariant_every_s is None:
-            runtime.after_input.append(check_invariants)
-        else:
-            def periodic(_event: Any) -> None:
-                check_invariants()
-                call_at(env, env.now + invariant_every_s, periodic)
-
-            call_at(env, invariant_every_s, periodic)
-
+        _install_invariants(env, runtime, clients, invariants, invariant_every_s, violations, stop_on_violation)
     try:
         runtime.boot()
         for at_s, action in actions:
@@ -289,6 +266,40 @@ def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invaria
     if phase is not None and faults:
         phase("simulating the same seed without faults (liveness baseline)")
     return assess_run(result, simulate, faulty=bool(faults))
+
+
+def _fault_schedule(config: SimConfig, rng: np.random.Generator, start: float) -> tuple[list, float]:
+    """The nemesis' fault windows (drawn over the faulty part of the run, shifted to the load's start) and the time
+    the faults end (the healed phase begins)."""
+    faults = config.nemesis.faults
+    faulty_end = config.duration_s * config.nemesis.faulty_fraction if faults else 0.0
+    schedule = draw_schedule(faults, num_nodes=config.nodes, faulty_end_s=faulty_end, rng=rng,
+                             window_s=config.nemesis.window_s, gap_s=config.nemesis.gap_s) if faults else []
+    if start:
+        schedule = [replace(w, start_s=start + w.start_s, end_s=start + w.end_s) for w in schedule]
+    return schedule, start + faulty_end
+
+
+def _install_invariants(env: simpy.Environment, runtime: Runtime, clients: Clients, invariants: Sequence[Invariant],
+                        every_s: float | None, violations: list[tuple[float, str]], stop_on_violation: bool) -> None:
+    """Check ``invariants`` on a :class:`SimView` after every input (``every_s`` None) or every ``every_s``."""
+    def check_invariants(_host: Any = None) -> None:
+        view = SimView(now=env.now, runtime=runtime, clients=clients)
+        for hook in invariants:
+            problem = hook(view)
+            if problem:
+                violations.append((env.now, str(problem)))
+                if stop_on_violation:
+                    raise StopSimulation(None)
+
+    if every_s is None:
+        runtime.after_input.append(check_invariants)
+    else:
+        def periodic(_event: Any) -> None:
+            check_invariants()
+            call_at(env, env.now + every_s, periodic)
+
+        call_at(env, every_s, periodic)
 
 
 def _install_monitor(spec: ProtocolSpec, runtime: Runtime, violations: list[tuple[float, str]],

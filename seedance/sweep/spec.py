@@ -65,7 +65,7 @@ def plain(where: str, value: Any) -> None:
             plain(f"{where}.{key}", item)
         return
     raise SpecError(where, f"is a {type(value).__name__} ({value!r})",
-                    "plain values: strings, numbers, true/false, null, lists, mappings (quote dates and times)")
+                    "plain values: strings, numbers, true/false, null, lists, mappings")
 
 
 class _Model(BaseModel):

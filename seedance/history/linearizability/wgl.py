@@ -135,15 +135,16 @@ def search(ops: list[HistoryOp], initial: Any = None, deadline: float | None = N
             else:
                 legal, after, free = state == arg[i], new[i], False
             if not legal or free != (phase == _FORCED):
-                take = False
-            elif phase == _WANTED:  # a value some blocked candidate waits for; an indeterminate op only here, only
-                # if it changes the state and no identical one was tried here (module docstring)
-                take = after in wanted and not (indeterminate[i] and (after == state or signature[i] in seen))
-                if take and indeterminate[i]:
+                entry = nxt[entry]
+                continue
+            if phase == _WANTED:  # a value some blocked candidate waits for; an indeterminate op only here, only if
+                # it changes the state and no identical one was tried here (module docstring)
+                if after not in wanted or (indeterminate[i] and (after == state or signature[i] in seen)):
+                    entry = nxt[entry]
+                    continue
+                if indeterminate[i]:
                     seen.add(signature[i])
-            else:
-                take = phase == _FORCED or not (indeterminate[i] or after in wanted)
-            if not take:
+            elif phase == _REST and (indeterminate[i] or after in wanted):
                 entry = nxt[entry]
                 continue
             if indeterminate[i]:
