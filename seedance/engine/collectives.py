@@ -32,6 +32,7 @@ OPS = ("allreduce", "reducescatter", "allgather", "broadcast", "reduce", "barrie
 DTYPES = ("float16", "float32", "float64", "int8", "uint8", "int32", "int64")
 MAX_NDIM = 8
 DEFAULT_TIMEOUT_S = 30.0
+_DTYPE_NAMES = {np.dtype(name): name for name in DTYPES}  # dtype -> name (``dtype.name`` is computed per call)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,14 +93,14 @@ def check_start(node_id: int, op: str, group: Sequence[int], root: int | None,
         return Meta(op, group, at, "float32", ()), None
     if not isinstance(payload, np.ndarray):
         return None, f"misuse: {op} payload must be a numpy array (or a buffer handle), got {type(payload).__name__}"
-    dtype = payload.dtype.name
-    if dtype not in DTYPES:
-        return None, f"misuse: {op} payload dtype {dtype} unsupported; valid: {', '.join(DTYPES)}"
+    dtype = _DTYPE_NAMES.get(payload.dtype)
+    if dtype is None:
+        return None, f"misuse: {op} payload dtype {payload.dtype.name} unsupported; valid: {', '.join(DTYPES)}"
     if payload.ndim > MAX_NDIM:
         return None, f"misuse: {op} payload has {payload.ndim} dimensions; at most {MAX_NDIM}"
     if op == "reducescatter" and payload.ndim == 0:
         return None, "misuse: reducescatter needs a payload with at least one dimension (it splits axis 0)"
-    return Meta(op, group, at, dtype, tuple(int(d) for d in payload.shape)), None
+    return Meta(op, group, at, dtype, payload.shape), None
 
 
 def check_agreement(metas: Mapping[int, Meta]) -> str | None:

@@ -18,6 +18,7 @@ Kernel launch overhead: ~5 µs per op (CUDA launch latency is 2–10 µs; NVIDIA
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,7 @@ DEVICES: dict[str, DeviceSpec] = {
 }
 
 
+@functools.lru_cache(maxsize=64)
 def device_spec(kind: str | None) -> DeviceSpec:
     """The spec of a device kind (case-insensitive prefix match: "A100-80GB" is an A100); CPU when unknown."""
     if kind:

@@ -7,7 +7,7 @@ written back with the buffer's own ``copy_`` / item assignment). The arithmetic 
 every rank that applies the same inputs, so replicas that follow the protocol are bit-identical.
 
 The model: least-squares linear regression ``y = X w*`` plus noise (the loss ``0.5 · mean((X w − y)²)``), data
-generated from ``(seed, rank, step)`` (no downloads): each rank's mini-batch is its own shard; the gradient
+generated from ``(seed, rank, step)`` (no downloads; :func:`batch`): each rank's mini-batch is its own shard; the gradient
 ``Xᵀ(Xw − y) / batch`` is summed by an allreduce and applied as ``w −= (lr / n) · Σ g`` (synchronous data-parallel
 SGD).
 """
@@ -55,12 +55,25 @@ def truth(seed: int, dim: int) -> np.ndarray:
     return out
 
 
+@functools.lru_cache(maxsize=4096)
+def _stream(seed: int, rank: int) -> np.random.Generator:
+    """Rank ``rank``'s data generator (Philox keyed by (seed, rank)); :func:`batch` sets its counter per step."""
+    return np.random.Generator(np.random.Philox(key=np.array([seed, rank], dtype=np.uint64)))
+
+
 def batch(seed: int, rank: int, step: int, size: int, dim: int) -> tuple[np.ndarray, np.ndarray]:
-    """Rank ``rank``'s mini-batch of step ``step`` (its shard of the data)."""
-    rng = np.random.default_rng([seed, rank, step])
-    x = rng.standard_normal((size, dim)).astype(np.float32)
-    y = (x @ truth(seed, dim) + np.float32(0.01) * rng.standard_normal(size).astype(np.float32)).astype(np.float32)
-    return x, y
+    """Rank ``rank``'s mini-batch of step ``step`` (its shard of the data): float32 normals from the counter-based
+    Philox4x64 generator keyed by (seed, rank) with the step in the counter's second word (Salmon et al., SC 2011),
+    so the batch is a pure function of (seed, rank, step) and a generator is made once per rank, not per step."""
+    gen = _stream(seed, rank)
+    gen.bit_generator.state = {
+        "bit_generator": "Philox", "buffer_pos": 4, "has_uint32": 0, "uinteger": 0,
+        "buffer": np.zeros(4, dtype=np.uint64),
+        "state": {"counter": np.array([0, step, 0, 0], dtype=np.uint64),
+                  "key": np.array([seed, rank], dtype=np.uint64)}}
+    x = gen.standard_normal((size, dim), dtype=np.float32)
+    noise = gen.standard_normal(size, dtype=np.float32)
+    return x, x @ truth(seed, dim) + np.float32(0.01) * noise
 
 
 def _init(bufs: Sequence[Any], params: Mapping[str, Any], host: Any) -> None:
@@ -77,7 +90,8 @@ def _grad(bufs: Sequence[Any], params: Mapping[str, Any], host: Any) -> float:
     residual = x @ w - y
     grad = (x.T @ residual) / np.float32(x.shape[0])
     _store(bufs[1], grad.astype(np.float32))
-    return float(0.5 * np.mean(residual.astype(np.float64) ** 2))
+    squares = residual.astype(np.float64) ** 2
+    return float(0.5 * (np.add.reduce(squares) / squares.size))  # np.mean's own sum and division, without its wrapper
 
 
 def _apply(bufs: Sequence[Any], params: Mapping[str, Any], host: Any) -> None:
