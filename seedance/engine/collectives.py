@@ -68,20 +68,22 @@ def resolve_timeout(timeout_s: float | None) -> float:
 
 
 @functools.lru_cache(maxsize=64)
-def _members(group: tuple[int, ...]) -> frozenset[int]:
-    """The members of a group, as a set (every member of a large group starts with the same group: one set for all)."""
-    return frozenset(group)
+def _members(group: tuple[int, ...]) -> tuple[tuple[int, ...], frozenset[int]]:
+    """One shared copy of a group and its members as a set: every member of a large group starts with an equal group
+    (its own tuple), and gets the same objects back, so later checks compare groups by identity."""
+    return group, frozenset(group)
 
 
 def check_start(node_id: int, op: str, group: Sequence[int], root: int | None,
                 payload: Any) -> tuple[Meta | None, str | None]:
-    """Validate one member's start; its :class:`Meta`, or an error text (``"misuse: ..."``)."""
+    """Validate one member's start; its :class:`Meta` (whose group is shared by every member that declared an equal
+    one while it stays cached), or an error text (``"misuse: ..."``)."""
     if op not in OPS:
         return None, f"misuse: unknown collective {op!r}; valid: {', '.join(OPS)}"
     group = tuple(group)
     if not group:
         return None, "misuse: empty group"
-    members = _members(group)
+    group, members = _members(group)
     if len(members) != len(group):
         return None, f"misuse: group {group} repeats a member"
     if node_id not in members:

@@ -85,7 +85,6 @@ class Collectives:
         self._collective_time = collective_time
         self._durations: dict[tuple[str, int, tuple[int, ...]], float] = {}
         self._plans: dict[tuple[str, int, tuple[int, ...]], tuple[Any, ...]] = {}
-        self._groups: dict[tuple[int, ...], tuple[int, ...]] = {}  # one object per distinct group
         self.flows = FlowModel(self.env, self.network)
         self.background_times: dict[str, list[float]] = {}
 
@@ -109,13 +108,14 @@ class Collectives:
             return
         # checked once per collective, not per member (O(group) each): a member that crashes later fails it
         # through member_crashed
-        if (created or group != coll.group) and any(m < 0 or m >= len(runtime.hosts) for m in group):
+        same = group is coll.group or group == coll.group  # the same object, usually (rules.check_start shares it)
+        if (created or not same) and any(m < 0 or m >= len(runtime.hosts) for m in group):
             self._fail(coll, f"misuse: group {group} names nodes outside 0..{len(runtime.hosts) - 1}", at_s)
             return
         if created and any(not runtime.hosts[m].up for m in group if m not in coll.joined):
             self._fail(coll, "peer-failed", at_s)
             return
-        key = (meta.op, meta.root, meta.dtype, meta.shape, id(self._groups.setdefault(group, group)))
+        key = (meta.op, meta.root, meta.dtype, meta.shape, id(group))  # another object for an equal group: compared
         if coll.key is None:
             coll.key = key
         elif key != coll.key and not (meta.op == "barrier" and key[:2] + key[4:] == coll.key[:2] + coll.key[4:]):
@@ -124,7 +124,7 @@ class Collectives:
         if deadline < coll.deadline:  # every member's timeout counts from its own join: the earliest ends it
             coll.deadline = deadline
             call_at(self.env, deadline, self._timeout, coll)
-        if meta.group != coll.group:
+        if not same:
             metas = {m: j[2] for m, j in coll.joined.items()}
             self._fail(coll, rules.check_agreement(metas) or "misuse: members disagree on group", at_s)
         elif len(coll.joined) == len(group):
