@@ -74,16 +74,35 @@ def _members(group: tuple[int, ...]) -> tuple[tuple[int, ...], frozenset[int]]:
     return group, frozenset(group)
 
 
+_SEEN: dict[int, tuple[tuple[int, ...], tuple[int, ...], frozenset[int]]] = {}  # id(group) -> (group, shared, set)
+_SEEN_MAX = 4096
+
+
+def _shared(group: tuple[int, ...]) -> tuple[tuple[int, ...], frozenset[int]]:
+    """:func:`_members` of ``group``, found by the tuple's identity first: a node starts each collective with the same
+    view object, so a large group is hashed and compared once per node and view, not once per start. The entry holds
+    the tuple itself, so its id is not reused while it is cached."""
+    entry = _SEEN.get(id(group))
+    if entry is not None and entry[0] is group:
+        return entry[1], entry[2]
+    shared, members = _members(group)
+    if len(_SEEN) >= _SEEN_MAX:
+        _SEEN.clear()
+    _SEEN[id(group)] = (group, shared, members)
+    return shared, members
+
+
 def check_start(node_id: int, op: str, group: Sequence[int], root: int | None,
                 payload: Any) -> tuple[Meta | None, str | None]:
     """Validate one member's start; its :class:`Meta` (whose group is shared by every member that declared an equal
     one while it stays cached), or an error text (``"misuse: ..."``)."""
     if op not in OPS:
         return None, f"misuse: unknown collective {op!r}; valid: {', '.join(OPS)}"
-    group = tuple(group)
+    if type(group) is not tuple:
+        group = tuple(group)
     if not group:
         return None, "misuse: empty group"
-    group, members = _members(group)
+    group, members = _shared(group)
     if len(members) != len(group):
         return None, f"misuse: group {group} repeats a member"
     if node_id not in members:

@@ -215,10 +215,12 @@ class Collectives:
         results = rules.results(meta, {m: p for m, (_, p, _) in coll.joined.items()})
         now = self.env.now
         runtime = self.runtime
+        tracing = runtime._tracing
+        name = repr(coll.collective_id) if tracing else None  # once per collective, not per member
         for member in coll.group:
             incarnation = coll.joined[member][0]
-            if runtime._tracing:
-                runtime._record((now, "collective-done", member, repr(coll.collective_id), True, None))
+            if tracing:
+                runtime._record((now, "collective-done", member, name, True, None))
             runtime.collective_done(member, incarnation,
                                     CollectiveDone(collective_id=coll.collective_id, ok=True, result=results[member]))
 

@@ -53,10 +53,10 @@ class CommitMonitor(NodeMonitor):
             return found
         for record in node.commits[-new:]:
             rows = record["rows"]
-            view = tuple(record["view"])
+            view = record["view"]
             if len(rows) != len(view):
                 found.append(f"node {node.node_id} committed step {record['step']} with {len(rows)} votes for "
-                             f"view {view}")
+                             f"view {tuple(view)}")
             digests = np.asarray(rows)[:, 2:4]
             if len(digests) and not (digests == digests[0]).all():  # O(view) in C, one compare (no sort)
                 voted = {tuple(r) for r in np.unique(digests, axis=0).tolist()}
