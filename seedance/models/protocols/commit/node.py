@@ -113,7 +113,12 @@ class CommitNode(Membership, Vote, Sync):
         return self.cfg.lr * self.cfg.lr_decay ** (epoch % self.cfg.lr_cycle if self.cfg.lr_cycle else epoch)
 
     def _view_hash(self) -> int:
-        return zlib.crc32(repr(self.view).encode())
+        """CRC-32 of the view's repr, made once per view (O(view) text; every vote and sync row carries it)."""
+        view = self.view
+        held = getattr(self, "_view_crc", None)
+        if held is None or held[0] is not view:
+            held = self._view_crc = (view, zlib.crc32(repr(view).encode()))
+        return held[1]
 
     def _create(self, handle: str, **kw: Any) -> CreateBuffer:
         self.handles.add(handle)
