@@ -71,9 +71,9 @@ def batch(seed: int, rank: int, step: int, size: int, dim: int) -> tuple[np.ndar
         "buffer": np.zeros(4, dtype=np.uint64),
         "state": {"counter": np.array([0, step, 0, 0], dtype=np.uint64),
                   "key": np.array([seed, rank], dtype=np.uint64)}}
-    x = gen.standard_normal((size, dim), dtype=np.float32)
-    noise = gen.standard_normal(size, dtype=np.float32)
-    return x, x @ truth(seed, dim) + np.float32(0.01) * noise
+    drawn = gen.standard_normal(size * (dim + 1), dtype=np.float32)  # x row by row, then the noise: one call
+    x = drawn[:size * dim].reshape(size, dim)
+    return x, x @ truth(seed, dim) + np.float32(0.01) * drawn[size * dim:]
 
 
 def _init(bufs: Sequence[Any], params: Mapping[str, Any], host: Any) -> None:
@@ -85,11 +85,11 @@ def _init(bufs: Sequence[Any], params: Mapping[str, Any], host: Any) -> None:
 
 def _grad(bufs: Sequence[Any], params: Mapping[str, Any], host: Any) -> float:
     """g = ∇ loss on this rank's batch at w (written into g in g's dtype); returns the loss."""
-    w = host(bufs[0]).astype(np.float32)
+    w = host(bufs[0]).astype(np.float32, copy=False)  # host() made the copy
     x, y = batch(_int(params, "seed"), _int(params, "rank"), _int(params, "step"), _int(params, "batch"), w.size)
     residual = x @ w - y
     grad = (x.T @ residual) / np.float32(x.shape[0])
-    _store(bufs[1], grad.astype(np.float32))
+    _store(bufs[1], grad.astype(np.float32, copy=False))
     squares = residual.astype(np.float64) ** 2
     return float(0.5 * (np.add.reduce(squares) / squares.size))  # np.mean's own sum and division, without its wrapper
 
@@ -97,13 +97,13 @@ def _grad(bufs: Sequence[Any], params: Mapping[str, Any], host: Any) -> float:
 def _apply(bufs: Sequence[Any], params: Mapping[str, Any], host: Any) -> None:
     """w −= scale · gsum (gsum upcast to float32); ``fault`` = [lo, hi, factor] models a unified-memory page whose
     atomic adds were lost (factor 0) or applied twice (factor 2) during a migration (scenario F7)."""
-    w = host(bufs[0]).astype(np.float32)
+    w = host(bufs[0]).astype(np.float32, copy=False)  # host() made the copy
     delta = (-np.float32(_float(params, "scale")) * host(bufs[1]).astype(np.float32)).astype(np.float32)
     fault = params.get("fault")
     if fault:
         lo, hi, factor = int(fault[0]), int(fault[1]), float(fault[2])
         delta[lo:hi] = delta[lo:hi] * np.float32(factor)
-    _store(bufs[0], (w + delta).astype(np.float32))
+    _store(bufs[0], (w + delta).astype(np.float32, copy=False))
 
 
 def _apply_partial(bufs: Sequence[Any], params: Mapping[str, Any], host: Any) -> None:
