@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,6 +24,7 @@ import numpy as np
 
 _TRUTH_STREAM = 0x7A11  # the generator of w* (the same on every rank)
 _INIT_STREAM = 0x1417  # the generator of the initial parameters (the same on every rank)
+_DRAW = threading.Lock()  # a rank's generator is reset and drawn from under it (work may run on worker threads)
 
 
 def _store(buf: Any, array: np.ndarray) -> None:
@@ -66,12 +68,13 @@ def batch(seed: int, rank: int, step: int, size: int, dim: int) -> tuple[np.ndar
     Philox4x64 generator keyed by (seed, rank) with the step in the counter's second word (Salmon et al., SC 2011),
     so the batch is a pure function of (seed, rank, step) and a generator is made once per rank, not per step."""
     gen = _stream(seed, rank)
-    gen.bit_generator.state = {
-        "bit_generator": "Philox", "buffer_pos": 4, "has_uint32": 0, "uinteger": 0,
-        "buffer": np.zeros(4, dtype=np.uint64),
-        "state": {"counter": np.array([0, step, 0, 0], dtype=np.uint64),
-                  "key": np.array([seed, rank], dtype=np.uint64)}}
-    drawn = gen.standard_normal(size * (dim + 1), dtype=np.float32)  # x row by row, then the noise: one call
+    state = {"bit_generator": "Philox", "buffer_pos": 4, "has_uint32": 0, "uinteger": 0,
+             "buffer": np.zeros(4, dtype=np.uint64),
+             "state": {"counter": np.array([0, step, 0, 0], dtype=np.uint64),
+                       "key": np.array([seed, rank], dtype=np.uint64)}}
+    with _DRAW:
+        gen.bit_generator.state = state
+        drawn = gen.standard_normal(size * (dim + 1), dtype=np.float32)  # x row by row, then the noise: one call
     x = drawn[:size * dim].reshape(size, dim)
     return x, x @ truth(seed, dim) + np.float32(0.01) * drawn[size * dim:]
 
