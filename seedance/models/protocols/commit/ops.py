@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,7 +23,6 @@ import numpy as np
 
 _TRUTH_STREAM = 0x7A11  # the generator of w* (the same on every rank)
 _INIT_STREAM = 0x1417  # the generator of the initial parameters (the same on every rank)
-_DRAW = threading.Lock()  # a rank's generator is reset and drawn from under it (work may run on worker threads)
 
 
 def _store(buf: Any, array: np.ndarray) -> None:
@@ -72,9 +70,8 @@ def batch(seed: int, rank: int, step: int, size: int, dim: int) -> tuple[np.ndar
              "buffer": np.zeros(4, dtype=np.uint64),
              "state": {"counter": np.array([0, step, 0, 0], dtype=np.uint64),
                        "key": np.array([seed, rank], dtype=np.uint64)}}
-    with _DRAW:
-        gen.bit_generator.state = state
-        drawn = gen.standard_normal(size * (dim + 1), dtype=np.float32)  # x row by row, then the noise: one call
+    gen.bit_generator.state = state  # one rank's work runs on one thread (the real backend's worker per node)
+    drawn = gen.standard_normal(size * (dim + 1), dtype=np.float32)  # x row by row, then the noise: one call
     x = drawn[:size * dim].reshape(size, dim)
     return x, x @ truth(seed, dim) + np.float32(0.01) * drawn[size * dim:]
 
