@@ -55,23 +55,25 @@ def truth(seed: int, dim: int) -> np.ndarray:
     return out
 
 
-@functools.lru_cache(maxsize=4096)
-def _stream(seed: int, rank: int) -> np.random.Generator:
-    """Rank ``rank``'s data generator (Philox keyed by (seed, rank)); :func:`batch` sets its counter per step."""
-    return np.random.Generator(np.random.Philox(key=np.array([seed, rank], dtype=np.uint64)))
+_IDLE: dict[tuple[int, int], np.random.Generator] = {}  # (seed, rank) -> its data generator, while none uses it
+_IDLE_MAX = 4096
 
 
 def batch(seed: int, rank: int, step: int, size: int, dim: int) -> tuple[np.ndarray, np.ndarray]:
     """Rank ``rank``'s mini-batch of step ``step`` (its shard of the data): float32 normals from the counter-based
     Philox4x64 generator keyed by (seed, rank) with the step in the counter's second word (Salmon et al., SC 2011),
-    so the batch is a pure function of (seed, rank, step) and a generator is made once per rank, not per step."""
-    gen = _stream(seed, rank)
-    state = {"bit_generator": "Philox", "buffer_pos": 4, "has_uint32": 0, "uinteger": 0,
-             "buffer": np.zeros(4, dtype=np.uint64),
-             "state": {"counter": np.array([0, step, 0, 0], dtype=np.uint64),
-                       "key": np.array([seed, rank], dtype=np.uint64)}}
-    gen.bit_generator.state = state  # one rank's work runs on one thread (the real backend's worker per node)
+    so the batch is a pure function of (seed, rank, step) and a generator is made once per rank, not per step. A
+    generator is taken out of :data:`_IDLE` while it draws (a dict pop is atomic): two threads never share one."""
+    gen = _IDLE.pop((seed, rank), None)
+    if gen is None:
+        gen = np.random.Generator(np.random.Philox(key=np.array([seed, rank], dtype=np.uint64)))
+    gen.bit_generator.state = {
+        "bit_generator": "Philox", "buffer_pos": 4, "has_uint32": 0, "uinteger": 0,
+        "buffer": np.zeros(4, dtype=np.uint64),
+        "state": {"counter": np.array([0, step, 0, 0], dtype=np.uint64), "key": np.array([seed, rank], dtype=np.uint64)}}
     drawn = gen.standard_normal(size * (dim + 1), dtype=np.float32)  # x row by row, then the noise: one call
+    if len(_IDLE) < _IDLE_MAX:
+        _IDLE[(seed, rank)] = gen
     x = drawn[:size * dim].reshape(size, dim)
     return x, x @ truth(seed, dim) + np.float32(0.01) * drawn[size * dim:]
 
