@@ -21,11 +21,12 @@ from simpy.events import NORMAL, URGENT, Event
 class Call(Event):
     """A triggered event whose only callback is ``fn(self)``; ``self.args`` holds its arguments."""
 
+    _ok = True  # triggered, successfully, with no value: class attributes, not two stores per event
+    _value = None
+
     def __init__(self, env: simpy.Environment, fn: Callable[[Any], None], args: Any) -> None:  # noqa: D107
         self.env = env
         self.callbacks = [fn]
-        self._ok = True
-        self._value = None
         self.args = args
 
 
