@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from seedance.models.protocols.contract import Operation, Outcome
+from seedance.models.protocols.records import fast_init_module
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -142,3 +143,6 @@ class KVStore:
 def _plain_key(key: Any) -> Any:
     # A key that went through a wire codec may come back as a list; keys must be hashable.
     return tuple(key) if isinstance(key, list) else key
+
+
+fast_init_module(globals())  # Result's generated __init__, at half the cost

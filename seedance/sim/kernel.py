@@ -10,21 +10,23 @@ users) keeps working on the same environment.
 
 from __future__ import annotations
 
-from heapq import heappush
+from heapq import heappop, heappush
 from typing import Any, Callable
 
 import simpy
-from simpy.events import NORMAL, Event
+from simpy.core import StopSimulation
+from simpy.events import NORMAL, URGENT, Event
 
 
 class Call(Event):
     """A triggered event whose only callback is ``fn(self)``; ``self.args`` holds its arguments."""
 
+    _ok = True  # triggered, successfully, with no value: class attributes, not two stores per event
+    _value = None
+
     def __init__(self, env: simpy.Environment, fn: Callable[[Any], None], args: Any) -> None:  # noqa: D107
         self.env = env
         self.callbacks = [fn]
-        self._ok = True
-        self._value = None
         self.args = args
 
 
@@ -32,3 +34,41 @@ def call_at(env: simpy.Environment, at_s: float, fn: Callable[[Any], None], args
     """Run ``fn(event)`` at absolute virtual time ``at_s`` (never before now); ``event.args`` is ``args``."""
     now = env._now
     heappush(env._queue, (at_s if at_s > now else now, NORMAL, next(env._eid), Call(env, fn, args)))
+
+
+def run_until(env: simpy.Environment, until: float) -> None:
+    """``env.run(until=until)`` without SimPy's per-event ``step`` call: the same events in the same order.
+
+    SimPy schedules an urgent stop event at ``now + (until - now)`` (taking the next event id) and steps until it
+    is processed; here the loop stops before that event would have been, and the clock is left where it would be.
+    A callback that raises ``StopSimulation`` ends the run at its event's time, the event's remaining callbacks
+    rescheduled as ``step`` does.
+    """
+    now = env._now
+    at = float(until)
+    if at <= now:
+        raise ValueError(f"until ({at}) must be greater than the current simulation time")
+    at = now + (at - now)  # the stop event's time, as SimPy computes it
+    stop_eid = next(env._eid)
+    queue = env._queue
+    while queue:
+        item = queue[0]
+        when = item[0]
+        if when > at or (when == at and (item[1] != URGENT or item[2] > stop_eid)):
+            break
+        heappop(queue)
+        env._now = when
+        event = item[3]
+        callbacks, event.callbacks = event.callbacks, None
+        for callback in callbacks:
+            try:
+                callback(event)
+            except StopSimulation:
+                event.callbacks = callbacks[callbacks.index(callback) + 1:]
+                env.schedule(event, -1)
+                return
+        if not event._ok and not hasattr(event, "_defused"):
+            failure = type(event._value)(*event._value.args)
+            failure.__cause__ = event._value
+            raise failure
+    env._now = at

@@ -43,7 +43,7 @@ from seedance.sim.background import Background
 from seedance.sim.collectives import Collectives
 from seedance.sim.collector import bulk
 from seedance.sim.config import SimConfig, extra_settings
-from seedance.sim.kernel import call_at
+from seedance.sim.kernel import call_at, run_until
 from seedance.sim.liveness import Recovery, assess_run, liveness_summary
 from seedance.sim.nemesis import FaultWindow, Nemesis, draw_schedule
 from seedance.sim.network import Network, placement, resolve_topology
@@ -243,7 +243,7 @@ def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invaria
         steps = 100 if progress is not None else 1
         with bulk():
             for k in range(1, steps + 1):
-                env.run(until=start + config.duration_s * k / steps)
+                run_until(env, start + config.duration_s * k / steps)
                 if violations and stop_on_violation:
                     break
                 if progress is not None:

@@ -54,6 +54,8 @@ from seedance.sim.kernel import call_at
 _OPS = (Operation.READ, Operation.WRITE, Operation.CAS)
 _TYPE = {Outcome.OK: EventType.OK, Outcome.FAIL: EventType.FAIL, Outcome.INFO: EventType.INFO}
 _INVOKE, _OK = EventType.INVOKE, EventType.OK
+_OP_VALUES = {op: op.value for op in Operation}  # for the trace (Enum.value is a property: a dict look-up is cheaper)
+_TYPE_VALUES = {kind: kind.value for kind in EventType}
 
 
 class Uniforms:
@@ -258,7 +260,7 @@ class Clients:
         client.op_seq += 1
         self.rows.append((client.process, _INVOKE, op, key, value, now))
         if self._tracing:
-            self._records.append((now, "invoke", -1, client.process, op.value, key, value))
+            self._records.append((now, "invoke", -1, client.process, _OP_VALUES[op], key, value))
         client.deadline_s = now + self._timeout_s
         if not client.watchdog:
             client.watchdog = True
@@ -371,7 +373,7 @@ class Clients:
             self.log.spill()
         client.sent = False
         if self._tracing:
-            self._records.append((now, "return", -1, client.process, outcome.value, value))
+            self._records.append((now, "return", -1, client.process, _TYPE_VALUES[outcome], value))
         if outcome is _OK:
             self.ok_times.append(now)
             if op is Operation.READ:

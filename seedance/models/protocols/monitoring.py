@@ -33,7 +33,8 @@ class NodeMonitor:
         self._local: dict[Any, tuple[Any, int]] = {}  # node.violations already reported
 
     def observe_node(self, node: Any) -> list[str]:
-        return self._new(self._observe(node))
+        found = self._observe(node)
+        return self._new(found) if found else found
 
     def observe(self, nodes: Iterable[Any]) -> list[str]:
         """Every live node (a node missing since the last call crashed: it is forgotten)."""

@@ -120,6 +120,12 @@ def _chain(chain: int, entry: Any) -> int:
         return hash((chain, repr(entry)))
 
 
+def _state(node: Any, max_committed: int) -> tuple[Any, ...]:
+    top, last = node.commit_index, node.log.last_index  # the commit index as _examine takes it
+    return (node.role, node.current_term, top if top < last else last, max_committed,
+            len(getattr(node, "violations", ())))
+
+
 class Monitor(NodeMonitor):
     """Remembers leaders per term and committed entries per index across observations (crashes included).
 
@@ -141,8 +147,24 @@ class Monitor(NodeMonitor):
         self._leader_term: dict[Any, int] = {}  # node id -> the term its _leader_scanned mark belongs to
         self._live_leaders: dict[Any, Any] = {}  # node id -> node, for nodes last seen leading (and not crashed)
         self._max_committed = 0
+        # node id -> (node, what its last observation saw): the same again finds nothing new (see _observe)
+        self._seen: dict[Any, tuple[Any, tuple[Any, ...]]] = {}
 
     def _observe(self, node: Any) -> list[str]:
+        # Most inputs change none of what _examine looks at (role, term, commit index within the log, the newest
+        # committed index, the node's own breaches): examined again unchanged, every check there would repeat the
+        # last one (its breaches already reported, its progress marks already at that state), so it is skipped.
+        top, last = node.commit_index, node.log.last_index  # the commit index as _examine takes it
+        state = (node.role, node.current_term, top if top < last else last, self._max_committed,
+                 len(getattr(node, "violations", ())))
+        held = self._seen.get(node.node_id)
+        if held is not None and held[0] is node and held[1] == state:
+            return []
+        found = self._examine(node)
+        self._seen[node.node_id] = (node, _state(node, self._max_committed))
+        return found
+
+    def _examine(self, node: Any) -> list[str]:
         found = self._local_news(node) if getattr(node, "violations", None) else []
         node_id = node.node_id
         leading = node.role is Role.LEADER
@@ -198,7 +220,7 @@ class Monitor(NodeMonitor):
         return _leader_completeness(node, self.committed, range(start + 1, self._max_committed + 1))
 
     def forget(self, node_id: Any) -> None:
-        for table in (self._live_leaders, self._scanned, self._leader_scanned, self._local):
+        for table in (self._live_leaders, self._scanned, self._leader_scanned, self._local, self._seen):
             table.pop(node_id, None)
 
     def _check(self, nodes: list[Any]) -> list[str]:

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from seedance.models.protocols.records import fast_init_module
+
 HEADER_BYTES = 64  # type, term, ids, indexes: one small frame header
 ENTRY_HEADER_BYTES = 32  # term, client id, request id, op
 
@@ -120,3 +122,6 @@ MESSAGE_TYPES: tuple[type, ...] = (RequestVote, RequestVoteReply, AppendEntries,
 REQUEST_VOTE_BYTES = HEADER_BYTES
 REQUEST_VOTE_REPLY_BYTES = HEADER_BYTES // 2
 APPEND_REPLY_BYTES = HEADER_BYTES // 2
+
+
+fast_init_module(globals())  # the generated __init__ of these frozen records, at half the cost

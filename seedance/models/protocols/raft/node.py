@@ -93,6 +93,9 @@ from seedance.models.protocols.raft.roles import (
     ELECTION, FLUSH, LOG_NOTICE, HARD_STATE_KEY, HEARTBEAT, LOG_KEY, VOTE_RETRY, WRITE, Role,
 )
 
+_OP_NAMES = {op: op.value for op in Operation}
+
+
 class RaftNode(Dispatching, Elections, FlowControl, ReadIndex):
     """One Raft server driving a :class:`~seedance.models.kv.KVStore`."""
 
@@ -172,7 +175,7 @@ class RaftNode(Dispatching, Elections, FlowControl, ReadIndex):
         if op == Operation.READ and self.config.reads == "readindex":
             self._read_index(request, out)
             return self._flush(out)
-        op_name = op.value if isinstance(op, Operation) else str(op)
+        op_name = _OP_NAMES.get(op) or str(op)  # an Operation's value (a dict look-up: Enum.value is a property)
         entry = command_entry(self.current_term, request.client_id, request.request_id, op_name, request.key,
                               request.value)
         index = self.log.append(entry)
