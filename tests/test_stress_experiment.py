@@ -33,12 +33,25 @@ def test_a_short_stress_run_is_reproducible_and_writes_its_table_figure_and_prov
         assert (tmp_path / "a" / name).stat().st_size > 0
 
 
+def test_segments_on_two_processes_give_the_same_run_as_on_one(tmp_path):
+    """--workers spreads the segments over spawned processes: rows, memory series and trace_sha256 are unchanged."""
+    one = run(hours=0.004, seed=5, out=tmp_path / "one", ranks=8, segment_s=5.0)
+    two = run(hours=0.004, seed=5, out=tmp_path / "two", ranks=8, segment_s=5.0, workers=2)
+    assert len(one["rows"]) >= 2  # more than one segment, so the pool has work to share
+    assert one["summary"]["trace_sha256"] == two["summary"]["trace_sha256"]
+    assert one["rows"] == two["rows"] and one["memory_table"] == two["memory_table"]
+    assert (tmp_path / "one" / "memory.csv").read_bytes() == (tmp_path / "two" / "memory.csv").read_bytes()
+    assert two["summary"]["workers"] == 2
+
+
 def test_bad_hours_exit_2_naming_the_field(tmp_path, capsys):
     assert main(["experiment", "stress", "--hours", "1000", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "--hours" in err and "72 h" in err
     assert main(["experiment", "stress", "--hours", "0", "--out", str(tmp_path)]) == 2
     assert "--hours" in capsys.readouterr().err
+    assert main(["experiment", "stress", "--workers", "0", "--out", str(tmp_path)]) == 2
+    assert "--workers" in capsys.readouterr().err
     assert RANKS == 64 and not any(tmp_path.iterdir())  # nothing written
 
 
@@ -50,7 +63,7 @@ def test_stress_is_a_study_of_the_one_experiment_registry(tmp_path):
     from seedance.sweep.registry import validate_params
 
     assert "stress" in EXPERIMENTS and experiment("stress").seeded
-    assert resolve_options("stress", {}) == {"hours": None}
+    assert resolve_options("stress", {}) == {"hours": None, "workers": None}
     assert command("stress", True, 4, {"hours": 0.5}, tmp_path) == \
         f"seedance experiment stress --quick --seed 4 --hours 0.5 --out {tmp_path}"
     for bad in (0, 1000, "two"):

@@ -230,7 +230,7 @@ def pixel_vs_consensus(out_dir: str, quick: bool, root_seed: int, as_json: bool,
 
 
 
-from seedance.sweep.experiments import MAX_STRESS_HOURS, WHY_STRESS_HOURS  # noqa: E402  (constants only)
+from seedance.sweep.experiments import MAX_STRESS_HOURS, MAX_STRESS_WORKERS, WHY_STRESS_HOURS  # noqa: E402
 
 
 @command.command("stress")
@@ -240,15 +240,21 @@ from seedance.sweep.experiments import MAX_STRESS_HOURS, WHY_STRESS_HOURS  # noq
 @click.option("--quick", is_flag=True, help="One simulated hour.")
 @click.option("--seed", "root_seed", type=SEED, default=0, show_default=True,
               help="Seeds the injections' draws and every segment's run.")
+@click.option("--workers", type=Integer(1, MAX_STRESS_WORKERS), default=None,
+              help="Processes running segments (default: the usable cores; the result is the same for any count).")
 @json_option
 @progress_option
-def stress(out_dir: str, hours: float | None, quick: bool, root_seed: int, as_json: bool,
+def stress(out_dir: str, hours: float | None, quick: bool, root_seed: int, workers: int | None, as_json: bool,
            show_progress: bool | None) -> None:
     """The seed's 72 h stress test simulated: 8 dgx-a100 servers (64 ranks) training under validate-and-commit,
     F1-F8 injected at seeded rates throughout, the §4.4 memory table per 24 h window, violations and recoveries,
     a figure (stress.pdf/png), rows.csv, memory.csv and summary.json."""
     steps = Progress(show_progress, "experiment stress")
-    result = run_study("stress", out_dir, steps, quick=quick, seed=root_seed, hours=hours)
+    if workers is None:
+        import os
+
+        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    result = run_study("stress", out_dir, steps, quick=quick, seed=root_seed, hours=hours, workers=workers)
     if as_json:
         emit_json(result)
         return

@@ -28,10 +28,11 @@ ranks, which no run of hours could afford here; these are 64 (as many as the tra
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -111,44 +112,68 @@ def _sampler(rows: list[tuple[float, float, float, float, int]], offset_s: float
 
 
 def run(*, hours: float, seed: int = 0, out: str | Path, progress: Callable[[str], None] | None = None,
-        segment_s: float = SEGMENT_S, ranks: int = RANKS) -> dict[str, Any]:
+        segment_s: float = SEGMENT_S, ranks: int = RANKS, workers: int = 1) -> dict[str, Any]:
     """Run the stress test; write rows.csv, memory.csv, summary.json and the figure into ``out``; the result.
-    ``ranks`` below 64 (eight per server) is for tests of the machinery; the experiment is 64."""
-    from seedance.experiments.training_run import sim_train
+    ``ranks`` below 64 (eight per server) is for tests of the machinery; the experiment is 64. ``workers`` > 1 runs
+    the segments in that many processes: each segment is its own seeded run, so the result (rows, memory series,
+    trace_sha256) is the same as with one."""
     from seedance.models.protocols.commit import CommitConfig
     from seedance.monitor.memory import period_table
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     wall = time.perf_counter()
-    dim = CommitConfig().dim
-    scale = MODEL_PARAMS / dim
+    scale = MODEL_PARAMS / CommitConfig().dim
     memory: list[tuple[float, float, float, float, int]] = []
     rows: list[dict[str, Any]] = []
     digest = hashlib.sha256()
     segments = plan(hours, seed, segment_s)
     clock = 0.0  # a segment ends at the first commit after its length: the next starts when it actually ended
-    for seg in segments:
-        seg = {**seg, "start_s": clock}
-        settings = _settings(seg["length_s"], seg["injections"])
-        summary = sim_train(world=ranks, steps=10**9, commit_every=COMMIT_EVERY, scenario=seg["scenario"] or "",
-                            variant="fixed", seed=seg["seed"], settings=settings, topology=TOPOLOGY,
-                            max_sim_s=seg["length_s"] + 300.0,
-                            actions=((0.0, _sampler(memory, seg["start_s"], scale)),))
-        clock += summary["sim_time_s"] if summary["sim_time_s"] is not None else seg["length_s"] + 300.0
-        digest.update(summary["trace_sha256"].encode())
-        rows.append(_row(seg, summary))
-        if progress is not None:
-            progress(f"segment {seg['index'] + 1}/{len(segments)} ({seg['scenario'] or 'clean'}): "
-                     f"{summary['steps']} steps, {summary['rollbacks']} rollbacks, "
-                     f"{time.perf_counter() - wall:.0f} s wall")
+    with _segment_runner(min(workers, len(segments))) as run_each:
+        for seg, (summary, samples) in zip(segments, run_each(_segment, segments, [ranks] * len(segments),
+                                                                [scale] * len(segments))):
+            seg = {**seg, "start_s": clock}
+            memory.extend((t + clock, *rest) for t, *rest in samples)
+            clock += summary["sim_time_s"] if summary["sim_time_s"] is not None else seg["length_s"] + 300.0
+            digest.update(summary["trace_sha256"].encode())
+            rows.append(_row(seg, summary))
+            if progress is not None:
+                progress(f"segment {seg['index'] + 1}/{len(segments)} ({seg['scenario'] or 'clean'}): "
+                         f"{summary['steps']} steps, {summary['rollbacks']} rollbacks, "
+                         f"{time.perf_counter() - wall:.0f} s wall")
     # 24 h windows (thirds of a run shorter than a day) of the mean over ranks
     table = period_table([m[0] for m in memory], [m[1] for m in memory],
                          periods=max(1, round(hours / 24)) if hours >= 24 else 3)
     result = {"rows": rows, "memory_table": table,
               "summary": _totals(rows, hours, seed, time.perf_counter() - wall, digest.hexdigest(), ranks)}
+    result["summary"]["workers"] = workers
     result["artifacts"] = _write(out, rows, memory, result)
     return result
+
+
+@contextlib.contextmanager
+def _segment_runner(workers: int) -> Iterator[Callable[..., Iterator[Any]]]:
+    """``map`` in this process (one worker), or over a pool of ``workers`` fresh (spawned) processes, in order."""
+    if workers <= 1:
+        yield map
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        yield pool.map
+
+
+def _segment(seg: dict[str, Any], ranks: int, scale: float) -> tuple[dict[str, Any], list[tuple]]:
+    """One segment's run from fresh ranks: its summary and its memory samples, timed from the segment's start."""
+    from seedance.experiments.training_run import sim_train
+
+    samples: list[tuple[float, float, float, float, int]] = []
+    summary = sim_train(world=ranks, steps=10**9, commit_every=COMMIT_EVERY, scenario=seg["scenario"] or "",
+                        variant="fixed", seed=seg["seed"], settings=_settings(seg["length_s"], seg["injections"]),
+                        topology=TOPOLOGY, max_sim_s=seg["length_s"] + 300.0,
+                        actions=((0.0, _sampler(samples, 0.0, scale)),))
+    return summary, samples
 
 
 def _row(seg: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:

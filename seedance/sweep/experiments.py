@@ -162,6 +162,7 @@ def pixel_vs_consensus(out: Path, *, quick: bool, seed: int, progress: Progress 
 
 
 MAX_STRESS_HOURS = 72.0 * 4
+MAX_STRESS_WORKERS = 64  # processes, one segment each at a time (a 72 h run has 432 segments)
 WHY_STRESS_HOURS = "four times the seed's 72 h; a simulated hour of 64 ranks costs tens of wall minutes here"
 
 
@@ -172,13 +173,14 @@ def _hours(name: str, value: Any) -> Any:
                                                 why=WHY_STRESS_HOURS)
 
 
-def stress(out: Path, *, quick: bool, seed: int, hours: float | None, progress: Progress = None) -> dict[str, Any]:
+def stress(out: Path, *, quick: bool, seed: int, hours: float | None, workers: int | None = None,
+           progress: Progress = None) -> dict[str, Any]:
     """The seed's 72 h stress test simulated (:mod:`seedance.experiments.stress`): ``hours`` simulated hours
-    (default 72, or 1 with ``quick``)."""
+    (default 72, or 1 with ``quick``), its segments on ``workers`` processes (default 1; the result is the same)."""
     from seedance.experiments.stress import run
 
     span = hours if hours is not None else (1.0 if quick else 72.0)
-    return run(hours=span, seed=seed, out=out, progress=progress)
+    return run(hours=span, seed=seed, out=out, progress=progress, workers=workers or 1)
 
 
 EXPERIMENTS: dict[str, Experiment] = {
@@ -193,7 +195,7 @@ EXPERIMENTS: dict[str, Experiment] = {
                                             "repeats": (None, _int(1, 20)), "duration": (3.0, _num(0.5, 120)),
                                             "nodes": (3, _int(1, 16))}, seeded=False,
                               imports=("seedance.experiments.sim_vs_real",)),
-    "stress": Experiment(stress, {"hours": (None, _hours)}, imports=("seedance.experiments.stress",)),
+    "stress": Experiment(stress, {"hours": (None, _hours), "workers": (None, _int(1, MAX_STRESS_WORKERS))}, imports=("seedance.experiments.stress",)),
 }
 
 
