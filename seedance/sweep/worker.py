@@ -14,6 +14,7 @@ driver leaves no worker behind.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import os
@@ -54,6 +55,10 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
         text = f"{type(err).__name__}: {err}".replace("\n", " ")
         return {"status": "failed", "metrics": {}, "error": text, "traceback": traceback.format_exc(),
                 "wall_s": time.perf_counter() - start, "cpu_s": time.process_time() - cpu}
+    finally:
+        # a finished simulation is cyclic garbage whose arrays the collector's thresholds do not count: collected
+        # after each run (outside its timed span), so a worker running hundreds of points keeps one run's memory
+        gc.collect()
 
 
 def load(target: str) -> dict[str, Any]:
