@@ -134,11 +134,18 @@ def sim_train(*, world: int = 4, steps: int = 60, commit_every: int = 10, scenar
 
     observed: list[dict[str, Any]] = []  # the Observe values the summary reads
 
+    shared: dict[tuple[float, ...], Any] = {}  # a vote's parameters, one object per distinct vector
+
     def tap(runtime: Any) -> None:
         def keep(node_id: int, effect: Any, at: float) -> None:
             value = effect.value
             if isinstance(value, dict) and "view" in value:  # O(world) per rank: the summary never reads it
                 value = {k: v for k, v in value.items() if k != "view"}
+                params = value.get("params")
+                if isinstance(params, list):  # the ranks' replicas are equal, usually: kept once, not once per rank
+                    if len(shared) > 4096:
+                        shared.clear()
+                    value["params"] = shared.setdefault(tuple(params), params)
             observed.append({"node": node_id, "key": effect.key, "value": value, "time": at})
 
         # the summary is made here, from these; the run's own replica events (hashable copies, and the protocol

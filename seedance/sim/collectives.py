@@ -223,6 +223,7 @@ class Collectives:
                 runtime._record((now, "collective-done", member, name, True, None))
             runtime.collective_done(member, incarnation,
                                     CollectiveDone(collective_id=coll.collective_id, ok=True, result=results[member]))
+        coll.joined = {}  # its timeout's timer holds it until the deadline: the payloads go now (memory stays flat)
 
     def _cut(self, group: tuple[int, ...]) -> bool:
         blocked = self.network.blocked

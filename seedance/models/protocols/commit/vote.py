@@ -86,8 +86,9 @@ class Vote:
         self.phase = "commit"
         self.committed_step = k  # every later effect waits until the checkpoint is durable (a crash loses the node)
         self.committed_digest = (mine[2], mine[3])
-        # the rows as voted; agreeing rows are one row repeated (stored once: a record is O(1) however large the view)
-        held = np.broadcast_to(rows[0], rows.shape) if agree and (rows == rows[0]).all() else rows.copy()
+        # the rows as voted; agreeing rows are one row repeated, stored once: a record is O(1) however large the
+        # view (a broadcast of rows[0] itself would keep the whole result alive: 64 records x 1,024 ranks x 40 KB)
+        held = np.broadcast_to(rows[0].copy(), rows.shape) if agree and (rows == rows[0]).all() else rows.copy()
         record = {"epoch": self.epoch, "step": k, "view": self.view, "rows": held,
                   "voted": tuple(mine[2:4]), "true": tuple(true.get("digest") or mine[2:4]), "t": now}
         self.commits = [*self.commits[-63:], record]
