@@ -16,6 +16,7 @@ not the number of replicas (a copy of each replica's grid and clock is kept to s
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import numpy as np
@@ -88,6 +89,20 @@ _VERSION, _NODE, _SEQ = 0, 2, 3
 _NONE = np.zeros(0, np.int64)
 
 
+_KEY = 8 * len(_ORDER)  # bytes of an entry's key in :attr:`Monitor._held`: its fields as float64, in _ORDER
+_ENTRY = struct.Struct(f"={len(_ORDER)}d")
+_EXACT = 2.0 ** 53  # a dot's sequence number beyond this is not exact in float64
+
+
+def _drop(held: dict[bytes, int], key: bytes) -> None:
+    """One holder of ``key`` fewer."""
+    count = held[key] - 1
+    if count:
+        held[key] = count
+    else:
+        del held[key]
+
+
 def _above(b: np.ndarray, a: np.ndarray) -> np.ndarray:
     """Elementwise over the last axis: entry ``b`` is strictly greater than entry ``a`` (fields on axis -2, in
     :data:`_ORDER`) — :func:`_wins` on stacked fields, in a handful of array operations."""
@@ -99,6 +114,8 @@ def _above(b: np.ndarray, a: np.ndarray) -> np.ndarray:
 class Monitor(NodeMonitor):
     """Clock honesty, incrementally: :meth:`observe_node` after each input, :meth:`finish` (:func:`check`) at the end."""
 
+    small = 8  # checks over at most this many pixels loop in plain Python (numpy's overhead dominates tiny arrays)
+
     def __init__(self) -> None:
         super().__init__()
         # (pixels, replicas, fields): each replica's grid as last observed, pixel-major so that one pixel of every
@@ -109,6 +126,9 @@ class Monitor(NodeMonitor):
         self._alive = np.zeros(0, bool)
         self._dots: dict[tuple[int, int], set[int]] = {}  # (writer, seq) -> the pixels where an entry carries it
         self._ever = np.zeros(0, bool)
+        # per pixel: the distinct written entries the live replicas hold there (:data:`_KEY` bytes) -> how many hold it
+        self._held: list[dict[bytes, int]] = []
+        self._clean = True  # no breach found yet (and every dot findable again): every live pair is clean
 
     def _observe(self, node: Any) -> list[str]:
         found = self._local_news(node)
@@ -120,7 +140,10 @@ class Monitor(NodeMonitor):
         row = node.node_id
         arrays = [grid.f[name] for name in _ORDER]
         raw = tuple(a.tobytes() for a in arrays)  # compared as bytes: one memcmp per field when nothing changed
-        if self._obj[row] is not node:  # first sight of this incarnation: every pixel counts as changed
+        first = self._obj[row] is not node
+        if first:  # first sight of this incarnation: every pixel counts as changed
+            if self._alive[row]:
+                self._uncount(row)  # a predecessor never forgotten: its entries no longer count
             changed = np.arange(grid.pixels)
             covered: list[int] = []
             self._obj[row] = node
@@ -133,20 +156,18 @@ class Monitor(NodeMonitor):
                     self._clock[row] = grid.clock
                 return found
         self._raw[row] = raw
-        entries = np.stack([a[changed] for a in arrays]).astype(np.float64, copy=False)  # (fields, changed)
+        entries = np.stack([a[changed] for a in arrays], axis=1).astype(np.float64, copy=False)  # (changed, fields)
+        before = None if first else self._g[changed, row, :]
         if len(changed):
-            self._g[changed, row, :] = entries.T
+            self._g[changed, row, :] = entries
         self._clock[row] = grid.clock
-        mask = entries[_VERSION] > 0
-        written = changed[mask]
-        self._ever[written] = True
-        dots = self._dots
-        for p, writer, seq in zip(written.tolist(), entries[_NODE, mask].tolist(), entries[_SEQ, mask].tolist()):
-            dots.setdefault((int(writer), int(seq)), set()).add(p)
-        found.extend(self._held_by(row, written))
+        written, known = self._record(changed, entries, before)
+        breaches = self._held_by(row, written, known)
         pixels = np.union1d(changed, np.asarray(covered, np.int64)) if covered else changed
-        found.extend(self._covered_by(row, pixels))
-        return found
+        breaches += self._covered_by(row, pixels)
+        if breaches:
+            self._clean = False  # a breach stays in the remembered state: from now on every check is made in full
+        return found + breaches
 
     def _allocate(self, replicas: int, pixels: int) -> None:
         self._g = np.zeros((pixels, replicas, len(_ORDER)))
@@ -155,6 +176,40 @@ class Monitor(NodeMonitor):
         self._raw: list[tuple[bytes, ...] | None] = [None] * replicas  # each grid's fields as last observed, bytes
         self._alive = np.zeros(replicas, bool)
         self._ever = np.zeros(pixels, bool)  # pixels some replica has held a written entry at (a superset of now)
+        self._held = [{} for _ in range(pixels)]
+
+    def _record(self, changed: np.ndarray, entries: np.ndarray,
+                before: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+        """Count the entries a replica now holds at ``changed`` (``entries``, one row each) in place of ``before``
+        (None: nothing of it counted) and note their dots. Returns the written pixels and, while every live pair is
+        clean, whether another live replica held the same entry there before (None: not clean, check everything)."""
+        mask = entries[:, _VERSION] > 0
+        written = changed[mask]
+        self._ever[written] = True
+        held, dots, width = self._held, self._dots, self._clock.shape[1]
+        if before is not None:
+            old = before.tobytes()
+            for j in np.flatnonzero(before[:, _VERSION] > 0).tolist():
+                _drop(held[int(changed[j])], old[j * _KEY:(j + 1) * _KEY])
+        new = entries.tobytes()
+        known: list[bool] = []
+        for j, p, writer, seq in zip(np.flatnonzero(mask).tolist(), written.tolist(), entries[mask, _NODE].tolist(),
+                                     entries[mask, _SEQ].tolist()):
+            dots.setdefault((int(writer), int(seq)), set()).add(p)
+            if not (0 <= writer < width and -_EXACT < seq < _EXACT):
+                self._clean = False  # a dot :meth:`_newly_covered` might not find again: the skip's premise fails
+            key, at = new[j * _KEY:(j + 1) * _KEY], held[p]
+            count = at.get(key, 0)
+            known.append(count > 0)
+            at[key] = count + 1
+        return written, np.array(known, bool) if self._clean else None
+
+    def _uncount(self, row: int) -> None:
+        """The replica at ``row`` is no longer live: its entries no longer count."""
+        pixels = np.flatnonzero(self._g[:, row, _VERSION] > 0)
+        old = self._g[pixels, row, :].tobytes()
+        for j, p in enumerate(pixels.tolist()):
+            _drop(self._held[p], old[j * _KEY:(j + 1) * _KEY])
 
     def _changed(self, row: int, arrays: list[np.ndarray], raw: tuple[bytes, ...]) -> np.ndarray:
         """The pixels whose entry differs from what was last observed at ``row``."""
@@ -180,34 +235,45 @@ class Monitor(NodeMonitor):
                 pixels.extend(self._dots.get((writer, seq), ()))
         return pixels
 
-    def _held_by(self, row: int, pixels: np.ndarray) -> list[str]:
-        """Breaches by the entries ``row`` now holds at ``pixels`` (the written ones matter only): a live replica
-        whose clock covers one of them holds an older entry there (``row`` itself: an entry beyond its own
-        clock)."""
+    def _held_by(self, row: int, pixels: np.ndarray, known: np.ndarray | None) -> list[str]:
+        """Breaches by the written entries ``row`` now holds at ``pixels``: one beyond its own clock, or a live replica
+        whose clock covers it holding an older one. Where ``known``, another live replica held the same entry before
+        this input while every pair was clean: against the others (unchanged since) its check stands for this one,
+        so only ``row``'s own clock is checked there."""
         if not len(pixels):
             return []
-        mine = self._g[pixels, row, :].T  # (fields, pixels)
-        written = mine[_VERSION] > 0
-        if not written.any():
-            return []
+        mine = self._g[pixels, row, :]  # (pixels, fields)
+        found = [self._report(row, row, p, own=True) for p in self._beyond(row, pixels, mine)]
+        if known is not None:
+            if known.all():
+                return found
+            pixels, mine = pixels[~known], mine[~known]
+        mine = mine.T  # (fields, pixels)
         live = np.flatnonzero(self._alive)
+        live = live[live != row]
         writers = np.clip(mine[_NODE].astype(np.int64), 0, self._clock.shape[1] - 1)
-        covered = written & (self._clock[np.ix_(live, writers)] >= mine[_SEQ])  # (live, pixels)
-        me = int(np.flatnonzero(live == row)[0])
-        own = written & ~covered[me]
-        covered[me] = False
-        found = [self._report(row, row, int(pixels[j]), own=True) for j in np.flatnonzero(own).tolist()]
+        covered = self._clock[np.ix_(live, writers)] >= mine[_SEQ]  # (others, pixels)
         if covered.any():
-            theirs = self._at(live, pixels)  # (live, fields, pixels)
+            theirs = self._at(live, pixels)  # (others, fields, pixels)
             lower = covered & _above(mine[None], theirs)
             found += [self._report(int(live[i]), row, int(pixels[j])) for i, j in zip(*np.nonzero(lower))]
         return found
+
+    def _beyond(self, row: int, pixels: np.ndarray, mine: np.ndarray) -> list[int]:
+        """The pixels whose written entry (``mine``, one row each) ``row``'s own clock does not cover."""
+        clock = self._clock[row]
+        last = clock.size - 1
+        if len(pixels) <= self.small:
+            return [p for p, entry in zip(pixels.tolist(), mine.tolist())
+                    if not float(clock[min(max(int(entry[_NODE]), 0), last)]) >= entry[_SEQ]]
+        writers = np.clip(mine[:, _NODE].astype(np.int64), 0, last)
+        return pixels[~(clock[writers] >= mine[:, _SEQ])].tolist()
 
     def _covered_by(self, row: int, pixels: np.ndarray) -> list[str]:
         """Breaches against ``row``'s clock at ``pixels``: a live replica holds an entry there that the clock covers,
         while ``row`` holds an older one."""
         pixels = pixels[self._ever[pixels]]  # where no replica ever held a written entry, nothing is covered
-        if not len(pixels):
+        if not len(pixels) or not self._any_covered(row, pixels):
             return []
         live = np.flatnonzero(self._alive)
         live = live[live != row]
@@ -219,6 +285,28 @@ class Monitor(NodeMonitor):
             return []
         lower = covered & _above(theirs, self._g[pixels, row, :].T[None])
         return [self._report(row, int(live[i]), int(pixels[j])) for i, j in zip(*np.nonzero(lower))]
+
+    def _any_covered(self, row: int, pixels: np.ndarray) -> bool:
+        """Whether :meth:`_covered_by` finds a breach at ``pixels``, decided on the distinct entries the live replicas
+        hold there (:attr:`_held`, a few per pixel) instead of every replica's: replicas holding one entry breach
+        alike, and ``row``'s own entry is never above itself."""
+        clock, held = self._clock[row], self._held
+        last = clock.size - 1
+        mine = self._g[pixels, row, :]  # (pixels, fields)
+        if len(pixels) <= self.small:
+            for p, own in zip(pixels.tolist(), mine.tolist()):
+                own = tuple(own)
+                for key in held[p]:
+                    entry = _ENTRY.unpack(key)
+                    if entry > own and float(clock[min(max(int(entry[_NODE]), 0), last)]) >= entry[_SEQ]:
+                        return True
+            return False
+        keys = [(j, key) for j, p in enumerate(pixels.tolist()) for key in held[p]]
+        if not keys:
+            return False
+        theirs = np.frombuffer(b"".join(key for _, key in keys), np.float64).reshape(len(keys), len(_ORDER)).T
+        covered = clock[np.clip(theirs[_NODE].astype(np.int64), 0, last)] >= theirs[_SEQ]
+        return bool((covered & _above(theirs, mine[[j for j, _ in keys]].T)).any())
 
     def _at(self, rows: np.ndarray, pixels: np.ndarray) -> np.ndarray:
         """The remembered entries of replicas ``rows`` at ``pixels``, (rows, fields, pixels): the pixels are taken
@@ -239,6 +327,8 @@ class Monitor(NodeMonitor):
     def forget(self, node_id: Any) -> None:
         super().forget(node_id)
         if node_id < len(self._obj):
+            if self._alive[node_id]:
+                self._uncount(node_id)
             self._obj[node_id] = None
             self._alive[node_id] = False
 
