@@ -97,8 +97,17 @@ def _any_breach(clock: np.ndarray, fields: dict[str, np.ndarray], chunk: int = 2
 _ORDER = ("version", "t", "node", "seq", "value")  # an entry's fields in the join order (:func:`_wins`)
 _VERSION, _NODE, _SEQ = 0, 2, 3
 _NONE = np.zeros(0, np.int64)
+_UNWRITTEN = (0.0, 0.0, -1.0, 0.0, 0.0)  # an unwritten pixel's entry (:func:`seedance.models.crdt._empty_fields`)
 _ENTRY = struct.Struct(f"={len(_ORDER)}d")  # an entry's key in :attr:`Monitor._held`: its fields as float64
 _EXACT = 2.0 ** 53  # a dot's sequence number beyond this is not exact in float64
+
+
+def _not_unwritten(arrays: list[np.ndarray]) -> np.ndarray:
+    """Where a grid's entry (its fields in :data:`_ORDER`) is not :data:`_UNWRITTEN`."""
+    differ = arrays[0] != _UNWRITTEN[0]
+    for a, unwritten in zip(arrays[1:], _UNWRITTEN[1:]):
+        differ |= a != unwritten
+    return differ
 
 
 def _drop(held: dict[bytes, int], key: bytes) -> None:
@@ -165,16 +174,21 @@ class Monitor(NodeMonitor):
         before, now = self._store(row, changed, arrays, first)
         known = self._count(before, now)
         breaches = self._held_by(row, now, known)
-        pixels = changed.tolist()
-        if covered:
-            pixels = sorted(set(pixels).union(covered))
+        if len(changed) + len(covered) <= self.small:
+            pixels = sorted(set(changed.tolist()).union(covered)) if covered else changed.tolist()
+        else:  # where no replica ever held a written entry, nothing is covered
+            pixels = np.union1d(changed, np.asarray(covered, np.int64)) if covered else changed
+            pixels = pixels[self._ever[pixels]].tolist()
         breaches += self._covered_by(row, pixels)
         if breaches:
             self._clean = False  # a breach stays in the remembered state: from now on every check is made in full
         return found + breaches
 
     def _allocate(self, replicas: int, pixels: int) -> None:
-        self._g = np.zeros((pixels, replicas, len(_ORDER)))
+        self._g = np.empty((pixels, replicas, len(_ORDER)))
+        self._g[...] = _UNWRITTEN  # a replica's first sight stores only its other entries (at boot: none)
+        self._fresh = np.ones(replicas, bool)  # rows never stored: they hold the unwritten entry everywhere
+        self._ever = np.zeros(pixels, bool)  # pixels some replica has held a written entry at (a superset of now)
         self._clock = np.zeros((replicas, replicas), np.int64)
         self._obj = [None] * replicas
         self._raw: list[tuple[bytes, ...] | None] = [None] * replicas  # each grid's fields as last observed, bytes
@@ -186,6 +200,10 @@ class Monitor(NodeMonitor):
         """Remember the entries ``row`` now holds at ``changed``; returns the written ones it held there before
         (none at a first sight: nothing of it counts) and those it holds now, as (pixel, entry) in pixel order."""
         g = self._g
+        if first and self._fresh[row]:
+            self._fresh[row] = False
+            if len(changed) > self.small:  # its row holds the unwritten entry everywhere: only the others change it
+                changed = changed[_not_unwritten(arrays)]
         if len(changed) <= self.small:  # one pixel at a time (basic indexing: no fancy-index machinery)
             before, now = [], []
             for p in changed.tolist():
@@ -214,13 +232,14 @@ class Monitor(NodeMonitor):
         """Count the entries ``now`` held in place of ``before`` (see :meth:`_store`) and note their dots. Returns,
         while every live pair is clean, whether another live replica held each entry of ``now`` there before this
         input (None: not clean, everything is checked)."""
-        held, dots, width, pack = self._held, self._dots, self._clock.shape[1], _ENTRY.pack
+        held, dots, ever, width, pack = self._held, self._dots, self._ever, self._clock.shape[1], _ENTRY.pack
         for p, old in before:
             _drop(held[p], pack(*old))
         known: list[bool] = []
         for p, entry in now:
             writer, seq = entry[_NODE], entry[_SEQ]
             dots.setdefault((int(writer), int(seq)), set()).add(p)
+            ever[p] = True
             if not (0 <= writer < width and -_EXACT < seq < _EXACT):
                 self._clean = False  # a dot :meth:`_newly_covered` might not find again: the skip's premise fails
             key, at = pack(*entry), held[p]
