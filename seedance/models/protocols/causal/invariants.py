@@ -154,7 +154,7 @@ class Monitor(NodeMonitor):
             self._allocate(node.num_nodes, grid.pixels)
         row = node.node_id
         arrays = [grid.f[name] for name in _ORDER]
-        raw = tuple(a.tobytes() for a in arrays)  # compared as bytes: one memcmp per field when nothing changed
+        raw = tuple([a.tobytes() for a in arrays])  # compared as bytes: one memcmp per field when nothing changed
         first = self._obj[row] is not node
         if first:  # first sight of this incarnation: every pixel counts as changed
             if self._alive[row]:
@@ -289,7 +289,7 @@ class Monitor(NodeMonitor):
         last = clock.size - 1
         if len(now) <= self.small:
             found = [self._report(row, row, p, own=True) for p, entry in now
-                     if not float(clock[min(max(int(entry[_NODE]), 0), last)]) >= entry[_SEQ]]
+                     if not float(clock.item(min(max(int(entry[_NODE]), 0), last))) >= entry[_SEQ]]
         else:
             mine = np.array([entry for _, entry in now]).T  # (fields, pixels)
             beyond = ~(clock[np.clip(mine[_NODE].astype(np.int64), 0, last)] >= mine[_SEQ])
@@ -342,7 +342,7 @@ class Monitor(NodeMonitor):
                 own = tuple(g[p, row].tolist())
                 for key in held[p]:
                     entry = _ENTRY.unpack(key)
-                    if entry > own and float(clock[min(max(int(entry[_NODE]), 0), last)]) >= entry[_SEQ]:
+                    if entry > own and float(clock.item(min(max(int(entry[_NODE]), 0), last))) >= entry[_SEQ]:
                         return True
             return False
         keys = [(j, key) for j, p in enumerate(pixels) for key in held[p]]
