@@ -161,7 +161,11 @@ def _segment_runner(workers: int) -> Iterator[Callable[..., Iterator[Any]]]:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    from seedance.real.node_env import set_parent_death_signal
+
+    # each worker dies with this process (a killed run left its workers computing their segments)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=set_parent_death_signal) as pool:
         yield pool.map
 
 

