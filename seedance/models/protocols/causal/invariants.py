@@ -12,10 +12,21 @@ whose entry changed (against every live replica's clock and entry) and the write
 their dots, against the entries the live replicas hold at those pixels). Every pair is clean after each observation,
 so a breach can only arise from such a change: the monitor is exact, at a cost per input that follows the change,
 not the number of replicas (a copy of each replica's grid and clock is kept to see what changed).
+
+Two shortcuts keep that cost off the number of replicas, with the same reports:
+
+* It counts, per pixel, the distinct written entries the live replicas hold. A replica that takes an entry another
+  live replica already held is not checked against the other replicas again while no breach has been found: that
+  holder's pair with each of them was clean after the previous input, and they have not changed since, so the same
+  check would pass (its own clock is still checked). A breach stays in the remembered state, so after the first one
+  (or a dot that :meth:`Monitor._newly_covered` could miss, a writer outside the clock) every check is made in full.
+* Whether the replica's clock newly covers a write it holds an older entry for is decided on those distinct entries,
+  a few per pixel, not on every replica's; only a breach found so is looked up replica by replica, for its words.
 """
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import numpy as np
@@ -86,6 +97,26 @@ def _any_breach(clock: np.ndarray, fields: dict[str, np.ndarray], chunk: int = 2
 _ORDER = ("version", "t", "node", "seq", "value")  # an entry's fields in the join order (:func:`_wins`)
 _VERSION, _NODE, _SEQ = 0, 2, 3
 _NONE = np.zeros(0, np.int64)
+_UNWRITTEN = (0.0, 0.0, -1.0, 0.0, 0.0)  # an unwritten pixel's entry (:func:`seedance.models.crdt._empty_fields`)
+_ENTRY = struct.Struct(f"={len(_ORDER)}d")  # an entry's key in :attr:`Monitor._held`: its fields as float64
+_EXACT = 2.0 ** 53  # a dot's sequence number beyond this is not exact in float64
+
+
+def _not_unwritten(arrays: list[np.ndarray]) -> np.ndarray:
+    """Where a grid's entry (its fields in :data:`_ORDER`) is not :data:`_UNWRITTEN`."""
+    differ = arrays[0] != _UNWRITTEN[0]
+    for a, unwritten in zip(arrays[1:], _UNWRITTEN[1:]):
+        differ |= a != unwritten
+    return differ
+
+
+def _drop(held: dict[bytes, int], key: bytes) -> None:
+    """One holder of ``key`` fewer."""
+    count = held[key] - 1
+    if count:
+        held[key] = count
+    else:
+        del held[key]
 
 
 def _above(b: np.ndarray, a: np.ndarray) -> np.ndarray:
@@ -99,6 +130,8 @@ def _above(b: np.ndarray, a: np.ndarray) -> np.ndarray:
 class Monitor(NodeMonitor):
     """Clock honesty, incrementally: :meth:`observe_node` after each input, :meth:`finish` (:func:`check`) at the end."""
 
+    small = 8  # at most this many changed pixels: handled in plain Python (numpy's overhead dominates tiny arrays)
+
     def __init__(self) -> None:
         super().__init__()
         # (pixels, replicas, fields): each replica's grid as last observed, pixel-major so that one pixel of every
@@ -108,7 +141,9 @@ class Monitor(NodeMonitor):
         self._obj: list[Any] = []  # row -> the node object observed there (None: crashed or not yet seen)
         self._alive = np.zeros(0, bool)
         self._dots: dict[tuple[int, int], set[int]] = {}  # (writer, seq) -> the pixels where an entry carries it
-        self._ever = np.zeros(0, bool)
+        # per pixel: the distinct written entries the live replicas hold there (:data:`_ENTRY` bytes) -> how many
+        self._held: list[dict[bytes, int]] = []
+        self._clean = True  # no breach found yet (and every dot findable again): every live pair is clean
 
     def _observe(self, node: Any) -> list[str]:
         found = self._local_news(node)
@@ -119,8 +154,11 @@ class Monitor(NodeMonitor):
             self._allocate(node.num_nodes, grid.pixels)
         row = node.node_id
         arrays = [grid.f[name] for name in _ORDER]
-        raw = tuple(a.tobytes() for a in arrays)  # compared as bytes: one memcmp per field when nothing changed
-        if self._obj[row] is not node:  # first sight of this incarnation: every pixel counts as changed
+        raw = tuple([a.tobytes() for a in arrays])  # compared as bytes: one memcmp per field when nothing changed
+        first = self._obj[row] is not node
+        if first:  # first sight of this incarnation: every pixel counts as changed
+            if self._alive[row]:
+                self._uncount(row)  # a predecessor never forgotten: its entries no longer count
             changed = np.arange(grid.pixels)
             covered: list[int] = []
             self._obj[row] = node
@@ -129,32 +167,92 @@ class Monitor(NodeMonitor):
             changed = self._changed(row, arrays, raw)
             covered = self._newly_covered(row, grid.clock)
             if not len(changed) and not covered:
-                if not np.array_equal(self._clock[row], grid.clock):
-                    self._clock[row] = grid.clock
+                self._clock[row] = grid.clock
                 return found
         self._raw[row] = raw
-        entries = np.stack([a[changed] for a in arrays]).astype(np.float64, copy=False)  # (fields, changed)
-        if len(changed):
-            self._g[changed, row, :] = entries.T
         self._clock[row] = grid.clock
-        mask = entries[_VERSION] > 0
-        written = changed[mask]
-        self._ever[written] = True
-        dots = self._dots
-        for p, writer, seq in zip(written.tolist(), entries[_NODE, mask].tolist(), entries[_SEQ, mask].tolist()):
-            dots.setdefault((int(writer), int(seq)), set()).add(p)
-        found.extend(self._held_by(row, written))
-        pixels = np.union1d(changed, np.asarray(covered, np.int64)) if covered else changed
-        found.extend(self._covered_by(row, pixels))
-        return found
+        before, now = self._store(row, changed, arrays, first)
+        known = self._count(before, now)
+        breaches = self._held_by(row, now, known)
+        if len(changed) + len(covered) <= self.small:
+            pixels = sorted(set(changed.tolist()).union(covered)) if covered else changed.tolist()
+        else:  # where no replica ever held a written entry, nothing is covered
+            pixels = np.union1d(changed, np.asarray(covered, np.int64)) if covered else changed
+            pixels = pixels[self._ever[pixels]].tolist()
+        breaches += self._covered_by(row, pixels)
+        if breaches:
+            self._clean = False  # a breach stays in the remembered state: from now on every check is made in full
+        return found + breaches
 
     def _allocate(self, replicas: int, pixels: int) -> None:
-        self._g = np.zeros((pixels, replicas, len(_ORDER)))
+        self._g = np.empty((pixels, replicas, len(_ORDER)))
+        self._g[...] = _UNWRITTEN  # a replica's first sight stores only its other entries (at boot: none)
+        self._fresh = np.ones(replicas, bool)  # rows never stored: they hold the unwritten entry everywhere
+        self._ever = np.zeros(pixels, bool)  # pixels some replica has held a written entry at (a superset of now)
         self._clock = np.zeros((replicas, replicas), np.int64)
         self._obj = [None] * replicas
         self._raw: list[tuple[bytes, ...] | None] = [None] * replicas  # each grid's fields as last observed, bytes
         self._alive = np.zeros(replicas, bool)
-        self._ever = np.zeros(pixels, bool)  # pixels some replica has held a written entry at (a superset of now)
+        self._held = [{} for _ in range(pixels)]
+
+    def _store(self, row: int, changed: np.ndarray, arrays: list[np.ndarray],
+               first: bool) -> tuple[list[tuple[int, tuple[float, ...]]], list[tuple[int, tuple[float, ...]]]]:
+        """Remember the entries ``row`` now holds at ``changed``; returns the written ones it held there before
+        (none at a first sight: nothing of it counts) and those it holds now, as (pixel, entry) in pixel order."""
+        g = self._g
+        if first and self._fresh[row]:
+            self._fresh[row] = False
+            if len(changed) > self.small:  # its row holds the unwritten entry everywhere: only the others change it
+                changed = changed[_not_unwritten(arrays)]
+        if len(changed) <= self.small:  # one pixel at a time (basic indexing: no fancy-index machinery)
+            before, now = [], []
+            for p in changed.tolist():
+                at = g[p, row]
+                if not first:
+                    old = tuple(at.tolist())
+                    if old[_VERSION] > 0:
+                        before.append((p, old))
+                entry = tuple([float(a.item(p)) for a in arrays])
+                at[:] = entry
+                if entry[_VERSION] > 0:
+                    now.append((p, entry))
+            return before, now
+        entries = np.stack([a[changed] for a in arrays], axis=1).astype(np.float64, copy=False)  # (changed, fields)
+        before = []
+        if not first:
+            old = g[changed, row, :]
+            mask = old[:, _VERSION] > 0
+            before = list(zip(changed[mask].tolist(), map(tuple, old[mask].tolist())))
+        g[changed, row, :] = entries
+        mask = entries[:, _VERSION] > 0
+        return before, list(zip(changed[mask].tolist(), map(tuple, entries[mask].tolist())))
+
+    def _count(self, before: list[tuple[int, tuple[float, ...]]],
+               now: list[tuple[int, tuple[float, ...]]]) -> list[bool] | None:
+        """Count the entries ``now`` held in place of ``before`` (see :meth:`_store`) and note their dots. Returns,
+        while every live pair is clean, whether another live replica held each entry of ``now`` there before this
+        input (None: not clean, everything is checked)."""
+        held, dots, ever, width, pack = self._held, self._dots, self._ever, self._clock.shape[1], _ENTRY.pack
+        for p, old in before:
+            _drop(held[p], pack(*old))
+        known: list[bool] = []
+        for p, entry in now:
+            writer, seq = entry[_NODE], entry[_SEQ]
+            dots.setdefault((int(writer), int(seq)), set()).add(p)
+            ever[p] = True
+            if not (0 <= writer < width and -_EXACT < seq < _EXACT):
+                self._clean = False  # a dot :meth:`_newly_covered` might not find again: the skip's premise fails
+            key, at = pack(*entry), held[p]
+            count = at.get(key, 0)
+            known.append(count > 0)
+            at[key] = count + 1
+        return known if self._clean else None
+
+    def _uncount(self, row: int) -> None:
+        """The replica at ``row`` is no longer live: its entries no longer count."""
+        pixels = np.flatnonzero(self._g[:, row, _VERSION] > 0)
+        for p, old in zip(pixels.tolist(), self._g[pixels, row, :].tolist()):
+            _drop(self._held[p], _ENTRY.pack(*old))
 
     def _changed(self, row: int, arrays: list[np.ndarray], raw: tuple[bytes, ...]) -> np.ndarray:
         """The pixels whose entry differs from what was last observed at ``row``."""
@@ -180,45 +278,78 @@ class Monitor(NodeMonitor):
                 pixels.extend(self._dots.get((writer, seq), ()))
         return pixels
 
-    def _held_by(self, row: int, pixels: np.ndarray) -> list[str]:
-        """Breaches by the entries ``row`` now holds at ``pixels`` (the written ones matter only): a live replica
-        whose clock covers one of them holds an older entry there (``row`` itself: an entry beyond its own
-        clock)."""
-        if not len(pixels):
+    def _held_by(self, row: int, now: list[tuple[int, tuple[float, ...]]], known: list[bool] | None) -> list[str]:
+        """Breaches by the written entries ``row`` now holds (``now``, see :meth:`_store`): one beyond its own clock,
+        or a live replica whose clock covers it holding an older one. Where ``known``, another live replica held the
+        same entry before this input while every pair was clean: against the others (unchanged since) its check
+        stands for this one, so only ``row``'s own clock is checked there."""
+        if not now:
             return []
-        mine = self._g[pixels, row, :].T  # (fields, pixels)
-        written = mine[_VERSION] > 0
-        if not written.any():
-            return []
-        live = np.flatnonzero(self._alive)
-        writers = np.clip(mine[_NODE].astype(np.int64), 0, self._clock.shape[1] - 1)
-        covered = written & (self._clock[np.ix_(live, writers)] >= mine[_SEQ])  # (live, pixels)
-        me = int(np.flatnonzero(live == row)[0])
-        own = written & ~covered[me]
-        covered[me] = False
-        found = [self._report(row, row, int(pixels[j]), own=True) for j in np.flatnonzero(own).tolist()]
-        if covered.any():
-            theirs = self._at(live, pixels)  # (live, fields, pixels)
-            lower = covered & _above(mine[None], theirs)
-            found += [self._report(int(live[i]), row, int(pixels[j])) for i, j in zip(*np.nonzero(lower))]
-        return found
+        clock = self._clock[row]
+        last = clock.size - 1
+        if len(now) <= self.small:
+            found = [self._report(row, row, p, own=True) for p, entry in now
+                     if not float(clock.item(min(max(int(entry[_NODE]), 0), last))) >= entry[_SEQ]]
+        else:
+            mine = np.array([entry for _, entry in now]).T  # (fields, pixels)
+            beyond = ~(clock[np.clip(mine[_NODE].astype(np.int64), 0, last)] >= mine[_SEQ])
+            found = [self._report(row, row, now[j][0], own=True) for j in np.flatnonzero(beyond).tolist()]
+        if known is not None:
+            now = [held for held, skip in zip(now, known) if not skip]
+        return found + self._lower(row, np.array([p for p, _ in now], np.int64)) if now else found
 
-    def _covered_by(self, row: int, pixels: np.ndarray) -> list[str]:
-        """Breaches against ``row``'s clock at ``pixels``: a live replica holds an entry there that the clock covers,
-        while ``row`` holds an older one."""
-        pixels = pixels[self._ever[pixels]]  # where no replica ever held a written entry, nothing is covered
-        if not len(pixels):
-            return []
+    def _lower(self, row: int, pixels: np.ndarray) -> list[str]:
+        """The live replicas whose clock covers the entry ``row`` holds at one of ``pixels`` (written ones) while
+        they hold an older one there."""
+        mine = self._g[pixels, row, :].T  # (fields, pixels)
         live = np.flatnonzero(self._alive)
         live = live[live != row]
-        theirs = self._at(live, pixels)  # (live, fields, pixels)
+        writers = np.clip(mine[_NODE].astype(np.int64), 0, self._clock.shape[1] - 1)
+        covered = self._clock[np.ix_(live, writers)] >= mine[_SEQ]  # (others, pixels)
+        if not covered.any():
+            return []
+        theirs = self._at(live, pixels)  # (others, fields, pixels)
+        lower = covered & _above(mine[None], theirs)
+        return [self._report(int(live[i]), row, int(pixels[j])) for i, j in zip(*np.nonzero(lower))]
+
+    def _covered_by(self, row: int, pixels: list[int]) -> list[str]:
+        """Breaches against ``row``'s clock at ``pixels`` (sorted): a live replica holds an entry there that the clock
+        covers, while ``row`` holds an older one."""
+        held = self._held
+        pixels = [p for p in pixels if held[p]]  # where no live replica holds a written entry, nothing is covered
+        if not pixels or not self._any_covered(row, pixels):
+            return []
+        at = np.array(pixels, np.int64)
+        live = np.flatnonzero(self._alive)
+        live = live[live != row]
+        theirs = self._at(live, at)  # (live, fields, pixels)
         clock = self._clock[row]
         writers = np.clip(theirs[:, _NODE].astype(np.int64), 0, clock.size - 1)
         covered = (theirs[:, _VERSION] > 0) & (clock[writers] >= theirs[:, _SEQ])
         if not covered.any():
             return []
-        lower = covered & _above(theirs, self._g[pixels, row, :].T[None])
-        return [self._report(row, int(live[i]), int(pixels[j])) for i, j in zip(*np.nonzero(lower))]
+        lower = covered & _above(theirs, self._g[at, row, :].T[None])
+        return [self._report(row, int(live[i]), pixels[j]) for i, j in zip(*np.nonzero(lower))]
+
+    def _any_covered(self, row: int, pixels: list[int]) -> bool:
+        """Whether :meth:`_covered_by` finds a breach at ``pixels``, decided on the distinct entries the live replicas
+        hold there (:attr:`_held`, a few per pixel) instead of every replica's: replicas holding one entry breach
+        alike, and ``row``'s own entry is never above itself."""
+        clock, held, g = self._clock[row], self._held, self._g
+        last = clock.size - 1
+        if len(pixels) <= self.small:
+            for p in pixels:
+                own = tuple(g[p, row].tolist())
+                for key in held[p]:
+                    entry = _ENTRY.unpack(key)
+                    if entry > own and float(clock.item(min(max(int(entry[_NODE]), 0), last))) >= entry[_SEQ]:
+                        return True
+            return False
+        keys = [(j, key) for j, p in enumerate(pixels) for key in held[p]]
+        theirs = np.frombuffer(b"".join(key for _, key in keys), np.float64).reshape(len(keys), len(_ORDER)).T
+        covered = clock[np.clip(theirs[_NODE].astype(np.int64), 0, last)] >= theirs[_SEQ]
+        mine = g[np.array(pixels, np.int64)[[j for j, _ in keys]], row, :].T
+        return bool((covered & _above(theirs, mine)).any())
 
     def _at(self, rows: np.ndarray, pixels: np.ndarray) -> np.ndarray:
         """The remembered entries of replicas ``rows`` at ``pixels``, (rows, fields, pixels): the pixels are taken
@@ -239,6 +370,8 @@ class Monitor(NodeMonitor):
     def forget(self, node_id: Any) -> None:
         super().forget(node_id)
         if node_id < len(self._obj):
+            if self._alive[node_id]:
+                self._uncount(node_id)
             self._obj[node_id] = None
             self._alive[node_id] = False
 
