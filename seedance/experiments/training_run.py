@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from seedance.history.training import summarize
+from seedance.history.training import Tally, summarize
 from seedance.errors import SpecError
 from seedance.models.protocols.commit import SPEC, CommitConfig
 from seedance.models.protocols.commit.node import PERSISTENT
@@ -132,21 +132,11 @@ def sim_train(*, world: int = 4, steps: int = 60, commit_every: int = 10, scenar
             raise StopSimulation(None)
         call_at(runtime.env, runtime.env.now + 0.1, lambda _e: poll(runtime))
 
-    observed: list[dict[str, Any]] = []  # the Observe values the summary reads
-
-    shared: dict[tuple[float, ...], Any] = {}  # a vote's parameters, one object per distinct vector
+    tally = Tally()  # the Observe values, folded as they come (memory flat with the steps)
 
     def tap(runtime: Any) -> None:
         def keep(node_id: int, effect: Any, at: float) -> None:
-            value = effect.value
-            if isinstance(value, dict) and "view" in value:  # O(world) per rank: the summary never reads it
-                value = {k: v for k, v in value.items() if k != "view"}
-                params = value.get("params")
-                if isinstance(params, list):  # the ranks' replicas are equal, usually: kept once, not once per rank
-                    if len(shared) > 4096:
-                        shared.clear()
-                    value["params"] = shared.setdefault(tuple(params), params)
-            observed.append({"node": node_id, "key": effect.key, "value": value, "time": at})
+            tally.add(node_id, effect.key, effect.value)
 
         # the summary is made here, from these; the run's own replica events (hashable copies, and the protocol
         # summary made from them again) would cost O(world) per rank per vote and are not kept
@@ -163,7 +153,7 @@ def sim_train(*, world: int = 4, steps: int = 60, commit_every: int = 10, scenar
     if cfg.scenario == "F5":  # every verdict across the cut is true (each side was unreachable to the other)
         crashed |= set(range(world))
     leaked = sum(h.engine.buffers.live - len(PERSISTENT) for h in result.runtime.hosts if h.up)
-    summary = summarize(observed, world=world, crashed=crashed, leaked=leaked,
+    summary = summarize(tally, world=world, crashed=crashed, leaked=leaked,
                         monitor_breaches=len(result.violations), keep_params=keep_params)
     return {"runtime": "sim", "scenario": cfg.scenario or None, "variant": cfg.variant, "seed": seed,
             "commit_every": commit_every, "heartbeat_fanout": cfg.heartbeat_fanout, "steps_requested": steps, **summary,

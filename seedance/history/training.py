@@ -60,72 +60,98 @@ def _max_pairwise(vectors: list[np.ndarray]) -> float:
 
 
 @dataclass
-class _Tally:
-    """The replica events of a training run, gathered by kind."""
+class _Round:
+    """One vote round (epoch, step), folded as its votes arrive: O(distinct replicas), not O(ranks)."""
+
+    first: int  # the first voter (a second voter makes the round one of several ranks)
+    several: bool = False
+    agreed: bool = False  # some rank's vote agreed
+    trues: set[tuple[Any, ...]] = field(default_factory=set)  # the ranks' true digests
+    params: dict[tuple[float, ...], np.ndarray] = field(default_factory=dict)  # the distinct replicas' parameters
+
+
+@dataclass
+class Tally:
+    """The replica events of a training run, gathered by kind as they arrive (:meth:`add`): a run's summary in
+    memory that grows with its rounds and distinct replicas, not with its ranks times its steps."""
 
     finals: dict[int, dict[str, Any]] = field(default_factory=dict)
-    votes: dict[tuple[int, int], dict[int, dict[str, Any]]] = field(default_factory=lambda: defaultdict(dict))
+    votes: dict[tuple[int, int], _Round] = field(default_factory=dict)
     commits: set[tuple[int, int]] = field(default_factory=set)
     alarm_rounds: set[tuple[int, int]] = field(default_factory=set)
     rollback_epochs: set[int] = field(default_factory=set)
     recovery: dict[int, float] = field(default_factory=dict)
-    offline: int = 0
-    false_offline: int = 0
+    offline_peers: list[int] = field(default_factory=list)
     false_offline_seen: int = 0
     leaks: int = 0
     splits: int = 0
     missed: int = 0
 
-
-def _tally(rows: list[tuple[int, str, Any, float]], crashed: set[int]) -> _Tally:
-    tally = _Tally()
-    for node, key, value, _t in rows:
+    def add(self, node: int, key: str, value: Any) -> None:
         if key == "final":
-            tally.finals[node] = value
+            self.finals[node] = value
         elif key == "vote":
-            tally.votes[(value["epoch"], value["step"])][node] = value
+            self._vote(node, value)
         elif key == "commit":
-            tally.commits.add((value["epoch"], value["step"]))
+            self.commits.add((value["epoch"], value["step"]))
         elif key == "alarm":
-            tally.alarm_rounds.add((value["epoch"], value["step"]))
+            self.alarm_rounds.add((value["epoch"], value["step"]))
         elif key == "rollback":
-            tally.rollback_epochs.add(value["epoch"])
+            self.rollback_epochs.add(value["epoch"])
         elif key == "resync":
-            tally.recovery[value["epoch"]] = max(tally.recovery.get(value["epoch"], 0.0), float(value["recovery_s"]))
+            self.recovery[value["epoch"]] = max(self.recovery.get(value["epoch"], 0.0), float(value["recovery_s"]))
         elif key == "offline":
-            tally.offline += 1
-            if int(value["peer"]) not in crashed:
-                tally.false_offline += 1
+            self.offline_peers.append(int(value["peer"]))
         elif key == "false-offline":
-            tally.false_offline_seen += 1
+            self.false_offline_seen += 1
         elif key == "leak":
-            tally.leaks += 1
+            self.leaks += 1
         elif key == "split-view":
-            tally.splits += 1
+            self.splits += 1
         elif key == "injection-missed":
-            tally.missed += 1
-    return tally
+            self.missed += 1
+
+    def _vote(self, node: int, value: Mapping[str, Any]) -> None:
+        key = (value["epoch"], value["step"])
+        round_ = self.votes.get(key)
+        if round_ is None:
+            round_ = self.votes[key] = _Round(first=node)
+        elif node != round_.first:
+            round_.several = True
+        round_.agreed = round_.agreed or bool(value["agree"])
+        if value.get("true") is not None:
+            round_.trues.add(tuple(value["true"]))
+        params = value.get("params")
+        if params is not None:
+            array = np.asarray(params)
+            round_.params.setdefault((array.shape, array.tobytes()), array)
 
 
-def _vote_checks(tally: _Tally) -> tuple[int, int, float]:
+def _vote_checks(tally: Tally) -> tuple[int, int, float]:
     """False alarms (an alarm although every true digest agreed), false convergence (an agreeing vote over
     differing replicas) and the largest L2 distance between the replicas' parameters at a vote."""
     false_alarms = false_convergence = 0
     replica_l2 = 0.0
-    for key, by_node in tally.votes.items():
-        trues = {tuple(v["true"]) for v in by_node.values() if v.get("true") is not None}
-        if key in tally.alarm_rounds and len(trues) == 1 and len(by_node) > 1:
+    for key, round_ in tally.votes.items():
+        if key in tally.alarm_rounds and len(round_.trues) == 1 and round_.several:
             false_alarms += 1
-        if any(v["agree"] for v in by_node.values()) and len(trues) > 1:
+        if round_.agreed and len(round_.trues) > 1:
             false_convergence += 1
-        params = [np.asarray(v["params"]) for v in by_node.values() if v.get("params") is not None]
-        replica_l2 = max(replica_l2, _max_pairwise(params))
+        replica_l2 = max(replica_l2, _max_pairwise(list(round_.params.values())))
     return false_alarms, false_convergence, replica_l2
 
 
-def summarize(events: Iterable[Any], *, world: int, crashed: Iterable[int] = (), leaked: int | None = None,
+def summarize(events: Iterable[Any] | Tally, *, world: int, crashed: Iterable[int] = (), leaked: int | None = None,
               monitor_breaches: int = 0, keep_params: bool = False) -> dict[str, Any]:
-    tally = _tally(_rows(events), set(crashed))
+    """The run's summary keys (module doc) from its replica events, or from a :class:`Tally` they were fed to."""
+    if isinstance(events, Tally):
+        tally = events
+    else:
+        tally = Tally()
+        for node, key, value, _t in _rows(events):
+            tally.add(node, key, value)
+    crashed = set(crashed)
+    false_offline = sum(1 for peer in tally.offline_peers if peer not in crashed)
     finals = tally.finals
     false_alarms, false_convergence, replica_l2 = _vote_checks(tally)
     final_params = [np.asarray(f["params"]) for f in finals.values() if f.get("params") is not None]
@@ -154,8 +180,8 @@ def summarize(events: Iterable[Any], *, world: int, crashed: Iterable[int] = (),
         if finals else None,
         "false_alarms": false_alarms,
         "false_convergence": false_convergence,
-        "offline_verdicts": tally.offline,
-        "false_offline": tally.false_offline,
+        "offline_verdicts": len(tally.offline_peers),
+        "false_offline": false_offline,
         "false_offline_retracted": tally.false_offline_seen,
         "leaked_handles": int(leaked),
         "leak_alarms": tally.leaks,
