@@ -36,6 +36,7 @@ from seedance.models.topology import Topology
 
 UNIFORM_LINK_GBPS = 25.0
 UNIFORM_LINK_LATENCY_US = 10.0
+ROW_AFTER = 8  # distinct peers a node routes to one at a time before its whole row is cached
 
 
 class StarRoutes(Mapping):
@@ -152,6 +153,7 @@ class Network:
             self._inv_bandwidth.append(1.0 / (float(bandwidth_GBps) * 1e9))
             self._latency_s.append(float(latency_us) * 1e-6)
         self._routes: dict[tuple[int, int], tuple[int, ...]] = {}
+        self._asked = [0] * num_nodes  # routes asked for from each node (past ROW_AFTER: its whole row at once)
         self.bytes_sent = 0
         # faults
         self.blocked = [[0] * num_nodes for _ in range(num_nodes)]
@@ -168,7 +170,11 @@ class Network:
         route = self._routes.get((src, dst))
         row = getattr(self.topology.routes, "row", None)
         if route is None and row is not None and self.devices[src] != self.devices[dst]:
-            self._route_row(src, row)  # every route from src at once (all-to-all protocols use them all)
+            self._asked[src] += 1
+            if self._asked[src] > ROW_AFTER:  # every route from src at once (all-to-all protocols use them all)
+                self._route_row(src, row)
+            else:  # a few peers (ring heartbeats at 1,024 ranks): n routes per node would be n² in all
+                self._routes[(src, dst)] = row(self.devices[src], [self.devices[dst]], self._link_index)[0]
             route = self._routes.get((src, dst))
         if route is None:
             a, b = self.devices[src], self.devices[dst]
