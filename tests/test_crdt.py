@@ -61,6 +61,32 @@ def test_delta_groups_join_like_states(a, b, c):
     assert one.same_as(two)
 
 
+entry_st = st.tuples(st.integers(0, 3), st.sampled_from([0.0, 1.0, float("nan")]), st.integers(-1, 2),
+                     st.integers(0, 3), st.integers(-(1 << 63), (1 << 63) - 1))
+
+
+@settings(max_examples=300, deadline=None)
+@given(entry_st, entry_st)
+def test_a_one_pixel_join_takes_the_vectorised_rule(mine, theirs):
+    """The one-write shortcut of PixelGrid.join decides as the elementwise (version, t, node, seq, value) rule does,
+    NaN times and 64-bit extremes included."""
+    def delta(entry, pixels):
+        version, t, node, seq, value = entry
+        return GridDelta(idx=np.array(pixels, np.int64), value=np.array([value] * len(pixels), np.int64),
+                         version=np.array([version] * len(pixels), np.int64), t=np.array([t] * len(pixels)),
+                         node=np.array([node] * len(pixels), np.int32), seq=np.array([seq] * len(pixels), np.int64),
+                         clock=clocks.zeros(N))
+    one, two = PixelGrid(W, H, N), PixelGrid(W, H, N)
+    one.join(delta(mine, [5]))
+    two.join(delta(mine, [5, 6]))  # two pixels: the vectorised path
+    changed_one = one.join(delta(theirs, [5]))
+    changed_two = two.join(delta(theirs, [5, 6]))
+    assert changed_one.tolist() == [p for p in changed_two.tolist() if p == 5]
+    for name in ("value", "version", "node", "seq"):
+        assert one.f[name][5] == two.f[name][5]
+    assert np.array_equal(one.f["t"][5:6], two.f["t"][5:6], equal_nan=True)
+
+
 @settings(max_examples=100, deadline=None)
 @given(states, write_st)
 def test_delta_mutator_law(x, w):
