@@ -86,3 +86,29 @@ def test_chrome_duration_events_never_overlap_on_a_thread():
         spans.sort(key=lambda e: e["ts"])
         for a, b in zip(spans, spans[1:]):
             assert a["ts"] + a["dur"] <= b["ts"] + 1e-6
+
+
+def test_lanes_place_as_the_first_free_lane_scan_in_any_arrival_order():
+    """The heap that keeps a (pid, category)'s free lanes gives each span the lane the plain scan gives (the first
+    whose last span ended by its start), in start order and out of it."""
+    import random
+
+    from seedance.tracing import _Lanes
+
+    rng = random.Random(7)
+    for trial in range(40):
+        spans, ts = [], 0.0
+        for _ in range(300):
+            ts = ts + rng.choice([0.0, 0.5, 1.0, 3.0]) if trial % 2 or rng.random() < 0.9 else rng.uniform(0, ts)
+            spans.append({"pid": rng.randrange(2), "cat": "net", "ts": ts, "dur": rng.choice([0.0, 1.0, 5.0, 40.0]), "ph": "X"})
+        lanes, reference = _Lanes(), {}
+        for span in spans:
+            ends = reference.setdefault((span["pid"], span["cat"]), [])
+            want = next((k for k, end in enumerate(ends) if end <= span["ts"]), len(ends))
+            new = want == len(ends)
+            if new:
+                ends.append(0.0)
+            ends[want] = span["ts"] + span["dur"]
+            placed = list(lanes.place(dict(span)))
+            assert placed[-1]["tid"] == 100 + 1000 * want
+            assert [e["ph"] for e in placed] == (["M", "X"] if new else ["X"])
