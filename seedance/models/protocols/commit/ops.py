@@ -7,7 +7,8 @@ written back with the buffer's own ``copy_`` / item assignment). The arithmetic 
 every rank that applies the same inputs, so replicas that follow the protocol are bit-identical.
 
 The model: least-squares linear regression ``y = X w*`` plus noise (the loss ``0.5 · mean((X w − y)²)``), data
-generated from ``(seed, rank, step)`` (no downloads; :func:`batch`): each rank's mini-batch is its own shard; the gradient
+generated from ``(seed, rank)`` (no downloads; :func:`shard`): each rank cycles through its own shard of
+:data:`SHARD_BATCHES` mini-batches (:func:`batch`, a pure function of seed, rank and step); the gradient
 ``Xᵀ(Xw − y) / batch`` is summed by an allreduce and applied as ``w −= (lr / n) · Σ g`` (synchronous data-parallel
 SGD).
 """
@@ -55,37 +56,42 @@ def truth(seed: int, dim: int) -> np.ndarray:
     return out
 
 
-_IDLE: dict[tuple[int, int], tuple[np.random.Generator, dict[str, Any]]] = {}  # (seed, rank) -> its data generator
-# and the state dict that sets it (reused: one counter word changes), while none uses it
-_IDLE_MAX = 4096
+SHARD_BATCHES = 8  # a rank's data shard holds this many mini-batches; it cycles through them (an epoch)
+_SHARDS: dict[tuple[int, int, int, int], tuple[np.ndarray, np.ndarray]] = {}  # (seed, rank, size, dim) -> (x, y)
+_SHARDS_MAX = 2048  # shards kept (66 KB each at the default sizes); past it the cache starts again
+
+
+def shard(seed: int, rank: int, size: int, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rank ``rank``'s data shard: :data:`SHARD_BATCHES` mini-batches of ``size`` examples (``x`` rows of ``dim``
+    unit-variance float32 features, ``y = x w* + 0.01 noise``), read-only. Drawn once per (seed, rank) from the
+    counter-based Philox4x64 generator keyed by them (Salmon et al., SC 2011): the x rows, then the noise, uniform on
+    [-sqrt 3, sqrt 3), zero mean and unit variance like a standard normal feature (least squares needs no more)."""
+    key = (seed, rank, size, dim)
+    found = _SHARDS.get(key)
+    if found is not None:
+        return found
+    rows = SHARD_BATCHES * size
+    gen = np.random.Generator(np.random.Philox(key=np.array([seed, rank], dtype=np.uint64)))
+    drawn = gen.random(rows * (dim + 1), dtype=np.float32)
+    drawn -= np.float32(0.5)
+    drawn *= _UNIT
+    x = drawn[:rows * dim].reshape(rows, dim)
+    y = x @ truth(seed, dim) + np.float32(0.01) * drawn[rows * dim:]
+    x.flags.writeable = False
+    y.flags.writeable = False
+    if len(_SHARDS) >= _SHARDS_MAX:
+        _SHARDS.clear()
+    _SHARDS[key] = (x, y)  # two threads drawing the same shard store equal arrays: either is right
+    return x, y
 
 
 def batch(seed: int, rank: int, step: int, size: int, dim: int) -> tuple[np.ndarray, np.ndarray]:
-    """Rank ``rank``'s mini-batch of step ``step`` (its shard of the data): unit-variance float32 draws from the
-    counter-based Philox4x64 generator keyed by (seed, rank) with the step in the counter's second word (Salmon et
-    al., SC 2011), so the batch is a pure function of (seed, rank, step) and a generator is made once per rank, not per step. A
-    generator is taken out of :data:`_IDLE` while it draws (a dict pop is atomic): two threads never share one."""
-    idle = _IDLE.pop((seed, rank), None)
-    if idle is None:
-        key = np.array([seed, rank], dtype=np.uint64)
-        gen = np.random.Generator(np.random.Philox(key=key))
-        state = {"bit_generator": "Philox", "buffer_pos": 4, "has_uint32": 0, "uinteger": 0,
-                 "buffer": np.zeros(4, dtype=np.uint64), "state": {"counter": np.zeros(4, dtype=np.uint64), "key": key}}
-    else:
-        gen, state = idle
-    state["state"]["counter"][1] = step  # the counter [0, step, 0, 0]; the setter copies it
-    gen.bit_generator.state = state
-    # x row by row, then the noise, in one call: uniform on [-sqrt 3, sqrt 3), zero mean and unit variance like a
-    # standard normal feature (least squares needs no more), at a quarter of the cost (2,080 float32 draws: 6 us
-    # against 21 us for normals, whose transform dominates) — an eighth of `sim train`'s CPU per rank-step had gone
-    # into drawing normals
-    drawn = gen.random(size * (dim + 1), dtype=np.float32)
-    drawn -= np.float32(0.5)
-    drawn *= _UNIT
-    if len(_IDLE) < _IDLE_MAX:
-        _IDLE[(seed, rank)] = (gen, state)
-    x = drawn[:size * dim].reshape(size, dim)
-    return x, x @ truth(seed, dim) + np.float32(0.01) * drawn[size * dim:]
+    """Rank ``rank``'s mini-batch of step ``step``: batch ``step mod SHARD_BATCHES`` of its :func:`shard` (read-only
+    views), a pure function of (seed, rank, step). Drawing every batch afresh had cost 12 us a rank-step, a tenth of
+    `sim train`'s CPU; a shard is drawn once per rank."""
+    x, y = shard(seed, rank, size, dim)
+    at = (step % SHARD_BATCHES) * size
+    return x[at:at + size], y[at:at + size]
 
 
 _UNIT = np.float32(2 * np.sqrt(3.0))  # U(-1/2, 1/2) times this has variance 1
