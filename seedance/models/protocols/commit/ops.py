@@ -58,7 +58,8 @@ def truth(seed: int, dim: int) -> np.ndarray:
 
 SHARD_BATCHES = 8  # a rank's data shard holds this many mini-batches; it cycles through them (an epoch)
 _SHARDS: dict[tuple[int, int, int, int], tuple[np.ndarray, np.ndarray]] = {}  # (seed, rank, size, dim) -> (x, y)
-_SHARDS_MAX = 2048  # shards kept (66 KB each at the default sizes); past it the cache starts again
+_SHARDS_MAX = 1024  # shards kept (66 KB each at the default sizes: one per rank of the largest run); past it the cache
+# starts again (a stress run draws 64 new ones per segment)
 
 
 def shard(seed: int, rank: int, size: int, dim: int) -> tuple[np.ndarray, np.ndarray]:
