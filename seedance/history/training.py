@@ -67,7 +67,7 @@ class _Round:
     several: bool = False
     agreed: bool = False  # some rank's vote agreed
     trues: set[tuple[Any, ...]] = field(default_factory=set)  # the ranks' true digests
-    params: dict[tuple[float, ...], np.ndarray] = field(default_factory=dict)  # the distinct replicas' parameters
+    params: dict[tuple[Any, ...], np.ndarray] = field(default_factory=dict)  # (shape, bytes) -> a distinct replica
 
 
 @dataclass
