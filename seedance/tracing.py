@@ -21,7 +21,12 @@ Rules:
   :meth:`Trace.sha256`, the Chrome export) covers the spilled records and then the rest; spilled records read back
   with arrays as tuples. ``trace_sha256`` is therefore still the sha256 of every record's canonical bytes in order
   (a disabled trace, ``--no-trace``: the hash of no bytes, ``e3b0c442...``), whatever was spilled.
-* :meth:`Trace.write_chrome` streams: one event at a time to the file, never one document in memory.
+* :meth:`Trace.write_chrome` streams: one event at a time to the file, never one document in memory. With
+  ``limit`` it stops after that many events (a long run's trace.json would be gigabytes, more than a trace viewer
+  loads) and says so in the file, in a last instant event and a top-level ``"truncated"`` object.
+* :meth:`Trace.write_records` writes every record's canonical bytes in order (``trace.msgpack``): the file's sha256
+  is ``trace_sha256``, and :func:`read_records` reads it back (checked: a malformed file is refused with the record
+  it stopped at), so any window of a long run can be exported to the Chrome format later (``seedance trace``).
 * :meth:`Trace.to_chrome` writes the Trace Event Format (Google, "Trace Event Format", 2016): ``X`` (complete)
   events for message flights, fsyncs, faults and client operations, ``i`` (instant) events for the rest, with
   ``pid`` = node (clients: one process after the nodes, nemesis: the next), ``tid`` = category, ``ts``/``dur`` in µs
@@ -34,12 +39,15 @@ import hashlib
 import heapq
 import json
 import math
+import os
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import msgpack
+
+from seedance.errors import SeedanceError
 
 KINDS = (
     "send", "deliver", "drop", "duplicate", "timer-set", "timer-fire", "timer-cancel", "persist", "durable",
@@ -154,7 +162,7 @@ class Trace:
     """An append-only list of records. ``enabled=False`` records nothing (hash of the empty trace)."""
 
     __slots__ = ("records", "enabled", "num_nodes", "spill_records", "check_every_s", "max_check_s", "_spill",
-                 "_spilled", "_digest", "_pack")
+                 "_spilled", "_digest", "_pack", "last_chrome")
 
     def __init__(self, *, enabled: bool = True, num_nodes: int = 0, spill_records: int = 100_000,
                  check_every_s: float = 1e-3, max_check_s: float = 1.0) -> None:
@@ -168,6 +176,7 @@ class Trace:
         self._spilled = 0
         self._digest = hashlib.sha256()  # over the spilled records' bytes
         self._pack = msgpack.Packer(default=_fallback, use_bin_type=True).pack
+        self.last_chrome: dict[str, Any] | None = None  # what the last write_chrome wrote
 
     def __len__(self) -> int:
         return self._spilled + len(self.records)
@@ -324,29 +333,124 @@ class Trace:
                        "args": {"details": record[3:]}}
 
     def write_chrome(self, path: str | Path, records: Iterable[tuple[Any, ...]] | None = None,
-                     metadata: dict[str, Any] | None = None) -> Path:
+                     metadata: dict[str, Any] | None = None, limit: int | None = None,
+                     rest: str = "") -> Path:
         """Stream :meth:`chrome_events` to ``path`` as strict JSON, one event per line (non-finite floats and odd
-        objects as strings); the document is never held in memory whole."""
+        objects as strings); the document is never held in memory whole. With ``limit``, at most that many events
+        are written; when events remain, a last instant event and a top-level ``"truncated"`` object say where it
+        stopped and ``rest`` (what holds the remainder: a sentence). Returns the path; :attr:`last_chrome` says
+        ``{"path", "events", "truncated", "until_s"}`` (``until_s``: the virtual time of the last record rendered,
+        None when none was)."""
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False, default=_fallback).encode
+        last = [None]
+
+        def timed(source: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+            for record in source:
+                last[0] = record[0]
+                yield record
+
+        written, truncated = 0, False
         with open(target, "w", encoding="utf-8") as fh:
             fh.write('{"displayTimeUnit":"ms",')
             if metadata:
                 fh.write('"metadata":' + json.dumps(_plain(metadata), separators=(",", ":"), allow_nan=False) + ",")
             fh.write('"traceEvents":[\n')
             buffer: list[str] = []
-            first = True
-            for event in self.chrome_events(records):
+            for event in self.chrome_events(timed(self if records is None else records)):
+                if limit is not None and written >= limit:
+                    truncated = True
+                    break
                 try:
                     text = encode(event)
                 except (ValueError, TypeError):  # NaN / infinity or mixed-type keys: normalise this event
                     text = json.dumps(_plain(event), separators=(",", ":"), allow_nan=False)
-                buffer.append(text if first else ",\n" + text)
-                first = False
+                buffer.append(text if not written else ",\n" + text)
+                written += 1
                 if len(buffer) >= 4096:
                     fh.write("".join(buffer))
                     buffer.clear()
             fh.write("".join(buffer))
-            fh.write("\n]}\n")
+            note = ""
+            if truncated:
+                until = float(last[0] or 0.0)
+                said = (f"trace.json stops at {written:,} events (virtual time {until:.6f} s) of a longer run"
+                        + (f"; {rest}" if rest else ""))
+                mark = {"name": said, "ph": "i", "s": "g", "cat": "lifecycle", "pid": self.num_nodes + 1,
+                        "tid": _INSTANT_TIDS["lifecycle"], "ts": until * 1e6, "args": {}}
+                fh.write(",\n" + json.dumps(mark, separators=(",", ":"), allow_nan=False))
+                note = ',"truncated":' + json.dumps({"events": written, "until_s": last[0], "rest": rest},
+                                                     separators=(",", ":"), allow_nan=False)
+            fh.write("\n]" + note + "}\n")
+        self.last_chrome = {"path": str(target), "events": written, "truncated": truncated, "until_s": last[0]}
         return target
+
+    def write_records(self, path: str | Path) -> Path:
+        """Every record's canonical bytes, in order, to ``path`` (written to a temporary name, fsynced, renamed):
+        the file's sha256 is :meth:`sha256`. :func:`read_records` reads it back."""
+        from seedance.files import fsync_dir
+
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(target.name + ".tmp")
+        with open(tmp, "wb") as fh:
+            if self._spill is not None:
+                self._spill.flush()
+                self._spill.seek(0)
+                while chunk := self._spill.read(1 << 22):
+                    fh.write(chunk)
+                self._spill.seek(0, 2)
+            if self.records:
+                fh.write(_pack_each(msgpack.Packer(default=_fallback, use_bin_type=True).pack, self.records))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+        fsync_dir(str(target.parent))
+        return target
+
+
+class TraceFileError(SeedanceError, ValueError):
+    """A records file (``trace.msgpack``) that is not a sequence of trace records; ``field`` names the file and the
+    record."""
+
+
+def read_records(path: str | Path) -> Iterator[tuple[Any, ...]]:
+    """The records of a file :meth:`Trace.write_records` wrote, one at a time, checked: each must be an array
+    ``[time_s, kind, node, ...]`` with a finite, non-negative time (records are in the order recorded, which is
+    not strictly the order of their times: a span is recorded at its end with its start), a kind of :data:`KINDS`
+    and an integer node; anything else raises :class:`TraceFileError` naming the file, the record's index and what was wrong.
+    MessagePack decodes plain data only (no objects are built from the file)."""
+    kinds = frozenset(KINDS)
+    index = 0
+    try:
+        fh = open(path, "rb")
+    except OSError as err:
+        raise TraceFileError(str(path), f"cannot be read: {err.strerror or err}",
+                             "a trace.msgpack that `seedance sim run` wrote") from None
+    with fh:
+        unpacker = msgpack.Unpacker(fh, raw=False, strict_map_key=False, use_list=False, max_buffer_size=1 << 26)
+        while True:
+            try:
+                record = next(unpacker)
+            except StopIteration:
+                size = os.fstat(fh.fileno()).st_size
+                if unpacker.tell() != size:  # the file ends inside a record (a copy cut short)
+                    raise TraceFileError(f"{path} record {index}", f"the file ends inside it (byte {unpacker.tell()} "
+                                         f"of {size})", "a whole trace.msgpack") from None
+                return
+            except (msgpack.UnpackException, ValueError) as err:
+                raise TraceFileError(f"{path} record {index}", f"not MessagePack ({type(err).__name__}: {err})",
+                                     "a trace.msgpack that `seedance sim run` wrote") from None
+            if not isinstance(record, tuple) or len(record) < 3:
+                raise TraceFileError(f"{path} record {index}", f"got {str(record)[:80]!s}",
+                                     "an array [time_s, kind, node, ...]")
+            time_s, kind, node = record[0], record[1], record[2]
+            if isinstance(time_s, bool) or not isinstance(time_s, (int, float)) or not 0 <= time_s < math.inf:
+                raise TraceFileError(f"{path} record {index}", f"time_s {time_s!r}", "a finite number >= 0")
+            if kind not in kinds:
+                raise TraceFileError(f"{path} record {index}", f"unknown kind {kind!r}", f"valid: {', '.join(KINDS)}")
+            if isinstance(node, bool) or not isinstance(node, int):
+                raise TraceFileError(f"{path} record {index}", f"node {node!r}", "an integer")
+            index += 1
+            yield record

@@ -25,7 +25,8 @@ class BlendingMerge(CausalNode):
         changed = self.grid.join(delta)
         if len(delta) and mine_same.any():
             again = delta.idx[mine_same]
-            f["value"][again] += delta.value[mine_same]  # "blend" the re-delivered colour in
+            # "blend" the re-delivered colour in (the grid's arrays are read-only: its raw overwrite does it)
+            self.grid.overwrite(again, value=f["value"][again] + delta.value[mine_same])
             changed = np.union1d(changed, again)
         return changed
 

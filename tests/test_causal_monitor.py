@@ -166,8 +166,8 @@ def test_an_entry_another_replica_holds_is_still_checked_against_its_own_clock()
     delta = a.grid.write(1, 0, 5, node=0, t=0.25)
     b.grid.join(delta)
     assert tee.observe_node(a) == [] and tee.observe_node(b) == []
-    for name, array in c.grid.f.items():  # c takes the entry but not the clock that covers it
-        array[1] = getattr(delta, name)[0]
+    # c takes the entry but not the clock that covers it
+    c.grid.overwrite(1, **{name: getattr(delta, name)[0] for name in c.grid.f})
     assert tee.observe_node(c) == ["node 2 holds pixel 1 written by node 0 (dot 1) beyond its own clock [0, 0, 0]"]
 
 
@@ -179,13 +179,12 @@ def test_a_writer_outside_the_clock_turns_the_skip_off():
     tee = Tee()
     tee.observe([a, b, c])
     a.grid.write(0, 0, 4, node=0, t=0.5)
-    a.grid.f["node"][0] = 5  # a writer no clock has (compared with clock entry 2)
+    a.grid.overwrite(0, node=5)  # a writer no clock has (compared with clock entry 2)
     a.grid.clock[2] = 1
     assert tee.observe_node(a) == []
     b.grid.clock[2] = 1  # b's clock now covers (writer 5 -> entry 2, dot 1) without holding it: not looked up
     assert tee.observe_node(b) == []
-    for name, array in c.grid.f.items():
-        array[0] = a.grid.f[name][0]
+    c.grid.overwrite(0, **{name: a.grid.f[name][0] for name in a.grid.f})
     c.grid.clock[:] = a.grid.clock
     assert tee.observe_node(c) == ["node 1's clock [0, 0, 1] covers write (node 5, dot 1) at pixel 0 held by node 2, "
                                    "but node 1 holds an older entry there"]
@@ -229,7 +228,8 @@ def _random_step(rng, nodes, tee, n, width, dishonest):
     elif kind < 0.95:
         node.grid.clock[int(rng.integers(n))] += 1
     else:
-        node.grid.f["value"][int(rng.integers(width))] += 1
+        p = int(rng.integers(width))
+        node.grid.overwrite(p, value=node.grid.f["value"][p] + 1)
     tee.observe_node(node)
 
 
@@ -249,3 +249,17 @@ def test_random_inputs_with_and_without_dishonest_replicas_give_the_same_reports
         tee.finish(nodes)
         outcomes[dishonest].add(bool(tee.new.violations))
     assert outcomes == {False: {False}, True: {True, False}}
+
+
+def test_a_grid_replaced_under_the_same_node_is_compared_whole_and_then_followed():
+    a, b = _nodes(2, width=3)
+    tee = Tee()
+    tee.observe([a, b])
+    a.grid.write(0, 0, 4, node=0, t=0.5)
+    assert tee.observe_node(a) == []
+    grid = a.grid.copy()  # a new grid object the monitor has not watched: found by comparing it whole
+    grid.overwrite(2, version=1, node=1, seq=1, value=3)  # b's write, which a's clock does not cover
+    a.grid = grid
+    assert tee.observe_node(a) == ["node 0 holds pixel 2 written by node 1 (dot 1) beyond its own clock [1, 0]"]
+    grid.overwrite(1, version=1, node=1, seq=2, value=6)  # then followed through the grid's notes
+    assert tee.observe_node(a) == ["node 0 holds pixel 1 written by node 1 (dot 2) beyond its own clock [1, 0]"]

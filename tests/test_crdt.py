@@ -217,3 +217,36 @@ def test_sparse_delta_round_trips_through_the_wire_form():
     delta = grid.full_delta()
     assert GridDelta.from_wire(delta.to_wire()).same_as(delta)
     assert delta.size_bytes == 2 * 40 + 8 * N
+
+
+def test_the_grids_arrays_are_read_only_and_every_write_is_noted_for_each_watcher():
+    grid = PixelGrid(4, 2, 3)
+    with pytest.raises(ValueError, match="read-only"):
+        grid.f["value"][0] = 1
+    with pytest.raises(TypeError):
+        grid.f["value"] = np.zeros(8, np.int64)
+    grid.watch(1)
+    grid.watch(2)
+    grid.write(1, 0, 5, node=0, t=0.0)  # one pixel: the tuple path
+    peer = PixelGrid(4, 2, 3)
+    peer.write(2, 1, 9, node=1, t=0.0)
+    peer.write(3, 1, 4, node=1, t=0.0)
+    grid.join(peer.full_delta())  # two pixels: the vectorised path
+    assert len(grid.join(peer.full_delta())) == 0  # nothing changes: nothing noted
+    grid.overwrite(3, value=7)
+    with pytest.raises(KeyError, match="valid: value, version"):
+        grid.overwrite(3, colour=7)
+
+    def flat(noted):
+        return [int(p) for item in noted for p in np.atleast_1d(item)]
+
+    assert flat(grid.drain(1)) == [1, 6, 7, 3] and grid.drain(1) == []
+    assert flat(grid.drain(2)) == [1, 6, 7, 3]
+    assert grid.f["value"][3] == 7 and grid.entry(6) == (9, 1, 0.0, 1, 1)
+    grid.unwatch(2)
+    grid.write(0, 0, 1, node=0, t=1.0)
+    assert not grid.watched_by(2) and flat(grid.drain(1)) == [0]
+    copy = grid.copy()  # an independent grid: the same state, no watchers, its own arrays
+    assert copy.same_as(grid) and not copy.watched_by(1)
+    copy.write(0, 1, 2, node=2, t=2.0)
+    assert grid.get(0, 1) is None and grid.drain(1) == []

@@ -21,7 +21,7 @@ def test_sim_run_json_shape_and_files(tmp_path, capsys):
     assert KEYS <= set(summary)
     assert summary["protocol"] == "echo" and summary["seed"] == 7 and summary["linearizable"] is True
     assert summary["reproduce"].startswith("seedance sim run --protocol echo")
-    assert {p.name for p in out.iterdir()} == {"history.jsonl", "trace.json", "summary.json"}
+    assert {p.name for p in out.iterdir()} == {"history.jsonl", "trace.msgpack", "trace.json", "summary.json"}
     stored = json.loads((out / "summary.json").read_text())
     assert stored["trace_sha256"] == summary["trace_sha256"] and stored["metadata"]["seed"] == 7
     assert "git_commit" in stored["metadata"]

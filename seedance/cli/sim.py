@@ -81,6 +81,9 @@ def command() -> None:
 @click.option("--check-timeout", type=TIMEOUT, default=30.0, show_default=True, help="Checker budget (s).")
 @click.option("--trace/--no-trace", default=True, show_default=True,
               help="Record the trace (--no-trace: no records, no trace.json; trace_sha256 is the empty trace's).")
+@click.option("--trace-events", type=Integer(0, 10**12), default=1_000_000, show_default=True, metavar="N",
+              help="Events of trace.json at most (the first N: a viewer loads about a million in seconds); 0: every "
+                   "event. trace.msgpack keeps every record; `seedance trace export` renders any window of it.")
 @click.option("--background", multiple=True, metavar="OP:SIZE@PERIOD",
               help="Training traffic among every device on the same links, e.g. allreduce:1GiB@0.2 (repeatable).")
 @click.option("--host-profile", default=None, metavar="FILE",
@@ -88,7 +91,7 @@ def command() -> None:
 @click.option("--monitor/--no-monitor", default=True, show_default=True,
               help="Run the protocol's invariant monitor after every input; stop on a breach.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="out/sim", show_default=True,
-              help="Directory for history.jsonl, trace.json, summary.json.")
+              help="Directory for history.jsonl, trace.msgpack, trace.json, summary.json.")
 @json_option
 @progress_option
 def run_command(protocol: str, nodes: int, topology: str | None, hosts: int | None, nodes_per_host: int | None,
@@ -96,8 +99,8 @@ def run_command(protocol: str, nodes: int, topology: str | None, hosts: int | No
                 seed: int, nemesis: str, faulty_fraction: float, workload: str, frame_rate: float | None,
                 writes_per_frame: int | None, width: int | None, height: int | None, rate: float, mix: str, keys: int,
                 key_dist: str, op_timeout: float, value_size: int, settings: tuple[str, ...], extra: str | None, check: bool,
-                check_timeout: float, trace: bool, background: tuple[str, ...], host_profile: str | None,
-                monitor: bool,
+                check_timeout: float, trace: bool, trace_events: int, background: tuple[str, ...],
+                host_profile: str | None, monitor: bool,
                 out_dir: str, as_json: bool, show_progress: bool | None) -> int:
     """Run one seeded simulation; write its history, Chrome trace and summary to --out."""
     from seedance.models.protocols import registry
@@ -147,7 +150,7 @@ def run_command(protocol: str, nodes: int, topology: str | None, hosts: int | No
     metadata = run_metadata(seed=seed, spec=config.describe())
     metadata["reproduce"] = result.reproduce
     steps.phase(f"writing history, trace and summary to {out_dir}")
-    summary = write_outputs(result, Path(out_dir), metadata=metadata)
+    summary = write_outputs(result, Path(out_dir), metadata=metadata, chrome_events=trace_events or None)
     steps.done()
     return _report(summary, result, protocol, duration, seed, out_dir, as_json)
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import numpy as np
 
@@ -54,6 +55,16 @@ _FIELDS = ("value", "version", "t", "node", "seq")
 def _empty_fields(n: int) -> dict[str, np.ndarray]:
     return {"value": np.zeros(n, np.int64), "version": np.zeros(n, np.int64), "t": np.zeros(n, np.float64),
             "node": np.full(n, -1, np.int32), "seq": np.zeros(n, np.int64)}
+
+
+def _read_only(arrays: dict[str, np.ndarray]) -> MappingProxyType:
+    """Read-only views of ``arrays`` in a read-only mapping: what :attr:`PixelGrid.f` shows."""
+    views = {}
+    for name, array in arrays.items():
+        view = array.view()
+        view.flags.writeable = False
+        views[name] = view
+    return MappingProxyType(views)
 
 
 def _wins(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> np.ndarray:
@@ -141,15 +152,46 @@ def join_many(deltas: list[GridDelta]) -> GridDelta:
 
 
 class PixelGrid:
-    """One replica's grid state (dense arrays) with its causal context ``clock`` over ``nodes`` nodes."""
+    """One replica's grid state (dense arrays) with its causal context ``clock`` over ``nodes`` nodes.
+
+    ``f`` maps each field to a read-only view of its array: the grid's own mutators (:meth:`join` and what builds
+    on it, :meth:`overwrite`) are the only writers, and each notes the pixels it wrote for every watcher
+    (:meth:`watch`, :meth:`drain`), so an invariant monitor learns what an input changed without comparing whole
+    grids. Writing through ``f`` raises (numpy: "assignment destination is read-only"); so does replacing a field.
+    """
 
     def __init__(self, width: int, height: int, nodes: int) -> None:
         if width < 1 or height < 1:
             raise ValueError(f"grid must be at least 1x1, got {width}x{height}")
         self.width = int(width)
         self.height = int(height)
-        self.f = _empty_fields(self.width * self.height)
+        self._w = _empty_fields(self.width * self.height)  # the writable arrays (only this class writes them)
+        self.f = _read_only(self._w)
         self.clock = clocks.zeros(nodes)
+        self._watchers: dict[int, list] = {}  # watcher token -> the pixels written since its last drain
+
+    def watch(self, token: int) -> None:
+        """From now on, note for ``token`` the pixels every mutation writes (what it noted before is dropped)."""
+        self._watchers[token] = []
+
+    def unwatch(self, token: int) -> None:
+        self._watchers.pop(token, None)
+
+    def watched_by(self, token: int) -> bool:
+        return token in self._watchers
+
+    def drain(self, token: int) -> list:
+        """The pixels written since ``token``'s last drain (or :meth:`watch`), as ints and index arrays in the order
+        written, with repeats; a pixel written back to its old entry is still listed. Empties the list."""
+        noted = self._watchers[token]
+        if not noted:
+            return noted
+        self._watchers[token] = []
+        return noted
+
+    def _note(self, pixels: int | np.ndarray) -> None:
+        for noted in self._watchers.values():
+            noted.append(pixels)
 
     # ------------------------------------------------------------------------------------------- queries
     @property
@@ -201,8 +243,10 @@ class PixelGrid:
             *clocks._pad(self.clock, other.clock))
 
     def copy(self) -> PixelGrid:
+        """An independent grid with the same state (no watchers)."""
         out = PixelGrid(self.width, self.height, int(self.clock.size))
-        out.f = {n: v.copy() for n, v in self.f.items()}
+        for name, array in self._w.items():
+            out._w[name][:] = array
         out.clock = self.clock.copy()
         return out
 
@@ -232,20 +276,34 @@ class PixelGrid:
             return np.zeros(0, np.int64)
         if len(delta) == 1:  # one write (the common delta): compared as a tuple, the same order as _wins
             i = int(delta.idx[0])
-            f = self.f
+            f = self._w
             theirs = (int(delta.version[0]), float(delta.t[0]), int(delta.node[0]), int(delta.seq[0]),
                       int(delta.value[0]))
             if not theirs > (int(f["version"][i]), float(f["t"][i]), int(f["node"][i]), int(f["seq"][i]),
                              int(f["value"][i])):
                 return np.zeros(0, np.int64)
             f["version"][i], f["t"][i], f["node"][i], f["seq"][i], f["value"][i] = theirs
+            if self._watchers:
+                self._note(i)
             return delta.idx.copy()
-        mine = {n: v[delta.idx] for n, v in self.f.items()}
+        mine = {n: v[delta.idx] for n, v in self._w.items()}
         wins = _wins(mine, delta.fields())
         changed = delta.idx[wins]
         for n in _FIELDS:
-            self.f[n][changed] = getattr(delta, n)[wins]
+            self._w[n][changed] = getattr(delta, n)[wins]
+        if self._watchers and len(changed):
+            self._note(changed)
         return changed
+
+    def overwrite(self, idx: int | np.ndarray, **entries: int | float | np.ndarray) -> None:
+        """Set fields of pixels ``idx`` as given, whatever the join would keep: not a CRDT operation (a planted
+        fault, a test's corrupt state); noted for watchers like any write. Unknown fields raise KeyError."""
+        for name, value in entries.items():
+            if name not in self._w:
+                raise KeyError(f"unknown field {name!r}: valid: {', '.join(_FIELDS)}")
+            self._w[name][idx] = value
+        if self._watchers:
+            self._note(np.atleast_1d(np.asarray(idx, np.int64)).copy())
 
     def join_grid(self, other: PixelGrid) -> np.ndarray:
         """``self := self ⊔ other`` (dense)."""

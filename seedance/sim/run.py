@@ -438,6 +438,9 @@ def _check_operations(spec: ProtocolSpec, config: SimConfig) -> None:
                             f"operations it declares: {', '.join(spec.operations) or '(none)'}; give {name} a 0 share")
 
 
+CHROME_EVENTS = 1_000_000  # trace.json's events at most by default (about 130 MB; viewers load it in seconds)
+
+
 def _json_default(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
         return obj.tolist()
@@ -446,16 +449,27 @@ def _json_default(obj: Any) -> Any:
     return repr(obj)
 
 
-def write_outputs(result: SimResult, out_dir: str | Path, *, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Write ``history.jsonl``, ``trace.json`` (Chrome trace) and ``summary.json`` to ``out_dir``; the summary."""
+def write_outputs(result: SimResult, out_dir: str | Path, *, metadata: dict[str, Any] | None = None,
+                  chrome_events: int | None = CHROME_EVENTS) -> dict[str, Any]:
+    """Write ``history.jsonl``, ``trace.msgpack`` (every trace record; its sha256 is ``trace_sha256``),
+    ``trace.json`` (the Chrome trace of the first ``chrome_events`` events, None: all of them) and ``summary.json``
+    to ``out_dir``; the summary (``trace_json`` says how much of the trace trace.json shows)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     history = result.clients.log  # streamed from the run's log (not held whole) unless merged with replica events
     history_path = write_jsonl(merge_by_time(history, result.replicas) if result.replicas else history,
                                out / "history.jsonl")
-    if result.config.trace:  # --no-trace: no trace.json (trace_sha256 is then the empty trace's)
-        result.trace.write_chrome(out / "trace.json")
+    shown = None
+    if result.config.trace:  # --no-trace: no trace files (trace_sha256 is then the empty trace's)
+        result.trace.write_records(out / "trace.msgpack")
+        result.trace.write_chrome(out / "trace.json", limit=chrome_events,
+                                  rest=f"every record is in trace.msgpack (seedance trace export {out} --from S "
+                                       f"--to S --out FILE renders any window)")
+        shown = result.trace.last_chrome
     summary = result.summary(history_path=str(history_path))
+    if shown is not None:
+        summary["trace_json"] = {"events": shown["events"], "truncated": shown["truncated"],
+                                 "until_s": shown["until_s"], "records": len(result.trace)}
     document = {**summary, "metadata": metadata or {}}
     text = json.dumps(document, indent=2, sort_keys=True, allow_nan=False, default=_json_default)
     (out / "summary.json").write_text(text + "\n", encoding="utf-8")

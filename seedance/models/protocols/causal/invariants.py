@@ -144,6 +144,7 @@ class Monitor(NodeMonitor):
         # per pixel: the distinct written entries the live replicas hold there (:data:`_ENTRY` bytes) -> how many
         self._held: list[dict[bytes, int]] = []
         self._clean = True  # no breach found yet (and every dot findable again): every live pair is clean
+        self._token = id(self)  # this monitor's name with the grids it watches
 
     def _observe(self, node: Any) -> list[str]:
         found = self._local_news(node)
@@ -154,7 +155,6 @@ class Monitor(NodeMonitor):
             self._allocate(node.num_nodes, grid.pixels)
         row = node.node_id
         arrays = [grid.f[name] for name in _ORDER]
-        raw = tuple([a.tobytes() for a in arrays])  # compared as bytes: one memcmp per field when nothing changed
         first = self._obj[row] is not node
         if first:  # first sight of this incarnation: every pixel counts as changed
             if self._alive[row]:
@@ -164,12 +164,13 @@ class Monitor(NodeMonitor):
             self._obj[row] = node
             self._alive[row] = True
         else:
-            changed = self._changed(row, arrays, raw)
+            changed = self._changed(row, grid, arrays)
             covered = self._newly_covered(row, grid.clock)
             if not len(changed) and not covered:
                 self._clock[row] = grid.clock
+                self._follow(row, grid, arrays)
                 return found
-        self._raw[row] = raw
+        self._follow(row, grid, arrays)
         self._clock[row] = grid.clock
         before, now = self._store(row, changed, arrays, first)
         known = self._count(before, now)
@@ -184,6 +185,18 @@ class Monitor(NodeMonitor):
             self._clean = False  # a breach stays in the remembered state: from now on every check is made in full
         return found + breaches
 
+    def _follow(self, row: int, grid: Any, arrays: list[np.ndarray]) -> None:
+        """Keep track of ``row``'s grid as just observed: a grid that notes its writes (:meth:`PixelGrid.watch`) is
+        watched from now on; any other is remembered as bytes for the next whole comparison."""
+        if getattr(grid, "watch", None) is None:
+            self._grid[row] = None
+            self._raw[row] = tuple([a.tobytes() for a in arrays])
+        elif self._grid[row] is not grid or not grid.watched_by(self._token):
+            if self._grid[row] is not None:
+                self._grid[row].unwatch(self._token)
+            grid.watch(self._token)
+            self._grid[row] = grid
+            self._raw[row] = None
     def _allocate(self, replicas: int, pixels: int) -> None:
         self._g = np.empty((pixels, replicas, len(_ORDER)))
         self._g[...] = _UNWRITTEN  # a replica's first sight stores only its other entries (at boot: none)
@@ -191,7 +204,10 @@ class Monitor(NodeMonitor):
         self._ever = np.zeros(pixels, bool)  # pixels some replica has held a written entry at (a superset of now)
         self._clock = np.zeros((replicas, replicas), np.int64)
         self._obj = [None] * replicas
-        self._raw: list[tuple[bytes, ...] | None] = [None] * replicas  # each grid's fields as last observed, bytes
+        # each grid as last observed: the grid object when it notes its writes for this monitor, else its fields
+        # as bytes (compared whole after each input)
+        self._grid: list[Any] = [None] * replicas
+        self._raw: list[tuple[bytes, ...] | None] = [None] * replicas
         self._alive = np.zeros(replicas, bool)
         self._held = [{} for _ in range(pixels)]
 
@@ -254,20 +270,30 @@ class Monitor(NodeMonitor):
         for p, old in zip(pixels.tolist(), self._g[pixels, row, :].tolist()):
             _drop(self._held[p], _ENTRY.pack(*old))
 
-    def _changed(self, row: int, arrays: list[np.ndarray], raw: tuple[bytes, ...]) -> np.ndarray:
-        """The pixels whose entry differs from what was last observed at ``row``."""
+    def _changed(self, row: int, grid: Any, arrays: list[np.ndarray]) -> np.ndarray:
+        """The pixels whose entry differs from what was last observed at ``row``: among the pixels the grid noted
+        as written when it is the one watched, else found by comparing the whole grid."""
+        if self._grid[row] is grid:
+            noted = grid.drain(self._token)
+            if not noted:
+                return _NONE
+            g = self._g[:, row, :]
+            if len(noted) <= self.small and all(type(p) is int for p in noted):
+                return np.array(sorted(p for p in set(noted) if tuple(g[p].tolist()) != tuple(
+                    [float(a.item(p)) for a in arrays])), np.int64)
+            pixels = np.unique(np.concatenate([np.atleast_1d(p) for p in noted]).astype(np.int64))
+            now = np.stack([a[pixels] for a in arrays], axis=1).astype(np.float64, copy=False)
+            return pixels[(g[pixels] != now).any(axis=1)]
         old = self._raw[row]
-        if raw == old:
-            return _NONE
         if old is None or any(a.nbytes != len(o) for a, o in zip(arrays, old)):
             now = np.stack(arrays).astype(np.float64, copy=False)
             return np.flatnonzero((self._g[:, row, :].T != now).any(axis=0))
         mask = None
-        for a, new, before in zip(arrays, raw, old):
-            if new != before:
+        for a, before in zip(arrays, old):
+            if a.tobytes() != before:
                 differ = a != np.frombuffer(before, a.dtype)
                 mask = differ if mask is None else mask | differ
-        return np.flatnonzero(mask)
+        return _NONE if mask is None else np.flatnonzero(mask)
 
     def _newly_covered(self, row: int, clock: np.ndarray) -> list[int]:
         """The pixels carrying a write that ``clock`` covers and the replica's previous clock did not."""
@@ -372,6 +398,9 @@ class Monitor(NodeMonitor):
         if node_id < len(self._obj):
             if self._alive[node_id]:
                 self._uncount(node_id)
+            if self._grid[node_id] is not None:
+                self._grid[node_id].unwatch(self._token)
+                self._grid[node_id] = None
             self._obj[node_id] = None
             self._alive[node_id] = False
 
