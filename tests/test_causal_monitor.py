@@ -230,6 +230,7 @@ def _random_step(rng, nodes, tee, n, width, dishonest):
     else:
         p = int(rng.integers(width))
         node.grid.overwrite(p, value=node.grid.f["value"][p] + 1)
+    assert node.grid.written_count == len(node.grid.written())
     tee.observe_node(node)
 
 

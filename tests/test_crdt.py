@@ -240,6 +240,7 @@ def test_the_grids_arrays_are_read_only_and_every_write_is_noted_for_each_watche
     def flat(noted):
         return [int(p) for item in noted for p in np.atleast_1d(item)]
 
+    assert grid.written_count == len(grid.written()) == 3
     assert flat(grid.drain(1)) == [1, 6, 7, 3] and grid.drain(1) == []
     assert flat(grid.drain(2)) == [1, 6, 7, 3]
     assert grid.f["value"][3] == 7 and grid.entry(6) == (9, 1, 0.0, 1, 1)
@@ -247,6 +248,8 @@ def test_the_grids_arrays_are_read_only_and_every_write_is_noted_for_each_watche
     grid.write(0, 0, 1, node=0, t=1.0)
     assert not grid.watched_by(2) and flat(grid.drain(1)) == [0]
     copy = grid.copy()  # an independent grid: the same state, no watchers, its own arrays
-    assert copy.same_as(grid) and not copy.watched_by(1)
+    assert copy.same_as(grid) and not copy.watched_by(1) and copy.written_count == len(grid.written()) == 4
+    grid.overwrite(0, version=0)
+    assert grid.written_count == len(grid.written()) == 3
     copy.write(0, 1, 2, node=2, t=2.0)
-    assert grid.get(0, 1) is None and grid.drain(1) == []
+    assert grid.get(0, 1) is None and flat(grid.drain(1)) == [0]  # the overwrite only: not the copy's write

@@ -169,6 +169,7 @@ class PixelGrid:
         self.f = _read_only(self._w)
         self.clock = clocks.zeros(nodes)
         self._watchers: dict[int, list] = {}  # watcher token -> the pixels written since its last drain
+        self._written = 0  # pixels with version > 0 (kept by the mutators: len(written()) without a scan)
 
     def watch(self, token: int) -> None:
         """From now on, note for ``token`` the pixels every mutation writes (what it noted before is dropped)."""
@@ -210,7 +211,9 @@ class PixelGrid:
 
     def entry(self, i: int) -> tuple[int, int, float, int, int]:
         """(value, version, t, node, seq) of flat pixel ``i``."""
-        return tuple(self.f[n][i].item() for n in _FIELDS)  # type: ignore[return-value]
+        f = self._w
+        return (f["value"].item(i), f["version"].item(i), f["t"].item(i), f["node"].item(i),  # type: ignore[return-value]
+                f["seq"].item(i))
 
     def values(self) -> np.ndarray:
         """The (height, width) value image (0 where unwritten)."""
@@ -218,6 +221,11 @@ class PixelGrid:
 
     def written(self) -> np.ndarray:
         return np.flatnonzero(self.f["version"] > 0)
+
+    @property
+    def written_count(self) -> int:
+        """``len(self.written())``, kept up to date by the mutators (no scan of the grid)."""
+        return self._written
 
     def full_delta(self) -> GridDelta:
         """The whole state as a sparse delta (the written pixels and the clock): full-state sync sends this."""
@@ -248,6 +256,7 @@ class PixelGrid:
         for name, array in self._w.items():
             out._w[name][:] = array
         out.clock = self.clock.copy()
+        out._written = self._written
         return out
 
     # ------------------------------------------------------------------------------------------ mutators
@@ -279,16 +288,20 @@ class PixelGrid:
             f = self._w
             theirs = (int(delta.version[0]), float(delta.t[0]), int(delta.node[0]), int(delta.seq[0]),
                       int(delta.value[0]))
-            if not theirs > (int(f["version"][i]), float(f["t"][i]), int(f["node"][i]), int(f["seq"][i]),
-                             int(f["value"][i])):
+            version = int(f["version"][i])
+            if not theirs > (version, float(f["t"][i]), int(f["node"][i]), int(f["seq"][i]), int(f["value"][i])):
                 return np.zeros(0, np.int64)
             f["version"][i], f["t"][i], f["node"][i], f["seq"][i], f["value"][i] = theirs
+            if version <= 0 < theirs[0]:
+                self._written += 1
             if self._watchers:
                 self._note(i)
             return delta.idx.copy()
         mine = {n: v[delta.idx] for n, v in self._w.items()}
         wins = _wins(mine, delta.fields())
         changed = delta.idx[wins]
+        if len(changed):
+            self._written += int(np.count_nonzero((mine["version"][wins] <= 0) & (delta.version[wins] > 0)))
         for n in _FIELDS:
             self._w[n][changed] = getattr(delta, n)[wins]
         if self._watchers and len(changed):
@@ -302,6 +315,7 @@ class PixelGrid:
             if name not in self._w:
                 raise KeyError(f"unknown field {name!r}: valid: {', '.join(_FIELDS)}")
             self._w[name][idx] = value
+        self._written = int(np.count_nonzero(self._w["version"] > 0))
         if self._watchers:
             self._note(np.atleast_1d(np.asarray(idx, np.int64)).copy())
 

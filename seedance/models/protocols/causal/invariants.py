@@ -11,7 +11,11 @@ vectorised over the grid. (``a = b`` checks that every entry a replica holds is 
 whose entry changed (against every live replica's clock and entry) and the writes its clock newly covers (found by
 their dots, against the entries the live replicas hold at those pixels). Every pair is clean after each observation,
 so a breach can only arise from such a change: the monitor is exact, at a cost per input that follows the change,
-not the number of replicas (a copy of each replica's grid and clock is kept to see what changed).
+not the number of replicas. What changed is known without comparing grids: a :class:`~seedance.models.crdt.PixelGrid`
+shows its arrays read-only and notes every pixel its own mutators write for each watcher, so the monitor drains the
+notes of the grid it watches and compares only those pixels with its copy of the replica's entries (a grid it has
+not watched yet, or an object that is not a PixelGrid, is compared whole). The clock is compared whole: O(replicas)
+in one vectorised comparison.
 
 Two shortcuts keep that cost off the number of replicas, with the same reports:
 
@@ -165,10 +169,14 @@ class Monitor(NodeMonitor):
             self._alive[row] = True
         else:
             changed = self._changed(row, grid, arrays)
-            covered = self._newly_covered(row, grid.clock)
+            clock = grid.clock
+            moved = (clock != self._clock[row]).nonzero()[0] if clock.shape == self._clock[row].shape else None
+            covered = self._newly_covered(row, clock, moved)
             if not len(changed) and not covered:
-                self._clock[row] = grid.clock
-                self._follow(row, grid, arrays)
+                if moved is None or len(moved):
+                    self._clock[row] = clock
+                if self._grid[row] is not grid:
+                    self._follow(row, grid, arrays)
                 return found
         self._follow(row, grid, arrays)
         self._clock[row] = grid.clock
@@ -273,7 +281,7 @@ class Monitor(NodeMonitor):
     def _changed(self, row: int, grid: Any, arrays: list[np.ndarray]) -> np.ndarray:
         """The pixels whose entry differs from what was last observed at ``row``: among the pixels the grid noted
         as written when it is the one watched, else found by comparing the whole grid."""
-        if self._grid[row] is grid:
+        if self._grid[row] is grid and grid.watched_by(self._token):
             noted = grid.drain(self._token)
             if not noted:
                 return _NONE
@@ -295,11 +303,16 @@ class Monitor(NodeMonitor):
                 mask = differ if mask is None else mask | differ
         return _NONE if mask is None else np.flatnonzero(mask)
 
-    def _newly_covered(self, row: int, clock: np.ndarray) -> list[int]:
-        """The pixels carrying a write that ``clock`` covers and the replica's previous clock did not."""
+    def _newly_covered(self, row: int, clock: np.ndarray, moved: np.ndarray | None = None) -> list[int]:
+        """The pixels carrying a write that ``clock`` covers and the replica's previous clock did not (``moved``:
+        the entries where the two clocks differ, when known)."""
         old = self._clock[row]
         pixels: list[int] = []
-        for writer in np.flatnonzero(clock > old).tolist():
+        if moved is None:
+            moved = (clock != old).nonzero()[0]
+        for writer in moved.tolist():
+            if clock[writer] <= old[writer]:
+                continue
             for seq in range(int(old[writer]) + 1, int(clock[writer]) + 1):
                 pixels.extend(self._dots.get((writer, seq), ()))
         return pixels
