@@ -138,6 +138,13 @@ def test_the_first_seed_that_catches_each_mutant_is_the_same():
 
 
 # --- breaches planted by hand ----------------------------------------------------------------------------------------
+def _set_clock(grid: PixelGrid, entry: int, value: int) -> None:
+    """A clock entry set by hand (a grid's clock is read-only: it is replaced)."""
+    clock = grid.clock.copy()
+    clock[entry] = value
+    grid.clock = clock
+
+
 def _nodes(n: int, width: int = 2) -> list[SimpleNamespace]:
     return [SimpleNamespace(node_id=i, num_nodes=n, grid=PixelGrid(width, 1, n)) for i in range(n)]
 
@@ -148,7 +155,7 @@ def test_a_planted_breach_is_reported_in_the_same_words_and_the_skip_is_off_afte
     assert tee.observe([a, b, c]) == []
     delta = a.grid.write(0, 0, 7, node=0, t=0.5)
     assert tee.observe_node(a) == []
-    b.grid.clock[0] = 1  # b claims a's write without holding it
+    _set_clock(b.grid, 0, 1)  # b claims a's write without holding it
     assert tee.observe_node(b) == ["node 1's clock [1, 0, 0] covers write (node 0, dot 1) at pixel 0 held by node 0, "
                                    "but node 1 holds an older entry there"]
     # c receives the entry a holds: while every pair was clean, a's check stood for c's; now b's breach against it
@@ -180,12 +187,12 @@ def test_a_writer_outside_the_clock_turns_the_skip_off():
     tee.observe([a, b, c])
     a.grid.write(0, 0, 4, node=0, t=0.5)
     a.grid.overwrite(0, node=5)  # a writer no clock has (compared with clock entry 2)
-    a.grid.clock[2] = 1
+    _set_clock(a.grid, 2, 1)
     assert tee.observe_node(a) == []
-    b.grid.clock[2] = 1  # b's clock now covers (writer 5 -> entry 2, dot 1) without holding it: not looked up
+    _set_clock(b.grid, 2, 1)  # b's clock now covers (writer 5 -> entry 2, dot 1) without holding it: not looked up
     assert tee.observe_node(b) == []
     c.grid.overwrite(0, **{name: a.grid.f[name][0] for name in a.grid.f})
-    c.grid.clock[:] = a.grid.clock
+    c.grid.clock = a.grid.clock
     assert tee.observe_node(c) == ["node 1's clock [0, 0, 1] covers write (node 5, dot 1) at pixel 0 held by node 2, "
                                    "but node 1 holds an older entry there"]
 
@@ -226,7 +233,8 @@ def _random_step(rng, nodes, tee, n, width, dishonest):
         grid.join_grid(nodes[int(rng.integers(n))].grid)
         nodes[i] = node = SimpleNamespace(node_id=i, num_nodes=n, grid=grid)
     elif kind < 0.95:
-        node.grid.clock[int(rng.integers(n))] += 1
+        j = int(rng.integers(n))
+        _set_clock(node.grid, j, int(node.grid.clock[j]) + 1)
     else:
         p = int(rng.integers(width))
         node.grid.overwrite(p, value=node.grid.f["value"][p] + 1)

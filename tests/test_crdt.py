@@ -253,3 +253,22 @@ def test_the_grids_arrays_are_read_only_and_every_write_is_noted_for_each_watche
     assert grid.written_count == len(grid.written()) == 3
     copy.write(0, 1, 2, node=2, t=2.0)
     assert grid.get(0, 1) is None and flat(grid.drain(1)) == [0]  # the overwrite only: not the copy's write
+
+
+def test_the_clock_is_read_only_and_replaced_when_it_changes():
+    grid = PixelGrid(2, 1, 3)
+    before = grid.clock
+    with pytest.raises(ValueError, match="read-only"):
+        grid.clock[0] = 1
+    delta = grid.write_delta(0, 0, 5, node=1, t=0.0)
+    assert grid.clock is before and before.tolist() == [0, 0, 0]  # a delta mutator leaves the grid alone
+    grid.join(delta)
+    assert grid.clock is not before and grid.clock.tolist() == [0, 1, 0] and before.tolist() == [0, 0, 0]
+    mine = np.array([4, 4, 4])
+    grid.clock = mine  # the setter copies: writing the caller's array later does not reach the grid
+    mine[0] = 9
+    assert grid.clock.tolist() == [4, 4, 4] and not grid.clock.flags.writeable
+    grid.join(GridDelta.empty(3))  # a join replaces it whatever it joins, never the delta's own array
+    empty = GridDelta.empty(3)
+    grid.join(empty)
+    assert grid.clock is not empty.clock and grid.copy().clock is not grid.clock

@@ -158,6 +158,8 @@ class PixelGrid:
     on it, :meth:`overwrite`) are the only writers, and each notes the pixels it wrote for every watcher
     (:meth:`watch`, :meth:`drain`), so an invariant monitor learns what an input changed without comparing whole
     grids. Writing through ``f`` raises (numpy: "assignment destination is read-only"); so does replacing a field.
+    The clock is read-only too: every change replaces it (the setter copies what it is given), so a clock that is
+    the same object as before has not changed.
     """
 
     def __init__(self, width: int, height: int, nodes: int) -> None:
@@ -167,9 +169,23 @@ class PixelGrid:
         self.height = int(height)
         self._w = _empty_fields(self.width * self.height)  # the writable arrays (only this class writes them)
         self.f = _read_only(self._w)
-        self.clock = clocks.zeros(nodes)
+        self._own_clock(clocks.zeros(nodes))
         self._watchers: dict[int, list] = {}  # watcher token -> the pixels written since its last drain
         self._written = 0  # pixels with version > 0 (kept by the mutators: len(written()) without a scan)
+
+    @property
+    def clock(self) -> np.ndarray:
+        """The causal context, read-only: a change replaces the array (so an unchanged clock is the same object)."""
+        return self._clock
+
+    @clock.setter
+    def clock(self, value: np.ndarray) -> None:
+        self._own_clock(np.array(value, np.int64, copy=True))
+
+    def _own_clock(self, fresh: np.ndarray) -> None:
+        """Take ``fresh`` (an array no one else holds) as the clock, read-only."""
+        fresh.flags.writeable = False
+        self._clock = fresh
 
     def watch(self, token: int) -> None:
         """From now on, note for ``token`` the pixels every mutation writes (what it noted before is dropped)."""
@@ -255,7 +271,7 @@ class PixelGrid:
         out = PixelGrid(self.width, self.height, int(self.clock.size))
         for name, array in self._w.items():
             out._w[name][:] = array
-        out.clock = self.clock.copy()
+        out._own_clock(self._clock.copy())
         out._written = self._written
         return out
 
@@ -280,7 +296,8 @@ class PixelGrid:
     def join(self, delta: GridDelta) -> np.ndarray:
         """``self := self ⊔ delta``; returns the flat indices of the pixels whose entry changed (the writes this
         replica now shows)."""
-        self.clock = clocks.join(self.clock, delta.clock)
+        joined = clocks.join(self._clock, delta.clock)
+        self._own_clock(joined if joined is not self._clock and joined is not delta.clock else joined.copy())
         if len(delta) == 0:
             return np.zeros(0, np.int64)
         if len(delta) == 1:  # one write (the common delta): compared as a tuple, the same order as _wins
@@ -326,7 +343,7 @@ class PixelGrid:
     # ------------------------------------------------------------------------------------------ persistence
     def restore(self, idx: np.ndarray, entries: np.ndarray, clock: np.ndarray) -> None:
         """Load persisted pixels (``entries`` rows: value, version, t, node, seq) and the clock."""
-        self.clock = clocks.join(self.clock, np.asarray(clock, np.int64))
+        self.clock = clocks.join(self.clock, np.asarray(clock, np.int64))  # (the setter copies)
         if len(idx):
             rows = np.asarray(entries, dtype=np.float64)
             self.join(GridDelta(idx=np.asarray(idx, np.int64), value=rows[:, 0].astype(np.int64),

@@ -15,7 +15,8 @@ not the number of replicas. What changed is known without comparing grids: a :cl
 shows its arrays read-only and notes every pixel its own mutators write for each watcher, so the monitor drains the
 notes of the grid it watches and compares only those pixels with its copy of the replica's entries (a grid it has
 not watched yet, or an object that is not a PixelGrid, is compared whole). The clock is compared whole: O(replicas)
-in one vectorised comparison.
+in one vectorised comparison, unless it is the same read-only array as before (a PixelGrid replaces its clock
+when it changes).
 
 Two shortcuts keep that cost off the number of replicas, with the same reports:
 
@@ -167,10 +168,17 @@ class Monitor(NodeMonitor):
             covered: list[int] = []
             self._obj[row] = node
             self._alive[row] = True
+            self._seen[row] = grid.clock
         else:
             changed = self._changed(row, grid, arrays)
             clock = grid.clock
-            moved = (clock != self._clock[row]).nonzero()[0] if clock.shape == self._clock[row].shape else None
+            if clock is self._seen[row] and not clock.flags.writeable and clock.base is None:
+                moved = _NONE  # a read-only clock that owns its data is replaced when it changes: this one did not
+            elif clock.shape == self._clock[row].shape:
+                moved = (clock != self._clock[row]).nonzero()[0]
+            else:
+                moved = None
+            self._seen[row] = clock
             covered = self._newly_covered(row, clock, moved)
             if not len(changed) and not covered:
                 if moved is None or len(moved):
@@ -215,6 +223,7 @@ class Monitor(NodeMonitor):
         # each grid as last observed: the grid object when it notes its writes for this monitor, else its fields
         # as bytes (compared whole after each input)
         self._grid: list[Any] = [None] * replicas
+        self._seen: list[Any] = [None] * replicas  # each replica's clock object as last observed
         self._raw: list[tuple[bytes, ...] | None] = [None] * replicas
         self._alive = np.zeros(replicas, bool)
         self._held = [{} for _ in range(pixels)]
@@ -285,6 +294,10 @@ class Monitor(NodeMonitor):
             noted = grid.drain(self._token)
             if not noted:
                 return _NONE
+            if len(noted) == 1 and type(noted[0]) is int:  # one pixel written (a client's write, a one-write delta)
+                p = noted[0]
+                same = self._g[p, row].tolist() == [float(a.item(p)) for a in arrays]
+                return _NONE if same else np.array(noted, np.int64)
             g = self._g[:, row, :]
             if len(noted) <= self.small and all(type(p) is int for p in noted):
                 return np.array(sorted(p for p in set(noted) if tuple(g[p].tolist()) != tuple(
@@ -414,6 +427,7 @@ class Monitor(NodeMonitor):
             if self._grid[node_id] is not None:
                 self._grid[node_id].unwatch(self._token)
                 self._grid[node_id] = None
+            self._seen[node_id] = None
             self._obj[node_id] = None
             self._alive[node_id] = False
 
