@@ -48,6 +48,7 @@ from typing import Any
 import msgpack
 
 from seedance.errors import SeedanceError
+from seedance.jsonable import compact_encoder
 
 KINDS = (
     "send", "deliver", "drop", "duplicate", "timer-set", "timer-fire", "timer-cancel", "persist", "durable",
@@ -343,7 +344,7 @@ class Trace:
         None when none was)."""
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        encode = _event_encoder()
+        encode = compact_encoder(_fallback)
         last = [None]
 
         def timed(source: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
@@ -408,25 +409,6 @@ class Trace:
         os.replace(tmp, target)
         fsync_dir(str(target.parent))
         return target
-
-
-def _event_encoder() -> Any:
-    """``json.JSONEncoder(separators=(",", ":"), allow_nan=False, default=_fallback).encode``, the same text, with
-    the C encoder made once instead of once per event (which was most of an event's cost); without the C
-    accelerator, the encoder itself."""
-    encoder = json.JSONEncoder(separators=(",", ":"), allow_nan=False, default=_fallback)
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:
-        return encoder.encode
-    ascii_string = json.encoder.encode_basestring_ascii
-    c_encode = make(None, encoder.default, ascii_string, None, ":", ",", False, False, False)
-
-    def encode(event: Any) -> str:
-        if type(event) is str:
-            return ascii_string(event)
-        return "".join(c_encode(event, 0))
-
-    return encode
 
 
 class TraceFileError(SeedanceError, ValueError):

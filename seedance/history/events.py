@@ -42,6 +42,7 @@ from typing import IO, Any
 import numpy as np
 
 from seedance.errors import HistoryError
+from seedance.jsonable import compact_encoder
 from seedance.validation import json_hooks
 from seedance.models.protocols.contract import Operation
 
@@ -191,9 +192,12 @@ def merge_by_time(*streams: Iterable[Any]) -> list[Any]:
     return [event for _, event in keyed]
 
 
+_ENCODE = compact_encoder()  # json.dumps(..., separators=(",", ":"), allow_nan=False), its C encoder made once
+
+
 def event_to_json(event: Event) -> str:
     """One history line (no trailing newline)."""
-    return json.dumps(event.to_dict(), separators=(",", ":"), allow_nan=False)
+    return _ENCODE(event.to_dict())
 
 
 class HistoryValidator:
