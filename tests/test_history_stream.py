@@ -44,6 +44,10 @@ def test_a_spilled_log_reads_back_the_same_events_in_order():
     assert summarize_stream(log, 0.4) == summarize(rows, 0.4)
     lines = {key: [line for line, _ in numbered] for key, numbered in log.by_key()}
     assert sorted(line for found in lines.values() for line in found) == list(range(1, len(rows) + 1))
+    # keys read in batches of any size give what one pass per key gives, in the checker's key order
+    per_key = [(key, list(log.events(lambda k, key=key: k == key))) for key in log.keys()]
+    for batch_rows in (1, 7, 60, 10**9):
+        assert [(key, list(numbered)) for key, numbered in log.by_key(batch_rows=batch_rows)] == per_key
 
 
 def test_the_per_key_check_gives_the_whole_history_verdict_and_lines():

@@ -10,7 +10,8 @@ Rules:
 * Reading back: :meth:`HistoryLog.events` yields every event in order (the spilled ones, then the rest) as trusted
   :class:`~seedance.history.events.Event` objects (the runtime's rows are not validated again); the tuples a row's
   value held come back as tuples. :meth:`HistoryLog.by_key` yields each key's events with their line numbers in the
-  whole history, one key at a time (one pass over the file per key), for the per-key linearizability check
+  whole history, one key at a time (keys read in batches of about 200,000 events per pass over the file), for the
+  per-key linearizability check
   (:func:`seedance.history.linearizability.check_keys`).
 * :func:`summarize_stream` computes :func:`seedance.history.events.summarize`'s keys in one pass, holding only the
   open operations and the ok latencies (8 bytes each, for the exact p50 / p99).
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import tempfile
 from array import array
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -29,6 +31,8 @@ import numpy as np
 from seedance.history.events import Event, EventType, Operation
 
 __all__ = ["HistoryLog", "summarize_stream"]
+
+BY_KEY_ROWS = 200_000  # events :meth:`HistoryLog.by_key` holds at most at once (about 40 MB)
 
 _TYPES = {t.value: t for t in EventType}
 _FS = {f.value: f for f in Operation}
@@ -123,10 +127,34 @@ class HistoryLog:
         found = {row[3] for row in self._raw()}
         return sorted(found, key=lambda key: (key is not None, key or ""))
 
-    def by_key(self) -> Iterator[tuple[str | None, Iterator[tuple[int, Event]]]]:
-        """Each key with its ``(line, event)`` pairs, one key at a time (one pass over the history per key)."""
-        for key in self.keys():
-            yield key, self.events(lambda k, key=key: k == key)
+    def by_key(self, batch_rows: int = BY_KEY_ROWS) -> Iterator[tuple[str | None, Iterator[tuple[int, Event]]]]:
+        """Each key with its ``(line, event)`` pairs, in :meth:`keys` order. One pass counts each key's rows; then
+        each pass over the history collects the rows of as many consecutive keys as hold at most ``batch_rows``
+        rows together (a key with more is streamed alone), so memory holds at most about ``batch_rows`` events and
+        a history of K keys is read about ``rows / batch_rows + 2`` times, not K + 1."""
+        counts = Counter(row[3] for row in self._raw())
+        batch: list[str | None] = []
+        held = 0
+        for key in sorted(counts, key=lambda key: (key is not None, key or "")):
+            if batch and held + counts[key] > batch_rows:
+                yield from self._batch(batch)
+                batch, held = [], 0
+            batch.append(key)
+            held += counts[key]
+        if batch:
+            yield from self._batch(batch)
+
+    def _batch(self, keys: list[str | None]) -> Iterator[tuple[str | None, Iterator[tuple[int, Event]]]]:
+        """``keys``' events from one pass over the history (one key: streamed as it is read)."""
+        if len(keys) == 1:
+            only = keys[0]
+            yield only, self.events(lambda k: k == only)
+            return
+        groups: dict[str | None, list[tuple[int, Event]]] = {key: [] for key in keys}
+        for line, event in self.events(groups.__contains__):
+            groups[event.key].append((line, event))
+        for key in keys:
+            yield key, iter(groups.pop(key))
 
 
 def summarize_stream(events: Iterable[Event] | HistoryLog, duration_s: float) -> dict[str, Any]:
