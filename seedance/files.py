@@ -8,6 +8,7 @@ imports nothing of seedance, so any floor may use it.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -22,8 +23,9 @@ def fsync_dir(path: Path | str, enabled: bool = True) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path | str, data: bytes, fsync: bool = True) -> None:
-    """write temp -> fsync -> os.replace -> fsync directory.
+def atomic_write(path: Path | str, data: bytes | memoryview | Iterable[bytes | memoryview], fsync: bool = True) -> None:
+    """write temp -> fsync -> os.replace -> fsync directory. ``data`` is the bytes, or an iterable of chunks written
+    in turn (a file too large to hold whole in memory).
 
     The temporary name is built as a string, not with ``Path.with_name``: CPython's pathlib (before 3.13) interns
     every component it parses, and a fresh ``"<name>.tmp"`` interned and dropped on every write is one insertion into
@@ -32,9 +34,10 @@ def atomic_write(path: Path | str, data: bytes, fsync: bool = True) -> None:
     tmp = path + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        for chunk in (data,) if isinstance(data, (bytes, bytearray, memoryview)) else data:
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(fd, view):]
         if fsync:
             os.fsync(fd)
     finally:

@@ -388,27 +388,27 @@ class Trace:
         return target
 
     def write_records(self, path: str | Path) -> Path:
-        """Every record's canonical bytes, in order, to ``path`` (written to a temporary name, fsynced, renamed):
+        """Every record's canonical bytes, in order, to ``path`` (:func:`seedance.files.atomic_write`, in chunks):
         the file's sha256 is :meth:`sha256`. :func:`read_records` reads it back."""
-        from seedance.files import fsync_dir
+        from seedance.files import atomic_write
 
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(target.name + ".tmp")
-        with open(tmp, "wb") as fh:
-            if self._spill is not None:
-                self._spill.flush()
-                self._spill.seek(0)
-                while chunk := self._spill.read(1 << 22):
-                    fh.write(chunk)
-                self._spill.seek(0, 2)
-            if self.records:
-                fh.write(_pack_each(msgpack.Packer(default=_fallback, use_bin_type=True).pack, self.records))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-        fsync_dir(str(target.parent))
+        atomic_write(target, self._canonical_chunks())
         return target
+
+    def _canonical_chunks(self) -> Iterator[bytes | memoryview]:
+        """The canonical bytes of every record in order: the spill file's, then the records in memory packed."""
+        if self._spill is not None:
+            self._spill.flush()
+            self._spill.seek(0)
+            try:
+                while chunk := self._spill.read(1 << 22):
+                    yield chunk
+            finally:
+                self._spill.seek(0, 2)
+        if self.records:
+            yield _pack_each(msgpack.Packer(default=_fallback, use_bin_type=True).pack, self.records)
 
 
 class TraceFileError(SeedanceError, ValueError):

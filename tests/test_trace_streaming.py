@@ -30,6 +30,9 @@ def test_spilling_changes_neither_the_records_nor_the_hash_nor_the_chrome_file(t
     assert len(whole.trace.records) == len(whole.trace)  # below the threshold nothing spills
     assert spilled.trace_sha256 == whole.trace_sha256 == hashlib.sha256(whole.trace.canonical_bytes()).hexdigest()
     assert spilled.trace.canonical_bytes() == whole.trace.canonical_bytes()
+    # the records file of a spilled trace (its spill file in chunks, then the rest) is the same bytes
+    assert spilled.trace.write_records(tmp_path / "s.msgpack").read_bytes() == whole.trace.canonical_bytes()
+    assert not (tmp_path / "s.msgpack.tmp").exists()
     assert spilled.trace.count("send") == whole.trace.count("send") > 0
     a = whole.trace.write_chrome(tmp_path / "a.json")
     b = spilled.trace.write_chrome(tmp_path / "b.json")

@@ -213,6 +213,7 @@ class Monitor(NodeMonitor):
             grid.watch(self._token)
             self._grid[row] = grid
             self._raw[row] = None
+
     def _allocate(self, replicas: int, pixels: int) -> None:
         self._g = np.empty((pixels, replicas, len(_ORDER)))
         self._g[...] = _UNWRITTEN  # a replica's first sight stores only its other entries (at boot: none)
@@ -294,10 +295,6 @@ class Monitor(NodeMonitor):
             noted = grid.drain(self._token)
             if not noted:
                 return _NONE
-            if len(noted) == 1 and type(noted[0]) is int:  # one pixel written (a client's write, a one-write delta)
-                p = noted[0]
-                same = self._g[p, row].tolist() == [float(a.item(p)) for a in arrays]
-                return _NONE if same else np.array(noted, np.int64)
             g = self._g[:, row, :]
             if len(noted) <= self.small and all(type(p) is int for p in noted):
                 return np.array(sorted(p for p in set(noted) if tuple(g[p].tolist()) != tuple(
