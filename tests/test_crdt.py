@@ -217,6 +217,13 @@ def test_sparse_delta_round_trips_through_the_wire_form():
     delta = grid.full_delta()
     assert GridDelta.from_wire(delta.to_wire()).same_as(delta)
     assert delta.size_bytes == 2 * 40 + 8 * N
+    # arrays of the delta's own types are taken as they are; anything else (lists, other dtypes) is converted
+    assert all(a is b for a, b in zip(GridDelta.from_wire(delta.to_wire()).to_wire(), delta.to_wire()))
+    listed = GridDelta.from_wire([a.tolist() for a in delta.to_wire()])
+    assert listed.same_as(delta) and listed.node.dtype == np.int32 and listed.t.dtype == np.float64
+    narrow = GridDelta.from_wire([a.astype(np.int32) for a in delta.to_wire()])
+    assert narrow.idx.dtype == np.int64 and narrow.same_as(GridDelta.from_wire(
+        [a.astype(np.int32) for a in delta.to_wire()]))
 
 
 def test_the_grids_arrays_are_read_only_and_every_write_is_noted_for_each_watcher():

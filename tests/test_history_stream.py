@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from seedance.errors import HistoryError
-from seedance.history.events import Event, EventType, Operation, summarize
+from seedance.history.events import Event, EventType, Operation, ReplicaEvent, summarize
 from seedance.history.linearizability import check, check_keys
 from seedance.history.stream import HistoryLog, summarize_stream
 from seedance.sim import SimConfig, WorkloadConfig, simulate
@@ -24,6 +24,17 @@ def test_trusted_event_equals_the_validated_one():
     trusted = Event.trusted(4, EventType.OK, Operation.CAS, "k2", [1, [2, 3]], 1)
     assert trusted == checked and hash(trusted) == hash(checked)
     assert trusted.value == (1, (2, 3)) and type(trusted.time) is float
+
+
+def test_a_trusted_replica_event_equals_the_validated_one_and_a_bad_observe_is_still_refused():
+    checked = ReplicaEvent(node=3, f="apply", key="k7", value=[1, [2]], time=2)
+    trusted = ReplicaEvent.trusted(3, "apply", "k7", [1, [2]], 2)
+    assert trusted == checked and hash(trusted) == hash(checked) and type(trusted.time) is float
+    assert ReplicaEvent.trusted(0, "observe", None, 5, 0.5) == ReplicaEvent(node=0, f="observe", value=5, time=0.5)
+    with pytest.raises(HistoryError, match="unknown replica event 'applied'"):  # a node's Observe got it wrong
+        ReplicaEvent.trusted(1, "applied", "k1", 1, 0.0)
+    with pytest.raises(HistoryError, match="key"):
+        ReplicaEvent.trusted(1, "apply", 7, 1, 0.0)
 
 
 def test_the_validating_constructor_still_rejects_bad_rows():

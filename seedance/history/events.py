@@ -180,6 +180,23 @@ class ReplicaEvent:
     def to_dict(self) -> dict[str, Any]:
         return _with_key_value_time({"type": "replica", "node": self.node, "f": self.f}, self)
 
+    @classmethod
+    def trusted(cls, node: int, f: str, key: str | None, value: Any, time_s: float) -> ReplicaEvent:
+        """A replica event from a runtime's own rows (its node ids and clock): built without the constructor's
+        checks where the fields are plainly valid; an ``f`` or ``key`` a node's Observe got wrong still goes through
+        the constructor, which names the field."""
+        if f not in REPLICA_FS or (key is not None and type(key) is not str):
+            return cls(node=node, f=f, key=key, value=value, time=time_s)
+        if type(value) not in _SCALARS:
+            value = _hashable(value)
+        event = _new(cls)
+        _set(event, "node", node)
+        _set(event, "f", f)
+        _set(event, "key", key)
+        _set(event, "value", value)
+        _set(event, "time", float(time_s))
+        return event
+
 
 REPLICA_FS = ("apply", "observe")
 _REPLICA_FIELDS = ("type", "node", "f", "key", "value", "time")

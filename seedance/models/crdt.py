@@ -52,6 +52,10 @@ ENTRY_BYTES = 40
 _FIELDS = ("value", "version", "t", "node", "seq")
 
 
+_WIRE = tuple(np.dtype(d) for d in (np.int64, np.int64, np.int64, np.float64, np.int32, np.int64, np.int64))  # to_wire
+_ARRAYS = (np.ndarray,) * 7
+
+
 def _empty_fields(n: int) -> dict[str, np.ndarray]:
     return {"value": np.zeros(n, np.int64), "version": np.zeros(n, np.int64), "t": np.zeros(n, np.float64),
             "node": np.full(n, -1, np.int32), "seq": np.zeros(n, np.int64)}
@@ -111,6 +115,11 @@ class GridDelta:
 
     @classmethod
     def from_wire(cls, data: tuple | list) -> GridDelta:
+        if len(data) == 7 and _WIRE == (getattr(data[0], "dtype", None), getattr(data[1], "dtype", None),
+                                        getattr(data[2], "dtype", None), getattr(data[3], "dtype", None),
+                                        getattr(data[4], "dtype", None), getattr(data[5], "dtype", None),
+                                        getattr(data[6], "dtype", None)) and _ARRAYS == tuple(map(type, data)):
+            return cls(*data)  # already the arrays of a delta (the simulator passes them as sent): no conversion
         idx, value, version, t, node, seq, clock = (np.asarray(a) for a in data)
         # no copy when the arrays already have their types (a delta's arrays are never written in place)
         return cls(idx=idx.astype(np.int64, copy=False), value=value.astype(np.int64, copy=False),

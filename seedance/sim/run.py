@@ -223,7 +223,7 @@ def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invaria
     _check_operations(spec, config)
     replicas: list[ReplicaEvent] = []
     runtime.observe_sink = lambda node_id, effect, at: replicas.append(
-        ReplicaEvent(node=node_id, f=effect.what, key=effect.key, value=_plain(effect.value), time=at))
+        ReplicaEvent.trusted(node_id, effect.what, effect.key, _plain(effect.value), at))
     background = Background(runtime, config.background, end)
 
     violations: list[tuple[float, str]] = []

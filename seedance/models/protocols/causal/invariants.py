@@ -159,6 +159,11 @@ class Monitor(NodeMonitor):
         if not self._obj:
             self._allocate(node.num_nodes, grid.pixels)
         row = node.node_id
+        noted = None
+        if self._obj[row] is node and self._grid[row] is grid and grid.watched_by(self._token):
+            noted = grid.drain(self._token)  # the common case: a grid watched since this incarnation was first seen
+            if len(noted) <= self.small and all(type(p) is int for p in noted):
+                return found + self._watched(row, grid, noted) if found else self._watched(row, grid, noted)
         arrays = [grid.f[name] for name in _ORDER]
         first = self._obj[row] is not node
         if first:  # first sight of this incarnation: every pixel counts as changed
@@ -170,7 +175,7 @@ class Monitor(NodeMonitor):
             self._alive[row] = True
             self._seen[row] = grid.clock
         else:
-            changed = self._changed(row, grid, arrays)
+            changed = self._changed(row, grid, arrays, noted)
             clock = grid.clock
             if clock is self._seen[row] and not clock.flags.writeable and clock.base is None:
                 moved = _NONE  # a read-only clock that owns its data is replaced when it changes: this one did not
@@ -201,17 +206,65 @@ class Monitor(NodeMonitor):
             self._clean = False  # a breach stays in the remembered state: from now on every check is made in full
         return found + breaches
 
+    def _watched(self, row: int, grid: Any, noted: list[int]) -> list[str]:
+        """:meth:`_observe` for a watched grid that noted at most :attr:`small` single pixels: the same steps, with
+        the entries compared, stored and counted in one pass over plain tuples."""
+        clock = grid.clock
+        if clock is self._seen[row] and not noted and not clock.flags.writeable and clock.base is None:
+            return []  # nothing written, and a read-only clock that owns its data is replaced when it changes
+        changed: list[int] = []
+        before: list[tuple[int, tuple[float, ...]]] = []
+        now: list[tuple[int, tuple[float, ...]]] = []
+        if noted:
+            g, arrays = self._g, self._arrays[row]
+            for p in sorted(set(noted)) if len(noted) > 1 else noted:
+                at = g[p, row]
+                old = tuple(at.tolist())
+                entry = tuple([float(a.item(p)) for a in arrays])
+                if entry != old:
+                    changed.append(p)
+                    at[:] = entry
+                    if old[_VERSION] > 0:
+                        before.append((p, old))
+                    if entry[_VERSION] > 0:
+                        now.append((p, entry))
+        if clock is self._seen[row] and not clock.flags.writeable and clock.base is None:
+            moved = _NONE
+        elif clock.shape == self._clock[row].shape:
+            moved = (clock != self._clock[row]).nonzero()[0]
+        else:
+            moved = None
+        self._seen[row] = clock
+        covered = self._newly_covered(row, clock, moved)
+        if moved is None or len(moved):
+            self._clock[row] = clock
+        if not changed and not covered:
+            return []
+        known = self._count(before, now)
+        breaches = self._held_by(row, now, known)
+        if len(changed) + len(covered) <= self.small:
+            pixels = sorted(set(changed).union(covered)) if covered else changed
+        else:  # where no replica ever held a written entry, nothing is covered
+            pixels = np.union1d(np.array(changed, np.int64), np.asarray(covered, np.int64))
+            pixels = pixels[self._ever[pixels]].tolist()
+        breaches += self._covered_by(row, pixels)
+        if breaches:
+            self._clean = False  # a breach stays in the remembered state: from now on every check is made in full
+        return breaches
+
     def _follow(self, row: int, grid: Any, arrays: list[np.ndarray]) -> None:
         """Keep track of ``row``'s grid as just observed: a grid that notes its writes (:meth:`PixelGrid.watch`) is
         watched from now on; any other is remembered as bytes for the next whole comparison."""
         if getattr(grid, "watch", None) is None:
             self._grid[row] = None
+            self._arrays[row] = None
             self._raw[row] = tuple([a.tobytes() for a in arrays])
         elif self._grid[row] is not grid or not grid.watched_by(self._token):
             if self._grid[row] is not None:
                 self._grid[row].unwatch(self._token)
             grid.watch(self._token)
             self._grid[row] = grid
+            self._arrays[row] = arrays  # a PixelGrid's field arrays are never replaced
             self._raw[row] = None
 
     def _allocate(self, replicas: int, pixels: int) -> None:
@@ -224,6 +277,7 @@ class Monitor(NodeMonitor):
         # each grid as last observed: the grid object when it notes its writes for this monitor, else its fields
         # as bytes (compared whole after each input)
         self._grid: list[Any] = [None] * replicas
+        self._arrays: list[Any] = [None] * replicas  # the watched grid's field arrays, in _ORDER
         self._seen: list[Any] = [None] * replicas  # each replica's clock object as last observed
         self._raw: list[tuple[bytes, ...] | None] = [None] * replicas
         self._alive = np.zeros(replicas, bool)
@@ -288,11 +342,13 @@ class Monitor(NodeMonitor):
         for p, old in zip(pixels.tolist(), self._g[pixels, row, :].tolist()):
             _drop(self._held[p], _ENTRY.pack(*old))
 
-    def _changed(self, row: int, grid: Any, arrays: list[np.ndarray]) -> np.ndarray:
+    def _changed(self, row: int, grid: Any, arrays: list[np.ndarray], noted: list | None = None) -> np.ndarray:
         """The pixels whose entry differs from what was last observed at ``row``: among the pixels the grid noted
-        as written when it is the one watched, else found by comparing the whole grid."""
-        if self._grid[row] is grid and grid.watched_by(self._token):
-            noted = grid.drain(self._token)
+        as written when it is the one watched (``noted``: already drained), else found by comparing the whole
+        grid."""
+        if noted is not None or (self._grid[row] is grid and grid.watched_by(self._token)):
+            if noted is None:
+                noted = grid.drain(self._token)
             if not noted:
                 return _NONE
             g = self._g[:, row, :]

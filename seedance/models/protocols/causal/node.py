@@ -236,11 +236,12 @@ class CausalNode:
         ``j``), so a write costs O(what changed), not O(N) (a 1,024-entry clock per delivery at 1,024 replicas)."""
         put: dict[str, Any] = {f"p{i}": list(self.grid.entry(i)) for i in changed.tolist()}
         clock = self.grid.clock
-        moved = (clock != self._persisted_clock).nonzero()[0].tolist()
+        moved = [] if clock is self._persisted_clock else (clock != self._persisted_clock).nonzero()[0].tolist()
         values = clock[moved].tolist()
         for j, v in zip(moved, values):
             put[f"{CLOCK_PREFIX}{j}"] = v
-        self._persisted_clock = clock.copy()
+        # the grid's clock is read-only and replaced when it changes: holding it is holding its value
+        self._persisted_clock = clock if not clock.flags.writeable else clock.copy()
         return PersistRecords(table=GRID_TABLE, put=put,
                               size_bytes=len(changed) * ENTRY_BYTES + CLOCK_ENTRY_BYTES * len(moved))
 
@@ -315,7 +316,8 @@ class CausalNode:
         changed = self._join(message.delta())
         held = self.receiver.joined(src, message.epoch, message.start, message.end)
         effects: Effects = []
-        if len(changed) or not np.array_equal(self.grid.clock, self._persisted_clock):
+        clock = self.grid.clock
+        if len(changed) or (clock is not self._persisted_clock and not np.array_equal(clock, self._persisted_clock)):
             effects.append(self._persist(changed))
             effects.extend(self._observe(changed))
         effects.append(Send(dst=src, message=Ack(epoch=message.epoch, held=held), size_bytes=HEADER_BYTES))
