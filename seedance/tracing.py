@@ -136,18 +136,27 @@ class _Lanes:
         return heapq.heappop(free) if free else len(ends)
 
     def place(self, span: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        key = (span["pid"], span["cat"])
-        lane = self._lane(key, span["ts"])
+        tid, named = self.assign(span["pid"], span["cat"], span["ts"], span["dur"])
+        if named is not None:
+            yield named
+        span["tid"] = tid
+        yield span
+
+    def assign(self, pid: int, category: str, ts: float, dur: float) -> tuple[int, dict[str, Any] | None]:
+        """The tid of a span of ``category`` on ``pid`` from ``ts`` for ``dur``, and the ``thread_name`` event that
+        announces its lane when the lane is new (else None)."""
+        key = (pid, category)
+        lane = self._lane(key, ts)
         ends = self.lanes[key]
+        base = _LANE_TID_BASE[category]
+        named = None
         if lane == len(ends):
             ends.append(0.0)
-            base = _LANE_TID_BASE[span["cat"]]
-            yield {"name": "thread_name", "ph": "M", "pid": span["pid"], "tid": base + 1000 * lane,
-                   "args": {"name": span["cat"] + (f" {lane}" if lane else "")}}
-        end = ends[lane] = span["ts"] + span["dur"]
+            named = {"name": "thread_name", "ph": "M", "pid": pid, "tid": base + 1000 * lane,
+                     "args": {"name": category + (f" {lane}" if lane else "")}}
+        end = ends[lane] = ts + dur
         heapq.heappush(self._heaps[key][2], (end, lane))
-        span["tid"] = _LANE_TID_BASE[span["cat"]] + 1000 * lane
-        yield span
+        return base + 1000 * lane, named
 
 
 def _on_lanes(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -281,6 +290,16 @@ class Trace:
 
     def chrome_events(self, records: Iterable[tuple[Any, ...]] | None = None) -> Iterator[dict[str, Any]]:
         """The Trace Event Format events of ``records`` (default: this trace's), one at a time."""
+        return self._chrome(self if records is None else records, None)
+
+    def _chrome(self, records: Iterable[tuple[Any, ...]], text: Any) -> Iterator[Any]:
+        """:meth:`chrome_events`; with ``text`` (an ``encode`` of :func:`compact_encoder`, and the list its last
+        record's time goes to: ``(encode, last)``), the most frequent events (message flights and plain instant
+        events) come as their JSON text instead, exactly what ``encode`` makes of their dict (same keys in the
+        same order, floats as ``repr``), built without the dict; any event whose fields are not plain ints and
+        finite floats still comes as a dict."""
+        encode, last = text if text is not None else (None, None)
+        names: dict[str, str] = {}  # a name -> its JSON string
         clients_pid = self.num_nodes
         nemesis_pid = self.num_nodes + 1
         for pid in range(self.num_nodes):
@@ -293,15 +312,29 @@ class Trace:
         lanes = _Lanes()
         invokes: dict[int, tuple[float, str]] = {}
         faults: dict[int, tuple[float, str, Any]] = {}
-        for record in (self if records is None else records):
+        for record in records:
             time_s, kind, node = record[0], record[1], record[2]
+            if last is not None:
+                last[0] = time_s
             ts = time_s * 1e6
             pid = node if node >= 0 else nemesis_pid
             if kind == "send":
                 _, _, _, name, dst, size, deliver_s = record
+                dur = max(0.0, (deliver_s - time_s) * 1e6)
+                if (encode is not None and type(ts) is float and type(dur) is float and ts - ts == 0.0
+                        and dur - dur == 0.0 and type(pid) is int and type(dst) is int and type(size) is int
+                        and type(name) is str):
+                    tid, named = lanes.assign(pid, "net", ts, dur)
+                    if named is not None:
+                        yield named
+                    quoted = names.get(name)
+                    if quoted is None:
+                        quoted = names[name] = encode(name)
+                    yield (f'{{"name":{quoted},"ph":"X","cat":"net","pid":{pid},"ts":{ts!r},"dur":{dur!r},'
+                           f'"args":{{"dst":{dst},"size_bytes":{size}}},"tid":{tid}}}')
+                    continue
                 yield from lanes.place({"name": name, "ph": "X", "cat": "net", "pid": pid, "ts": ts,
-                                        "dur": max(0.0, (deliver_s - time_s) * 1e6),
-                                        "args": {"dst": dst, "size_bytes": size}})
+                                        "dur": dur, "args": {"dst": dst, "size_bytes": size}})
             elif kind == "persist":
                 _, _, _, count, size, durable_s = record
                 yield from lanes.place({"name": "fsync", "ph": "X", "cat": "storage", "pid": pid, "ts": ts,
@@ -329,9 +362,21 @@ class Trace:
                                         "dur": ts - start, "args": {"params": params}})
             else:
                 category = _INSTANT_CATEGORY.get(kind, "timer" if kind.startswith("timer") else "lifecycle")
-                yield {"name": kind if kind != "annotate" else str(record[3]), "ph": "i", "s": "t",
-                       "cat": category, "pid": pid, "tid": _INSTANT_TIDS[category], "ts": ts,
-                       "args": {"details": record[3:]}}
+                name = kind if kind != "annotate" else str(record[3])
+                if encode is not None and type(ts) is float and ts - ts == 0.0 and type(pid) is int:
+                    try:
+                        details = encode(record[3:])
+                    except (ValueError, TypeError):  # NaN / infinity or mixed-type keys: the dict, normalised
+                        details = None
+                    if details is not None:
+                        quoted = names.get(name)
+                        if quoted is None:
+                            quoted = names[name] = encode(name)
+                        yield (f'{{"name":{quoted},"ph":"i","s":"t","cat":"{category}","pid":{pid},'
+                               f'"tid":{_INSTANT_TIDS[category]},"ts":{ts!r},"args":{{"details":{details}}}}}')
+                        continue
+                yield {"name": name, "ph": "i", "s": "t", "cat": category, "pid": pid,
+                       "tid": _INSTANT_TIDS[category], "ts": ts, "args": {"details": record[3:]}}
 
     def write_chrome(self, path: str | Path, records: Iterable[tuple[Any, ...]] | None = None,
                      metadata: dict[str, Any] | None = None, limit: int | None = None,
@@ -345,13 +390,7 @@ class Trace:
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         encode = compact_encoder(_fallback)
-        last = [None]
-
-        def timed(source: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
-            for record in source:
-                last[0] = record[0]
-                yield record
-
+        last: list[Any] = [None]
         written, truncated = 0, False
         with open(target, "w", encoding="utf-8") as fh:
             fh.write('{"displayTimeUnit":"ms",')
@@ -359,14 +398,17 @@ class Trace:
                 fh.write('"metadata":' + json.dumps(_plain(metadata), separators=(",", ":"), allow_nan=False) + ",")
             fh.write('"traceEvents":[\n')
             buffer: list[str] = []
-            for event in self.chrome_events(timed(self if records is None else records)):
+            for event in self._chrome(self if records is None else records, (encode, last)):
                 if limit is not None and written >= limit:
                     truncated = True
                     break
-                try:
-                    text = encode(event)
-                except (ValueError, TypeError):  # NaN / infinity or mixed-type keys: normalise this event
-                    text = json.dumps(_plain(event), separators=(",", ":"), allow_nan=False)
+                if type(event) is str:  # already its JSON text (see _chrome)
+                    text = event
+                else:
+                    try:
+                        text = encode(event)
+                    except (ValueError, TypeError):  # NaN / infinity or mixed-type keys: normalise this event
+                        text = json.dumps(_plain(event), separators=(",", ":"), allow_nan=False)
                 buffer.append(text if not written else ",\n" + text)
                 written += 1
                 if len(buffer) >= 4096:

@@ -145,3 +145,18 @@ def test_numpy_values_spill_as_their_python_values():
     log.spill()
     first, second = list(log)
     assert first.value == 7 and type(first.value) is int and second.time == 0.75
+
+
+def test_merge_by_time_is_the_sort_by_time_stream_and_position():
+    import random
+
+    from seedance.history.events import merge_by_time
+
+    rng = random.Random(7)
+    for _ in range(20):
+        streams = []
+        for k in range(rng.randint(1, 3)):  # times drawn from a few values: many ties, streams not in order
+            streams.append([ReplicaEvent.trusted(k, "apply", f"k{i}", i, float(rng.randint(0, 9)))
+                            for i in range(rng.randint(0, 40))])
+        keyed = sorted(((e.time, k, i), e) for k, s in enumerate(streams) for i, e in enumerate(s))
+        assert [id(e) for e in merge_by_time(*streams)] == [id(e) for _, e in keyed]

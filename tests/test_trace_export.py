@@ -73,3 +73,42 @@ def test_a_bad_records_file_or_window_exits_2_and_writes_nothing(run, tmp_path, 
     assert "--to: 0.1 is before --from 0.3" in capsys.readouterr().err
     assert main(["trace", "export", str(tmp_path / "missing"), "--out", str(tmp_path / "x.json")]) == 2
     assert "does not exist" in capsys.readouterr().err and not (tmp_path / "x.json").exists()
+
+
+def test_trace_json_text_is_what_the_encoder_makes_of_each_event_for_every_kind_of_record(tmp_path):
+    """write_chrome builds the frequent events' JSON text without their dicts: byte for byte what encoding the dicts
+    of chrome_events gives, for plain records and for those that must take the dict path (NaN, numpy values,
+    non-ASCII names, sets, a message flight with a float size)."""
+    import json
+    import math
+
+    import numpy as np
+
+    from seedance.tracing import Trace, _fallback, _plain
+
+    records = [
+        (0.0, "send", 0, "Sync", 1, 120, 1.5e-6), (1e-7, "send", 0, "Sync", 2, 120, 2.5e-6),
+        (2e-7, "send", 0, "Ack", 1, 32, 3e-7), (2e-6, "deliver", 1, "Sync", 0), (2e-6, "timer-set", 1, "sync", 0.005),
+        (3e-6, "persist", 1, 1, 52, 4e-6), (4e-6, "durable", 1, 1), (4e-6, "observe", 1, "apply", "k3"),
+        (5e-6, "annotate", 2, "r\u00e9sum\u00e9", {"epoch": 1, "pixels": 3}), (6e-6, "observe", 2, "observe", None),
+        (7e-6, "deliver", 2, "Sync", np.int64(0)), (8e-6, "annotate", 0, "odd", {"x": float("nan")}),
+        (9e-6, "send", 3, "Sync", 0, 12.5, 1e-5), (1e-5, "send", np.int64(3), "Sync", 0, 12, 2e-5),
+        (1.1e-5, "timer-fire", -1, {1, 2}), (1.2e-5, "send", 3, "\u00fcber", 1, 8, math.inf),
+        (1.3e-5, "invoke", -1, 4, "write", "k1", 5), (1.4e-5, "return", -1, 4, "ok", None),
+        (1.5e-5, "fault-start", -1, 0, "partition", {"groups": [[0], [1, 2]]}), (1.6e-5, "fault-end", -1, 0, "partition"),
+        (1.7e-5, "crash", 2, 3), (1.8e-5, "span", 1, "vote", "commit", 1e-6, {"step": 2}),
+    ]
+    trace = Trace(num_nodes=4)
+    trace.records.extend(records)
+    path = trace.write_chrome(tmp_path / "trace.json")
+
+    def text(event):
+        try:
+            return json.dumps(event, separators=(",", ":"), allow_nan=False, default=_fallback)
+        except (ValueError, TypeError):
+            return json.dumps(_plain(event), separators=(",", ":"), allow_nan=False)
+
+    expected = ",\n".join(text(event) for event in trace.chrome_events())
+    written = path.read_text(encoding="utf-8")
+    assert written.split('"traceEvents":[\n', 1)[1].rsplit("\n]", 1)[0] == expected
+    assert json.loads(written)["traceEvents"] == json.loads("[" + expected + "]")

@@ -310,14 +310,15 @@ class PixelGrid:
         if len(delta) == 0:
             return np.zeros(0, np.int64)
         if len(delta) == 1:  # one write (the common delta): compared as a tuple, the same order as _wins
-            i = int(delta.idx[0])
+            i = int(delta.idx.item(0))
             f = self._w
-            theirs = (int(delta.version[0]), float(delta.t[0]), int(delta.node[0]), int(delta.seq[0]),
-                      int(delta.value[0]))
-            version = int(f["version"][i])
-            if not theirs > (version, float(f["t"][i]), int(f["node"][i]), int(f["seq"][i]), int(f["value"][i])):
+            versions, ts, nodes, seqs, values = f["version"], f["t"], f["node"], f["seq"], f["value"]
+            theirs = (int(delta.version.item(0)), float(delta.t.item(0)), int(delta.node.item(0)),
+                      int(delta.seq.item(0)), int(delta.value.item(0)))
+            version = versions.item(i)
+            if not theirs > (version, ts.item(i), nodes.item(i), seqs.item(i), values.item(i)):
                 return np.zeros(0, np.int64)
-            f["version"][i], f["t"][i], f["node"][i], f["seq"][i], f["value"][i] = theirs
+            versions[i], ts[i], nodes[i], seqs[i], values[i] = theirs
             if version <= 0 < theirs[0]:
                 self._written += 1
             if self._watchers:
