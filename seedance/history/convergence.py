@@ -79,19 +79,21 @@ def _chains(applies: list[ReplicaEvent], written: dict[Any, dict[Any, Op]],
     """Each replica's installs per key, in order (DuplicateApply and ThinAirApply reported on the way)."""
     chains: dict[Any, dict[int, Chain]] = defaultdict(lambda: defaultdict(list))
     seen: set[tuple[int, Any, Any]] = set()
+    none: dict[Any, Op] = {}
     for e in applies:
+        mark = (e.node, e.key, e.value)
         if e.f == "observe":  # a replica holds this value again (after recovery): no new apply
             chain = chains[e.key][e.node]
-            seen.add((e.node, e.key, e.value))
+            seen.add(mark)
             if not chain or chain[-1][1] != e.value:
                 chain.append((e.time, e.value))
             continue
-        if (e.node, e.key, e.value) in seen:
+        if mark in seen:
             report.add("DuplicateApply", f"node {e.node} applied {e.key}={e.value!r} twice", node=e.node,
                        key=e.key, value=e.value, time=e.time)
             continue
-        seen.add((e.node, e.key, e.value))
-        if e.value not in written.get(e.key, {}):
+        seen.add(mark)
+        if e.value not in written.get(e.key, none):
             report.add("ThinAirApply", f"node {e.node} applied {e.key}={e.value!r}, which no write wrote",
                        node=e.node, key=e.key, value=e.value, time=e.time)
         chains[e.key][e.node].append((e.time, e.value))

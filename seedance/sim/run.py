@@ -252,13 +252,14 @@ def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invaria
         err.add_note(f"reproduce: {reproduce_command(config)}")
         raise
     end = env.now
-    if monitor is not None and not (violations and stop_on_violation):  # the full check over the final state
-        _finish_monitor(monitor, runtime, violations)
-    clients.finish(end)
-    if phase is not None and config.check:  # the phases after the simulation, for progress reports
-        phase(f"checking linearizability of {len(clients.log)} events")
-    result = _result(config, runtime, clients, trace, schedule, healed_at, violations,
-                     time.perf_counter() - wall_start, nemesis.applied, spec, replicas, background.summary())
+    with bulk():  # the checks build millions of short-lived objects over a heap of millions of long-lived ones
+        if monitor is not None and not (violations and stop_on_violation):  # the full check over the final state
+            _finish_monitor(monitor, runtime, violations)
+        clients.finish(end)
+        if phase is not None and config.check:  # the phases after the simulation, for progress reports
+            phase(f"checking linearizability of {len(clients.log)} events")
+        result = _result(config, runtime, clients, trace, schedule, healed_at, violations,
+                         time.perf_counter() - wall_start, nemesis.applied, spec, replicas, background.summary())
     if cpu_at_start:  # the CPU taken over the load window, the real run's node_cpu_s + client_cpu_s
         result.stats["cpu_s"] = runtime.cores.work_s - cpu_at_start[0]
     if not liveness or (violations and stop_on_violation):  # a run stopped by a safety violation: no baseline
@@ -454,7 +455,12 @@ def write_outputs(result: SimResult, out_dir: str | Path, *, metadata: dict[str,
     """Write ``history.jsonl``, ``trace.msgpack`` (every trace record; its sha256 is ``trace_sha256``),
     ``trace.json`` (the Chrome trace of the first ``chrome_events`` events, None: all of them) and ``summary.json``
     to ``out_dir``; the summary (``trace_json`` says how much of the trace trace.json shows)."""
-    out = Path(out_dir)
+    with bulk():  # a long run's outputs: millions of objects made and dropped over a heap of millions kept
+        return _write_outputs(result, Path(out_dir), metadata, chrome_events)
+
+
+def _write_outputs(result: SimResult, out: Path, metadata: dict[str, Any] | None,
+                   chrome_events: int | None) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     history = result.clients.log  # streamed from the run's log (not held whole) unless merged with replica events
     history_path = write_jsonl(merge_by_time(history, result.replicas) if result.replicas else history,
