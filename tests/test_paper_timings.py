@@ -119,3 +119,13 @@ def test_bad_input_is_one_line_and_exit_2(tiny_runs, tmp_path, capsys, args, say
 def test_clock_never_shows_zero_for_a_positive_time():
     assert timings.clock(0.004) == "0.004 s" and timings.clock(7.26) == "7.3 s"
     assert timings.clock(381) == "6 min 21 s" and timings.clock(6180) == "1 h 43 min" and timings.clock(None) == "–"
+
+
+def test_the_readme_full_size_table_is_what_the_tool_makes_of_the_kept_full_run(capsys):
+    """The full-size `make paper` of 2026-12-06 (its rows kept in full.json): the README's table of it."""
+    assert timings.main([str(DATA / "full.json")]) == 0
+    table = capsys.readouterr().out
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    rows = [line for line in table.splitlines() if line.startswith("|")]
+    assert len(rows) == len(suite.NAMES) + 3 and "| all | 1,249 (0) |" in table
+    assert "\n".join(rows) in readme
