@@ -36,7 +36,6 @@ Rules:
 from __future__ import annotations
 
 import hashlib
-import heapq
 import json
 import math
 import os
@@ -47,6 +46,7 @@ from typing import Any
 
 import msgpack
 
+from seedance.chrome_lanes import Lanes as _Lanes
 from seedance.errors import SeedanceError
 from seedance.jsonable import compact_encoder
 
@@ -99,73 +99,34 @@ def _pack_each(pack: Any, records: list[tuple[Any, ...]]) -> memoryview:
 _INSTANT_TIDS = {"lifecycle": 1, "timer": 2, "storage": 3, "protocol": 4, "collective": 5, "net": 6}
 _INSTANT_CATEGORY = {"deliver": "net", "drop": "net", "duplicate": "net", "durable": "storage", "annotate": "protocol",
                      "collective-start": "collective", "collective-done": "collective"}
-_LANE_TID_BASE = {"net": 100, "storage": 3, "nemesis": 1, "commit": 7, "rollback": 8}
 
 
-class _Lanes:
-    """Give each X event a tid so that events on one (pid, tid) never overlap (greedy interval colouring).
-
-    Works on a stream: a span goes to the first lane (of its pid and category) whose last span ended by its start,
-    else to a new lane (announced by a ``thread_name`` event). Spans on a lane never overlap in any arrival order.
-    While a (pid, category)'s spans arrive in start order (a trace's sends do), the free lanes are kept in a heap:
-    O(log lanes) a span instead of a scan (a node broadcasting to 1,023 peers has a thousand lanes in flight); a
-    span that starts earlier than the one before it is placed by the scan, and the heaps are rebuilt.
-    """
-
-    def __init__(self) -> None:
-        self.lanes: dict[tuple[int, str], list[float]] = {}  # (pid, category) -> end time of each lane's last span
-        # (pid, category) -> [start of the last span placed, free lanes (indices), busy lanes (end, index)]
-        self._heaps: dict[tuple[int, str], list[Any]] = {}
-
-    def _lane(self, key: tuple[int, str], ts: float) -> int:
-        """The first lane of ``key`` whose last span ended by ``ts`` (its number of lanes: none has)."""
-        ends = self.lanes.setdefault(key, [])
-        state = self._heaps.get(key)
-        if state is None or ts < state[0]:  # out of start order: the scan (exact in any order), heaps rebuilt
-            lane = next((k for k, end in enumerate(ends) if end <= ts), len(ends))
-            free = [k for k, end in enumerate(ends) if end <= ts and k != lane]
-            busy = [(end, k) for k, end in enumerate(ends) if end > ts]
-            heapq.heapify(free)
-            heapq.heapify(busy)
-            self._heaps[key] = [ts, free, busy]
-            return lane
-        state[0] = ts
-        _, free, busy = state
-        while busy and busy[0][0] <= ts:
-            heapq.heappush(free, heapq.heappop(busy)[1])
-        return heapq.heappop(free) if free else len(ends)
-
-    def place(self, span: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        tid, named = self.assign(span["pid"], span["cat"], span["ts"], span["dur"])
-        if named is not None:
-            yield named
-        span["tid"] = tid
-        yield span
-
-    def assign(self, pid: int, category: str, ts: float, dur: float) -> tuple[int, dict[str, Any] | None]:
-        """The tid of a span of ``category`` on ``pid`` from ``ts`` for ``dur``, and the ``thread_name`` event that
-        announces its lane when the lane is new (else None)."""
-        key = (pid, category)
-        lane = self._lane(key, ts)
-        ends = self.lanes[key]
-        base = _LANE_TID_BASE[category]
-        named = None
-        if lane == len(ends):
-            ends.append(0.0)
-            named = {"name": "thread_name", "ph": "M", "pid": pid, "tid": base + 1000 * lane,
-                     "args": {"name": category + (f" {lane}" if lane else "")}}
-        end = ends[lane] = ts + dur
-        heapq.heappush(self._heaps[key][2], (end, lane))
-        return base + 1000 * lane, named
+def _plain_time(ts: Any, pid: Any) -> bool:
+    """A finite float time and an int pid: written by ``repr`` exactly as the JSON encoder writes them."""
+    return type(ts) is float and ts - ts == 0.0 and type(pid) is int
 
 
-def _on_lanes(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Place a list of X events on lanes, in (pid, category, start) order."""
-    lanes = _Lanes()
-    placed: list[dict[str, Any]] = []
-    for span in sorted(spans, key=lambda e: (e["pid"], e["cat"], e["ts"])):
-        placed.extend(lanes.place(dict(span)))
-    return placed
+def _plain_flight(ts: Any, dur: Any, pid: Any, dst: Any, size: Any, name: Any) -> bool:
+    """A message flight whose fields the text path writes as the encoder would (see :meth:`Trace._chrome`)."""
+    return (_plain_time(ts, pid) and type(dur) is float and dur - dur == 0.0 and type(dst) is int
+            and type(size) is int and type(name) is str)
+
+
+def _quoted(names: dict[str, str], encode: Any, name: str) -> str:
+    """``encode(name)``, made once per name."""
+    quoted = names.get(name)
+    if quoted is None:
+        quoted = names[name] = encode(name)
+    return quoted
+
+
+def _details(encode: Any, record: tuple[Any, ...]) -> str | None:
+    """The JSON of an instant event's details (``record[3:]``); None when the encoder refuses them (NaN /
+    infinity, mixed-type keys: the event then goes the dict way, normalised)."""
+    try:
+        return encode(record[3:])
+    except (ValueError, TypeError):
+        return None
 
 
 class Trace:
@@ -321,17 +282,12 @@ class Trace:
             if kind == "send":
                 _, _, _, name, dst, size, deliver_s = record
                 dur = max(0.0, (deliver_s - time_s) * 1e6)
-                if (encode is not None and type(ts) is float and type(dur) is float and ts - ts == 0.0
-                        and dur - dur == 0.0 and type(pid) is int and type(dst) is int and type(size) is int
-                        and type(name) is str):
+                if encode is not None and _plain_flight(ts, dur, pid, dst, size, name):
                     tid, named = lanes.assign(pid, "net", ts, dur)
                     if named is not None:
                         yield named
-                    quoted = names.get(name)
-                    if quoted is None:
-                        quoted = names[name] = encode(name)
-                    yield (f'{{"name":{quoted},"ph":"X","cat":"net","pid":{pid},"ts":{ts!r},"dur":{dur!r},'
-                           f'"args":{{"dst":{dst},"size_bytes":{size}}},"tid":{tid}}}')
+                    yield (f'{{"name":{_quoted(names, encode, name)},"ph":"X","cat":"net","pid":{pid},"ts":{ts!r},'
+                           f'"dur":{dur!r},"args":{{"dst":{dst},"size_bytes":{size}}},"tid":{tid}}}')
                     continue
                 yield from lanes.place({"name": name, "ph": "X", "cat": "net", "pid": pid, "ts": ts,
                                         "dur": dur, "args": {"dst": dst, "size_bytes": size}})
@@ -363,18 +319,11 @@ class Trace:
             else:
                 category = _INSTANT_CATEGORY.get(kind, "timer" if kind.startswith("timer") else "lifecycle")
                 name = kind if kind != "annotate" else str(record[3])
-                if encode is not None and type(ts) is float and ts - ts == 0.0 and type(pid) is int:
-                    try:
-                        details = encode(record[3:])
-                    except (ValueError, TypeError):  # NaN / infinity or mixed-type keys: the dict, normalised
-                        details = None
-                    if details is not None:
-                        quoted = names.get(name)
-                        if quoted is None:
-                            quoted = names[name] = encode(name)
-                        yield (f'{{"name":{quoted},"ph":"i","s":"t","cat":"{category}","pid":{pid},'
-                               f'"tid":{_INSTANT_TIDS[category]},"ts":{ts!r},"args":{{"details":{details}}}}}')
-                        continue
+                details = _details(encode, record) if encode is not None and _plain_time(ts, pid) else None
+                if details is not None:
+                    yield (f'{{"name":{_quoted(names, encode, name)},"ph":"i","s":"t","cat":"{category}",'
+                           f'"pid":{pid},"tid":{_INSTANT_TIDS[category]},"ts":{ts!r},"args":{{"details":{details}}}}}')
+                    continue
                 yield {"name": name, "ph": "i", "s": "t", "cat": category, "pid": pid,
                        "tid": _INSTANT_TIDS[category], "ts": ts, "args": {"details": record[3:]}}
 
