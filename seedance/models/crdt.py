@@ -115,10 +115,7 @@ class GridDelta:
 
     @classmethod
     def from_wire(cls, data: tuple | list) -> GridDelta:
-        if len(data) == 7 and _WIRE == (getattr(data[0], "dtype", None), getattr(data[1], "dtype", None),
-                                        getattr(data[2], "dtype", None), getattr(data[3], "dtype", None),
-                                        getattr(data[4], "dtype", None), getattr(data[5], "dtype", None),
-                                        getattr(data[6], "dtype", None)) and _ARRAYS == tuple(map(type, data)):
+        if len(data) == 7 and tuple(map(type, data)) == _ARRAYS and tuple([a.dtype for a in data]) == _WIRE:
             return cls(*data)  # already the arrays of a delta (the simulator passes them as sent): no conversion
         idx, value, version, t, node, seq, clock = (np.asarray(a) for a in data)
         # no copy when the arrays already have their types (a delta's arrays are never written in place)

@@ -177,13 +177,7 @@ class Monitor(NodeMonitor):
         else:
             changed = self._changed(row, grid, arrays, noted)
             clock = grid.clock
-            if clock is self._seen[row] and not clock.flags.writeable and clock.base is None:
-                moved = _NONE  # a read-only clock that owns its data is replaced when it changes: this one did not
-            elif clock.shape == self._clock[row].shape:
-                moved = (clock != self._clock[row]).nonzero()[0]
-            else:
-                moved = None
-            self._seen[row] = clock
+            moved = self._moved(row, clock)
             covered = self._newly_covered(row, clock, moved)
             if not len(changed) and not covered:
                 if moved is None or len(moved):
@@ -194,24 +188,46 @@ class Monitor(NodeMonitor):
         self._follow(row, grid, arrays)
         self._clock[row] = grid.clock
         before, now = self._store(row, changed, arrays, first)
+        return found + self._judge(row, changed, covered, before, now)
+
+    def _moved(self, row: int, clock: np.ndarray) -> np.ndarray | None:
+        """The entries where ``clock`` differs from ``row``'s clock as last observed (None: a clock of another
+        size), and ``clock`` remembered as the object last seen. The same read-only clock object that owns its data
+        is :data:`_NONE` at once: a PixelGrid replaces its clock when it changes."""
+        if clock is self._seen[row] and not clock.flags.writeable and clock.base is None:
+            moved = _NONE
+        elif clock.shape == self._clock[row].shape:
+            moved = (clock != self._clock[row]).nonzero()[0]
+        else:
+            moved = None
+        self._seen[row] = clock
+        return moved
+
+    def _judge(self, row: int, changed: np.ndarray | list[int], covered: list[int],
+               before: list[tuple[int, tuple[float, ...]]], now: list[tuple[int, tuple[float, ...]]]) -> list[str]:
+        """The breaches of ``row``'s change, once its entries are stored (``before`` / ``now``, see :meth:`_store`):
+        by the entries it holds now, and against its clock where it changed or now covers a write."""
         known = self._count(before, now)
         breaches = self._held_by(row, now, known)
         if len(changed) + len(covered) <= self.small:
-            pixels = sorted(set(changed.tolist()).union(covered)) if covered else changed.tolist()
+            changed = changed.tolist() if isinstance(changed, np.ndarray) else changed
+            pixels = sorted(set(changed).union(covered)) if covered else changed
         else:  # where no replica ever held a written entry, nothing is covered
-            pixels = np.union1d(changed, np.asarray(covered, np.int64)) if covered else changed
+            pixels = np.asarray(changed, np.int64)
+            pixels = np.union1d(pixels, np.asarray(covered, np.int64)) if covered else pixels
             pixels = pixels[self._ever[pixels]].tolist()
         breaches += self._covered_by(row, pixels)
         if breaches:
             self._clean = False  # a breach stays in the remembered state: from now on every check is made in full
-        return found + breaches
+        return breaches
 
     def _watched(self, row: int, grid: Any, noted: list[int]) -> list[str]:
         """:meth:`_observe` for a watched grid that noted at most :attr:`small` single pixels: the same steps, with
         the entries compared, stored and counted in one pass over plain tuples."""
         clock = grid.clock
-        if clock is self._seen[row] and not noted and not clock.flags.writeable and clock.base is None:
-            return []  # nothing written, and a read-only clock that owns its data is replaced when it changes
+        moved = self._moved(row, clock)
+        if not noted and moved is _NONE:
+            return []  # nothing written, and the same clock
         changed: list[int] = []
         before: list[tuple[int, tuple[float, ...]]] = []
         now: list[tuple[int, tuple[float, ...]]] = []
@@ -228,29 +244,12 @@ class Monitor(NodeMonitor):
                         before.append((p, old))
                     if entry[_VERSION] > 0:
                         now.append((p, entry))
-        if clock is self._seen[row] and not clock.flags.writeable and clock.base is None:
-            moved = _NONE
-        elif clock.shape == self._clock[row].shape:
-            moved = (clock != self._clock[row]).nonzero()[0]
-        else:
-            moved = None
-        self._seen[row] = clock
         covered = self._newly_covered(row, clock, moved)
         if moved is None or len(moved):
             self._clock[row] = clock
         if not changed and not covered:
             return []
-        known = self._count(before, now)
-        breaches = self._held_by(row, now, known)
-        if len(changed) + len(covered) <= self.small:
-            pixels = sorted(set(changed).union(covered)) if covered else changed
-        else:  # where no replica ever held a written entry, nothing is covered
-            pixels = np.union1d(np.array(changed, np.int64), np.asarray(covered, np.int64))
-            pixels = pixels[self._ever[pixels]].tolist()
-        breaches += self._covered_by(row, pixels)
-        if breaches:
-            self._clean = False  # a breach stays in the remembered state: from now on every check is made in full
-        return breaches
+        return self._judge(row, changed, covered, before, now)
 
     def _follow(self, row: int, grid: Any, arrays: list[np.ndarray]) -> None:
         """Keep track of ``row``'s grid as just observed: a grid that notes its writes (:meth:`PixelGrid.watch`) is
