@@ -43,8 +43,13 @@ def test_a_sources_routes_from_one_tree_equal_per_pair_lookups(name, nodes):
         targets = [j for j in range(n - 1, -1, -1) if j != i]  # any order
         assert routes.row(i, targets) == [routes[(i, j)] for j in targets]
         assert routes.row(i, targets, index) == [tuple(index[link] for link in routes[(i, j)]) for j in targets]
+        for few in (targets[:1], targets[:3], targets[-8:]):  # a few targets read the trees item by item
+            assert routes.row(i, few, index) == [tuple(index[link] for link in routes[(i, j)]) for j in few]
+            assert all(type(link) is int for route in routes.row(i, few, index) for link in route)
     with pytest.raises(KeyError):
         routes.row(0, [0])
+    with pytest.raises(KeyError):
+        routes.row(0, [1, 0])
 
 
 @pytest.mark.parametrize("name, nodes", [("dgx-a100", 2), ("mixed", 2), ("pcie-8gpu", 2)])

@@ -49,3 +49,23 @@ def test_dask_timeout_kills_the_point(tmp_path, cluster):
     df = load_results(summary.results).set_index("x")
     assert summary.points_failed == 1 and "timed out after 2 s" in df.loc[1, "error"]
     assert df.loc[2, "status"] == "ok" and df.loc[2, "double"] == 4
+
+
+@pytest.mark.multiprocess
+def test_worker_logs_live_in_the_dask_workers_directories(tmp_path, cluster):
+    """A Dask worker's run processes write their stderr into that worker's own local directory (removed with the
+    worker), not into the machine's temporary directory."""
+    import tempfile
+    from pathlib import Path
+
+    from distributed import Client
+
+    before = set(Path(tempfile.gettempdir()).glob("seedance-sweep-worker-*.log"))
+    doc = {"name": "dask-logs", "runner": "test_sweep:echo", "plugins": ["test_sweep"],
+           "axes": {"zip": {"x": [1, 2, 3], "sleep_s": [0.0, 0.0, 0.0]}}}
+    assert run_sweep(doc, tmp_path, scheduler=cluster.scheduler_address, progress=False).points_failed == 0
+    assert set(Path(tempfile.gettempdir()).glob("seedance-sweep-worker-*.log")) == before
+    with Client(cluster.scheduler_address, set_as_default=False) as client:
+        local = client.run(lambda dask_worker: [p.name for p in Path(dask_worker.local_directory).glob(
+            "seedance-sweep-worker-*.log")])
+    assert sum(len(names) for names in local.values()) >= 1

@@ -217,7 +217,7 @@ def dask_task(task: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     """Run one task on a Dask worker, in a worker process of this thread (started on first use, then reused)."""
     child: Child | None = getattr(_LOCAL, "child", None)
     if child is None or not child.alive():
-        log = Path(tempfile.gettempdir()) / f"seedance-sweep-worker-{os.getpid()}-{threading.get_ident()}.log"
+        log = _dask_scratch() / f"seedance-sweep-worker-{os.getpid()}-{threading.get_ident()}.log"
         child = Child(log)
         _LOCAL.child = child
     result, usable = child.run(task, timeout_s)
@@ -225,6 +225,17 @@ def dask_task(task: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         child.kill()
         _LOCAL.child = None
     return result
+
+
+def _dask_scratch() -> Path:
+    """Where a worker process's stderr goes on a Dask worker: the Dask worker's own local directory (removed with
+    the worker), else the temporary directory."""
+    try:
+        from distributed import get_worker
+
+        return Path(get_worker().local_directory)
+    except (ImportError, ValueError, AttributeError):  # not on a Dask worker (e.g. a test calling dask_task)
+        return Path(tempfile.gettempdir())
 
 
 def check_scheduler(address: str) -> str:

@@ -185,6 +185,7 @@ class GraphRoutes(Mapping):
         self._group = group
         self._edges = edges  # (head, tail, effective bandwidth GB/s) per link id, in node-index space, or None
         self._edge_lookup: tuple[np.ndarray, np.ndarray] | None = None
+        self._in_list: list[int] | None = None  # ``in_idx`` as a list, for :meth:`row` (built on first use)
 
     @property
     def link_keys(self) -> tuple[LinkKey, ...]:
@@ -267,26 +268,32 @@ class GraphRoutes(Mapping):
         if not 0 <= i < n:
             raise KeyError((i, targets[0] if targets else None))
         names, start = self._names, int(self._out[i])
-        in_idx = self._in.tolist()
-        groups = self._group[i].tolist()
-        trees: dict[int, tuple[list[int], dict[int, tuple[LinkKey, ...]]]] = {}
+        if self._in_list is None:
+            self._in_list = self._in.tolist()
+        in_idx = self._in_list
+        # a few targets (a node's first peers) read their tree's predecessors one by one, a row converts it whole:
+        # a tree row is 2n + switches long, and most nodes route to a few peers first
+        few = len(targets) <= _FEW_TARGETS
+        group = self._group[i] if few else self._group[i].tolist()
+        trees: dict[int, tuple[Any, dict[int, tuple[LinkKey, ...]]]] = {}
         out: list[tuple[LinkKey, ...]] = []
         for j in targets:
             if not 0 <= j < n or j == i:
                 raise KeyError((i, j))
-            g = groups[j]
+            g = group.item(j) if few else group[j]
             tree = trees.get(g)
             if tree is None:
-                tree = trees[g] = (self._predecessors[g][i].tolist(), {start: ()})
+                pred_row = self._predecessors[g][i]
+                tree = trees[g] = (pred_row.item if few else pred_row.tolist().__getitem__, {start: ()})
             pred, known = tree
             node = in_idx[j]
             route = known.get(node)
             if route is None:
                 path = [node]  # up the tree to the nearest node whose route is known
-                while (route := known.get(pred[path[-1]])) is None:
-                    path.append(pred[path[-1]])
+                while (route := known.get(pred(path[-1]))) is None:
+                    path.append(pred(path[-1]))
                 for k in reversed(path):
-                    link = (names[pred[k]], names[k])
+                    link = (names[pred(k)], names[k])
                     route = known[k] = route + ((link if link_index is None else link_index[link]),)
             out.append(route)
         return out
@@ -300,6 +307,7 @@ class GraphRoutes(Mapping):
         return n * (n - 1)
 
 
+_FEW_TARGETS = 8  # at most this many targets: GraphRoutes.row reads the predecessor arrays item by item
 _NETWORK_KINDS = frozenset({"infiniband", "ethernet"})
 
 
