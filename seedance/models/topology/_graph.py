@@ -284,16 +284,16 @@ class GraphRoutes(Mapping):
             tree = trees.get(g)
             if tree is None:
                 pred_row = self._predecessors[g][i]
-                tree = trees[g] = (pred_row.item if few else pred_row.tolist().__getitem__, {start: ()})
+                tree = trees[g] = (_Items(pred_row) if few else pred_row.tolist(), {start: ()})
             pred, known = tree
             node = in_idx[j]
             route = known.get(node)
             if route is None:
                 path = [node]  # up the tree to the nearest node whose route is known
-                while (route := known.get(pred(path[-1]))) is None:
-                    path.append(pred(path[-1]))
+                while (route := known.get(pred[path[-1]])) is None:
+                    path.append(pred[path[-1]])
                 for k in reversed(path):
-                    link = (names[pred(k)], names[k])
+                    link = (names[pred[k]], names[k])
                     route = known[k] = route + ((link if link_index is None else link_index[link]),)
             out.append(route)
         return out
@@ -308,6 +308,19 @@ class GraphRoutes(Mapping):
 
 
 _FEW_TARGETS = 8  # at most this many targets: GraphRoutes.row reads the predecessor arrays item by item
+
+
+class _Items(dict):
+    """An array's items as Python ints, each read from the array when first asked for (a few hops of a long row)."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        super().__init__()
+        self._array = array
+
+    def __missing__(self, index: int) -> int:
+        value = self[index] = self._array.item(index)
+        return value
+
 _NETWORK_KINDS = frozenset({"infiniband", "ethernet"})
 
 
