@@ -41,6 +41,7 @@ import numpy as np
 from seedance.history.anomalies import MAX_REPORTED, Op, Report, a_cycle, operations, topological
 from seedance.history.convergence import CONVERGENCE_PATTERNS, check_convergence
 from seedance.history.events import Event, EventType, Operation, ReplicaEvent
+from seedance.history.replica_log import ReplicaLog
 
 CC_PATTERNS = ("CyclicCO", "WriteCOInitRead", "ThinAirRead", "WriteCORead", "CyclicCF")
 __all__ = ["CC_PATTERNS", "CONVERGENCE_PATTERNS", "MAX_REPORTED", "Op", "check", "check_causal", "check_convergence",
@@ -256,16 +257,20 @@ def check(events: Iterable[Any], *, nodes: int | None = None, settle_s: float = 
     return out
 
 
-def run_summary(history: Sequence[Event], replicas: Sequence[ReplicaEvent], nodes: int) -> dict[str, Any]:
+def run_summary(history: Sequence[Event], replicas: Sequence[ReplicaEvent] | ReplicaLog, nodes: int) -> dict[str, Any]:
     """The causal protocol's summary keys for ``sim run`` / ``real run`` (``ProtocolSpec.summarize``)."""
     ops, _ = operations(history)
     causal = check_causal(ops)
     conv = check_convergence(ops, replicas, nodes)
-    delta = full = 0
-    for e in replicas:
-        if e.f == "observe" and e.key is None and isinstance(e.value, tuple) and len(e.value) == 2:
-            delta += int(e.value[0])
-            full += int(e.value[1])
+    if isinstance(replicas, ReplicaLog):  # a simulated run's log: the totals come from the pass the check made
+        stats = replicas.stats()
+        delta, full = stats.delta_bytes, stats.full_bytes
+    else:
+        delta = full = 0
+        for e in replicas:
+            if e.f == "observe" and e.key is None and isinstance(e.value, tuple) and len(e.value) == 2:
+                delta += int(e.value[0])
+                full += int(e.value[1])
     rejected = sum(1 for op in ops if op.f is Operation.WRITE and op.outcome is EventType.FAIL)
     return {
         "convergence_ms_p50": conv["convergence_ms_p50"], "convergence_ms_p99": conv["convergence_ms_p99"],

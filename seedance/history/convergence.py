@@ -15,7 +15,7 @@ ever applied it) — and the replicas' final values agree on every key whose las
 from __future__ import annotations
 
 import bisect
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,6 +23,7 @@ import numpy as np
 
 from seedance.history.anomalies import Op, Report, a_cycle, topological
 from seedance.history.events import EventType, Operation, ReplicaEvent
+from seedance.history.replica_log import ReplicaLog, is_apply
 
 CONVERGENCE_PATTERNS = ("DivergentOrder", "DuplicateApply", "ThinAirApply", "LostWrite", "NotConverged", "Diverged")
 Chain = list[tuple[float, Any]]  # (time, value) a replica installed, in order
@@ -47,24 +48,40 @@ def _rank_order(chains: list[list[tuple[float, Any]]], first_seen: dict[Any, flo
 
 
 
-def check_convergence(ops: Sequence[Op], replicas: Sequence[ReplicaEvent], nodes: int | None = None, *,
-                      settle_s: float = 0.1, end_s: float | None = None, times: bool = False) -> dict[str, Any]:
-    """Convergence of the replicas (see the module docstring): anomalies, ``converged`` and per-write times."""
+def check_convergence(ops: Sequence[Op], replicas: Sequence[ReplicaEvent] | ReplicaLog, nodes: int | None = None, *,
+                      settle_s: float = 0.1, end_s: float | None = None, times: bool = False,
+                      batch_rows: int | None = None) -> dict[str, Any]:
+    """Convergence of the replicas (see the module docstring): anomalies, ``converged`` and per-write times.
+
+    ``replicas`` is a sequence of events or a :class:`~seedance.history.replica_log.ReplicaLog`; a log is checked
+    in groups of consecutive keys of at most about ``batch_rows`` applies each (None: the log's default), its rows
+    read back per group, so the check holds one group's chains at a time. The counts, times and verdict are those
+    of the log's events; only the order in which anomalies are listed can differ, group by group."""
     report = Report()
-    applies = [e for e in replicas if e.f == "apply" or (e.f == "observe" and e.key is not None)]
+    if isinstance(replicas, ReplicaLog):
+        stats = replicas.stats()
+        counts, last, top = stats.applies_per_key, stats.last_time, stats.max_node
+    else:
+        rows = [(e.node, e.f, e.key, e.value, e.time, k) for k, e in enumerate(replicas)]
+        counts = Counter(key for _, f, key, _, _, _ in rows if is_apply(f, key))
+        last = max((row[4] for row in rows), default=None)
+        top = max((row[0] for row in rows if is_apply(row[1], row[2])), default=-1)
     if nodes is None:
-        nodes = max((e.node for e in applies), default=-1) + 1
+        nodes = top + 1
     if end_s is None:
-        end_s = max([op.complete_s or op.invoke_s for op in ops] + [e.time for e in replicas], default=0.0)
+        end_s = max([op.complete_s or op.invoke_s for op in ops] + ([last] if last is not None else []), default=0.0)
     written: dict[Any, dict[Any, Op]] = defaultdict(dict)
     for op in ops:
         if op.f is Operation.WRITE and op.outcome is not EventType.FAIL:
             written[op.key].setdefault(op.value, op)
-    chains = _chains(applies, written, report)
     times_ms: list[float] = []
     horizon = end_s - settle_s
-    for key in sorted(set(written) | set(chains), key=repr):
-        _converge_key(key, chains.get(key, {}), written.get(key, {}), nodes, horizon, report, times_ms)
+    keys = sorted(set(written) | set(counts), key=repr)
+    groups = replicas.by_keys(keys, counts, batch_rows) if isinstance(replicas, ReplicaLog) else [(keys, rows)]
+    for group, chosen in groups:
+        chains = _chains([row for row in chosen if is_apply(row[1], row[2])], written, report)
+        for key in group:
+            _converge_key(key, chains.get(key, {}), written.get(key, {}), nodes, horizon, report, times_ms)
     arr = np.asarray(times_ms)
     return {"converged": not report.counts, "anomalies": report.listed, "counts": dict(report.counts),
             "writes_measured": int(arr.size), "nodes": nodes, "settle_s": settle_s,
@@ -74,29 +91,30 @@ def check_convergence(ops: Sequence[Op], replicas: Sequence[ReplicaEvent], nodes
             **({"times_ms": arr.tolist()} if times else {})}
 
 
-def _chains(applies: list[ReplicaEvent], written: dict[Any, dict[Any, Op]],
+def _chains(applies: list[tuple[Any, ...]], written: dict[Any, dict[Any, Op]],
             report: Report) -> dict[Any, dict[int, Chain]]:
-    """Each replica's installs per key, in order (DuplicateApply and ThinAirApply reported on the way)."""
+    """Each replica's installs per key, in order (DuplicateApply and ThinAirApply reported on the way), from rows
+    ``(node, f, key, value, time, position)``."""
     chains: dict[Any, dict[int, Chain]] = defaultdict(lambda: defaultdict(list))
     seen: set[tuple[int, Any, Any]] = set()
     none: dict[Any, Op] = {}
-    for e in applies:
-        mark = (e.node, e.key, e.value)
-        if e.f == "observe":  # a replica holds this value again (after recovery): no new apply
-            chain = chains[e.key][e.node]
+    for node, f, key, value, time_s, _ in applies:
+        mark = (node, key, value)
+        if f == "observe":  # a replica holds this value again (after recovery): no new apply
+            chain = chains[key][node]
             seen.add(mark)
-            if not chain or chain[-1][1] != e.value:
-                chain.append((e.time, e.value))
+            if not chain or chain[-1][1] != value:
+                chain.append((time_s, value))
             continue
         if mark in seen:
-            report.add("DuplicateApply", f"node {e.node} applied {e.key}={e.value!r} twice", node=e.node,
-                       key=e.key, value=e.value, time=e.time)
+            report.add("DuplicateApply", f"node {node} applied {key}={value!r} twice", node=node,
+                       key=key, value=value, time=time_s)
             continue
         seen.add(mark)
-        if e.value not in written.get(e.key, none):
-            report.add("ThinAirApply", f"node {e.node} applied {e.key}={e.value!r}, which no write wrote",
-                       node=e.node, key=e.key, value=e.value, time=e.time)
-        chains[e.key][e.node].append((e.time, e.value))
+        if value not in written.get(key, none):
+            report.add("ThinAirApply", f"node {node} applied {key}={value!r}, which no write wrote",
+                       node=node, key=key, value=value, time=time_s)
+        chains[key][node].append((time_s, value))
     return chains
 
 

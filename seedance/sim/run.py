@@ -34,7 +34,8 @@ import numpy as np
 import simpy
 from simpy.core import StopSimulation
 
-from seedance.history.events import Event, ReplicaEvent, merge_by_time, write_jsonl
+from seedance.history.events import Event, merge_by_time, write_jsonl
+from seedance.history.replica_log import ReplicaLog, merge_history
 from seedance.history.stream import HistoryLog, summarize_stream
 from seedance.history.summary import protocol_summary
 from seedance.models.protocols import registry
@@ -95,7 +96,8 @@ class SimResult:
     runtime: Runtime = field(repr=False)
     wall_s: float = 0.0
     liveness: Recovery | None = None  # None: not assessed (simulate(..., liveness=False))
-    replicas: list[Any] = field(default_factory=list, repr=False)  # ReplicaEvents from the nodes' Observe effects
+    # the nodes' Observe effects: a ReplicaLog (spilled to disk as the run goes), or a list of ReplicaEvents
+    replicas: Any = field(default_factory=list, repr=False)
     background: dict[str, Any] = field(default_factory=dict)  # background collectives: count and times per op:size
     extra: dict[str, Any] = field(default_factory=dict)  # the protocol's own summary keys (ProtocolSpec.summarize)
 
@@ -221,9 +223,9 @@ def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invaria
     schedule, healed_at = _fault_schedule(config, np.random.default_rng(nemesis_seq), start)
     nemesis = Nemesis(runtime=runtime, schedule=schedule, faulty_end_s=healed_at)
     _check_operations(spec, config)
-    replicas: list[ReplicaEvent] = []
-    runtime.observe_sink = lambda node_id, effect, at: replicas.append(
-        ReplicaEvent.trusted(node_id, effect.what, effect.key, _plain(effect.value), at))
+    replicas = ReplicaLog()  # spilled to a temporary file in chunks: memory stays bounded
+    runtime.observe_sink = lambda node_id, effect, at: replicas.add(node_id, effect.what, effect.key,
+                                                                    _plain(effect.value), at)
     background = Background(runtime, config.background, end)
 
     violations: list[tuple[float, str]] = []
@@ -366,7 +368,7 @@ def _finish_monitor(monitor: Any, runtime: Runtime, violations: list[tuple[float
 
 def _result(config: SimConfig, runtime: Runtime, clients: Clients, trace: Trace, schedule: list[FaultWindow],
             healed_at: float, violations: list[tuple[float, str]], wall_s: float, faults_applied: int,
-            spec: ProtocolSpec | None = None, replicas: list[Any] | None = None,
+            spec: ProtocolSpec | None = None, replicas: ReplicaLog | None = None,
             background: dict[str, Any] | None = None) -> SimResult:
     summary = summarize_stream(clients.log, config.duration_s)  # read back from disk, not held whole
     check = None
@@ -389,8 +391,9 @@ def _result(config: SimConfig, runtime: Runtime, clients: Clients, trace: Trace,
         healed_at_s=healed_at,
         ops_ok_healed=len(clients.ok_times) - bisect_left(clients.ok_times, healed_at),
         linearizable=linearizable, check=check, violations=violations, faults=schedule, stats=stats,
-        runtime=runtime, wall_s=wall_s, replicas=list(replicas or ()), background=dict(background or {}),
-        extra=protocol_summary(spec, clients.log, list(replicas or ()), config.nodes),
+        runtime=runtime, wall_s=wall_s, replicas=replicas if replicas is not None else ReplicaLog(),
+        background=dict(background or {}),
+        extra=protocol_summary(spec, clients.log, replicas if replicas is not None else [], config.nodes),
     )
 
 
@@ -463,8 +466,12 @@ def _write_outputs(result: SimResult, out: Path, metadata: dict[str, Any] | None
                    chrome_events: int | None) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     history = result.clients.log  # streamed from the run's log (not held whole) unless merged with replica events
-    history_path = write_jsonl(merge_by_time(history, result.replicas) if result.replicas else history,
-                               out / "history.jsonl")
+    replicas = result.replicas
+    if isinstance(replicas, ReplicaLog) and replicas:  # read back from disk in time order, merged as written
+        history = merge_history(history, replicas)
+    elif replicas:
+        history = merge_by_time(history, replicas)
+    history_path = write_jsonl(history, out / "history.jsonl")
     shown = None
     if result.config.trace:  # --no-trace: no trace files (trace_sha256 is then the empty trace's)
         result.trace.write_records(out / "trace.msgpack")

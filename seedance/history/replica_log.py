@@ -1,0 +1,231 @@
+"""A run's replica events on disk as they are recorded: memory holds one chunk of rows, not the run.
+
+A causal run at 1,024 replicas records about a million replica events per simulated second (every replica applies
+every write); as :class:`~seedance.history.events.ReplicaEvent` objects in a list that is about 210 MB a simulated
+second, and the checks after the run built as much again. This log keeps them as rows and spills them.
+
+Rules:
+
+* A runtime appends its own rows ``(node, f, key, value, time)`` (``value`` hashable: lists as tuples) with
+  :meth:`ReplicaLog.add`, which checks ``f`` and ``key`` the way :class:`ReplicaEvent` does (a node's Observe with
+  a bad field is refused, naming it). Once ``spill_rows`` rows wait in memory they are sorted by time (stable) and
+  packed (msgpack, each row with its position in the log) to a temporary file as one chunk, and the list is emptied
+  in place: memory holds at most one chunk of rows, whatever the run's length.
+* :meth:`ReplicaLog.by_time` yields every event in time order, ties in the order recorded (the order a stable sort of
+  the whole log gives): the chunks are sorted runs, merged as they are read.
+* :meth:`ReplicaLog.by_keys` yields the rows of consecutive groups of keys (in ``repr`` order, the convergence
+  check's), each group holding at most about ``batch_rows`` rows, in the order recorded; a log of R rows is read
+  about ``R / batch_rows + 1`` times. :meth:`ReplicaLog.stats` is one pass: rows per key, the last time, the largest
+  node and the sums of the observe totals.
+* Iterating the log gives :class:`ReplicaEvent` objects in time order.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import tempfile
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from operator import attrgetter, itemgetter
+from typing import Any
+
+import msgpack
+
+from seedance.history.events import REPLICA_FS, ReplicaEvent, _hashable
+
+__all__ = ["LogStats", "ReplicaLog", "is_apply", "merge_history"]
+
+SPILL_ROWS = 100_000  # rows a log holds in memory before it spills them (about 12 MB)
+BATCH_ROWS = 500_000  # applies :meth:`ReplicaLog.by_keys` gathers at most at once (a key with more is held alone)
+_SCALARS = frozenset({int, float, str, bool, type(None)})
+_TIME = itemgetter(4)
+_POS = itemgetter(5)
+_EVENT_TIME = attrgetter("time")
+_READ = 1 << 20
+
+
+def _tuple(items: list[Any]) -> tuple[Any, ...]:
+    return tuple(items)
+
+
+def is_apply(f: str, key: Any) -> bool:
+    """Whether a row counts as an apply for the convergence check: an ``apply``, or a keyed ``observe`` (a
+    recovered replica holding a value again)."""
+    return f == "apply" or (f == "observe" and key is not None)
+
+
+@dataclass
+class LogStats:
+    """One pass over a log: the applies per key (:func:`is_apply`), the last time of any event, the largest node id
+    that applied anything (-1: none), and the sums of the keyless observe events' ``(delta bytes, full-state
+    bytes)`` totals."""
+
+    applies_per_key: Counter = field(default_factory=Counter)
+    last_time: float | None = None
+    max_node: int = -1
+    delta_bytes: int = 0
+    full_bytes: int = 0
+
+
+class ReplicaLog:
+    """The replica events of one run: a list in memory, spilled to a temporary file in sorted chunks (module
+    rules). Rows are ``(node, f, key, value, time)``."""
+
+    __slots__ = ("rows", "spill_rows", "_file", "_chunks", "_count", "_pack", "_spilled_stats")
+
+    def __init__(self, *, spill_rows: int | None = None) -> None:
+        self.rows: list[tuple[Any, ...]] = []  # the rows not spilled yet, in the order recorded
+        self.spill_rows = spill_rows if spill_rows is not None else SPILL_ROWS
+        self._file: Any = None
+        self._chunks: list[tuple[int, int, int]] = []  # (offset, bytes, rows) of each spilled chunk
+        self._count = 0  # rows spilled so far
+        self._pack = msgpack.Packer(use_bin_type=True).pack
+        self._spilled_stats = LogStats()  # the spilled rows' (see stats())
+
+    def __len__(self) -> int:
+        return self._count + len(self.rows)
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+    def add(self, node: int, f: str, key: str | None, value: Any, time_s: float) -> None:
+        """Record one event (a runtime's own node id and clock; ``f`` and ``key`` checked, ``value`` made
+        hashable)."""
+        if f not in REPLICA_FS or (key is not None and type(key) is not str):
+            ReplicaEvent(node=node, f=f, key=key, value=value, time=time_s)  # raises, naming the field
+        if type(value) not in _SCALARS:
+            value = _hashable(value)
+        self.rows.append((node, f, key, value, float(time_s)))
+        if len(self.rows) >= self.spill_rows:
+            self.spill()
+
+    def spill(self) -> None:
+        """Sort the rows in memory by time (stable), pack them with their positions to the file as one chunk (one
+        write), and empty the list in place."""
+        if not self.rows:
+            return
+        if self._file is None:
+            self._file = tempfile.TemporaryFile(prefix="seedance-replicas-")
+        base, pack = self._count, self._pack
+        rows = self.rows
+        self._spilled_stats = _tally(rows, self._spilled_stats)
+        order = sorted(range(len(rows)), key=[row[4] for row in rows].__getitem__)
+        data = b"".join([pack((*rows[k], base + k)) for k in order])
+        self._file.seek(0, 2)
+        offset = self._file.tell()
+        self._file.write(data)
+        self._chunks.append((offset, len(data), len(rows)))
+        self._count += len(rows)
+        rows.clear()
+
+    def close(self) -> None:
+        """Drop the file (the rows spilled to it are gone)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+            self._chunks = []
+            self._count = 0
+
+    # ---------------------------------------------------------------------------------------------- reading
+    def _chunk(self, offset: int, size: int) -> Iterator[tuple[Any, ...]]:
+        """One spilled chunk's rows ``(node, f, key, value, time, position)``, read with its own offsets (so several
+        chunks can be read at once)."""
+        self._file.flush()
+        fd = self._file.fileno()
+        unpacker = msgpack.Unpacker(raw=False, use_list=True, list_hook=_tuple, strict_map_key=False,
+                                    max_buffer_size=1 << 30)
+        end = offset + size
+        while offset < end:
+            data = os.pread(fd, min(_READ, end - offset), offset)
+            if not data:
+                raise OSError(f"the replica log's temporary file ends at byte {offset} of {end}")
+            offset += len(data)
+            unpacker.feed(data)
+            yield from unpacker
+
+    def _memory(self) -> list[tuple[Any, ...]]:
+        """The rows still in memory with their positions, sorted by time (stable)."""
+        base = self._count
+        rows = [(*row, base + k) for k, row in enumerate(self.rows)]
+        rows.sort(key=_TIME)
+        return rows
+
+    def _runs(self) -> list[Iterator[tuple[Any, ...]]]:
+        """Every chunk as a run sorted by time, in the order recorded (the rows in memory last)."""
+        return [self._chunk(offset, size) for offset, size, _ in self._chunks] + [iter(self._memory())]
+
+    def rows_by_time(self) -> Iterator[tuple[Any, ...]]:
+        """Every row ``(node, f, key, value, time, position)`` in time order, ties in the order recorded."""
+        runs = self._runs()
+        return runs[0] if len(runs) == 1 else heapq.merge(*runs, key=_TIME)
+
+    def by_time(self) -> Iterator[ReplicaEvent]:
+        """Every event in time order, ties in the order recorded."""
+        trusted = ReplicaEvent.trusted
+        for node, f, key, value, time_s, _ in self.rows_by_time():
+            yield trusted(node, f, key, value, time_s)
+
+    __iter__ = by_time
+
+    def _all_rows(self) -> Iterator[tuple[Any, ...]]:
+        """Every row with its position, chunk by chunk (no order across chunks)."""
+        for run in self._runs():
+            yield from run
+
+    def stats(self) -> LogStats:
+        """The totals of :class:`LogStats` over every row (the spilled rows' were counted as they were spilled)."""
+        return _tally(self.rows, self._spilled_stats)
+
+    def by_keys(self, keys: list[Any], counts: Counter,
+                batch_rows: int | None = None) -> Iterator[tuple[list[Any], list[tuple[Any, ...]]]]:
+        """``(group, rows)`` for consecutive groups of ``keys`` holding at most about ``batch_rows`` rows together
+        (``counts``: applies per key, from :meth:`stats`); ``rows`` are the group's rows (of every kind) ``(node, f,
+        key, value, time, position)`` in the order recorded. One pass over the log per group (the whole log when it fits one).
+        ``batch_rows`` None: :data:`BATCH_ROWS`."""
+        batch_rows = BATCH_ROWS if batch_rows is None else batch_rows
+        if sum(counts.values()) <= batch_rows or len(keys) <= 1:
+            yield list(keys), self._select(None)
+            return
+        group: list[Any] = []
+        held = 0
+        for key in keys:
+            if group and held + counts.get(key, 0) > batch_rows:
+                yield group, self._select(set(group))
+                group, held = [], 0
+            group.append(key)
+            held += counts.get(key, 0)
+        if group:
+            yield group, self._select(set(group))
+
+    def _select(self, keys: set[Any] | None) -> list[tuple[Any, ...]]:
+        """The rows of ``keys`` (None: every row) in the order recorded."""
+        chosen = list(self._all_rows()) if keys is None else [row for row in self._all_rows() if row[2] in keys]
+        chosen.sort(key=_POS)
+        return chosen
+
+
+def _tally(rows: list[tuple[Any, ...]], before: LogStats) -> LogStats:
+    """``before``'s totals with those of ``rows`` added (a new object; ``before`` is not changed)."""
+    counts = Counter(before.applies_per_key)
+    last, top, delta, full = before.last_time, before.max_node, before.delta_bytes, before.full_bytes
+    for node, f, key, value, time_s in rows:
+        if last is None or time_s > last:
+            last = time_s
+        if f == "apply" or key is not None:
+            counts[key] += 1
+            if node > top:
+                top = node
+        elif type(value) is tuple and len(value) == 2:  # a keyless observe: the replica's byte totals
+            delta += int(value[0])
+            full += int(value[1])
+    return LogStats(counts, last, top, delta, full)
+
+
+def merge_history(history: Iterable[Any], log: ReplicaLog) -> Iterator[Any]:
+    """A history's events and ``log``'s in one time order, ties the history's first, then each one's own order:
+    what :func:`~seedance.history.events.merge_by_time` gives for ``(history, events of log)``, read lazily (the
+    history is sorted in memory, the log merged from its chunks)."""
+    events = sorted(history, key=_EVENT_TIME)
+    return heapq.merge(events, log.by_time(), key=_EVENT_TIME)
