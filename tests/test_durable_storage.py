@@ -105,3 +105,31 @@ def test_the_simulated_disk_copies_records_unless_the_node_handed_them_over():
     assert store.records["u"]["c"] is handed  # kept as it is: no copy
     # and the durable state reads back as written
     assert store.durable_state().records["u"] == {"b": [5, 6], "c": [9, (1, 2)]}
+
+
+def test_nodes_of_one_simulation_store_an_equal_handed_over_record_once():
+    """Storages sharing one dict (a simulation's): an immutable record a node handed over, equal to the last one
+    written under its table and key, is kept as that same object; a copied write, a mutable value and a different
+    value are not shared, and a delete drops only the deleting node's record."""
+    shared: dict = {}
+    a, b, c = (Storage(fsync_s=1e-3, write_bandwidth_GBps=1.0, shared=shared) for _ in range(3))
+    def entry(*fields):  # a new tuple each time (equal constant tuples would be one object)
+        return tuple(list(fields))
+
+    first = entry(7, 1, 0.25, 3, 9)
+    a.stage(PersistRecords(table="grid", put={"p5": first, "c3": 12, "m": [1, 2]}, handed_over=True))
+    b.stage(PersistRecords(table="grid", put={"p5": entry(7, 1, 0.25, 3, 9), "c3": 12, "m": [1, 2]}, handed_over=True))
+    c.stage(PersistRecords(table="grid", put={"p5": entry(7, 1, 0.25, 3, 9)}))  # not handed over: copied, not shared
+    for store in (a, b, c):
+        store.commit()
+    assert b.records["grid"]["p5"] is first and b.records["grid"]["c3"] is a.records["grid"]["c3"]
+    assert b.records["grid"]["m"] is not a.records["grid"]["m"]  # a list: each node keeps its own
+    assert c.records["grid"]["p5"] == first and c.records["grid"]["p5"] is not first
+    newer = entry(8, 2, 0.5, 1, 4)
+    b.stage(PersistRecords(table="grid", put={"p5": newer}, delete=("c3",), handed_over=True))
+    b.commit()
+    a.stage(PersistRecords(table="grid", put={"p5": entry(8, 2, 0.5, 1, 4)}, handed_over=True))
+    a.commit()
+    assert a.records["grid"]["p5"] is newer and b.records["grid"]["p5"] is newer
+    assert "c3" not in b.records["grid"] and a.records["grid"]["c3"] == 12
+    assert a.durable_state().records["grid"] == {"p5": newer, "c3": 12, "m": [1, 2]}

@@ -38,7 +38,7 @@ from seedance.history.events import REPLICA_FS, ReplicaEvent, _hashable
 __all__ = ["LogStats", "ReplicaLog", "is_apply", "merge_history"]
 
 SPILL_ROWS = 100_000  # rows a log holds in memory before it spills them (about 12 MB)
-BATCH_ROWS = 500_000  # applies :meth:`ReplicaLog.by_keys` gathers at most at once (a key with more is held alone)
+BATCH_ROWS = 250_000  # applies :meth:`ReplicaLog.by_keys` gathers at most at once (a key with more is held alone)
 _SCALARS = frozenset({int, float, str, bool, type(None)})
 _TIME = itemgetter(4)
 _POS = itemgetter(5)

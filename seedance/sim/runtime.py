@@ -101,12 +101,14 @@ class Runtime(StorageThread):
         # (src, dst) -> when src's connection to a restarted dst is up again (a modelled host's reconnect_s)
         self._link_up: dict[tuple[int, int], float] = {}
         kinds = network.topology.device_kinds
+        shared: dict[str, dict[Any, Any]] = {}  # equal immutable records the nodes hand over, stored once
         self.hosts = [
             Host(i, self, Storage(fsync_s=storage.fsync_s if storage.fsync else 0.0,
                                   # a measured host's own bandwidth (its 8 MiB fsynced writes), else the config's
                                   write_bandwidth_GBps=(host.write_bandwidth_GBps if host is not None
                                                         else storage.write_bandwidth_GBps),
-                                  block_bytes=(host.block_bytes if host is not None and host.block_bytes else 4096)),
+                                  block_bytes=(host.block_bytes if host is not None and host.block_bytes else 4096),
+                                  shared=shared),
                  kinds[network.devices[i]] if kinds is not None else None)
             for i in range(num_nodes)
         ]

@@ -16,6 +16,11 @@ Rules (the contract's Persist/PersistLog, and the "save to stable storage before
   :attr:`Storage.grows` until the next :meth:`Storage.sync_done_s`, so a measured host can draw that fsync from its
   allocating kind (``fsync_grow``). A truncation keeps the dropped entries' mean size (the file's length is not
   kept per entry).
+* Shared values (``shared``, one dict per simulation): a record a node handed over (``PersistRecords(...,
+  handed_over=True)``: it never changes afterwards) whose value is immutable and equal to the last one any node of
+  the run wrote under the same table and key is stored as that same object. Every replica of a simulated cluster
+  writes the same entries (1,024 causal replicas each persist every write): one copy instead of one per node; the
+  dict holds one value per (table, key), and what each node holds is unchanged.
 * :meth:`Storage.durable_state` rebuilds the :class:`DurableState` handed to ``on_recover`` from the durable image
   only.
 """
@@ -64,6 +69,7 @@ def _copy_plain(value: Any) -> Any:
 
 
 _MUTABLE = (list, dict, tuple, set, bytearray)
+_IMMUTABLE = frozenset({tuple, int, float, str, bytes, bool})
 
 
 class Storage:
@@ -71,9 +77,10 @@ class Storage:
 
     __slots__ = ("values", "logs", "records", "checkpoints", "staged", "staged_bytes", "disk_free_s", "fsync_s",
                  "base_fsync_s", "inv_bandwidth", "bytes_written", "fsyncs", "lost_writes", "block_bytes",
-                 "file_sizes", "grows")
+                 "file_sizes", "grows", "shared")
 
-    def __init__(self, *, fsync_s: float, write_bandwidth_GBps: float, block_bytes: int = 4096) -> None:
+    def __init__(self, *, fsync_s: float, write_bandwidth_GBps: float, block_bytes: int = 4096,
+                 shared: dict[str, dict[Any, Any]] | None = None) -> None:
         self.values: dict[str, Any] = {}
         self.logs: dict[str, list[Any]] = {}
         self.records: dict[str, dict[str, Any]] = {}
@@ -90,6 +97,7 @@ class Storage:
         self.block_bytes = block_bytes
         self.file_sizes: dict[Any, list[int]] = {}  # log key or ("records", table) -> [entries, bytes] as written
         self.grows = False  # since the last booked sync: a write reached a new file block (see the module docstring)
+        self.shared = shared  # table -> key -> the last immutable value handed over under it (module docstring)
 
     def _grow(self, effect: Any) -> None:
         kind = type(effect)
@@ -158,7 +166,20 @@ class Storage:
 
     def _apply_records(self, effect: PersistRecords) -> None:
         table = self.records.setdefault(effect.table, {})
-        table.update(effect.put)
+        if self.shared is None or not effect.handed_over:
+            table.update(effect.put)
+        else:
+            latest = self.shared.get(effect.table)
+            if latest is None:
+                latest = self.shared[effect.table] = {}
+            immutable = _IMMUTABLE
+            for key, value in effect.put.items():
+                seen = latest.get(key)
+                if seen is not None and type(seen) is type(value) and seen == value:
+                    value = seen
+                elif type(value) in immutable:
+                    latest[key] = value
+                table[key] = value
         for key in effect.delete:
             table.pop(key, None)
 
