@@ -9,8 +9,9 @@ Rules:
 * A runtime appends its own rows ``(node, f, key, value, time)`` (``value`` hashable: lists as tuples) with
   :meth:`ReplicaLog.add`, which checks ``f`` and ``key`` the way :class:`ReplicaEvent` does (a node's Observe with
   a bad field is refused, naming it). Once ``spill_rows`` rows wait in memory they are sorted by time (stable) and
-  packed (msgpack, each row with its position in the log) to a temporary file as one chunk, and the list is emptied
-  in place: memory holds at most one chunk of rows, whatever the run's length.
+  packed (msgpack, each row with its position in the log; ``f`` and ``key`` as small codes into the log's own
+  tables, so rows read back share one string per key) to a temporary file as one chunk, and the list is emptied in
+  place: memory holds at most one chunk of rows, whatever the run's length.
 * :meth:`ReplicaLog.by_time` yields every event in time order, ties in the order recorded (the order a stable sort of
   the whole log gives): the chunks are sorted runs, merged as they are read.
 * :meth:`ReplicaLog.by_keys` yields the rows of consecutive groups of keys (in ``repr`` order, the convergence
@@ -40,6 +41,7 @@ __all__ = ["LogStats", "ReplicaLog", "is_apply", "merge_history"]
 SPILL_ROWS = 100_000  # rows a log holds in memory before it spills them (about 12 MB)
 BATCH_ROWS = 250_000  # applies :meth:`ReplicaLog.by_keys` gathers at most at once (a key with more is held alone)
 _SCALARS = frozenset({int, float, str, bool, type(None)})
+_F_CODES = {f: code for code, f in enumerate(REPLICA_FS)}
 _TIME = itemgetter(4)
 _POS = itemgetter(5)
 _EVENT_TIME = attrgetter("time")
@@ -73,7 +75,7 @@ class ReplicaLog:
     """The replica events of one run: a list in memory, spilled to a temporary file in sorted chunks (module
     rules). Rows are ``(node, f, key, value, time)``."""
 
-    __slots__ = ("rows", "spill_rows", "_file", "_chunks", "_count", "_pack", "_spilled_stats")
+    __slots__ = ("rows", "spill_rows", "_file", "_chunks", "_count", "_pack", "_spilled_stats", "_key_codes")
 
     def __init__(self, *, spill_rows: int | None = None) -> None:
         self.rows: list[tuple[Any, ...]] = []  # the rows not spilled yet, in the order recorded
@@ -83,6 +85,7 @@ class ReplicaLog:
         self._count = 0  # rows spilled so far
         self._pack = msgpack.Packer(use_bin_type=True).pack
         self._spilled_stats = LogStats()  # the spilled rows' (see stats())
+        self._key_codes: dict[Any, int] = {}  # key -> its code in the file (codes in order of first use)
 
     def __len__(self) -> int:
         return self._count + len(self.rows)
@@ -112,7 +115,11 @@ class ReplicaLog:
         rows = self.rows
         self._spilled_stats = _tally(rows, self._spilled_stats)
         order = sorted(range(len(rows)), key=[row[4] for row in rows].__getitem__)
-        data = b"".join([pack((*rows[k], base + k)) for k in order])
+        codes, fs = self._key_codes, _F_CODES
+        for key in {row[2] for row in rows}.difference(codes):
+            codes[key] = len(codes)
+        data = b"".join([pack((node, fs[f], codes[key], value, time_s, base + k))
+                         for k, (node, f, key, value, time_s) in ((k, rows[k]) for k in order)])
         self._file.seek(0, 2)
         offset = self._file.tell()
         self._file.write(data)
@@ -137,13 +144,15 @@ class ReplicaLog:
         unpacker = msgpack.Unpacker(raw=False, use_list=True, list_hook=_tuple, strict_map_key=False,
                                     max_buffer_size=1 << 30)
         end = offset + size
+        keys, fs = list(self._key_codes), REPLICA_FS
         while offset < end:
             data = os.pread(fd, min(_READ, end - offset), offset)
             if not data:
                 raise OSError(f"the replica log's temporary file ends at byte {offset} of {end}")
             offset += len(data)
             unpacker.feed(data)
-            yield from unpacker
+            for node, f, key, value, time_s, position in unpacker:
+                yield node, fs[f], keys[key], value, time_s, position
 
     def _memory(self) -> list[tuple[Any, ...]]:
         """The rows still in memory with their positions, sorted by time (stable)."""
