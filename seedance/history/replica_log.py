@@ -15,9 +15,10 @@ Rules:
 * :meth:`ReplicaLog.by_time` yields every event in time order, ties in the order recorded (the order a stable sort of
   the whole log gives): the chunks are sorted runs, merged as they are read.
 * :meth:`ReplicaLog.by_keys` yields the rows of consecutive groups of keys (in ``repr`` order, the convergence
-  check's), each group holding at most about ``batch_rows`` rows, in the order recorded; a log of R rows is read
-  about ``R / batch_rows + 1`` times. :meth:`ReplicaLog.stats` is one pass: rows per key, the last time, the largest
-  node and the sums of the observe totals.
+  check's), each group holding at most about ``batch_rows`` applies, in the order recorded; a log of A applies is
+  read about ``A / batch_rows`` times (once when it fits one group). :meth:`ReplicaLog.stats` gives the applies per
+  key, the last time, the largest node and the sums of the observe totals, counted as the rows were spilled (no
+  pass over the file).
 * Iterating the log gives :class:`ReplicaEvent` objects in time order.
 """
 
