@@ -262,7 +262,7 @@ def run_summary(history: Sequence[Event], replicas: Sequence[ReplicaEvent] | Rep
     ops, _ = operations(history)
     causal = check_causal(ops)
     conv = check_convergence(ops, replicas, nodes)
-    if isinstance(replicas, ReplicaLog):  # a simulated run's log: the totals come from the pass the check made
+    if isinstance(replicas, ReplicaLog):  # a simulated run's log: its totals were counted as it was recorded
         stats = replicas.stats()
         delta, full = stats.delta_bytes, stats.full_bytes
     else:
