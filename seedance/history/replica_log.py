@@ -15,8 +15,8 @@ Rules:
 * :meth:`ReplicaLog.by_time` yields every event in time order, ties in the order recorded (the order a stable sort of
   the whole log gives): the chunks are sorted runs, merged as they are read.
 * :meth:`ReplicaLog.by_keys` yields the rows of consecutive groups of keys (in ``repr`` order, the convergence
-  check's), each group holding at most about ``batch_rows`` applies, in the order recorded; a log of A applies is
-  read about ``A / batch_rows`` times (once when it fits one group). :meth:`ReplicaLog.stats` gives the applies per
+  check's), each group holding at most about ``batch_rows`` applies, in the order recorded; a log that fits one
+  group is read once, a larger one twice (one pass writes each group's rows to a file of its own). :meth:`ReplicaLog.stats` gives the applies per
   key, the last time, the largest node and the sums of the observe totals, counted as the rows were spilled (no
   pass over the file).
 * Iterating the log gives :class:`ReplicaEvent` objects in time order.
@@ -40,7 +40,7 @@ from seedance.history.events import REPLICA_FS, ReplicaEvent, _hashable
 __all__ = ["LogStats", "ReplicaLog", "is_apply", "merge_history"]
 
 SPILL_ROWS = 100_000  # rows a log holds in memory before it spills them (about 12 MB)
-BATCH_ROWS = 250_000  # applies :meth:`ReplicaLog.by_keys` gathers at most at once (a key with more is held alone)
+BATCH_ROWS = 100_000  # applies :meth:`ReplicaLog.by_keys` gathers at most at once (a key with more is held alone)
 _SCALARS = frozenset({int, float, str, bool, type(None)})
 _F_CODES = {f: code for code, f in enumerate(REPLICA_FS)}
 _TIME = itemgetter(4)
@@ -190,28 +190,73 @@ class ReplicaLog:
 
     def by_keys(self, keys: list[Any], counts: Counter,
                 batch_rows: int | None = None) -> Iterator[tuple[list[Any], list[tuple[Any, ...]]]]:
-        """``(group, rows)`` for consecutive groups of ``keys`` holding at most about ``batch_rows`` rows together
-        (``counts``: applies per key, from :meth:`stats`); ``rows`` are the group's rows (of every kind) ``(node, f,
-        key, value, time, position)`` in the order recorded. One pass over the log per group (the whole log when it fits one).
+        """``(group, rows)`` for consecutive groups of ``keys`` holding at most about ``batch_rows`` applies
+        together (``counts``: applies per key, from :meth:`stats`; a key with more is a group alone); ``rows`` are
+        the group's rows (of every kind) ``(node, f, key, value, time, position)`` in the order recorded (rows
+        of keys outside ``keys`` may be left out). A log that fits one group is read once; else one pass writes each
+        group's rows to a temporary file of its own, read back group by group (memory: one group's rows).
         ``batch_rows`` None: :data:`BATCH_ROWS`."""
         batch_rows = BATCH_ROWS if batch_rows is None else batch_rows
-        if sum(counts.values()) <= batch_rows or len(keys) <= 1:
-            yield list(keys), self._select(None)
-            return
-        group: list[Any] = []
+        groups: list[list[Any]] = [[]]
         held = 0
         for key in keys:
-            if group and held + counts.get(key, 0) > batch_rows:
-                yield group, self._select(set(group))
-                group, held = [], 0
-            group.append(key)
+            if groups[-1] and held + counts.get(key, 0) > batch_rows:
+                groups.append([])
+                held = 0
+            groups[-1].append(key)
             held += counts.get(key, 0)
-        if group:
-            yield group, self._select(set(group))
+        if len(groups) == 1:
+            yield groups[0], self._all_in_order()
+            return
+        group_of = {key: k for k, group in enumerate(groups) for key in group}
+        with tempfile.TemporaryFile(prefix="seedance-replica-groups-") as spill:
+            parts = self._partition(group_of, len(groups), spill)
+            for k, group in enumerate(groups):
+                rows = [row for offset, size in parts[k] for row in self._read(spill, offset, size)]
+                rows.sort(key=_POS)
+                yield group, rows
 
-    def _select(self, keys: set[Any] | None) -> list[tuple[Any, ...]]:
-        """The rows of ``keys`` (None: every row) in the order recorded."""
-        chosen = list(self._all_rows()) if keys is None else [row for row in self._all_rows() if row[2] in keys]
+    def _partition(self, group_of: dict[Any, int], n: int, spill: Any) -> list[list[tuple[int, int]]]:
+        """Every row of a key in ``group_of`` packed into ``spill`` by group, in buffers of about 1 MiB; the
+        ``(offset, bytes)`` of each group's pieces."""
+        pack = msgpack.Packer(use_bin_type=True).pack
+        buffers: list[list[bytes]] = [[] for _ in range(n)]
+        sizes = [0] * n
+        parts: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+
+        def flush(k: int) -> None:
+            data = b"".join(buffers[k])
+            parts[k].append((spill.tell(), len(data)))
+            spill.write(data)
+            buffers[k].clear()
+            sizes[k] = 0
+
+        for row in self._all_rows():
+            k = group_of.get(row[2])
+            if k is None:
+                continue
+            data = pack(row)
+            buffers[k].append(data)
+            sizes[k] += len(data)
+            if sizes[k] >= _READ:
+                flush(k)
+        for k in range(n):
+            if buffers[k]:
+                flush(k)
+        spill.flush()
+        return parts
+
+    @staticmethod
+    def _read(spill: Any, offset: int, size: int) -> Iterator[tuple[Any, ...]]:
+        """The rows of one piece :meth:`_partition` wrote."""
+        unpacker = msgpack.Unpacker(raw=False, use_list=True, list_hook=_tuple, strict_map_key=False,
+                                    max_buffer_size=1 << 30)
+        unpacker.feed(os.pread(spill.fileno(), size, offset))
+        return unpacker
+
+    def _all_in_order(self) -> list[tuple[Any, ...]]:
+        """Every row in the order recorded."""
+        chosen = list(self._all_rows())
         chosen.sort(key=_POS)
         return chosen
 
