@@ -272,3 +272,21 @@ def test_a_grid_replaced_under_the_same_node_is_compared_whole_and_then_followed
     assert tee.observe_node(a) == ["node 0 holds pixel 2 written by node 1 (dot 1) beyond its own clock [1, 0]"]
     grid.overwrite(1, version=1, node=1, seq=2, value=6)  # then followed through the grid's notes
     assert tee.observe_node(a) == ["node 0 holds pixel 1 written by node 1 (dot 2) beyond its own clock [1, 0]"]
+
+
+def test_finish_drops_the_grid_copies_before_the_full_check_and_observing_again_starts_over():
+    a, b, c = _nodes(3)
+    monitor = invariants.Monitor()
+    assert monitor.observe([a, b, c]) == []
+    delta = a.grid.write(0, 0, 7, node=0, t=0.5)
+    c.grid.join(delta)
+    assert monitor.observe_node(a) == [] and monitor.observe_node(c) == []
+    assert monitor._g.size and a.grid.watched_by(monitor._token)
+    assert monitor.finish([a, b, c]) == []
+    assert monitor._g.size == 0 and not any(n.grid.watched_by(monitor._token) for n in (a, b, c))
+    _set_clock(b.grid, 0, 1)  # after the end: a breach is still found, from the nodes' states alone
+    assert monitor.observe([a, b, c]) == [
+        "node 1's clock [1, 0, 0] covers write (node 0, dot 1) at pixel 0 held by node 0, "
+        "but node 1 holds an older entry there",
+        "node 1's clock [1, 0, 0] covers write (node 0, dot 1) at pixel 0 held by node 2, "
+        "but node 1 holds an older entry there"]

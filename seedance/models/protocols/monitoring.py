@@ -55,7 +55,12 @@ class NodeMonitor:
     def finish(self, nodes: Iterable[Any]) -> list[str]:
         live = [node for node in nodes if node is not None]
         found = self.observe(live)
+        self._release()  # what the incremental checks kept goes before the full check builds its own
         return found + self._new(self._check(live))
+
+    def _release(self) -> None:
+        """Drop the per-node state :meth:`_observe` keeps (a later observe starts over from the nodes' states);
+        by default nothing. What was reported stays reported."""
 
     def _observe(self, node: Any) -> list[str]:
         raise NotImplementedError
