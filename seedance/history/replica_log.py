@@ -16,9 +16,9 @@ Rules:
   the whole log gives): the chunks are sorted runs, merged as they are read.
 * :meth:`ReplicaLog.by_keys` yields the rows of consecutive groups of keys (in ``repr`` order, the convergence
   check's), each group holding at most about ``batch_rows`` applies, in the order recorded; a log that fits one
-  group is read once, a larger one twice (one pass writes each group's rows to a file of its own). :meth:`ReplicaLog.stats` gives the applies per
-  key, the last time, the largest node and the sums of the observe totals, counted as the rows were spilled (no
-  pass over the file).
+  group is read once, a larger one twice (one pass writes each group's rows to a file of its own).
+  :meth:`ReplicaLog.stats` gives the applies per key, the last time, the largest node and the sums of the observe
+  totals, counted as the rows were spilled (no pass over the file).
 * Iterating the log gives :class:`ReplicaEvent` objects in time order.
 """
 
@@ -53,6 +53,12 @@ def _tuple(items: list[Any]) -> tuple[Any, ...]:
     return tuple(items)
 
 
+def _unpacker() -> msgpack.Unpacker:
+    """An unpacker of rows as this log packs them (arrays come back as tuples, as the values were recorded)."""
+    return msgpack.Unpacker(raw=False, use_list=True, list_hook=_tuple, strict_map_key=False,
+                            max_buffer_size=1 << 30)
+
+
 def is_apply(f: str, key: Any) -> bool:
     """Whether a row counts as an apply for the convergence check: an ``apply``, or a keyed ``observe`` (a
     recovered replica holding a value again)."""
@@ -61,9 +67,9 @@ def is_apply(f: str, key: Any) -> bool:
 
 @dataclass
 class LogStats:
-    """One pass over a log: the applies per key (:func:`is_apply`), the last time of any event, the largest node id
-    that applied anything (-1: none), and the sums of the keyless observe events' ``(delta bytes, full-state
-    bytes)`` totals."""
+    """A log's totals: the applies per key (:func:`is_apply`), the last time of any event, the largest node id that
+    applied anything (-1: none), and the sums of the keyless observe events' ``(delta bytes, full-state bytes)``
+    totals."""
 
     applies_per_key: Counter = field(default_factory=Counter)
     last_time: float | None = None
@@ -82,7 +88,7 @@ class ReplicaLog:
         self.rows: list[tuple[Any, ...]] = []  # the rows not spilled yet, in the order recorded
         self.spill_rows = spill_rows if spill_rows is not None else SPILL_ROWS
         self._file: Any = None
-        self._chunks: list[tuple[int, int, int]] = []  # (offset, bytes, rows) of each spilled chunk
+        self._chunks: list[tuple[int, int]] = []  # (offset, bytes) of each spilled chunk
         self._count = 0  # rows spilled so far
         self._pack = msgpack.Packer(use_bin_type=True).pack
         self._spilled_stats = LogStats()  # the spilled rows' (see stats())
@@ -124,17 +130,9 @@ class ReplicaLog:
         self._file.seek(0, 2)
         offset = self._file.tell()
         self._file.write(data)
-        self._chunks.append((offset, len(data), len(rows)))
+        self._chunks.append((offset, len(data)))
         self._count += len(rows)
         rows.clear()
-
-    def close(self) -> None:
-        """Drop the file (the rows spilled to it are gone)."""
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-            self._chunks = []
-            self._count = 0
 
     # ---------------------------------------------------------------------------------------------- reading
     def _chunk(self, offset: int, size: int) -> Iterator[tuple[Any, ...]]:
@@ -142,8 +140,7 @@ class ReplicaLog:
         chunks can be read at once)."""
         self._file.flush()
         fd = self._file.fileno()
-        unpacker = msgpack.Unpacker(raw=False, use_list=True, list_hook=_tuple, strict_map_key=False,
-                                    max_buffer_size=1 << 30)
+        unpacker = _unpacker()
         end = offset + size
         keys, fs = list(self._key_codes), REPLICA_FS
         while offset < end:
@@ -164,7 +161,7 @@ class ReplicaLog:
 
     def _runs(self) -> list[Iterator[tuple[Any, ...]]]:
         """Every chunk as a run sorted by time, in the order recorded (the rows in memory last)."""
-        return [self._chunk(offset, size) for offset, size, _ in self._chunks] + [iter(self._memory())]
+        return [self._chunk(offset, size) for offset, size in self._chunks] + [iter(self._memory())]
 
     def rows_by_time(self) -> Iterator[tuple[Any, ...]]:
         """Every row ``(node, f, key, value, time, position)`` in time order, ties in the order recorded."""
@@ -249,8 +246,7 @@ class ReplicaLog:
     @staticmethod
     def _read(spill: Any, offset: int, size: int) -> Iterator[tuple[Any, ...]]:
         """The rows of one piece :meth:`_partition` wrote."""
-        unpacker = msgpack.Unpacker(raw=False, use_list=True, list_hook=_tuple, strict_map_key=False,
-                                    max_buffer_size=1 << 30)
+        unpacker = _unpacker()
         unpacker.feed(os.pread(spill.fileno(), size, offset))
         return unpacker
 
@@ -268,7 +264,7 @@ def _tally(rows: list[tuple[Any, ...]], before: LogStats) -> LogStats:
     for node, f, key, value, time_s in rows:
         if last is None or time_s > last:
             last = time_s
-        if f == "apply" or key is not None:
+        if f == "apply" or key is not None:  # is_apply, inline (f is "apply" or "observe")
             counts[key] += 1
             if node > top:
                 top = node

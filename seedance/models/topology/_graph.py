@@ -321,6 +321,7 @@ class _Items(dict):
         value = self[index] = self._array.item(index)
         return value
 
+
 _NETWORK_KINDS = frozenset({"infiniband", "ethernet"})
 
 

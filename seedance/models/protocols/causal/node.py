@@ -97,7 +97,8 @@ class CausalConfig(Options):
 
 
 def key_of(pixel: int) -> str:
-    return f"k{pixel}"
+    """The history key of flat pixel ``pixel`` (``k<pixel>``), one shared string per pixel."""
+    return _PIXEL_KEYS[pixel]
 
 
 class _Names(dict):
