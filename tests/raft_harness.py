@@ -26,6 +26,7 @@ from seedance.models.protocols.contract import (
     Annotate,
     CancelTimer,
     ClientRequest,
+    CompactLog,
     DurableState,
     Operation,
     Persist,
@@ -51,7 +52,9 @@ class Cluster:
         self.now = 0.0
         self.nodes: dict[int, RaftNode] = {}  # live nodes only
         self.incarnation = dict.fromkeys(range(num_nodes), 0)
-        self.durable: dict[int, dict[str, dict]] = {i: {"values": {}, "logs": {}} for i in range(num_nodes)}
+        # each node's disk: values, logs (the entries held) and each log's first position (CompactLog)
+        self.durable: dict[int, dict[str, dict]] = {i: {"values": {}, "logs": {}, "starts": {}}
+                                                    for i in range(num_nodes)}
         self.queue: list[tuple[int, int, Any]] = []  # (src, dst, message)
         self.timers: dict[int, dict[Any, float]] = {i: {} for i in range(num_nodes)}
         self.cut: set[tuple[int, int]] = set()  # (src, dst) links that drop messages
@@ -84,7 +87,8 @@ class Cluster:
         node = self.node_classes[node_id](node_id, self.num_nodes, self._rng(node_id), self.config)
         self.nodes[node_id] = node
         disk = self.durable[node_id]
-        durable = DurableState(values=dict(disk["values"]), logs={k: list(v) for k, v in disk["logs"].items()})
+        durable = DurableState(values=dict(disk["values"]), logs={k: list(v) for k, v in disk["logs"].items()},
+                               log_starts=dict(disk["starts"]))
         self._execute(node_id, "recover", node.on_recover(durable, self.now))
         return node
 
@@ -187,10 +191,18 @@ class Cluster:
             if isinstance(effect, Persist):
                 disk["values"][effect.key] = effect.value
             elif isinstance(effect, PersistLog):
-                disk["logs"][effect.key] = disk["logs"].get(effect.key, [])[: effect.start] + list(effect.entries)
-            if isinstance(effect, (Persist, PersistLog)) and effect.notify is not None:
+                first = disk["starts"].get(effect.key, 0)
+                held = disk["logs"].get(effect.key, [])
+                assert first <= effect.start <= first + len(held), (effect, first, len(held))
+                disk["logs"][effect.key] = held[: effect.start - first] + list(effect.entries)
+            elif isinstance(effect, CompactLog):
+                first = disk["starts"].get(effect.key, 0)
+                assert effect.first >= first, (effect, first)
+                disk["logs"][effect.key] = disk["logs"].get(effect.key, [])[effect.first - first:]
+                disk["starts"][effect.key] = effect.first
+            if isinstance(effect, (Persist, PersistLog, CompactLog)) and effect.notify is not None:
                 self.timers[node_id][(PERSISTED, effect.notify)] = self.now
-            if isinstance(effect, (Persist, PersistLog)):
+            if isinstance(effect, (Persist, PersistLog, CompactLog)):
                 pass
             elif isinstance(effect, Send):
                 self._check_durable(node_id, effect)
@@ -222,12 +234,11 @@ class Cluster:
         node = self.nodes[node_id]
         disk = self.durable[node_id]
         hard = disk["values"].get(HARD_STATE_KEY, [0, None])
-        durable = disk["logs"].get(LOG_KEY, [])
+        durable, log = _aligned(disk, node)  # by index, from the higher of the two first indexes held
         what = type(effect.message).__name__ if isinstance(effect, Send) else "Reply"
         if list(hard) != [node.current_term, node.voted_for]:
             self.durability_errors.append(f"node {node_id} sent {what} with durable hard state "
                                           f"{hard}, in memory {[node.current_term, node.voted_for]}")
-        log = list(node.log)  # the node persists its Entry objects (the real storage writes their plain form)
         if node.role is Role.LEADER and what != "Reply":
             # §10.2.1: a leader replicates in parallel with its own write (its other messages, refusals of votes
             # and of stale AppendEntries, depend on its term only) ...
@@ -236,7 +247,7 @@ class Cluster:
                 self.durability_errors.append(f"node {node_id} sent {what} while its durable log is not a "
                                               f"prefix of its log")
         elif node.role is Role.LEADER:
-            need = node.commit_index  # a leader's reply depends on the committed prefix only
+            need = max(0, node.commit_index - _base(disk, node))  # a leader's reply depends on the committed prefix
         else:
             need = len(log)
         if len(durable) < need or durable[:need] != log[:need] or (need == len(log) and durable != log):
@@ -248,11 +259,25 @@ class Cluster:
         node = self.nodes.get(node_id)
         if node is None or node.role is not Role.LEADER:
             return
-        own = node._match[node_id]
-        durable = self.durable[node_id]["logs"].get(LOG_KEY, [])
-        if own > len(durable) or durable[:own] != list(node.log)[:own]:
+        disk = self.durable[node_id]
+        durable, log = _aligned(disk, node)
+        own = max(0, node._match[node_id] - _base(disk, node))  # at or below the base: in the snapshot
+        if own > len(durable) or durable[:own] != log[:own]:
             self.durability_errors.append(f"node {node_id} counts itself up to index {own} but only {len(durable)} "
                                           f"entries are durable")
+
+
+def _base(disk: dict, node: RaftNode) -> int:
+    """The index both the node's log and its durable log hold entries after (the higher first index, less one)."""
+    return max(disk["starts"].get(LOG_KEY, 0), node.log.offset)
+
+
+def _aligned(disk: dict, node: RaftNode) -> tuple[list, list]:
+    """The durable log and the node's log from the entry after :func:`_base` on (the node persists its Entry objects;
+    the real storage writes their plain form)."""
+    base = _base(disk, node)
+    durable = disk["logs"].get(LOG_KEY, [])[base - disk["starts"].get(LOG_KEY, 0):]
+    return durable, list(node.log)[base - node.log.offset:]
 
 
 def fuzz(cluster: Cluster, seed: int, steps: int = 2000, *, crash_rate: float = 0.01) -> Cluster:

@@ -72,7 +72,7 @@ def test_each_storage_has_one_writer_per_durable_type():
 
 
 def test_a_table_missing_a_type_is_refused_naming_it():
-    with pytest.raises(TypeError, match=r"new storage: durable writers missing for PersistRecords, StagedCheckpoint"):
+    with pytest.raises(TypeError, match=r"new storage: durable writers missing for CompactLog, PersistRecords, StagedCheckpoint"):
         writers("new storage", {Persist: print, PersistLog: print})
     with pytest.raises(TypeError, match=r"for unknown types int"):
         writers("new storage", {**{kind: print for kind in STAGED}, int: print})

@@ -202,7 +202,7 @@ def test_storage_semantics_directly():
     state = storage.durable_state()
     assert state.values == {"v": [1, 2]} and state.logs == {"log": ("a", "b")}
     storage.stage(PersistLog(key="log", start=5, entries=()))
-    with pytest.raises(ValueError, match="beyond the durable log"):
+    with pytest.raises(ValueError, match="outside the durable log's positions"):
         storage.commit()
 
 

@@ -1,7 +1,7 @@
 """The durable writes a runtime's storage receives for one sync, by type: one table per storage, checked here.
 
 The engine hands a storage every durable effect of a group in order (:meth:`EffectEngine.take_group`): ``Persist``,
-``PersistLog`` and ``PersistRecords`` as the node returned them, and a ``Checkpoint`` as a
+``PersistLog``, ``CompactLog`` and ``PersistRecords`` as the node returned them, and a ``Checkpoint`` as a
 :class:`~seedance.engine.effects.StagedCheckpoint` (its buffers' data copied at its place in the order). Each
 runtime's storage (the simulator's image in memory, the real backend's files) maps each of these types to its own
 writer through :func:`writers`, which refuses a table that misses one (or names another), naming the type. So a new
@@ -15,10 +15,10 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from seedance.engine.effects import StagedCheckpoint
-from seedance.models.protocols.contract import Persist, PersistLog, PersistRecords
+from seedance.models.protocols.contract import CompactLog, Persist, PersistLog, PersistRecords
 
 # what a storage writes, in the contract's order (contract.DURABLE_EFFECTS, with Checkpoint as staged)
-STAGED: tuple[type, ...] = (Persist, PersistLog, PersistRecords, StagedCheckpoint)
+STAGED: tuple[type, ...] = (Persist, PersistLog, CompactLog, PersistRecords, StagedCheckpoint)
 
 W = TypeVar("W", bound=Callable[..., Any])
 

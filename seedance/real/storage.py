@@ -12,6 +12,11 @@ in seedance):
   On open, an incomplete or bad *last* record is a torn tail from a crash during an append that was never
   acknowledged (its ``fsync`` never returned): it is cut off, as etcd's WAL does. A bad record followed by more data
   is corruption: :class:`StorageError`.
+* Compaction (``CompactLog(key, first)``): the entries from position ``first`` on are written to a new file that
+  starts with a header ``[b"SDLS"][u64 first]`` (its first entry's position), published like a value file (temp,
+  fsync, ``os.replace``, directory fsync): after a crash the log is the old file or the compacted one. Positions
+  never change, so ``PersistLog`` ``start`` counts from the log's beginning. The header's first four bytes read as
+  a record length above the record limit, so a log without it is never taken for one with it.
 * Values and entries are encoded with the protocol's wire codec (plain data; never pickle).
 * ``fsync=False`` (``SEEDANCE_FSYNC=0``) skips every fsync: the writes survive a process crash (the page cache
   keeps them) but not a power loss. It exists only to measure what fsync costs (benchmarks/raft_vs_pysyncobj.py);
@@ -52,7 +57,7 @@ from seedance.files import atomic_write, fsync_dir
 from seedance.models.host import reaches_new_block
 from seedance.engine.durable import not_durable, writers
 from seedance.engine.effects import StagedCheckpoint
-from seedance.models.protocols.contract import DurableState, Persist, PersistLog, PersistRecords
+from seedance.models.protocols.contract import CompactLog, DurableState, Persist, PersistLog, PersistRecords
 from seedance.models.wire import Codec
 
 log = logging.getLogger("seedance.real.storage")
@@ -61,6 +66,8 @@ _VALUE_MAGIC = b"SDV1"
 _VALUE_HEADER = struct.Struct(">4sQ32s")  # magic, body length, sha256(body)
 _RECORD_HEADER = struct.Struct(">II")  # body length, crc32(body)
 _MAX_RECORD = 1 << 30
+_LOG_START = struct.Struct(">4sQ")  # a compacted log's header: magic, the position of its first entry
+_LOG_MAGIC = b"SDLS"  # as a record length: 0x53444C53, above _MAX_RECORD
 RECORDS_PREFIX = "\x00records\x00"  # log keys of keyed-record tables (no protocol log key starts with NUL)
 
 
@@ -101,6 +108,7 @@ class DiskStorage:
         for d in (self.root, self._values_dir, self._logs_dir):
             d.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._log_offsets: dict[str, list[int]] = {}  # key -> byte offset of each record, plus end offset
+        self._log_starts: dict[str, int] = {}  # key -> a compacted log's first position (absent: 0)
         self._log_fds: dict[str, int] = {}
         self._staged: list[Any] = []
         self._records: dict[str, dict[str, Any]] = {}  # table -> live records (mirrors the record files)
@@ -202,6 +210,10 @@ class DiskStorage:
         self._write_log(effect.key, effect.start, effect.entries)
         return effect.key
 
+    def _sync_compact(self, effect: CompactLog, dirty: str | None) -> None:
+        self._switch_log(dirty, None)
+        self._compact_log(effect.key, effect.first)
+
     def _sync_records(self, effect: PersistRecords, dirty: str | None) -> str | None:
         self._switch_log(dirty, RECORDS_PREFIX + effect.table)
         return self._write_records(effect)
@@ -302,12 +314,31 @@ class DiskStorage:
         if self.fsync:
             os.fsync(self._log_fds[key])
 
+    def _compact_log(self, key: str, first: int) -> None:
+        """Keep the entries of log ``key`` from position ``first`` on, in a new file published atomically."""
+        fd = self._log_fd(key)
+        offsets, held_from = self._log_offsets[key], self._log_starts.get(key, 0)
+        if first < held_from:
+            raise ValueError(f"CompactLog({key!r}, first={first}) before the log's first position {held_from}")
+        drop = min(first - held_from, len(offsets) - 1)
+        begin, end = offsets[drop], offsets[-1]
+        kept = os.pread(fd, end - begin, begin) if end > begin else b""
+        header = _LOG_START.pack(_LOG_MAGIC, first)
+        os.close(self._log_fds.pop(key))
+        atomic_write(self._log_path(key), header + kept, self.fsync)
+        self._log_offsets[key] = [o - begin + len(header) for o in offsets[drop:]]
+        self._log_starts[key] = first
+        self._log_fd(key)
+
     def _write_log(self, key: str, start: int, entries: tuple[Any, ...] | list[Any]) -> None:
         fd = self._log_fd(key)
         offsets = self._log_offsets[key]
         count = len(offsets) - 1
+        held_from = self._log_starts.get(key, 0)
+        start -= held_from
         if not 0 <= start <= count:
-            raise ValueError(f"PersistLog({key!r}, start={start}) beyond the log's {count} entries")
+            raise ValueError(f"PersistLog({key!r}, start={start + held_from}) outside the log's positions "
+                             f"{held_from}..{held_from + count}")
         if start < count:
             del offsets[start + 1:]
             os.ftruncate(fd, offsets[start])
@@ -330,8 +361,14 @@ class DiskStorage:
     def _read_log(self, key: str, path: Path) -> list[Any]:
         raw = path.read_bytes()
         entries: list[Any] = []
-        offsets = [0]
         pos = 0
+        if raw[:len(_LOG_MAGIC)] == _LOG_MAGIC:  # a compacted log: its first entry's position
+            if len(raw) < _LOG_START.size:
+                raise StorageError(str(path), f"torn compacted-log header ({len(raw)} bytes)",
+                                   "restore it from a replica or delete the node's state directory")
+            self._log_starts[key] = _LOG_START.unpack_from(raw)[1]
+            pos = _LOG_START.size
+        offsets = [pos]
         while pos < len(raw):
             bad = None
             if len(raw) - pos < _RECORD_HEADER.size:
@@ -402,7 +439,8 @@ class DiskStorage:
                         for leftover in folder.iterdir():
                             leftover.unlink()
                         folder.rmdir()
-        return DurableState(values=values, logs=logs, records=records, checkpoints=tuple(checkpoints))
+        return DurableState(values=values, logs=logs, records=records, checkpoints=tuple(checkpoints),
+                            log_starts={k: v for k, v in self._log_starts.items() if k in logs})
 
     def close(self) -> None:
         for fd in self._log_fds.values():
@@ -413,5 +451,6 @@ class DiskStorage:
 # the one table of what DiskStorage.sync writes, by the staged effect's type (each writer: (storage, effect, the log
 # appended to so far) -> the log appended to now, or None); seedance.engine.durable checks it covers every type
 _WRITERS = writers("DiskStorage", {Persist: DiskStorage._sync_value, PersistLog: DiskStorage._sync_log,
+                                   CompactLog: DiskStorage._sync_compact,
                                    PersistRecords: DiskStorage._sync_records,
                                    StagedCheckpoint: DiskStorage._sync_checkpoint})

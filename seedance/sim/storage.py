@@ -9,6 +9,9 @@ Rules (the contract's Persist/PersistLog, and the "save to stable storage before
   image in order; :meth:`Storage.crash` drops whatever is still staged.
 * ``Persist(key, value)`` replaces ``values[key]``; ``PersistLog(key, start, entries)`` truncates ``logs[key]`` to
   its first ``start`` entries, then appends ``entries`` (``start`` beyond the end is a protocol bug and raises).
+* ``CompactLog(key, first)`` drops the log's entries before position ``first`` (positions are kept: ``log_starts``
+  holds each compacted log's first position, and a later ``PersistLog`` counts from the log's beginning); a log
+  that ends before ``first`` is emptied and continues there. The compacted file counts as a new file (``grows``).
 * ``PersistRecords(table, put, delete)`` sets / removes keyed records of one table in one step; a staged checkpoint
   (the engine's :class:`~seedance.engine.effects.StagedCheckpoint`) replaces the checkpoint of its name whole.
 * File growth: each log (and record table) keeps its file's length as written (entries, bytes); an append that
@@ -35,7 +38,7 @@ import numpy as np
 from seedance.engine.durable import not_durable, writers
 from seedance.engine.effects import StagedCheckpoint
 from seedance.models.host import reaches_new_block
-from seedance.models.protocols.contract import DurableState, Persist, PersistLog, PersistRecords
+from seedance.models.protocols.contract import CompactLog, DurableState, Persist, PersistLog, PersistRecords
 
 
 _SCALARS = frozenset({int, float, str, bool, bytes, type(None)})
@@ -75,7 +78,7 @@ _IMMUTABLE = frozenset({tuple, int, float, str, bytes, bool})
 class Storage:
     """The durable image and volatile buffer of one node."""
 
-    __slots__ = ("values", "logs", "records", "checkpoints", "staged", "staged_bytes", "disk_free_s", "fsync_s",
+    __slots__ = ("values", "logs", "log_starts", "records", "checkpoints", "staged", "staged_bytes", "disk_free_s", "fsync_s",
                  "base_fsync_s", "inv_bandwidth", "bytes_written", "fsyncs", "lost_writes", "block_bytes",
                  "file_sizes", "grows", "shared")
 
@@ -83,6 +86,7 @@ class Storage:
                  shared: dict[str, dict[Any, Any]] | None = None) -> None:
         self.values: dict[str, Any] = {}
         self.logs: dict[str, list[Any]] = {}
+        self.log_starts: dict[str, int] = {}  # a compacted log's first position (absent: 0)
         self.records: dict[str, dict[str, Any]] = {}
         self.checkpoints: dict[str, dict[str, np.ndarray]] = {}
         self.staged: list[Any] = []
@@ -95,22 +99,29 @@ class Storage:
         self.fsyncs = 0
         self.lost_writes = 0
         self.block_bytes = block_bytes
-        self.file_sizes: dict[Any, list[int]] = {}  # log key or ("records", table) -> [entries, bytes] as written
+        # log key or ("records", table) -> [end position, bytes, first position] of the file as written
+        self.file_sizes: dict[Any, list[int]] = {}
         self.grows = False  # since the last booked sync: a write reached a new file block (see the module docstring)
         self.shared = shared  # table -> key -> the last immutable value handed over under it (module docstring)
 
     def _grow(self, effect: Any) -> None:
         kind = type(effect)
-        if kind is not PersistLog and kind is not PersistRecords:  # a value or checkpoint: written as new files
+        if kind is not PersistLog and kind is not PersistRecords:  # a value, checkpoint or compacted log: new files
             self.grows = True
+            if kind is CompactLog and effect.key in self.file_sizes:  # the kept entries at the mean entry size
+                size = self.file_sizes[effect.key]
+                held, kept = size[0] - size[2], max(0, size[0] - effect.first)
+                size[1] = size[1] * kept // held if held > 0 else 0
+                size[0], size[2] = max(size[0], effect.first), effect.first
             return
         key = effect.key if kind is PersistLog else ("records", effect.table)
         size = self.file_sizes.get(key)
         if size is None:
-            size = self.file_sizes[key] = [0, 0]
+            size = self.file_sizes[key] = [0, 0, 0]
         if kind is PersistLog:
             if effect.start < size[0]:  # a truncation: the dropped entries at the file's mean entry size
-                size[1] = size[1] * effect.start // size[0]
+                held = size[0] - size[2]
+                size[1] = size[1] * max(0, effect.start - size[2]) // held if held > 0 else 0
                 size[0] = effect.start
             size[0] += len(effect.entries)
         else:
@@ -185,11 +196,22 @@ class Storage:
 
     def _apply_log(self, effect: PersistLog) -> None:
         log = self.logs.setdefault(effect.key, [])
-        if effect.start > len(log) or effect.start < 0:
-            raise ValueError(f"PersistLog({effect.key!r}, start={effect.start}) beyond the durable log of "
-                             f"{len(log)} entries: a protocol bug")
-        del log[effect.start:]
+        first = self.log_starts.get(effect.key, 0)
+        at = effect.start - first
+        if at > len(log) or at < 0:
+            raise ValueError(f"PersistLog({effect.key!r}, start={effect.start}) outside the durable log's positions "
+                             f"{first}..{first + len(log)}: a protocol bug")
+        del log[at:]
         log.extend(effect.entries)
+
+    def _apply_compact(self, effect: CompactLog) -> None:
+        log = self.logs.setdefault(effect.key, [])
+        first = self.log_starts.get(effect.key, 0)
+        if effect.first < first:
+            raise ValueError(f"CompactLog({effect.key!r}, first={effect.first}) before the durable log's first "
+                             f"position {first}: a protocol bug")
+        del log[:effect.first - first]  # all of it when the log ends before ``first``
+        self.log_starts[effect.key] = effect.first
 
     def _apply_checkpoint(self, effect: StagedCheckpoint) -> None:
         self.checkpoints[effect.name] = effect.arrays  # the engine already copied its buffers
@@ -205,7 +227,7 @@ class Storage:
 
     def durable_state(self) -> DurableState:
         return DurableState(values={k: _copy_plain(v) for k, v in self.values.items()},
-                            logs={k: tuple(v) for k, v in self.logs.items()},
+                            logs={k: tuple(v) for k, v in self.logs.items()}, log_starts=dict(self.log_starts),
                             records={t: {k: _copy_plain(v) for k, v in r.items()} for t, r in self.records.items()},
                             checkpoints=tuple(sorted(self.checkpoints)))
 
@@ -217,4 +239,5 @@ class Storage:
 # the one table of what Storage.commit applies, by the staged effect's type; seedance.engine.durable checks that it
 # covers every durable type
 _APPLY = writers("sim Storage", {Persist: Storage._apply_value, PersistLog: Storage._apply_log,
+                                 CompactLog: Storage._apply_compact,
                                  PersistRecords: Storage._apply_records, StagedCheckpoint: Storage._apply_checkpoint})

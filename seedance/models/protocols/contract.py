@@ -19,9 +19,11 @@ simulator, monotonic in the real backend) and performs the list of effects retur
 * :class:`StartCollective` — starts a collective over a group of nodes; the runtime later calls
   ``on_collective_done`` on every member with the same ``collective_id``.
 * :class:`Annotate` — a trace annotation; no effect on behaviour.
+* :class:`CompactLog` — durably drops a log's entries before a position (Raft §7's log compaction, once a snapshot
+  holds what they said); positions are never renumbered, so a later ``PersistLog`` counts from the log's beginning.
 * :class:`PersistRecords` — puts and deletes many small keyed records of one table in one durable step (per-instance
   Paxos / EPaxos state): the same ordering and crash rules as :class:`Persist`.
-* Durability notices: a ``Persist`` / ``PersistLog`` / ``PersistRecords`` / ``Checkpoint`` with ``notify`` set makes
+* Durability notices: a ``Persist`` / ``PersistLog`` / ``CompactLog`` / ``PersistRecords`` / ``Checkpoint`` with ``notify`` set makes
   the runtime call ``on_persisted(notify, now)`` once that write is durable (an input like any other, handled after
   the handler that asked for it). This is how a node learns its own write landed.
 * :class:`CreateBuffer` / :class:`FreeBuffer` — device state: named arrays the runtime holds for the node (numpy in
@@ -114,12 +116,14 @@ class WorkDone:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class DurableState:
     """What survived a crash: the last value of each :class:`Persist` key, each :class:`PersistLog` log, each
-    :class:`PersistRecords` table (key -> value) and the names of the complete :class:`Checkpoint` s."""
+    :class:`PersistRecords` table (key -> value) and the names of the complete :class:`Checkpoint` s.
+    ``log_starts``: the position of each log's first entry, for a log a :class:`CompactLog` shortened (absent: 0)."""
 
     values: Mapping[str, Any] = field(default_factory=dict)
     logs: Mapping[str, Sequence[Any]] = field(default_factory=dict)
     records: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     checkpoints: Sequence[str] = ()
+    log_starts: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -157,11 +161,27 @@ class Persist:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class PersistLog:
-    """Durably truncate log ``key`` to its first ``start`` entries, then append ``entries`` (plain data)."""
+    """Durably truncate log ``key`` to its first ``start`` entries, then append ``entries`` (plain data).
+
+    ``start`` counts from the log's beginning, compacted entries included (see :class:`CompactLog`); a ``start``
+    beyond the log's end, or before its first entry still held, is a protocol bug."""
 
     key: str
     start: int
     entries: tuple[Any, ...]
+    size_bytes: int = 64
+    notify: Hashable | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CompactLog:
+    """Durably drop the entries of log ``key`` at positions before ``first`` (0-based, as :class:`PersistLog`
+    counts); the rest keep their positions. A log that ends before ``first`` is emptied and continues at ``first``
+    (a follower that installed a snapshot beyond its log). ``first`` below the log's current first position is a
+    protocol bug. After a crash the log holds either all of its entries or only those from ``first``."""
+
+    key: str
+    first: int
     size_bytes: int = 64
     notify: Hashable | None = None
 
@@ -283,9 +303,9 @@ class Annotate:
     attrs: Mapping[str, Any] = field(default_factory=dict)
 
 
-Effect = Union[Send, SetTimer, CancelTimer, Persist, PersistLog, PersistRecords, Reply, StartCollective, Annotate,
-               CreateBuffer, FreeBuffer, StartWork, Checkpoint, Restore, Observe]
-DURABLE_EFFECTS = (Persist, PersistLog, PersistRecords, Checkpoint)
+Effect = Union[Send, SetTimer, CancelTimer, Persist, PersistLog, CompactLog, PersistRecords, Reply, StartCollective,
+               Annotate, CreateBuffer, FreeBuffer, StartWork, Checkpoint, Restore, Observe]
+DURABLE_EFFECTS = (Persist, PersistLog, CompactLog, PersistRecords, Checkpoint)
 Effects = list[Effect]
 
 

@@ -65,6 +65,8 @@ class FlowControl:
         else an empty one from the probe point (heartbeat, read round) that occupies no slot (rule 1)."""
         log = self.log
         first = self._next[peer]
+        if first <= log.offset and len(self._window[peer]) < self.config.max_inflight:
+            return self._snapshot_message(peer)  # it needs entries compacted away (.snapshots)
         sendable = self._sendable_last()
         size = HEADER_BYTES
         if first <= sendable and len(self._window[peer]) < self.config.max_inflight:
@@ -78,6 +80,8 @@ class FlowControl:
         else:
             entries = ()
             prev = self._acked_next[peer] - 1
+            if prev < log.offset:  # the probe point was compacted: the offset, which every node holds committed
+                prev = log.offset
         self._round_sent[peer] = self._read_seq
         message = AppendEntries(term=self.current_term, leader_id=self.node_id, prev_log_index=prev,
                                 prev_log_term=log.term_at(prev), entries=entries,

@@ -14,15 +14,25 @@
 time: :class:`Monitor` remembers every (term → leader) and (index → committed entry) it has seen and reports a breach
 even if the evidence has since been lost. Each returns human-readable violation strings (empty: all hold).
 Nodes are duck-typed: ``node_id``, ``role``, ``current_term``, ``log``, ``commit_index`` and ``violations``.
+
+Log compaction (§7): entries up to a log's ``offset`` are in its node's snapshot, so the checks look at the entries
+each log still holds: Log Matching from the highest offset of the logs compared, State Machine Safety and Leader
+Completeness above the node's own offset (an entry a leader compacted was committed and applied). The monitor keeps
+the committed entries above the lowest offset of the nodes it watches, so its memory follows the logs' (a node that
+recovers from an older snapshot has its entries below that floor recorded again, not compared).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import islice
 from typing import Any
 
 from seedance.models.protocols.monitoring import NodeMonitor, progress
 from seedance.models.protocols.raft.node import Role
+
+
+_PRUNE_EVERY = 4096  # the committed entries below the floor are forgotten each time this many more are committed
 
 
 def _committed(node: Any, index: int) -> Any:
@@ -48,8 +58,8 @@ def check(nodes: Iterable[Any]) -> list[str]:
     reference: dict[int, tuple[Any, Any, int]] = {}
     for node in nodes:
         term = node.current_term
-        top = min(node.commit_index, node.log.last_index)
-        for index, entry in enumerate(node.log.entries(1, top), start=1):
+        top, first = min(node.commit_index, node.log.last_index), node.log.offset + 1
+        for index, entry in enumerate(node.log.entries(first, top), start=first):
             seen = reference.setdefault(index, (entry, node.node_id, term))
             if seen[0] is not entry and seen[0] != entry:  # entries are often one shared object
                 found.append(f"State Machine Safety (§5.4.3): index {index} committed as {seen[0]} on node "
@@ -66,10 +76,10 @@ def _leader_completeness(leader: Any, committed: dict[int, tuple[Any, Any, int]]
     """The first entry committed by the leader's term (in index order; of ``indexes`` only, when given) that its
     log lacks."""
     term, log = leader.current_term, leader.log
-    last = log.last_index
+    last, compacted = log.last_index, log.offset
     for index in sorted(committed) if indexes is None else indexes:
         seen = committed.get(index)
-        if seen is None:
+        if seen is None or index <= compacted:  # compacted: in its snapshot, committed and applied
             continue
         entry, where, commit_term = seen
         if commit_term > term:
@@ -90,9 +100,12 @@ def _log_matching(nodes: list[Any]) -> list[str]:
     first: dict[tuple[int, int], tuple[int, Any]] = {}  # (index, term) -> (prefix hash, the node that set it)
     pairs: dict[tuple[Any, Any], None] = {}
     hashes: dict[int, int] = {}  # id(entry) -> its hash: the logs mostly share entry objects (all alive meanwhile)
+    base = max((node.log.offset for node in nodes), default=0)  # below it some log holds only its snapshot
     for node in nodes:
         chain = 0
-        for index, entry in enumerate(node.log, start=1):
+        if node.log.last_index <= base:
+            continue
+        for index, entry in enumerate(islice(node.log, base - node.log.offset, None), start=base + 1):
             h = hashes.get(id(entry))
             if h is None:
                 h = hashes[id(entry)] = _chain(0, entry)
@@ -103,9 +116,9 @@ def _log_matching(nodes: list[Any]) -> list[str]:
     found: list[str] = []
     for a, b in pairs:
         top = min(a.log.last_index, b.log.last_index)
-        while top > 0 and a.log.term_at(top) != b.log.term_at(top):
+        while top > base and a.log.term_at(top) != b.log.term_at(top):
             top -= 1
-        for index in range(top, 0, -1):
+        for index in range(top, base, -1):
             if a.log.entry(index) != b.log.entry(index):
                 found.append(f"Log Matching (§5.3): nodes {a.node_id} and {b.node_id} agree on term at index "
                              f"{top} but differ at index {index}")
@@ -147,6 +160,7 @@ class Monitor(NodeMonitor):
         self._leader_term: dict[Any, int] = {}  # node id -> the term its _leader_scanned mark belongs to
         self._live_leaders: dict[Any, Any] = {}  # node id -> node, for nodes last seen leading (and not crashed)
         self._max_committed = 0
+        self._floor = 0  # committed entries at or below it are forgotten (the lowest offset of the watched logs)
         # node id -> (node, what its last observation saw): the same again finds nothing new (see _observe)
         self._seen: dict[Any, tuple[Any, tuple[Any, ...]]] = {}
 
@@ -195,6 +209,9 @@ class Monitor(NodeMonitor):
 
     def _record_commits(self, node: Any, start: int, top: int, found: list[str]) -> None:
         committed, node_id, term = self.committed, node.node_id, node.current_term
+        start = max(start, node.log.offset)  # a snapshot's entries are compacted: not seen here
+        if top > self._max_committed and top // _PRUNE_EVERY != self._max_committed // _PRUNE_EVERY:
+            self._prune()
         for index, entry in enumerate(node.log.entries(start + 1, top), start=start + 1):
             seen = committed.get(index)
             if seen is None:
@@ -204,6 +221,13 @@ class Monitor(NodeMonitor):
             elif seen[0] is not entry and seen[0] != entry:  # entries are often one shared object
                 found.append(f"State Machine Safety (§5.4.3): index {index} committed as {seen[0]} on node "
                              f"{seen[1]} and as {entry} on node {node_id}")
+
+    def _prune(self) -> None:
+        """Forget the committed entries every watched log has compacted (see the module's docstring)."""
+        floor = min((held[0].log.offset for held in self._scanned.values()), default=0)
+        for index in range(self._floor + 1, floor + 1):
+            self.committed.pop(index, None)
+        self._floor = max(self._floor, floor)
 
     def _check_leader(self, node: Any) -> list[str]:
         """Leader Completeness of ``node`` (leading now) against the entries committed since it was last checked."""

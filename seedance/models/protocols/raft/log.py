@@ -1,7 +1,9 @@
-"""The Raft log (§5.3): 1-based indexes, term 0 at index 0, truncation only of uncommitted suffixes.
+"""The Raft log (§5.3, §7): 1-based indexes, truncation only of uncommitted suffixes, a compacted prefix.
 
-Rules: ``term_at(0) == 0`` so the consistency check of the first entry always passes; slicing copies only the
-requested range (never the whole log), so a leader's per-message work is O(batch), not O(log).
+Rules: the entries up to ``offset`` are compacted (§7: a snapshot holds what they said); ``term_at(offset)`` is the
+snapshot's last included term (``offset_term``; 0 at index 0), so the consistency check of the first entry held
+always passes; asking for an entry at or below ``offset`` is a bug of the caller (an IndexError). Slicing copies only
+the requested range (never the whole log), so a leader's per-message work is O(batch), not O(log).
 """
 
 from __future__ import annotations
@@ -12,50 +14,82 @@ from seedance.models.protocols.raft.messages import Entry
 
 
 class RaftLog:
-    __slots__ = ("_entries",)
+    __slots__ = ("_entries", "offset", "offset_term")
 
-    def __init__(self, entries: Iterable[Entry] = ()) -> None:
-        self._entries: list[Entry] = list(entries)
+    def __init__(self, entries: Iterable[Entry] = (), offset: int = 0, offset_term: int = 0) -> None:
+        self._entries: list[Entry] = list(entries)  # the entries offset+1, offset+2, ...
+        self.offset = offset
+        self.offset_term = offset_term
 
     @property
     def last_index(self) -> int:
-        return len(self._entries)
+        return self.offset + len(self._entries)
 
     @property
     def last_term(self) -> int:
-        return self._entries[-1].term if self._entries else 0
+        return self._entries[-1].term if self._entries else self.offset_term
 
     def term_at(self, index: int) -> int:
-        """Term of the entry at ``index`` (0 for index 0); ``index`` must be ≤ ``last_index``."""
-        return self._entries[index - 1].term if index > 0 else 0
+        """Term of the entry at ``index`` (``offset_term`` at ``offset``); ``offset <= index <= last_index``."""
+        at = index - self.offset
+        if at > 0:
+            return self._entries[at - 1].term
+        if at == 0:
+            return self.offset_term
+        raise IndexError(f"index {index} is compacted (the log starts after {self.offset})")
 
     def entry(self, index: int) -> Entry:
-        return self._entries[index - 1]
+        at = index - self.offset
+        if at <= 0:
+            raise IndexError(f"index {index} is compacted (the log starts after {self.offset})")
+        return self._entries[at - 1]
 
     def entries(self, first: int, last: int) -> tuple[Entry, ...]:
-        """Entries ``first..last`` inclusive (empty when ``first > last``)."""
-        return tuple(self._entries[first - 1 : last])
+        """Entries ``first..last`` inclusive (empty when ``first > last``); ``first > offset``."""
+        if first > last:
+            return ()
+        if first <= self.offset:
+            raise IndexError(f"index {first} is compacted (the log starts after {self.offset})")
+        return tuple(self._entries[first - 1 - self.offset: last - self.offset])
 
     def append(self, entry: Entry) -> int:
         self._entries.append(entry)
-        return len(self._entries)
+        return self.offset + len(self._entries)
 
     def extend(self, entries: Iterable[Entry]) -> None:
         self._entries.extend(entries)
 
     def truncate(self, keep: int) -> None:
-        """Keep the first ``keep`` entries."""
-        del self._entries[keep:]
+        """Keep the entries up to index ``keep`` (``keep >= offset``)."""
+        if keep < self.offset:
+            raise IndexError(f"truncating to {keep} below the compacted prefix ({self.offset})")
+        del self._entries[keep - self.offset:]
+
+    def compact(self, index: int, term: int) -> None:
+        """Drop the entries up to ``index`` (a snapshot of term ``term`` holds them). Entries after ``index`` are
+        kept when the log holds ``index`` with that term (§7: "retain log entries following it"); otherwise the
+        whole log goes and it continues after ``index``."""
+        if index <= self.offset:
+            return
+        if index <= self.last_index and self.term_at(index) == term:
+            del self._entries[:index - self.offset]
+        else:
+            self._entries = []
+        self.offset, self.offset_term = index, term
 
     def first_index_of_term(self, index: int) -> int:
-        """The first index of the run of entries ending at ``index`` that share its term (§5.3's fast backup)."""
+        """The first index of the run of entries ending at ``index`` that share its term (§5.3's fast backup),
+        never below the first index held."""
         term = self.term_at(index)
-        while index > 1 and self._entries[index - 2].term == term:
+        first = self.offset + 1
+        while index > first and self._entries[index - 2 - self.offset].term == term:
             index -= 1
         return index
 
     def __len__(self) -> int:
+        """The entries held (the compacted ones not counted)."""
         return len(self._entries)
 
     def __iter__(self):
+        """The entries held, from index ``offset + 1``."""
         return iter(self._entries)

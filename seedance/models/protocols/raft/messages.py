@@ -117,7 +117,22 @@ class AppendEntriesReply:
     read_seq: int = 0
 
 
-MESSAGE_TYPES: tuple[type, ...] = (RequestVote, RequestVoteReply, AppendEntries, AppendEntriesReply, Entry)
+@dataclass(frozen=True, kw_only=True, slots=True)
+class InstallSnapshot:
+    """Leader → follower (§7): the state machine as of ``last_index`` (of term ``last_term``), for a follower that
+    needs entries the leader has compacted. ``state`` is :meth:`~seedance.models.kv.KVStore.snapshot` (plain data).
+    The follower answers with an :class:`AppendEntriesReply` whose ``match_index`` is ``last_index``."""
+
+    term: int
+    leader_id: int
+    last_index: int
+    last_term: int
+    state: Any
+    read_seq: int = 0
+
+
+MESSAGE_TYPES: tuple[type, ...] = (RequestVote, RequestVoteReply, AppendEntries, AppendEntriesReply, Entry,
+                                   InstallSnapshot)
 
 REQUEST_VOTE_BYTES = HEADER_BYTES
 REQUEST_VOTE_REPLY_BYTES = HEADER_BYTES // 2

@@ -19,6 +19,8 @@ Rules this module keeps, with the section that states them:
   Send or Reply can depend on state that a crash would lose.
 * Recovery: ``on_recover`` restores term, vote and log; commitIndex and lastApplied are volatile and start at 0; the
   state machine is rebuilt by re-applying entries as the leader's commit index is learned.
+* Log compaction (§7, :mod:`.snapshots`): a snapshot of the state machine once ``snapshot_entries`` applied entries
+  are held, the log before it compacted; a follower that needs compacted entries gets ``InstallSnapshot``.
 * A leader appends a no-op entry at the start of its term (§8), so it commits an entry of its term promptly.
 * Group commit, and the leader's write in parallel with replication (Ongaro's thesis, §10.2.1: the leader may
   write to its disk in parallel with replicating to the followers, and counts itself toward a majority only once
@@ -81,6 +83,7 @@ from seedance.models.protocols.raft.messages import (
     AppendEntries,
     AppendEntriesReply,
     Entry,
+    InstallSnapshot,
     RequestVote,
     RequestVoteReply,
     command_entry,
@@ -89,6 +92,7 @@ from seedance.models.protocols.raft.election import Elections
 from seedance.models.protocols.raft.flow import FlowControl
 from seedance.models.protocols.raft.quorum import committed_index, majority
 from seedance.models.protocols.raft.reads import ReadIndex
+from seedance.models.protocols.raft.snapshots import Snapshots
 from seedance.models.protocols.raft.roles import (
     ELECTION, FLUSH, LOG_NOTICE, HARD_STATE_KEY, HEARTBEAT, LOG_KEY, VOTE_RETRY, WRITE, Role,
 )
@@ -96,12 +100,13 @@ from seedance.models.protocols.raft.roles import (
 _OP_NAMES = {op: op.value for op in Operation}
 
 
-class RaftNode(Dispatching, Elections, FlowControl, ReadIndex):
+class RaftNode(Dispatching, Elections, FlowControl, ReadIndex, Snapshots):
     """One Raft server driving a :class:`~seedance.models.kv.KVStore`."""
 
     # inputs by type / name (seedance.models.protocols.dispatch): on_message and on_timer
     MESSAGE_HANDLERS = {AppendEntries: "_on_append_entries", AppendEntriesReply: "_on_append_reply",
-                        RequestVote: "_on_request_vote", RequestVoteReply: "_on_vote_reply"}
+                        RequestVote: "_on_request_vote", RequestVoteReply: "_on_vote_reply",
+                        InstallSnapshot: "_on_install_snapshot"}
     TIMER_HANDLERS = {HEARTBEAT: "_on_heartbeat", ELECTION: "_on_election_timer", VOTE_RETRY: "_on_vote_retry",
                       FLUSH: "_on_flush", WRITE: "_on_write"}
 
@@ -130,6 +135,8 @@ class RaftNode(Dispatching, Elections, FlowControl, ReadIndex):
         self._election_timeout_s = 0.0
         self._hard_dirty = False
         self._log_writes: list[PersistLog] = []
+        self._snapshot: list[Any] | None = None  # [index, term, state] of the newest snapshot (.snapshots)
+        self._compactions: list[Any] = []  # its durable writes, after the log's in _flush
         # leader state, one slot per node id (reinitialised on election): see FlowControl
         self._reset_progress()
         self._pending: dict[int, tuple[int, int, int]] = {}  # log index -> (term, client_id, request_id)
@@ -150,9 +157,9 @@ class RaftNode(Dispatching, Elections, FlowControl, ReadIndex):
         hard = durable.values.get(HARD_STATE_KEY)
         if hard is not None:
             self.current_term, self.voted_for = int(hard[0]), hard[1]
-        self.log = RaftLog(Entry.from_plain(e) for e in durable.logs.get(LOG_KEY, ()))
-        return [self._arm_election(now), Annotate(name="recovered", attrs={"term": self.current_term,
-                                                                          "log_length": self.log.last_index})]
+        writes = self._recover_log(durable)
+        return [*writes, self._arm_election(now), Annotate(name="recovered", attrs={
+            "term": self.current_term, "log_length": self.log.last_index})]
 
     def on_persisted(self, token: Any, now: float) -> Effects:
         """The runtime's durability notice for a leader's own log write (``("log", term, index)``)."""
@@ -257,16 +264,21 @@ class RaftNode(Dispatching, Elections, FlowControl, ReadIndex):
         self.leader_id = m.leader_id
         self._last_heard = now
         log = self.log
-        prev = m.prev_log_index
+        prev, prev_term, entries = m.prev_log_index, m.prev_log_term, m.entries
+        if prev < log.offset:  # it starts inside the compacted prefix: committed there, so taken from the offset on
+            drop = min(log.offset - prev, len(entries))
+            if drop:
+                prev, prev_term, entries = prev + drop, entries[drop - 1].term, entries[drop:]
+            if prev < log.offset:  # nothing past the offset: it matches what the snapshot holds
+                prev, prev_term = log.offset, log.offset_term
         if prev > log.last_index:
             reply = AppendEntriesReply(term=self.current_term, success=False, conflict_index=log.last_index + 1,
-                                       reject_index=prev, read_seq=m.read_seq)
-        elif log.term_at(prev) != m.prev_log_term:
+                                       reject_index=m.prev_log_index, read_seq=m.read_seq)
+        elif log.term_at(prev) != prev_term:
             reply = AppendEntriesReply(term=self.current_term, success=False,
-                                       conflict_index=log.first_index_of_term(prev), reject_index=prev,
+                                       conflict_index=log.first_index_of_term(prev), reject_index=m.prev_log_index,
                                        read_seq=m.read_seq)
         else:
-            entries = m.entries
             count = len(entries)
             index, k, last = prev + 1, 0, log.last_index
             while k < count and index <= last and log.term_at(index) == entries[k].term:
@@ -286,7 +298,7 @@ class RaftNode(Dispatching, Elections, FlowControl, ReadIndex):
                 self._log_writes.append(PersistLog(key=LOG_KEY, start=index - 1,
                                                    entries=tuple(new),
                                                    size_bytes=sum(e.size_bytes for e in new)))
-            match = prev + count
+            match = max(prev + count, m.prev_log_index + len(m.entries))
             if m.leader_commit > self.commit_index and match > self.commit_index:
                 self.commit_index = min(m.leader_commit, match)
                 self._apply(out)
@@ -332,6 +344,7 @@ class RaftNode(Dispatching, Elections, FlowControl, ReadIndex):
                                                f"entry than the one it appended for ({client_id}, {request_id})")
                         out.append(Reply(client_id=client_id, request_id=request_id, outcome=Outcome.INFO,
                                          error="superseded"))
+        self._maybe_snapshot()
 
     def _abandon_pending(self, out: Effects) -> None:
         """A deposed leader's pending requests: their entries may or may not commit later — INFO, now."""
@@ -355,7 +368,7 @@ class RaftNode(Dispatching, Elections, FlowControl, ReadIndex):
 
     def _flush(self, out: Effects) -> Effects:
         """Durable writes of this call first (term/vote, then log), then everything else in order (Figure 2)."""
-        if not self._hard_dirty and not self._log_writes:
+        if not self._hard_dirty and not self._log_writes and not self._compactions:
             return out
         head: Effects = []
         if self._hard_dirty:
@@ -364,6 +377,9 @@ class RaftNode(Dispatching, Elections, FlowControl, ReadIndex):
         if self._log_writes:
             head.extend(self._log_writes)
             self._log_writes = []
+        if self._compactions:  # a snapshot and the compaction after it (.snapshots): after the log's writes
+            head.extend(self._compactions)
+            self._compactions = []
         head.extend(out)
         return head
 

@@ -12,6 +12,7 @@ WRITE = "write"  # zero-delay timer armed by the flush: the leader writes its un
 LOG_NOTICE = "log"  # durability notice ("log", term, index) of a leader's own PersistLog (on_persisted)
 HARD_STATE_KEY = "hard_state"
 LOG_KEY = "log"
+SNAPSHOT_KEY = "snapshot"  # [last included index, its term, the state machine's snapshot] (§7)
 
 
 class Role(str, enum.Enum):
