@@ -166,3 +166,20 @@ def test_campaign_generated_and_planted(seed):
         planted = plant_stale_read(events, rng)
         if planted is not None:
             assert check(planted[0], "kv", timeout_s=300).valid is False, f"seed {seed}: {config}"
+
+
+def test_a_long_key_checks_in_memory_linear_in_its_operations():
+    """One key with 40,000 sequential writes and reads: the search's memory is linear in the operations. It had kept
+    each operation's power of two (1 << i), O(n^2) bits: 100 MB at this size, 0.5 GB for a 20 s Raft run's keys."""
+    import tracemalloc
+
+    steps = [step for i in range(20_000) for step in (*W(0, i % 5), *R(1, i % 5))]
+    events = history(*steps)
+    tracemalloc.start()
+    try:
+        result = check(events)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result.valid is True and result.ops == 40_000
+    assert peak < 60 << 20, f"peak {peak / (1 << 20):.0f} MiB"

@@ -198,3 +198,14 @@ def test_the_monitor_forgets_what_every_log_compacted():
     assert result.violations == []
     floor = min(host.node.log.offset for host in result.runtime.hosts)
     assert floor > 0 and min(monitor.committed) > floor - invariants._PRUNE_EVERY - 1000
+
+
+def test_a_real_runs_reproduce_command_carries_its_protocol_options(tmp_path):
+    """A real run started from Python with protocol options prints a command that sets them (it had dropped them)."""
+    from seedance.real.run import _default_reproduce
+
+    spec = {"protocol": "raft", "nodes": 3, "clients": 4, "duration_s": 2.0, "kill_rate": 2.0,
+            "config": {"snapshot_entries": 50, "reads": "log"}}
+    command = _default_reproduce(spec, 7, tmp_path / "o")
+    assert "--set snapshot_entries=50" in command and "--set 'reads=\"log\"'" in command
+    assert command.startswith("seedance real run --protocol raft") and "--seed 7" in command

@@ -39,6 +39,7 @@ import hashlib
 import json
 import logging
 import os
+import shlex
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -296,4 +297,6 @@ def _default_reproduce(spec: Mapping[str, Any], seed: int, out: Path) -> str:
             f"--duration {spec['duration_s']} --seed {seed} --kill-rate {spec['kill_rate']}"
             + (f" --nemesis {','.join(spec['nemesis'])}" if spec.get("nemesis") else "")
             + (f" --faulty-fraction {spec['faulty_fraction']!r}" if spec.get("faulty_fraction", 0.6) != 0.6 else "")
+            + "".join(f" --set {shlex.quote(f'{key}={json.dumps(value)}')}"
+                      for key, value in sorted(spec.get("config", {}).items()))
             + f" --out {out}")

@@ -148,9 +148,9 @@ def search(ops: list[HistoryOp], initial: Any = None, deadline: float | None = N
                 entry = nxt[entry]
                 continue
             if indeterminate[i]:
-                grown, grown_indeterminate = placed, placed_indeterminate | bit[i]
+                grown, grown_indeterminate = placed, placed_indeterminate | 1 << bit[i]
             else:
-                grown, grown_indeterminate = placed | bit[i], placed_indeterminate
+                grown, grown_indeterminate = placed | 1 << bit[i], placed_indeterminate
             low = ((grown + 1) & ~grown).bit_length() - 1  # every determinate op numbered below ``low`` is placed
             config = (low, grown >> low, grown_indeterminate, after)
             if config not in cache:
@@ -182,7 +182,9 @@ def _encode(ops: list[HistoryOp], initial: Any) -> tuple[list[int], list[Any], l
     both are invoked) and bit; and the abstract initial state.
 
     The linearized set is two bitsets, over determinate and over indeterminate operations (numbered apart); the
-    memo keeps the first unlinearized determinate operation and the determinate bits above it."""
+    memo keeps the first unlinearized determinate operation and the determinate bits above it. An operation's
+    "bit" is its number in its bitset, not the power of two itself: those would take O(n²) bits in all (a key of
+    91,000 operations: 0.5 GB)."""
     n = len(ops)
     observed = {op.output for op in ops if op.f is Operation.READ}
     observed.update(op.value[0] for op in ops if op.f is Operation.CAS)
@@ -201,9 +203,9 @@ def _encode(ops: list[HistoryOp], initial: Any) -> tuple[list[int], list[Any], l
     determinate_count = indeterminate_count = 0
     for j in range(n):
         if indeterminate[j]:
-            bit[j], indeterminate_count = 1 << indeterminate_count, indeterminate_count + 1
+            bit[j], indeterminate_count = indeterminate_count, indeterminate_count + 1
         else:
-            bit[j], determinate_count = 1 << determinate_count, determinate_count + 1
+            bit[j], determinate_count = determinate_count, determinate_count + 1
     return kind, arg, new, written, indeterminate, signature, bit, abstract(initial)
 
 
@@ -217,9 +219,9 @@ def _backtrack(stack: list[tuple[int, Any, Any, int]], nxt: list[int], prv: list
     while stack:
         entry, state, concrete, phase = stack.pop()
         if indeterminate[entry >> 1]:
-            placed_indeterminate ^= bit[entry >> 1]
+            placed_indeterminate ^= 1 << bit[entry >> 1]
         else:
-            placed ^= bit[entry >> 1]
+            placed ^= 1 << bit[entry >> 1]
         _unlift(nxt, prv, entry)
         if phase != _FORCED:
             wanted = _wanted(nxt, head, kind, arg, state)
