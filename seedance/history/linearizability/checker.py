@@ -107,6 +107,7 @@ def check_keys(keys: Iterable[tuple[str | None, Iterable[tuple[int, Event]]]], m
         for key, numbered in keys:
             numbered = list(numbered)
             ops, total = pair_operations((event for _, event in numbered), (line for line, _ in numbered))
+            del numbered  # the key's events are paired: not held while its operations are searched
             counted[0] += total
             if ops:
                 yield key, ops
