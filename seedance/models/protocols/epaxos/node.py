@@ -320,11 +320,22 @@ class EPaxosNode(Recovery, Execution, Dispatching):
             return
         if coord.ballot == 0 and len(replies) < self.fast_quorum - 1 and not waited:
             return  # the fast path may still come (N >= 7)
-        seq, deps = coord.seq, list(coord.deps)
+        # the union of the replies' attributes: a reply holding the coordination's own vector adds nothing, and equal
+        # vectors merge alike, so each distinct other vector is merged once, slot by slot (a slow path at N replicas
+        # had merged N/2 vectors of N slots with a call of max per slot: O(N^2) Python steps per instance)
+        seq, deps = coord.seq, coord.deps
+        changed = set()
         for r in replies.values():
-            seq = max(seq, r.seq)
-            deps = [max(a, b) for a, b in zip(deps, r.deps)]
-        self._start_accept(iid, coord.ballot, coord.command, seq, tuple(deps), out, now)
+            if r.seq > seq:
+                seq = r.seq
+            if r.changed or r.deps != deps:
+                changed.add(r.deps)
+        if changed:
+            merged = list(deps)
+            for theirs in changed:
+                merged = [b if b > a else a for a, b in zip(merged, theirs)]
+            deps = tuple(merged)
+        self._start_accept(iid, coord.ballot, coord.command, seq, deps, out, now)
 
     # ================================================================================================ phase 2
     def _coordinate(self, iid: Iid, phase: str, ballot: int, command: Value, seq: int, deps: tuple[int, ...],
