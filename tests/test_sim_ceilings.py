@@ -107,3 +107,22 @@ def test_causal_above_the_old_limit_converges(tmp_path):
     assert summary["nodes"] == 64 and summary["ops_ok"] > 0
     assert summary["converged"] is True and summary["causal_violations"] == 0
     assert summary["replica_events"] >= 64 * summary["ops_ok"] // 2  # each write reached every replica
+
+
+def test_memory_estimate_of_spilled_recording_and_compacted_logs_stops_growing():
+    """History and trace spill to disk and Raft's log is compacted, so without the check a long Raft run's estimate
+    is flat in its duration; the check holds the busiest key's operations, so with it the estimate still grows
+    (and the refusal says --no-check would shrink it)."""
+    def total(hours, **kw):
+        config = SimConfig(protocol="raft", nodes=5, duration_s=hours * 3600.0, **kw)
+        return ceilings.estimate_memory(config)["total"]
+
+    assert total(1) == total(72) < 1 << 30
+    assert total(72, check=True) > 100 * total(1, check=False)
+    with pytest.raises(SpecError, match="--no-check"):
+        ceilings.check_memory(SimConfig(protocol="raft", nodes=5, duration_s=72 * 3600.0, check=True),
+                              available=8 << 30)
+    hot = ceilings._hot_share
+    assert hot(WorkloadConfig(keys=8)) == 1 / 8
+    assert hot(WorkloadConfig(keys=8, key_distribution="conflict", conflict_rate=0.9)) == 0.9
+    assert 1 / 8 < hot(WorkloadConfig(keys=8, key_distribution="zipf")) < 1

@@ -15,27 +15,39 @@ Ceilings (each error message states the ceiling and its reason, exit 2 at the CL
 Memory estimate (:func:`estimate_memory`): a run is refused before it starts when the estimate exceeds the
 memory this machine has available (``MemAvailable`` of ``/proc/meminfo``; the environment variable
 ``SEEDANCE_MEM_AVAILABLE`` — bytes, or a size such as ``2GiB`` — overrides it, for tests and for batch jobs
-whose limit is not the machine's). The estimate is a linear model of what a run keeps until its end:
+whose limit is not the machine's). The estimate is a linear model of what a run holds at its peak:
 
-    bytes = base + nodes × per_node + ops × per_op + writes × nodes × per_entry
-            + messages × per_message (trace on) + devices² × per_route (a preset topology)
+    bytes = base + nodes × per_node + min(ops, window) × per_op + hot-key ops × per_checked_op (--check)
+            + held entries × nodes × per_entry + min(messages, trace window) × per_message (trace on)
+            + devices² × per_route (a preset topology)
 
 ``ops`` and ``writes`` are the counts the workload offers over the run (closed loop: each client completes at most
 one operation per ``think_s + 0.5 ms × max(1, N / 32)`` (Multi-Paxos: ``1 ms × max(1, N / 16)``), an upper bound —
 Raft at 8 nodes completes one per 0.8 ms, at 128 nodes one per 1.8 ms; open loop: ``rate``; frame: ``clients × frame
-rate × (writes + 1)``); every replica keeps every write in its log and on its simulated disk (``per_entry``).
-``messages`` come from the protocol's messages per operation (causal: a delta and an ack per peer per write; the
-consensus protocols: ``k × N`` per operation, k the most measured per protocol). Calibration: the coefficients were
-solved from the peak RSS (``ru_maxrss``) of five runs in fresh processes — Raft at 8, 32 and 128 nodes (64 clients,
-0.5 simulated s, trace on: 157, 239 and 308 MB) and the causal protocol at 128 and 256 replicas (64×64 grid, 16
-frame clients, 0.2 s: 154 and 225 MB), against an 81 MB process that has imported everything and run nothing —
-giving about 1,000 B per operation, 100 B per replicated entry, 330 B per traced message and 330 kB per causal
-replica (its grid twice: the state and its delta-group 0); the constants
-below are those rounded up. ``benchmarks/sim_scale.py`` prints the estimate beside the measured peak RSS of every
-point it runs, to keep the calibration honest; its first full run found two terms missing, added since: EPaxos's
-and Multi-Paxos's messages per operation (4.9 N and 2.3 N, not Raft's 0.25 N: 767 MB measured at 128 EPaxos nodes
+rate × (writes + 1)``). ``messages`` come from the protocol's messages per operation (causal: a delta and an ack per
+peer per write; the consensus protocols: ``k × N`` per operation, k the most measured per protocol).
+
+What a run records no longer stays in memory: the clients' history and the replicas' events spill to disk in
+chunks of 100,000 rows, the trace every 100,000 records, and ``trace.json`` holds at most its first 1,000,000
+events; so the history term counts at most 100,000 operations and the trace term at most 1,000,000 messages. What
+still grows with the run: the linearizability check holds one key's operations at a time (the busiest key's share
+of ``ops``: uniform ``1 / keys``, zipf the first key's share, conflict ``conflict_rate``), and the protocols' own
+state — every replica keeps every write (``per_entry``), except Raft, whose log a snapshot compacts every
+``snapshot_entries`` applied entries (so it holds at most twice that many), and EPaxos keeps a dependency vector of
+N slots per instance in memory and on its simulated disk (16 N bytes per replica per operation).
+
+Calibration: the coefficients were solved from the peak RSS (``ru_maxrss``) of five runs in fresh processes — Raft
+at 8, 32 and 128 nodes (64 clients, 0.5 simulated s, trace on: 157, 239 and 308 MB) and the causal protocol at 128
+and 256 replicas (64×64 grid, 16 frame clients, 0.2 s: 154 and 225 MB), against an 81 MB process that has imported
+everything and run nothing — giving about 1,000 B per operation, 100 B per replicated entry, 330 B per traced
+message and 330 kB per causal replica (its grid twice: the state and its delta-group 0); the constants below are
+those rounded up. ``benchmarks/sim_scale.py`` prints the estimate beside the measured peak RSS of every point it
+runs, to keep the calibration honest; its first full run found two terms missing, added since: EPaxos's and
+Multi-Paxos's messages per operation (4.9 N and 2.3 N, not Raft's 0.25 N: 767 MB measured at 128 EPaxos nodes
 against 162 MB estimated) and the causal replicas' per-peer state (N² in all: 1,017 MB measured at 1,024 replicas
-against 963 MB).
+against 963 MB). The bounded windows and the per-key check term came with the spilling (2026-12-06): Raft at 5
+nodes, 16 clients, check on, 5 and 20 simulated s measured 204 and 260 MB; a key's check holds about 600 B per
+operation (``per_checked_op`` is twice that).
 """
 
 from __future__ import annotations
@@ -47,8 +59,8 @@ from typing import Any
 from seedance.errors import SpecError
 
 MAX_DURATION_S = 72 * 3600.0
-WHY_DURATION = ("72 simulated hours is the seed's longest stress run; history and trace grow with simulated "
-                "time, so a long run must also pass the memory estimate")
+WHY_DURATION = ("72 simulated hours is the seed's longest stress run; the protocols' state and the "
+                "linearizability check grow with simulated time, so a long run must also pass the memory estimate")
 
 
 @dataclass(frozen=True)
@@ -113,6 +125,10 @@ MESSAGES_PER_OP_PER_NODE = {"raft": 0.25, "multipaxos": 2.5, "epaxos": 5.0}
 # measured per client at 32 clients: Raft 0.8 ms (8 nodes) .. 1.8 ms (128), Multi-Paxos 1.45 .. 15 ms
 LEADER_BOUND = {"raft": (CLOSED_LOOP_FLOOR_S, 32), "commit": (CLOSED_LOOP_FLOOR_S, 32), "multipaxos": (1e-3, 16)}
 CAUSAL_PER_PEER_BYTES = 300  # a replica's per-peer state (acks, sent, progress, queues, heap entry): N² in all
+HISTORY_WINDOW_OPS = 100_000  # operations whose rows are held before a chunk spills (100,000 rows, with margin)
+TRACE_WINDOW_MESSAGES = 1_000_000  # messages whose records trace.json may hold (its default event cap)
+PER_CHECKED_OP_BYTES = 1_200  # one key's operations while the linearizability check searches them (about 600)
+EPAXOS_SLOT_BYTES = 16  # a dependency vector's slot: 8 B in memory, 8 B on the simulated disk
 
 
 def _ops_per_s(config: Any) -> tuple[float, float]:
@@ -131,6 +147,18 @@ def _ops_per_s(config: Any) -> tuple[float, float]:
     return ops, ops * (w.mix[1] + w.mix[2])
 
 
+def _hot_share(workload: Any) -> float:
+    """The busiest key's share of the operations (the linearizability check holds one key's at a time)."""
+    keys = max(1, int(getattr(workload, "keys", 1)))
+    distribution = getattr(workload, "key_distribution", "uniform")
+    if distribution == "zipf":
+        s = float(getattr(workload, "zipf_s", 1.0))
+        return 1.0 / sum(k ** -s for k in range(1, keys + 1))
+    if distribution == "conflict":
+        return max(float(getattr(workload, "conflict_rate", 0.0)), 1.0 / keys)
+    return 1.0 / keys
+
+
 def estimate_memory(config: Any) -> dict[str, float]:
     """Expected peak memory of ``config``'s run, with its parts (bytes) and the counts they come from."""
     protocol = config.protocol_name
@@ -146,15 +174,21 @@ def estimate_memory(config: Any) -> dict[str, float]:
     else:
         per_node = PER_NODE_BYTES
         messages = ops * MESSAGES_PER_OP_PER_NODE.get(protocol, 5.0) * nodes
-        entries = writes_s * config.duration_s * nodes
+        writes = writes_s * config.duration_s
+        if protocol == "raft":  # a snapshot compacts the log every snapshot_entries applied entries
+            every = int(config.protocol_config.get("snapshot_entries", 65536))
+            writes = min(writes, 2 * every) if every > 0 else writes
+        entries = writes * nodes
     devices = nodes if config.topology is not None else 0  # the default fabric's routes are computed on lookup
+    checked = ops * _hot_share(config.workload) if getattr(config, "check", False) and protocol != "causal" else 0.0
     parts = {
         "base": float(BASE_BYTES),
         "nodes": float(nodes * per_node),
         "topology": float(devices * devices * PER_ROUTE_BYTES),
-        "history": ops * PER_OP_BYTES,
-        "logs": entries * PER_ENTRY_BYTES,
-        "trace": messages * (PER_MESSAGE_BYTES if config.trace else 0),
+        "history": min(ops, HISTORY_WINDOW_OPS) * PER_OP_BYTES + checked * PER_CHECKED_OP_BYTES,
+        "logs": entries * PER_ENTRY_BYTES
+        + (ops * nodes * nodes * EPAXOS_SLOT_BYTES if protocol == "epaxos" else 0.0),
+        "trace": min(messages, TRACE_WINDOW_MESSAGES) * (PER_MESSAGE_BYTES if config.trace else 0),
     }
     return {**parts, "total": sum(parts.values()), "ops": ops, "messages": messages}
 
@@ -188,7 +222,8 @@ def check_memory(config: Any, available: int | None = None) -> dict[str, float]:
     if limit is not None and estimate["total"] > limit:
         part = max(("nodes", "topology", "history", "logs", "trace"), key=lambda k: estimate[k])
         advice = {"trace": "--no-trace, a shorter --duration or fewer clients",
-                  "history": "a shorter --duration or fewer clients",
+                  "history": "--no-check (its busiest key's operations are held together), more --keys, a shorter "
+                             "--duration or fewer clients",
                   "logs": "a shorter --duration, fewer clients or fewer nodes",
                   "nodes": "fewer nodes (or a smaller grid)", "topology": "fewer nodes"}[part]
         raise SpecError("memory", f"the run needs an estimated {_gib(estimate['total'])} (most of it {part}: "
