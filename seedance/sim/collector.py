@@ -7,6 +7,13 @@ logs), so collections keep rescanning a growing heap for cycles that are rare (S
 when they end). Measured: Raft at 128 nodes, 32 clients, 0.3 simulated s: 6.15 CPU s with the default thresholds,
 4.26 s with a young generation of 50,000 allocations, 3.89 s with the collector off — the same trace_sha256 in
 all three (collection never changes what a run computes).
+
+A process that runs many simulations (a campaign, a sweep worker, a notebook) gets the previous runs' garbage back
+with :func:`reclaim` at the start of each: a run's objects hang off a few reference cycles (the runtime and its
+hosts, the engines and their drivers, the event queue and its callbacks), so they are freed only by a collection
+of the oldest generation, which CPython starts rarely once the heap is large. Without it a loop of 200 EPaxos
+campaign runs grew to 2.3 GB (about 11 MB per run); with it the heap stays at its size after the first run. The
+first simulation of a process (the command line's) pays nothing.
 """
 
 from __future__ import annotations
@@ -16,6 +23,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 BULK_THRESHOLDS = (50_000, 50, 100)
+_ran = [False]  # a simulation has started in this process (see reclaim)
+
+
+def reclaim() -> None:
+    """At the start of a simulation: collect every generation if one ran before in this process (module docstring).
+    Collection never changes what a run computes."""
+    if _ran[0]:
+        gc.collect()
+    _ran[0] = True
 
 
 @contextmanager

@@ -42,7 +42,7 @@ from seedance.models.protocols import registry
 from seedance.models.protocols.contract import ProtocolSpec
 from seedance.sim.background import Background
 from seedance.sim.collectives import Collectives
-from seedance.sim.collector import bulk
+from seedance.sim.collector import bulk, reclaim
 from seedance.sim.config import SimConfig, extra_settings
 from seedance.sim.kernel import call_at, run_until
 from seedance.sim.liveness import Recovery, assess_run, liveness_summary
@@ -200,6 +200,7 @@ def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invaria
     cut a link...), run at their virtual time in the order given (the nodes boot at 0; the load starts at
     ``workload.start_s``).
     """
+    reclaim()  # an earlier run's garbage in this process, before this one's start is frozen (collector.py)
     wall_start = time.perf_counter()
     spec = _spec(config.protocol)
     topology = resolve_topology(config.topology, config.nodes, hosts=config.topology_hosts,
