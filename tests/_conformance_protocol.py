@@ -5,7 +5,7 @@ of durability notices), to ``config["record_dir"]/node-<id>.jsonl`` (a real run)
 list, in the simulator). The script makes each node's input sequence a function of the contract alone — no timing
 races — so the two runtimes must record identical sequences:
 
-1. three durable writes (Persist, PersistRecords, PersistLog) in one list, each with a notice;
+1. four durable writes (Persist, PersistRecords, PersistLog, CompactLog) in one list, each with a notice;
 2. timers: two armed, one cancelled, one replaced; then two more at different delays;
 3. device buffers and work: create, axpy, digest (sha256 of the bytes), norm;
 4. collectives of every op, dtype and shape the rules cover (reducescatter with an uneven split of a 2-D payload,
@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from seedance.models.protocols.contract import (
-    CancelTimer, Checkpoint, CollectiveDone, CreateBuffer, FreeBuffer, Observe, Persist, PersistLog, PersistRecords,
-    ProtocolSpec, Restore, Send, SetTimer, StartCollective, StartWork, WorkDone,
+    CancelTimer, Checkpoint, CollectiveDone, CompactLog, CreateBuffer, FreeBuffer, Observe, Persist, PersistLog,
+    PersistRecords, ProtocolSpec, Restore, Send, SetTimer, StartCollective, StartWork, WorkDone,
 )
 
 
@@ -105,10 +105,11 @@ class ScriptNode:
     # ------------------------------------------------------------------------------------------------ script
     def on_start(self, now: float) -> list:
         self._record("start", self.draw)
-        self.awaiting = {"p-value", "p-records", "p-log"}
+        self.awaiting = {"p-value", "p-records", "p-log", "p-compact"}
         return [Persist(key="a", value=[self.node_id, "x"], notify="p-value"),
                 PersistRecords(table="inst", put={"1": {"ballot": 3}, "2": None}, delete=("9",), notify="p-records"),
-                PersistLog(key="log", start=0, entries=({"i": 1}, {"i": 2}), notify="p-log")]
+                PersistLog(key="log", start=0, entries=({"i": 1}, {"i": 2}), notify="p-log"),
+                CompactLog(key="log", first=1, notify="p-compact")]
 
     def on_recover(self, durable: Any, now: float) -> list:
         self._record("recover")
@@ -120,7 +121,7 @@ class ScriptNode:
         if token == "ck":
             return [FreeBuffer(handle="w"), Restore(name="ck"),
                     StartWork(work_id="digest-restored", op="digest", buffers=("w",))]
-        if not self.awaiting and token == "p-log":  # step 2: timers
+        if not self.awaiting and token == "p-compact":  # step 2: timers
             return [SetTimer(name="t1", delay_s=0.05), SetTimer(name="t2", delay_s=0.02), CancelTimer(name="t1"),
                     SetTimer(name="t2", delay_s=0.01)]
         return []

@@ -76,8 +76,9 @@ def test_the_script_runs_to_its_end_in_the_simulator():
     for node in range(NODES):
         kinds = [row[0] for row in record[node]]
         assert kinds[0] == "start" and kinds[-1] == "finished", kinds
-        # the three notices of one group commit, in the order of the writes
-        assert [row[1] for row in record[node] if row[0] == "persisted"][:3] == ["p-value", "p-records", "p-log"]
+        # the four notices of one group commit, in the order of the writes
+        assert [row[1] for row in record[node] if row[0] == "persisted"][:4] == ["p-value", "p-records", "p-log",
+                                                                                  "p-compact"]
         assert [row[1] for row in record[node] if row[0] == "timer"] == ["t2", "t3", "t4"]
 
 
