@@ -126,3 +126,24 @@ def test_memory_estimate_of_spilled_recording_and_compacted_logs_stops_growing()
     assert hot(WorkloadConfig(keys=8)) == 1 / 8
     assert hot(WorkloadConfig(keys=8, key_distribution="conflict", conflict_rate=0.9)) == 0.9
     assert 1 / 8 < hot(WorkloadConfig(keys=8, key_distribution="zipf")) < 1
+
+
+def test_a_run_that_would_not_fit_on_the_disk_is_refused_before_it_starts(tmp_path, monkeypatch):
+    out = tmp_path / "o"
+    monkeypatch.setenv("SEEDANCE_DISK_AVAILABLE", "64MiB")
+    code, stdout, err = run_cli(["sim", "run", "--protocol", "raft", "--nodes", "5", "--duration", "30",
+                                 "--out", str(out)])
+    assert code == 2 and stdout == "" and len(err.strip().splitlines()) == 1
+    assert "disk: the run would write an estimated" in err and "0.06 GiB is free" in err and "--no-trace" in err
+    assert not out.exists()  # refused before any work
+    config = SimConfig(protocol="raft", nodes=5, duration_s=30.0)
+    assert ceilings.estimate_disk(config)["total"] > ceilings.estimate_disk(SimConfig(
+        protocol="raft", nodes=5, duration_s=3.0))["total"] > ceilings.estimate_disk(SimConfig(
+            protocol="raft", nodes=5, duration_s=3.0, trace=False))["total"]
+    assert ceilings.check_disk(config, str(out), available=1 << 50)["total"] > 64 << 20
+
+
+def test_bad_available_disk_variable(tmp_path, monkeypatch):
+    monkeypatch.setenv("SEEDANCE_DISK_AVAILABLE", "plenty")
+    code, _, err = run_cli(["sim", "run", "--duration", "0.01", "--out", str(tmp_path / "o")])
+    assert code == 2 and "SEEDANCE_DISK_AVAILABLE" in err and len(err.strip().splitlines()) == 1

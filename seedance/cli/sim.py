@@ -144,6 +144,7 @@ def run_command(protocol: str, nodes: int, topology: str | None, hosts: int | No
     check_protocol_config(protocol, dict(config.protocol_config), nodes)  # --set: unknown or bad options
     check_topology_spec("--topology", topology, hosts, nodes_field="--hosts")
     ceilings.check_memory(config)  # refused before it starts when the estimate exceeds MemAvailable
+    ceilings.check_disk(config, str(out_dir))  # ... or when what it would write exceeds the free disk
     V.check_writable_dir("--out", out_dir)  # before any work: nothing half-written after an exit 2
     steps = Progress(show_progress, "sim run")
     result = _simulate_with_progress(config, steps)

@@ -210,6 +210,65 @@ def available_memory() -> int | None:
     return None
 
 
+# disk: what a run writes (its outputs and, meanwhile, the temporary files its records spill to), per item, from the
+# files of `sim run --protocol raft --nodes 5 --clients 16 --duration 20` (trace.msgpack 172 MB for 876,138 delivered
+# messages, 196 B each; history.jsonl 141 MB for 727,268 operations, 194 B each) and of causal at 1,024 replicas x 1 s
+# (223 MB for 2,060,825 messages; 93 MB of history, most of it the replicas' apply events); rounded up
+DISK_PER_MESSAGE_BYTES = 250  # trace records of one delivered message (trace.msgpack)
+DISK_PER_OP_BYTES = 250  # an operation's history lines (history.jsonl), and its replica events per write and node
+DISK_PER_APPLY_BYTES = 100  # a replica event (apply) in history.jsonl (causal 1,024 x 1 s: about 90 B)
+CHROME_MAX_BYTES = 200 << 20  # trace.json, capped at --trace-events (1,000,000 events: about 137 MB)
+
+
+def estimate_disk(config: Any) -> dict[str, float]:
+    """Bytes a run writes: its output files, and the temporary files its records spill to while it runs (about as
+    large again, until the outputs are written)."""
+    memory = estimate_memory(config)
+    ops, messages = memory["ops"], memory["messages"]
+    _, writes_s = _ops_per_s(config)
+    applies = writes_s * config.duration_s * config.nodes if config.protocol_name == "causal" else 0.0
+    history = ops * DISK_PER_OP_BYTES + applies * DISK_PER_APPLY_BYTES
+    trace = messages * DISK_PER_MESSAGE_BYTES + CHROME_MAX_BYTES if config.trace else 0.0
+    return {"history": history, "trace": trace, "total": 2.0 * (history + trace)}
+
+
+def available_disk(path: str) -> int | None:
+    """Bytes free where the run writes: ``SEEDANCE_DISK_AVAILABLE`` if set, else the free space of the file system
+    of ``path`` (its nearest existing parent) or of the temporary directory, whichever is less."""
+    import shutil
+    import tempfile
+
+    text = os.environ.get("SEEDANCE_DISK_AVAILABLE")
+    if text:
+        from seedance.models.units import parse_size
+
+        return int(parse_size(text, field="SEEDANCE_DISK_AVAILABLE"))
+    free = []
+    for where in (path, tempfile.gettempdir()):
+        where = os.path.abspath(where)
+        while not os.path.exists(where) and os.path.dirname(where) != where:
+            where = os.path.dirname(where)
+        try:
+            free.append(shutil.disk_usage(where).free)
+        except OSError:
+            continue
+    return min(free) if free else None
+
+
+def check_disk(config: Any, path: str, available: int | None = None) -> dict[str, float]:
+    """The disk estimate of ``config``; SpecError (field ``disk``) when it exceeds the free space (default:
+    :func:`available_disk` of ``path``), naming the estimate and what would shrink it."""
+    estimate = estimate_disk(config)
+    limit = available if available is not None else available_disk(path)
+    if limit is not None and estimate["total"] > limit:
+        part = "trace" if estimate["trace"] >= estimate["history"] else "history"
+        advice = "--no-trace, " if part == "trace" else ""
+        raise SpecError("disk", f"the run would write an estimated {_gib(estimate['total'])} (most of it its "
+                        f"{part}: {_gib(estimate[part])}, and as much again in temporary files while it runs) but "
+                        f"{_gib(limit)} is free", f"{advice}a shorter --duration or fewer clients")
+    return estimate
+
+
 def _gib(x: float) -> str:
     return f"{x / (1 << 30):.2f} GiB"
 
