@@ -302,8 +302,15 @@ class PixelGrid:
     def join(self, delta: GridDelta) -> np.ndarray:
         """``self := self ⊔ delta``; returns the flat indices of the pixels whose entry changed (the writes this
         replica now shows)."""
-        joined = clocks.join(self._clock, delta.clock)
-        self._own_clock(joined if joined is not self._clock and joined is not delta.clock else joined.copy())
+        mine, theirs = self._clock, delta.clock
+        if type(theirs) is np.ndarray and theirs.shape == mine.shape and theirs.dtype == mine.dtype:
+            joined = np.maximum(mine, theirs)  # the common case (clocks.join's, without its checks): a new array
+        else:
+            joined = clocks.join(mine, theirs)
+            if joined is mine or joined is theirs:
+                joined = joined.copy()
+        joined.flags.writeable = False
+        self._clock = joined
         if len(delta) == 0:
             return np.zeros(0, np.int64)
         if len(delta) == 1:  # one write (the common delta): compared as a tuple, the same order as _wins
