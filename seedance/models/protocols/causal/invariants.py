@@ -162,7 +162,8 @@ class Monitor(NodeMonitor):
         noted = None
         if self._obj[row] is node and self._grid[row] is grid and grid.watched_by(self._token):
             noted = grid.drain(self._token)  # the common case: a grid watched since this incarnation was first seen
-            if len(noted) <= self.small and all(type(p) is int for p in noted):
+            if (len(noted) == 1 and type(noted[0]) is int) or len(noted) <= self.small and all(
+                    type(p) is int for p in noted):  # one pixel (the common case) is decided at once
                 return found + self._watched(row, grid, noted) if found else self._watched(row, grid, noted)
         arrays = [grid.f[name] for name in _ORDER]
         first = self._obj[row] is not node
@@ -232,11 +233,13 @@ class Monitor(NodeMonitor):
         before: list[tuple[int, tuple[float, ...]]] = []
         now: list[tuple[int, tuple[float, ...]]] = []
         if noted:
-            g, arrays = self._g, self._arrays[row]
+            g = self._g
+            version, t, node, seq, value = self._arrays[row]  # in _ORDER
             for p in sorted(set(noted)) if len(noted) > 1 else noted:
                 at = g[p, row]
                 old = tuple(at.tolist())
-                entry = tuple([float(a.item(p)) for a in arrays])
+                entry = (float(version.item(p)), float(t.item(p)), float(node.item(p)), float(seq.item(p)),
+                         float(value.item(p)))
                 if entry != old:
                     changed.append(p)
                     at[:] = entry
@@ -351,7 +354,8 @@ class Monitor(NodeMonitor):
             if not noted:
                 return _NONE
             g = self._g[:, row, :]
-            if len(noted) <= self.small and all(type(p) is int for p in noted):
+            if (len(noted) == 1 and type(noted[0]) is int) or len(noted) <= self.small and all(
+                    type(p) is int for p in noted):  # one pixel (the common case) is decided at once
                 return np.array(sorted(p for p in set(noted) if tuple(g[p].tolist()) != tuple(
                     [float(a.item(p)) for a in arrays])), np.int64)
             pixels = np.unique(np.concatenate([np.atleast_1d(p) for p in noted]).astype(np.int64))
@@ -376,10 +380,9 @@ class Monitor(NodeMonitor):
         if moved is None:
             moved = (clock != old).nonzero()[0]
         for writer in moved.tolist():
-            if clock[writer] <= old[writer]:
-                continue
-            for seq in range(int(old[writer]) + 1, int(clock[writer]) + 1):
-                pixels.extend(self._dots.get((writer, seq), ()))
+            if (now := clock.item(writer)) > (was := old.item(writer)):  # Python numbers: no numpy scalars
+                for seq in range(int(was) + 1, int(now) + 1):
+                    pixels.extend(self._dots.get((writer, seq), ()))
         return pixels
 
     def _held_by(self, row: int, now: list[tuple[int, tuple[float, ...]]], known: list[bool] | None) -> list[str]:
