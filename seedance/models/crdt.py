@@ -54,6 +54,8 @@ _FIELDS = ("value", "version", "t", "node", "seq")
 
 _WIRE = tuple(np.dtype(d) for d in (np.int64, np.int64, np.int64, np.float64, np.int32, np.int64, np.int64))  # to_wire
 _ARRAYS = (np.ndarray,) * 7
+_WIRE_FIELDS = ("idx", "value", "version", "t", "node", "seq", "clock")
+_new = object.__new__
 
 
 def _empty_fields(n: int) -> dict[str, np.ndarray]:
@@ -116,7 +118,11 @@ class GridDelta:
     @classmethod
     def from_wire(cls, data: tuple | list) -> GridDelta:
         if len(data) == 7 and tuple(map(type, data)) == _ARRAYS and tuple([a.dtype for a in data]) == _WIRE:
-            return cls(*data)  # already the arrays of a delta (the simulator passes them as sent): no conversion
+            # already the arrays of a delta (the simulator passes them as sent): no conversion, and no frozen
+            # dataclass __init__ (an object.__setattr__ per field): the same fields, set directly
+            delta = _new(cls)
+            delta.__dict__.update(zip(_WIRE_FIELDS, data))
+            return delta
         idx, value, version, t, node, seq, clock = (np.asarray(a) for a in data)
         # no copy when the arrays already have their types (a delta's arrays are never written in place)
         return cls(idx=idx.astype(np.int64, copy=False), value=value.astype(np.int64, copy=False),
