@@ -129,3 +129,21 @@ def test_chrome_aside_falls_back_to_writing_here_when_the_child_fails(tmp_path, 
     monkeypatch.setattr(chrome_aside, "_child", lambda *args: os._exit(3))
     assert chrome_aside.write_chrome_aside(trace, tmp_path / "b.json", limit=None)()["events"] > 0
     assert (tmp_path / "b.json").read_bytes() == expected
+
+
+def test_monitor_remembers_each_clock_entry_by_entry_as_the_whole_clock_would_be():
+    from seedance.models.protocols.causal.invariants import Monitor, check
+
+    rng = np.random.default_rng(11)
+    nodes = [CausalNode(i, 12, rng, CausalConfig(width=3, height=3)) for i in range(12)]  # > small entries move
+    monitor = Monitor()
+    for step in range(400):
+        node = nodes[int(rng.integers(0, 12))]
+        if rng.random() < 0.4:
+            x, y = int(rng.integers(0, 3)), int(rng.integers(0, 3))
+            node.grid.write(x, y, step, node=node.node_id, t=step * 1e-3)
+        else:  # a delivery of another replica's state
+            node.grid.join(nodes[int(rng.integers(0, 12))].grid.full_delta())
+        assert monitor.observe_node(node) == []
+        assert np.array_equal(monitor._clock[node.node_id], node.grid.clock)
+    assert check(nodes) == []

@@ -117,8 +117,7 @@ def _not_unwritten(arrays: list[np.ndarray]) -> np.ndarray:
 
 def _drop(held: dict[bytes, int], key: bytes) -> None:
     """One holder of ``key`` fewer."""
-    count = held[key] - 1
-    if count:
+    if count := held[key] - 1:
         held[key] = count
     else:
         del held[key]
@@ -181,8 +180,6 @@ class Monitor(NodeMonitor):
             moved = self._moved(row, clock)
             covered = self._newly_covered(row, clock, moved)
             if not len(changed) and not covered:
-                if moved is None or len(moved):
-                    self._clock[row] = clock
                 if self._grid[row] is not grid:
                     self._follow(row, grid, arrays)
                 return found
@@ -194,11 +191,15 @@ class Monitor(NodeMonitor):
     def _moved(self, row: int, clock: np.ndarray) -> np.ndarray | None:
         """The entries where ``clock`` differs from ``row``'s clock as last observed (None: a clock of another
         size), and ``clock`` remembered as the object last seen. The same read-only clock object that owns its data
-        is :data:`_NONE` at once: a PixelGrid replaces its clock when it changes."""
-        if clock is self._seen[row] and not clock.flags.writeable and clock.base is None:
+        is :data:`_NONE` at once: a PixelGrid replaces its clock when it changes. Such an object last seen still holds
+        the values of ``_clock[row]`` and is compared instead (cached: the replica's clock before this input)."""
+        seen, old = self._seen[row], self._clock[row]
+        if clock is seen and not clock.flags.writeable and clock.base is None:
             moved = _NONE
-        elif clock.shape == self._clock[row].shape:
-            moved = (clock != self._clock[row]).nonzero()[0]
+        elif clock.shape == old.shape:
+            if seen is not None and not seen.flags.writeable and seen.base is None and seen.shape == old.shape:
+                old = seen if seen.dtype == old.dtype else old
+            moved = (clock != old).nonzero()[0]
         else:
             moved = None
         self._seen[row] = clock
@@ -233,13 +234,11 @@ class Monitor(NodeMonitor):
         before: list[tuple[int, tuple[float, ...]]] = []
         now: list[tuple[int, tuple[float, ...]]] = []
         if noted:
-            g = self._g
-            version, t, node, seq, value = self._arrays[row]  # in _ORDER
+            g, arrays = self._g, self._arrays[row]
             for p in sorted(set(noted)) if len(noted) > 1 else noted:
                 at = g[p, row]
                 old = tuple(at.tolist())
-                entry = (float(version.item(p)), float(t.item(p)), float(node.item(p)), float(seq.item(p)),
-                         float(value.item(p)))
+                entry = tuple([float(a.item(p)) for a in arrays])
                 if entry != old:
                     changed.append(p)
                     at[:] = entry
@@ -248,8 +247,6 @@ class Monitor(NodeMonitor):
                     if entry[_VERSION] > 0:
                         now.append((p, entry))
         covered = self._newly_covered(row, clock, moved)
-        if moved is None or len(moved):
-            self._clock[row] = clock
         if not changed and not covered:
             return []
         return self._judge(row, changed, covered, before, now)
@@ -374,15 +371,19 @@ class Monitor(NodeMonitor):
 
     def _newly_covered(self, row: int, clock: np.ndarray, moved: np.ndarray | None = None) -> list[int]:
         """The pixels carrying a write that ``clock`` covers and the replica's previous clock did not (``moved``:
-        the entries where the two clocks differ, when known)."""
+        the entries where the two clocks differ, when known); ``clock`` is ``row``'s clock as observed from now on."""
         old = self._clock[row]
         pixels: list[int] = []
         if moved is None:
             moved = (clock != old).nonzero()[0]
-        for writer in moved.tolist():
+        for writer in (moved := moved.tolist()):
             if (now := clock.item(writer)) > (was := old.item(writer)):  # Python numbers: no numpy scalars
                 for seq in range(int(was) + 1, int(now) + 1):
                     pixels.extend(self._dots.get((writer, seq), ()))
+        for writer in moved if len(moved) <= self.small else ():  # the entries that moved, not the whole row
+            old[writer] = clock.item(writer)
+        if len(moved) > self.small:
+            old[:] = clock
         return pixels
 
     def _held_by(self, row: int, now: list[tuple[int, tuple[float, ...]]], known: list[bool] | None) -> list[str]:
