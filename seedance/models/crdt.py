@@ -54,6 +54,8 @@ _FIELDS = ("value", "version", "t", "node", "seq")
 
 _WIRE = tuple(np.dtype(d) for d in (np.int64, np.int64, np.int64, np.float64, np.int32, np.int64, np.int64))  # to_wire
 _ARRAYS = (np.ndarray,) * 7
+_WIRE_FIELDS = ("idx", "value", "version", "t", "node", "seq", "clock")
+_new = object.__new__
 
 
 def _empty_fields(n: int) -> dict[str, np.ndarray]:
@@ -116,7 +118,11 @@ class GridDelta:
     @classmethod
     def from_wire(cls, data: tuple | list) -> GridDelta:
         if len(data) == 7 and tuple(map(type, data)) == _ARRAYS and tuple([a.dtype for a in data]) == _WIRE:
-            return cls(*data)  # already the arrays of a delta (the simulator passes them as sent): no conversion
+            # already the arrays of a delta (the simulator passes them as sent): no conversion, and no frozen
+            # dataclass __init__ (an object.__setattr__ per field): the same fields, set directly
+            delta = _new(cls)
+            delta.__dict__.update(zip(_WIRE_FIELDS, data))
+            return delta
         idx, value, version, t, node, seq, clock = (np.asarray(a) for a in data)
         # no copy when the arrays already have their types (a delta's arrays are never written in place)
         return cls(idx=idx.astype(np.int64, copy=False), value=value.astype(np.int64, copy=False),
@@ -302,8 +308,15 @@ class PixelGrid:
     def join(self, delta: GridDelta) -> np.ndarray:
         """``self := self ⊔ delta``; returns the flat indices of the pixels whose entry changed (the writes this
         replica now shows)."""
-        joined = clocks.join(self._clock, delta.clock)
-        self._own_clock(joined if joined is not self._clock and joined is not delta.clock else joined.copy())
+        mine, theirs = self._clock, delta.clock
+        if type(theirs) is np.ndarray and theirs.shape == mine.shape and theirs.dtype == mine.dtype:
+            joined = np.maximum(mine, theirs)  # the common case (clocks.join's, without its checks): a new array
+        else:
+            joined = clocks.join(mine, theirs)
+            if joined is mine or joined is theirs:
+                joined = joined.copy()
+        joined.flags.writeable = False
+        self._clock = joined
         if len(delta) == 0:
             return np.zeros(0, np.int64)
         if len(delta) == 1:  # one write (the common delta): compared as a tuple, the same order as _wins

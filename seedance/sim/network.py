@@ -153,6 +153,9 @@ class Network:
             self._inv_bandwidth.append(1.0 / (float(bandwidth_GBps) * 1e9))
             self._latency_s.append(float(latency_us) * 1e-6)
         self._routes: dict[tuple[int, int], tuple[int, ...]] = {}
+        # per node whose whole row was routed (_route_row): its routes by destination (None: same device), so a
+        # send looks its route up without building a key (a million (src, dst) keys at 1,024 nodes otherwise)
+        self._rows: list[list[tuple[int, ...] | None] | None] = [None] * num_nodes
         self._asked = [0] * num_nodes  # routes asked for from each node (past ROW_AFTER: its whole row at once)
         self.bytes_sent = 0
         # faults
@@ -167,15 +170,18 @@ class Network:
 
     # ------------------------------------------------------------------------------------------------ timing
     def _route(self, src: int, dst: int) -> tuple[int, ...]:
-        route = self._routes.get((src, dst))
+        cached = self._rows[src]
+        route = cached[dst] if cached is not None else None
+        if route is None:
+            route = self._routes.get((src, dst))
         row = getattr(self.topology.routes, "row", None)
         if route is None and row is not None and self.devices[src] != self.devices[dst]:
             self._asked[src] += 1
             if self._asked[src] > ROW_AFTER:  # every route from src at once (all-to-all protocols use them all)
                 self._route_row(src, row)
-            else:  # a few peers (ring heartbeats at 1,024 ranks): n routes per node would be n² in all
-                self._routes[(src, dst)] = row(self.devices[src], [self.devices[dst]], self._link_index)[0]
-            route = self._routes.get((src, dst))
+                return self._rows[src][dst]  # type: ignore[index,return-value]
+            # a few peers (ring heartbeats at 1,024 ranks): n routes per node would be n² in all
+            route = self._routes[(src, dst)] = row(self.devices[src], [self.devices[dst]], self._link_index)[0]
         if route is None:
             a, b = self.devices[src], self.devices[dst]
             try:
@@ -188,12 +194,16 @@ class Network:
         return route
 
     def _route_row(self, src: int, row: Any) -> None:
-        """Cache the routes from node ``src`` to every node on another device, from one walk of the routing tables."""
-        a = self.devices[src]
-        dsts = [d for d in range(self.num_nodes) if self.devices[d] != a and (src, d) not in self._routes]
-        routes = self._routes
-        for d, route in zip(dsts, row(a, [self.devices[d] for d in dsts], self._link_index)):
-            routes[(src, d)] = route
+        """Cache the routes from node ``src`` to every node on another device (:attr:`_rows`), from one walk of the
+        routing tables; those already routed one at a time are kept as they were."""
+        a, devices, routes = self.devices[src], self.devices, self._routes
+        dsts = [d for d in range(self.num_nodes) if devices[d] != a]
+        found = iter(row(a, [devices[d] for d in dsts if (src, d) not in routes], self._link_index))
+        cached: list[tuple[int, ...] | None] = [None] * self.num_nodes
+        for d in dsts:
+            known = routes.get((src, d))
+            cached[d] = known if known is not None else next(found)
+        self._rows[src] = cached
 
     def transit_devices(self, a: int, b: int, size_bytes: int, depart_s: float) -> float:
         """:meth:`transit` between topology devices ``a`` and ``b`` (background traffic: no node needed)."""
@@ -215,8 +225,9 @@ class Network:
         self.bytes_sent += size_bytes
         if src == dst:
             return depart_s + self.loopback_s
-        route = self._routes.get((src, dst)) or self._route(src, dst)
-        return self._book(route, size_bytes, depart_s)
+        cached = self._rows[src]
+        route = cached[dst] if cached is not None else None
+        return self._book(route or self._route(src, dst), size_bytes, depart_s)
 
     def _book(self, route: tuple[int, ...], size_bytes: int, depart_s: float) -> float:
         busy = self.busy_until

@@ -41,6 +41,7 @@ from seedance.history.summary import protocol_summary
 from seedance.models.protocols import registry
 from seedance.models.protocols.contract import ProtocolSpec
 from seedance.sim.background import Background
+from seedance.sim.chrome_aside import write_chrome_aside
 from seedance.sim.collectives import Collectives
 from seedance.sim.collector import bulk, reclaim
 from seedance.sim.config import SimConfig, extra_settings
@@ -472,14 +473,19 @@ def _write_outputs(result: SimResult, out: Path, metadata: dict[str, Any] | None
         history = merge_history(history, replicas)
     elif replicas:
         history = merge_by_time(history, replicas)
-    history_path = write_jsonl(history, out / "history.jsonl")
     shown = None
     if result.config.trace:  # --no-trace: no trace files (trace_sha256 is then the empty trace's)
-        result.trace.write_records(out / "trace.msgpack")
-        result.trace.write_chrome(out / "trace.json", limit=chrome_events,
-                                  rest=f"every record is in trace.msgpack (seedance trace export {out} --from S "
-                                       f"--to S --out FILE renders any window)")
-        shown = result.trace.last_chrome
+        # trace.json is rendered by a forked child meanwhile (seedance.sim.chrome_aside): the same file
+        chrome = write_chrome_aside(result.trace, out / "trace.json", limit=chrome_events,
+                                    rest=f"every record is in trace.msgpack (seedance trace export {out} --from S "
+                                         f"--to S --out FILE renders any window)")
+        try:
+            history_path = write_jsonl(history, out / "history.jsonl")
+            result.trace.write_records(out / "trace.msgpack")
+        finally:
+            shown = chrome()
+    else:
+        history_path = write_jsonl(history, out / "history.jsonl")
     summary = result.summary(history_path=str(history_path))
     if shown is not None:
         summary["trace_json"] = {"events": shown["events"], "truncated": shown["truncated"],

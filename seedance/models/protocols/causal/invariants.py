@@ -117,8 +117,7 @@ def _not_unwritten(arrays: list[np.ndarray]) -> np.ndarray:
 
 def _drop(held: dict[bytes, int], key: bytes) -> None:
     """One holder of ``key`` fewer."""
-    count = held[key] - 1
-    if count:
+    if count := held[key] - 1:
         held[key] = count
     else:
         del held[key]
@@ -162,7 +161,8 @@ class Monitor(NodeMonitor):
         noted = None
         if self._obj[row] is node and self._grid[row] is grid and grid.watched_by(self._token):
             noted = grid.drain(self._token)  # the common case: a grid watched since this incarnation was first seen
-            if len(noted) <= self.small and all(type(p) is int for p in noted):
+            if (len(noted) == 1 and type(noted[0]) is int) or len(noted) <= self.small and all(
+                    type(p) is int for p in noted):  # one pixel (the common case) is decided at once
                 return found + self._watched(row, grid, noted) if found else self._watched(row, grid, noted)
         arrays = [grid.f[name] for name in _ORDER]
         first = self._obj[row] is not node
@@ -180,8 +180,6 @@ class Monitor(NodeMonitor):
             moved = self._moved(row, clock)
             covered = self._newly_covered(row, clock, moved)
             if not len(changed) and not covered:
-                if moved is None or len(moved):
-                    self._clock[row] = clock
                 if self._grid[row] is not grid:
                     self._follow(row, grid, arrays)
                 return found
@@ -193,11 +191,15 @@ class Monitor(NodeMonitor):
     def _moved(self, row: int, clock: np.ndarray) -> np.ndarray | None:
         """The entries where ``clock`` differs from ``row``'s clock as last observed (None: a clock of another
         size), and ``clock`` remembered as the object last seen. The same read-only clock object that owns its data
-        is :data:`_NONE` at once: a PixelGrid replaces its clock when it changes."""
-        if clock is self._seen[row] and not clock.flags.writeable and clock.base is None:
+        is :data:`_NONE` at once: a PixelGrid replaces its clock when it changes. Such an object last seen still holds
+        the values of ``_clock[row]`` and is compared instead (cached: the replica's clock before this input)."""
+        seen, old = self._seen[row], self._clock[row]
+        if clock is seen and not clock.flags.writeable and clock.base is None:
             moved = _NONE
-        elif clock.shape == self._clock[row].shape:
-            moved = (clock != self._clock[row]).nonzero()[0]
+        elif clock.shape == old.shape:
+            if seen is not None and not seen.flags.writeable and seen.base is None and seen.shape == old.shape:
+                old = seen if seen.dtype == old.dtype else old
+            moved = (clock != old).nonzero()[0]
         else:
             moved = None
         self._seen[row] = clock
@@ -245,8 +247,6 @@ class Monitor(NodeMonitor):
                     if entry[_VERSION] > 0:
                         now.append((p, entry))
         covered = self._newly_covered(row, clock, moved)
-        if moved is None or len(moved):
-            self._clock[row] = clock
         if not changed and not covered:
             return []
         return self._judge(row, changed, covered, before, now)
@@ -351,7 +351,8 @@ class Monitor(NodeMonitor):
             if not noted:
                 return _NONE
             g = self._g[:, row, :]
-            if len(noted) <= self.small and all(type(p) is int for p in noted):
+            if (len(noted) == 1 and type(noted[0]) is int) or len(noted) <= self.small and all(
+                    type(p) is int for p in noted):  # one pixel (the common case) is decided at once
                 return np.array(sorted(p for p in set(noted) if tuple(g[p].tolist()) != tuple(
                     [float(a.item(p)) for a in arrays])), np.int64)
             pixels = np.unique(np.concatenate([np.atleast_1d(p) for p in noted]).astype(np.int64))
@@ -370,16 +371,19 @@ class Monitor(NodeMonitor):
 
     def _newly_covered(self, row: int, clock: np.ndarray, moved: np.ndarray | None = None) -> list[int]:
         """The pixels carrying a write that ``clock`` covers and the replica's previous clock did not (``moved``:
-        the entries where the two clocks differ, when known)."""
+        the entries where the two clocks differ, when known); ``clock`` is ``row``'s clock as observed from now on."""
         old = self._clock[row]
         pixels: list[int] = []
         if moved is None:
             moved = (clock != old).nonzero()[0]
-        for writer in moved.tolist():
-            if clock[writer] <= old[writer]:
-                continue
-            for seq in range(int(old[writer]) + 1, int(clock[writer]) + 1):
-                pixels.extend(self._dots.get((writer, seq), ()))
+        for writer in (moved := moved.tolist()):
+            if (now := clock.item(writer)) > (was := old.item(writer)):  # Python numbers: no numpy scalars
+                for seq in range(int(was) + 1, int(now) + 1):
+                    pixels.extend(self._dots.get((writer, seq), ()))
+        for writer in moved if len(moved) <= self.small else ():  # the entries that moved, not the whole row
+            old[writer] = clock.item(writer)
+        if len(moved) > self.small:
+            old[:] = clock
         return pixels
 
     def _held_by(self, row: int, now: list[tuple[int, tuple[float, ...]]], known: list[bool] | None) -> list[str]:

@@ -147,6 +147,10 @@ class CausalNode:
         self.total_bytes_delta = 0
         self.total_bytes_full = 0
         self._persisted_clock = clocks.zeros(num_nodes)
+        # the interval messages made since the group counter was last at ``_intervals_at``, by start (immutable, so
+        # the 1,023 peers of a write are sent one Sync, not 1,023 equal ones)
+        self._intervals: dict[int, tuple[Sync, int]] = {}
+        self._intervals_at = -1
 
     # ------------------------------------------------------------------------------------------------ lifecycle
     def _boot(self, fresh: bool = False) -> Effects:
@@ -259,18 +263,18 @@ class CausalNode:
         put: dict[str, Any] = {names[i]: entry(i) for i in changed.tolist()}  # (value, version, t, node, seq)
         clock = self.grid.clock
         moved = [] if clock is self._persisted_clock else (clock != self._persisted_clock).nonzero()[0].tolist()
-        values = clock[moved].tolist()
-        for j, v in zip(moved, values):
-            put[_CLOCK_RECORDS[j]] = v
+        records, value = _CLOCK_RECORDS, clock.item
+        for j in moved:
+            put[records[j]] = value(j)
         # the grid's clock is read-only and replaced when it changes: holding it is holding its value
         self._persisted_clock = clock if not clock.flags.writeable else clock.copy()
         return PersistRecords(table=GRID_TABLE, put=put, handed_over=True,  # fresh tuples and ints, made here
                               size_bytes=len(changed) * ENTRY_BYTES + CLOCK_ENTRY_BYTES * len(moved))
 
     def _observe(self, changed: np.ndarray) -> list[Observe]:
-        values = self.grid.f["value"]
+        value = self.grid.f["value"].item  # an int64 array's items are Python ints
         keys = _PIXEL_KEYS
-        return [Observe(what="apply", key=keys[i], value=int(values[i])) for i in changed.tolist()]
+        return [Observe(what="apply", key=keys[i], value=value(i)) for i in changed.tolist()]
 
     def _push(self, peer: int) -> Effects:
         """Send ``peer`` the interval from what was last sent (or the full state when that is unknown/collected)."""
@@ -286,13 +290,20 @@ class CausalNode:
             start = None
         if start is not None and start >= self.buffer.counter:
             return []
+        counter = self.buffer.counter
         if start is None:
             delta = self.grid.full_delta()
-        else:
-            delta = self.buffer.span(start)
-        self.sent[peer] = self.buffer.counter
-        message = Sync.of(self.epoch, start, self.buffer.counter, delta)
-        size = HEADER_BYTES + delta.size_bytes
+            message, size = Sync.of(self.epoch, start, counter, delta), HEADER_BYTES + delta.size_bytes
+        else:  # Δ[start, counter) is the same for every peer sent it before the next group: one message for all
+            if self._intervals_at != counter:
+                self._intervals, self._intervals_at = {}, counter
+            made = self._intervals.get(start)
+            if made is None:
+                delta = self.buffer.span(start)
+                made = self._intervals[start] = (Sync.of(self.epoch, start, counter, delta),
+                                                 HEADER_BYTES + delta.size_bytes)
+            message, size = made
+        self.sent[peer] = counter
         self.bytes_delta += size
         self.bytes_full += HEADER_BYTES + self.grid.written_count * ENTRY_BYTES + 8 * self.num_nodes
         return [Send(dst=peer, message=message, size_bytes=size)]
@@ -307,9 +318,8 @@ class CausalNode:
         need = np.asarray(message.clock, np.int64)
         have = self.grid.clock if provided is None else provided
         if need.shape == have.shape and 0 <= src < need.size:  # the common case, without clocks.leq's checks
-            covered = need <= have
-            covered[src] = True
-            return bool(covered.all())
+            ahead = (need > have).nonzero()[0]  # the entries the interval needs beyond ``have``: none but src's
+            return not ahead.size or (ahead.size == 1 and ahead.item(0) == src)
         need = need.copy()
         if src < need.size:
             need[src] = 0
