@@ -135,11 +135,15 @@ def test_the_collector_is_tuned_during_the_loop_and_restored_after(monkeypatch):
     assert plain.trace_sha256 == tuned.trace_sha256 and plain.ops_ok == tuned.ops_ok
 
 
-def test_many_simulations_in_one_process_do_not_keep_each_others_garbage():
-    """A run's objects hang off reference cycles; the next simulation collects them at its start, so a loop of runs
-    holds about one run's objects, not every run's (a 200-run campaign had grown to 2.3 GB)."""
+def test_many_simulations_in_one_process_do_not_keep_each_others_garbage(monkeypatch):
+    """A run's objects hang off reference cycles; a later simulation collects them at its start once the process has
+    grown by RECLAIM_GROWTH_BYTES (here 0: every run), so a loop of runs holds about one run's objects, not every
+    run's (a 200-run campaign had grown to 2.3 GB)."""
     import gc
 
+    from seedance.sim import collector
+
+    monkeypatch.setattr(collector, "RECLAIM_GROWTH_BYTES", 0)
     counts = []
     for seed in range(6):
         result = simulate(_raft(seed=seed, duration_s=0.3), liveness=False)
@@ -148,6 +152,23 @@ def test_many_simulations_in_one_process_do_not_keep_each_others_garbage():
         counts.append(len(gc.get_objects()))
     grown_per_run = (counts[-1] - counts[1]) / (len(counts) - 2)
     assert grown_per_run < 2_000, counts
+
+
+def test_a_collection_waits_until_the_process_has_grown(monkeypatch):
+    """Small runs do not pay a full collection each: only once the resident set grew by RECLAIM_GROWTH_BYTES since
+    the last one, and never in a process's first simulation."""
+    from seedance.sim import collector
+
+    calls = []
+    monkeypatch.setattr(collector.gc, "collect", lambda *a: calls.append(a) or 0)
+    monkeypatch.setattr(collector, "_last", [None])
+    sizes = iter([100 << 20, 110 << 20, 120 << 20, 200 << 20, 150 << 20, 160 << 20, 230 << 20, 230 << 20])
+    monkeypatch.setattr(collector, "_resident_bytes", lambda: next(sizes))
+    for _ in range(6):
+        collector.reclaim()
+    # 100 (first run: none), 110, 120 (grown 20 MB: none), 200 (grown 100 MB: collect, 150 after), 160 (none),
+    # 230 (grown 80 MB over 150: collect)
+    assert len(calls) == 2
 
 
 def test_numpy_values_spill_as_their_python_values():
