@@ -315,8 +315,7 @@ class PixelGrid:
             joined = clocks.join(mine, theirs)
             if joined is mine or joined is theirs:
                 joined = joined.copy()
-        joined.flags.writeable = False
-        self._clock = joined
+        self._own_clock(joined)
         if len(delta) == 0:
             return np.zeros(0, np.int64)
         if len(delta) == 1:  # one write (the common delta): compared as a tuple, the same order as _wins

@@ -240,14 +240,17 @@ class DiskStorage:
         return key
 
     def _compact_records(self, key: str, table: dict[str, Any]) -> None:
-        path = self._log_path(key)
         body = self.codec.pack([dict(table), []])
         data = _RECORD_HEADER.pack(len(body), zlib.crc32(body)) + body
+        self._replace_log(key, data, [0, len(data)])
+
+    def _replace_log(self, key: str, data: bytes, offsets: list[int]) -> None:
+        """Publish ``data`` as log ``key``'s whole file atomically (its records at ``offsets``) and reopen it."""
         fd = self._log_fds.pop(key, None)
         if fd is not None:
             os.close(fd)
-        atomic_write(path, data, self.fsync)
-        self._log_offsets[key] = [0, len(data)]
+        atomic_write(self._log_path(key), data, self.fsync)
+        self._log_offsets[key] = offsets
         self._log_fd(key)
 
     # ------------------------------------------------------------------------------------------- checkpoints
@@ -324,11 +327,8 @@ class DiskStorage:
         begin, end = offsets[drop], offsets[-1]
         kept = os.pread(fd, end - begin, begin) if end > begin else b""
         header = _LOG_START.pack(_LOG_MAGIC, first)
-        os.close(self._log_fds.pop(key))
-        atomic_write(self._log_path(key), header + kept, self.fsync)
-        self._log_offsets[key] = [o - begin + len(header) for o in offsets[drop:]]
         self._log_starts[key] = first
-        self._log_fd(key)
+        self._replace_log(key, header + kept, [o - begin + len(header) for o in offsets[drop:]])
 
     def _write_log(self, key: str, start: int, entries: tuple[Any, ...] | list[Any]) -> None:
         fd = self._log_fd(key)

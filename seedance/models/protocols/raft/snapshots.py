@@ -52,13 +52,15 @@ class Snapshots:
             term = self.log.term_at(index)
             self._install([index, term, self.kv.snapshot()], retained=True, reached=True)
 
-    def _install(self, snapshot: list[Any], *, retained: bool, reached: bool) -> None:
-        """Adopt ``snapshot`` as the newest and compact the log up to it, with its durable writes in order."""
+    def _install(self, snapshot: list[Any], *, retained: bool, reached: bool, persisted: bool = False) -> None:
+        """Adopt ``snapshot`` as the newest and compact the log up to it, with its durable writes in order (the
+        snapshot's own write left out when it is ``persisted`` already)."""
         index, term, state = snapshot
         self._snapshot = snapshot
         self.log.compact(index, term)
-        size = HEADER_BYTES + value_size_bytes(state)
-        self._compactions.append(Persist(key=SNAPSHOT_KEY, value=snapshot, size_bytes=size))
+        if not persisted:
+            size = HEADER_BYTES + value_size_bytes(state)
+            self._compactions.append(Persist(key=SNAPSHOT_KEY, value=snapshot, size_bytes=size))
         if not retained and reached:
             self._compactions.append(PersistLog(key=LOG_KEY, start=index, entries=()))
         self._compactions.append(CompactLog(key=LOG_KEY, first=index))
@@ -114,6 +116,6 @@ class Snapshots:
         self.log = RaftLog(entries[held:] if retained else (), offset=index, offset_term=term)
         if held == 0 and retained:
             return []
-        self._install(self._snapshot, retained=retained, reached=reached)
-        writes, self._compactions = self._compactions[1:], []  # the snapshot itself is durable already
+        self._install(self._snapshot, retained=retained, reached=reached, persisted=True)
+        writes, self._compactions = self._compactions, []
         return writes
