@@ -116,23 +116,57 @@ def test_the_trace_packs_a_chunk_as_the_bytes_of_each_record(count):
     assert bytes(_pack_each(pack, records)) == b"".join(pack(record) for record in records)
 
 
-def test_the_collector_is_tuned_during_the_loop_and_restored_after(monkeypatch):
-    """The objects alive before the loop are frozen while it runs (collections skip them) and the collector is as it
-    was afterwards; the run's figures are the same as with the collector untouched."""
+def test_the_collector_is_off_during_the_loop_and_restored_after(monkeypatch):
+    """The objects alive before the loop are frozen while it runs and the automatic collector is off; afterwards the
+    collector is as it was; the run's figures are the same as with the collector untouched."""
     import contextlib
     import gc
 
     from seedance.sim import run as sim_run
 
-    seen: list[tuple[int, int]] = []
+    seen: list[tuple[int, bool]] = []
     before = gc.get_threshold()
     tuned = simulate(_raft(seed=13, duration_s=0.2), liveness=False,
-                     actions=[(0.1, lambda runtime: seen.append((gc.get_freeze_count(), gc.get_threshold()[0])))])
-    assert seen and seen[0][0] > 1000 and seen[0][1] >= 50_000
-    assert gc.get_freeze_count() == 0 and gc.get_threshold() == before
+                     actions=[(0.1, lambda runtime: seen.append((gc.get_freeze_count(), gc.isenabled())))])
+    assert seen and seen[0][0] > 1000 and seen[0][1] is False
+    assert gc.get_freeze_count() == 0 and gc.get_threshold() == before and gc.isenabled()
     monkeypatch.setattr(sim_run, "bulk", contextlib.nullcontext)
     plain = simulate(_raft(seed=13, duration_s=0.2), liveness=False)
     assert plain.trace_sha256 == tuned.trace_sha256 and plain.ops_ok == tuned.ops_ok
+
+
+def test_the_valve_collects_cyclic_garbage_made_inside_the_block(monkeypatch):
+    """With the collector off, a protocol that made cyclic garbage would grow without bound: the loop's valve collects
+    once VALVE_OBJECTS more objects are alive than at the last collection, and freezes what survives."""
+    import gc
+    import weakref
+
+    from seedance.sim import collector
+
+    class Cycle:
+        pass
+
+    monkeypatch.setattr(collector, "VALVE_OBJECTS", 20_000)
+    with collector.bulk():
+        frozen = gc.get_freeze_count()
+        kept = [Cycle() for _ in range(10)]
+        probes = []
+        for _ in range(2_000):  # 2,000 two-object cycles, unreachable: only a collection frees them
+            a, b = Cycle(), Cycle()
+            a.other, b.other = b, a
+            probes.append(weakref.ref(a))
+            del a, b
+        assert not gc.isenabled() and collector.valve() is False  # about 6,000 objects: below the valve
+        assert all(p() is not None for p in probes)  # nothing collected them
+        for _ in range(10_000):
+            a, b = Cycle(), Cycle()
+            a.other, b.other = b, a
+            del a, b
+        assert collector.valve() is True
+        assert all(p() is None for p in probes)  # the cycles were collected
+        assert gc.get_freeze_count() > frozen and all(type(k) is Cycle for k in kept)  # survivors frozen
+        assert collector.valve() is False  # nothing new since
+    assert gc.isenabled() and gc.get_freeze_count() == 0
 
 
 def test_many_simulations_in_one_process_do_not_keep_each_others_garbage(monkeypatch):
@@ -196,3 +230,17 @@ def test_merge_by_time_is_the_sort_by_time_stream_and_position():
                             for i in range(rng.randint(0, 40))])
         keyed = sorted(((e.time, k, i), e) for k, s in enumerate(streams) for i, e in enumerate(s))
         assert [id(e) for e in merge_by_time(*streams)] == [id(e) for _, e in keyed]
+
+
+def test_a_stop_ends_the_chunked_loop_at_its_moment():
+    """The loop runs in chunks (progress, the collector's valve); a callback that stops the simulation (a training
+    run that has finished) ends it there, not at the next chunk's start."""
+    from simpy.core import StopSimulation
+
+    def stop(runtime):
+        raise StopSimulation(None)
+
+    result = simulate(_raft(seed=5, duration_s=0.4), liveness=False, actions=[(0.0123, stop)])
+    assert result.runtime.env.now == pytest.approx(0.0123)
+    whole = simulate(_raft(seed=5, duration_s=0.4), liveness=False)
+    assert whole.runtime.env.now == pytest.approx(0.4)

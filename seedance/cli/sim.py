@@ -107,6 +107,7 @@ def run_command(protocol: str, nodes: int, topology: str | None, hosts: int | No
     from seedance.models.protocols.registry import check_protocol_config
     from seedance.provenance import run_metadata
     from seedance.sim import CpuConfig, NemesisConfig, SimConfig, StorageConfig, WorkloadConfig, write_outputs
+    from seedance.sim.collector import skip_final_collection
     from seedance.sim.config import parse_extra
 
     registry.get(protocol)  # unknown protocol -> SpecError listing the valid names (exit 2)
@@ -153,6 +154,7 @@ def run_command(protocol: str, nodes: int, topology: str | None, hosts: int | No
     steps.phase(f"writing history, trace and summary to {out_dir}")
     summary = write_outputs(result, Path(out_dir), metadata=metadata, chrome_events=trace_events or None)
     steps.done()
+    skip_final_collection()  # the process exits after the report: no last traversal of the run's heap
     return _report(summary, result, protocol, duration, seed, out_dir, as_json)
 
 

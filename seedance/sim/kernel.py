@@ -36,13 +36,13 @@ def call_at(env: simpy.Environment, at_s: float, fn: Callable[[Any], None], args
     heappush(env._queue, (at_s if at_s > now else now, NORMAL, next(env._eid), Call(env, fn, args)))
 
 
-def run_until(env: simpy.Environment, until: float) -> None:
+def run_until(env: simpy.Environment, until: float) -> bool:
     """``env.run(until=until)`` without SimPy's per-event ``step`` call: the same events in the same order.
 
     SimPy schedules an urgent stop event at ``now + (until - now)`` (taking the next event id) and steps until it
     is processed; here the loop stops before that event would have been, and the clock is left where it would be.
     A callback that raises ``StopSimulation`` ends the run at its event's time, the event's remaining callbacks
-    rescheduled as ``step`` does.
+    rescheduled as ``step`` does; then it returns True (False: it ran until ``until``).
     """
     now = env._now
     at = float(until)
@@ -66,9 +66,10 @@ def run_until(env: simpy.Environment, until: float) -> None:
             except StopSimulation:
                 event.callbacks = callbacks[callbacks.index(callback) + 1:]
                 env.schedule(event, -1)
-                return
+                return True
         if not event._ok and not hasattr(event, "_defused"):
             failure = type(event._value)(*event._value.args)
             failure.__cause__ = event._value
             raise failure
     env._now = at
+    return False

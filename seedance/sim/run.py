@@ -43,7 +43,7 @@ from seedance.models.protocols.contract import ProtocolSpec
 from seedance.sim.background import Background
 from seedance.sim.chrome_aside import write_chrome_aside
 from seedance.sim.collectives import Collectives
-from seedance.sim.collector import bulk, reclaim
+from seedance.sim.collector import bulk, reclaim, valve
 from seedance.sim.config import SimConfig, extra_settings
 from seedance.sim.kernel import call_at, run_until
 from seedance.sim.liveness import Recovery, assess_run, liveness_summary
@@ -244,11 +244,12 @@ def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invaria
         cpu_at_start: list[float] = []  # the modelled cores' work when the load starts (a host profile's cores)
         if runtime.cores is not None:
             call_at(env, start, lambda _event: cpu_at_start.append(runtime.cores.work_s))
-        steps = 100 if progress is not None else 1
+        steps = 100  # chunks: progress reports and the collector's valve (chunking changes nothing a run computes)
         with bulk():
             for k in range(1, steps + 1):
-                run_until(env, start + config.duration_s * k / steps)
-                if violations and stop_on_violation:
+                stopped = run_until(env, start + config.duration_s * k / steps)
+                valve()
+                if stopped or (violations and stop_on_violation):
                     break
                 if progress is not None:
                     progress(env.now - start)
