@@ -125,3 +125,34 @@ def test_summary_counts_completions_and_ok_latencies():
     assert summary == {"ops_ok": 1, "ops_failed": 1, "ops_info": 1, "throughput_ops_s": 0.5,
                        "latency_ms_p50": pytest.approx(2.0), "latency_ms_p99": pytest.approx(2.0)}
     assert summarize([], 1.0)["latency_ms_p99"] is None
+
+
+def test_a_history_line_is_the_json_of_its_event_dict():
+    """event_to_json writes the common events piece by piece; the text must be json.dumps of to_dict() exactly, for
+    every kind of value, key and time (and an event it cannot piece together is encoded whole)."""
+    import json
+    import random
+
+    from seedance.history.events import EventType, Operation, ReplicaEvent, event_to_json
+
+    rng = random.Random(3)
+    values = [None, 0, -7, 2**70, True, False, 1.5, -0.0, 1e-300, "x", "é\u2603\"\\\n", (1, (2, 3)), ("a", None),
+              (), ((1.25,),)]
+    keys = [None, "k0", "pixel \u00e9", "k\"q"]
+    times = [0.0, 1e-9, 123.456789, 5.0, 1e300]
+    events = []
+    for _ in range(400):
+        value, key, t = rng.choice(values), rng.choice(keys), rng.choice(times)
+        if rng.random() < 0.5:
+            events.append(Event.trusted(rng.randrange(-3, 40), rng.choice(list(EventType)), rng.choice(list(Operation)),
+                                        key, value, t))
+        else:
+            events.append(ReplicaEvent.trusted(rng.randrange(0, 1024), rng.choice(["apply", "observe"]), key, value, t))
+    for event in events:
+        expected = json.dumps(event.to_dict(), separators=(",", ":"), allow_nan=False)
+        assert event_to_json(event) == expected, event
+    for bad in (float("inf"), float("nan")):  # not JSON: refused as json.dumps refuses it
+        with pytest.raises(ValueError):
+            event_to_json(Event.trusted(1, EventType.OK, Operation.READ, "k", bad, 1.0))
+        with pytest.raises(ValueError):
+            event_to_json(Event.trusted(1, EventType.OK, Operation.READ, "k", 1, bad))

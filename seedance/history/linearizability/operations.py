@@ -83,7 +83,7 @@ def pair_operations(events: Iterable[Event], lines: Iterable[int] | None = None)
     done: list[tuple[int, HistoryOp]] = []
     total = 0
     for index, event in zip(itertools.count(1) if lines is None else lines, events):
-        validator.add(event, f"line {index}")
+        validator.add(event, index)
         if event.type is EventType.INVOKE:
             open_ops[event.process] = (index, event)
             total += 1
