@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from seedance.history.causal import check
-from seedance.history.events import Event, ReplicaEvent, read_jsonl, write_jsonl
+from seedance.history.events import Event, ReplicaEvent, read_jsonl
+from seedance.history.jsonl import write_jsonl
 from seedance.provenance import run_metadata
 
 SEED = 20261201

@@ -65,7 +65,7 @@ def events_from_knossos_edn(text: str) -> list[Event]:
 
 def _revalidated(events: list[Event]) -> list[Event]:
     """Round-trip through our own parser, so the converted history is exactly what a file of ours would give."""
-    from seedance.history.events import event_to_json
+    from seedance.history.jsonl import event_to_json
 
     return parse_lines([event_to_json(e) for e in events])
 
@@ -81,7 +81,7 @@ CORPUS = Path(__file__).resolve().parent / "data" / "histories"
 
 def converted_text(path: Path) -> str:
     """The JSON Lines form of a corpus file, exactly as stored under ``converted/``."""
-    from seedance.history.events import event_to_json
+    from seedance.history.jsonl import event_to_json
 
     return "".join(event_to_json(e) + "\n" for e in load(path))
 

@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from seedance.history.causal import check, check_convergence, operations
-from seedance.history.events import Event, ReplicaEvent, write_jsonl
+from seedance.history.events import Event, ReplicaEvent
+from seedance.history.jsonl import write_jsonl
 
 
 class H:

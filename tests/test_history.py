@@ -6,9 +6,8 @@ import json
 
 import pytest
 
-from seedance.history.events import (
-    Event, EventType, HistoryWriter, Operation, parse_lines, read_jsonl, write_jsonl,
-)
+from seedance.history.events import Event, EventType, Operation, parse_lines, read_jsonl
+from seedance.history.jsonl import HistoryWriter, write_jsonl
 from seedance.errors import HistoryError
 
 
@@ -133,7 +132,8 @@ def test_a_history_line_is_the_json_of_its_event_dict():
     import json
     import random
 
-    from seedance.history.events import EventType, Operation, ReplicaEvent, event_to_json
+    from seedance.history.events import EventType, Operation, ReplicaEvent
+    from seedance.history.jsonl import event_to_json
 
     rng = random.Random(3)
     values = [None, 0, -7, 2**70, True, False, 1.5, -0.0, 1e-300, "x", "é\u2603\"\\\n", (1, (2, 3)), ("a", None),

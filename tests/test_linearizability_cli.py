@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from seedance.analysis.histgen import GeneratorConfig, atomic_history
-from seedance.history.events import write_jsonl
+from seedance.history.jsonl import write_jsonl
 from seedance.cli import main
 
 CONVERTED = Path(__file__).resolve().parent / "data" / "histories" / "converted"

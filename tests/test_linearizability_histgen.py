@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from seedance.analysis.histgen import GeneratorConfig, atomic_history, plant_stale_read
-from seedance.history.events import EventType, HistoryValidator, Operation, event_to_json
+from seedance.history.events import EventType, HistoryValidator, Operation
+from seedance.history.jsonl import event_to_json
 from seedance.history.linearizability import check
 
 

@@ -1,7 +1,7 @@
 """Records of a run and the checkers that judge them, below both runtimes.
 
 * :mod:`seedance.history.events` — the record types (client ``Event``, ``ReplicaEvent``), their JSON Lines format,
-  readers, writers and the summary of a history (throughput, latency percentiles).
+  readers and the summary of a history (throughput, latency percentiles); :mod:`seedance.history.jsonl` writes them.
 * :mod:`seedance.history.linearizability` — the linearizability checker (Wing & Gong search with Lowe's caching).
 * :mod:`seedance.history.causal` — the causal-consistency checker (``check`` runs it and, with replica events,
   :mod:`seedance.history.convergence`, the convergence checker); :mod:`seedance.history.anomalies` holds what the

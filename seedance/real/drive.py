@@ -66,7 +66,8 @@ async def _drive(pool: Any, duration_s: float, within_s: float) -> dict[str, Any
 def drive(*, store: Any, protocol: str, nodes: int, clients: int, duration_s: float, seed: int, key: bytes,
           out: Path, gather: list[Path], check_timeout_s: float = 30.0) -> dict[str, Any]:
     """Run the load against the world's nodes, gather, judge, write ``history.jsonl`` and ``summary.json``."""
-    from seedance.history.events import merge_by_time, summarize, write_jsonl
+    from seedance.history.events import merge_by_time, summarize
+    from seedance.history.jsonl import write_jsonl
     from seedance.history.summary import protocol_summary
     from seedance.real.clients import ClientPool, Workload
     from seedance.real.node import resolve_protocol

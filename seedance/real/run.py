@@ -48,7 +48,8 @@ from typing import Any
 import numpy as np
 
 from seedance import faults
-from seedance.history.events import Event, ReplicaEvent, merge_by_time, summarize, write_jsonl
+from seedance.history.events import Event, ReplicaEvent, merge_by_time, summarize
+from seedance.history.jsonl import write_jsonl
 from seedance.history.summary import protocol_summary
 from seedance.errors import SpecError
 from seedance.faults import FaultWindow, draw_schedule

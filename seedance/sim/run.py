@@ -34,7 +34,8 @@ import numpy as np
 import simpy
 from simpy.core import StopSimulation
 
-from seedance.history.events import Event, merge_by_time, write_jsonl
+from seedance.history.events import Event, merge_by_time
+from seedance.history.jsonl import write_jsonl
 from seedance.history.replica_log import ReplicaLog, merge_history
 from seedance.history.stream import HistoryLog, summarize_stream
 from seedance.history.summary import protocol_summary
@@ -244,10 +245,9 @@ def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invaria
         cpu_at_start: list[float] = []  # the modelled cores' work when the load starts (a host profile's cores)
         if runtime.cores is not None:
             call_at(env, start, lambda _event: cpu_at_start.append(runtime.cores.work_s))
-        steps = 100  # chunks: progress reports and the collector's valve (chunking changes nothing a run computes)
-        with bulk():
-            for k in range(1, steps + 1):
-                stopped = run_until(env, start + config.duration_s * k / steps)
+        with bulk():  # in 100 chunks: progress reports and the collector's valve (changes nothing a run computes)
+            for k in range(1, 101):
+                stopped = run_until(env, start + config.duration_s * k / 100)
                 valve()
                 if stopped or (violations and stop_on_violation):
                     break
