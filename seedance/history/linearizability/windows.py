@@ -54,7 +54,8 @@ from seedance.history.linearizability.wgl import (
     UNOBSERVED, SearchOutcome, encode, explore, lift, refuted, unlift,
 )
 
-__all__ = ["DEFAULT_WINDOW_OPS", "MAX_CARRIED", "KeyScan", "check_windowed", "scan_key"]
+__all__ = ["DEFAULT_WINDOW_OPS", "MAX_CARRIED", "KeyScan", "KeyScanner", "KeyWindows", "WindowedKey", "check_windowed",
+           "scan_key", "windows"]
 
 DEFAULT_WINDOW_OPS = 20_000  # operations a window holds at least before it is cut (at the next quiescent point)
 MAX_CARRIED = 4_096  # configurations carried across one cut at most; more: "unknown"
@@ -80,49 +81,68 @@ def _new_value(f: Operation, value: Any) -> Any:
     return value[1] if f is Operation.CAS else value
 
 
-def scan_key(events: Numbered, *, cas_allowed: bool = True) -> KeyScan:
-    """The first pass over one key's ``(line, event)`` pairs (module rules); raises :class:`HistoryError` for an
-    invalid history, or a cas when ``cas_allowed`` is False."""
-    validator = HistoryValidator()
-    scan = KeyScan()
-    open_ops: dict[int, tuple[int, Event]] = {}
-    writers: Counter[Any] = Counter()  # value -> open or indeterminate writes / cas writing it
-    last: dict[Any, int] = {}  # value (one writers holds) -> last line a determinate operation observed it
-    for line, event in events:
-        validator.add(event, f"line {line}")
+class KeyScanner:
+    """The first pass over one key, fed event by event (:meth:`add`); :meth:`finish` gives its :class:`KeyScan`.
+    Raises :class:`HistoryError` for an invalid history, or a cas when ``cas_allowed`` is False."""
+
+    __slots__ = ("_validator", "_scan", "_open", "_writers", "_last", "_cas_allowed")
+
+    def __init__(self, *, cas_allowed: bool = True) -> None:
+        self._validator = HistoryValidator()
+        self._scan = KeyScan()
+        self._open: dict[int, tuple[int, Event]] = {}
+        self._writers: Counter[Any] = Counter()  # value -> open or indeterminate writes / cas writing it
+        self._last: dict[Any, int] = {}  # value (one writers holds) -> last line a determinate operation observed it
+        self._cas_allowed = cas_allowed
+
+    def add(self, line: int, event: Event) -> None:
+        self._validator.add(event, f"line {line}")
+        scan, writers = self._scan, self._writers
         if event.type is EventType.INVOKE:
-            if event.f is Operation.CAS and not cas_allowed:
+            if event.f is Operation.CAS and not self._cas_allowed:
                 raise HistoryError(f"line {line}", "cas is not an operation of model register",
                                    "check it with --model cas-register or kv")
-            open_ops[event.process] = (line, event)
+            self._open[event.process] = (line, event)
             scan.total += 1
             if event.f is not Operation.READ:
                 writers[_new_value(event.f, event.value)] += 1
-            continue
-        invoke_line, invoke = open_ops.pop(event.process)
+            return
+        invoke_line, invoke = self._open.pop(event.process)
         if event.type is EventType.INFO:
             scan.indeterminate[invoke_line] = (invoke.f, invoke.value)
             scan.kept += 1
-            continue
+            return
         if event.type is EventType.OK:
             scan.kept += 1
             if invoke.f is not Operation.WRITE:
                 observed = event.value if invoke.f is Operation.READ else invoke.value[0]
                 if observed in writers:
-                    last[observed] = line
+                    self._last[observed] = line
         if invoke.f is not Operation.READ:
             value = _new_value(invoke.f, invoke.value)
             writers[value] -= 1
             if not writers[value]:
                 del writers[value]
-                last.pop(value, None)
-    for invoke_line, invoke in open_ops.values():
-        scan.indeterminate[invoke_line] = (invoke.f, invoke.value)
-        scan.kept += 1
-    scan.last_seen = {line: last.get(_new_value(f, value), 0) for line, (f, value) in scan.indeterminate.items()
-                      if f is not Operation.READ}
-    _drop_unobserved(scan)
-    return scan
+                self._last.pop(value, None)
+
+    def finish(self) -> KeyScan:
+        scan = self._scan
+        for invoke_line, invoke in self._open.values():
+            scan.indeterminate[invoke_line] = (invoke.f, invoke.value)
+            scan.kept += 1
+        self._open = {}
+        scan.last_seen = {line: self._last.get(_new_value(f, value), 0)
+                          for line, (f, value) in scan.indeterminate.items() if f is not Operation.READ}
+        _drop_unobserved(scan)
+        return scan
+
+
+def scan_key(events: Numbered, *, cas_allowed: bool = True) -> KeyScan:
+    """The first pass over one key's ``(line, event)`` pairs (module rules)."""
+    scanner = KeyScanner(cas_allowed=cas_allowed)
+    for line, event in events:
+        scanner.add(line, event)
+    return scanner.finish()
 
 
 def _drop_unobserved(scan: KeyScan) -> None:
@@ -144,33 +164,52 @@ def _expected_by_another(expects: Counter[Any], f: Operation, value: Any) -> boo
     return expects[_new_value(f, value)] > own
 
 
-def windows(events: Numbered, scan: KeyScan, window_ops: int) -> Iterator[tuple[list[HistoryOp], int | None]]:
-    """The second pass: each window's operations (invoke order) and the line it is cut after (None: the last)."""
-    open_ops: dict[int, tuple[int, Event]] = {}
-    quiet: set[int] = set()  # processes whose open operation is indeterminate (it is in a window already)
-    window: list[HistoryOp] = []
-    for line, event in events:
+class KeyWindows:
+    """The second pass over one key, fed event by event: :meth:`add` returns a window when the history is cut after
+    this event, :meth:`rest` the last window (each in invoke order)."""
+
+    __slots__ = ("_scan", "_window_ops", "_open", "_quiet", "_window")
+
+    def __init__(self, scan: KeyScan, window_ops: int) -> None:
+        self._scan, self._window_ops = scan, window_ops
+        self._open: dict[int, tuple[int, Event]] = {}
+        self._quiet: set[int] = set()  # processes whose open operation is indeterminate (it is in a window already)
+        self._window: list[HistoryOp] = []
+
+    def add(self, line: int, event: Event) -> list[HistoryOp] | None:
         process = event.process
         if event.type is EventType.INVOKE:
-            if line in scan.indeterminate:
-                quiet.add(process)
-                if line in scan.last_seen:
-                    window.append(_operation(event, line, None, None))
+            if line in self._scan.indeterminate:
+                self._quiet.add(process)
+                if line in self._scan.last_seen:
+                    self._window.append(_operation(event, line, None, None))
             else:
-                open_ops[process] = (line, event)
-            continue
-        if process in quiet:
-            quiet.discard(process)
-            continue
-        invoke_line, invoke = open_ops.pop(process)
+                self._open[process] = (line, event)
+            return None
+        if process in self._quiet:
+            self._quiet.discard(process)
+            return None
+        invoke_line, invoke = self._open.pop(process)
         if event.type is EventType.OK:
-            window.append(_operation(invoke, invoke_line, event, line))
-        if not open_ops and len(window) >= window_ops:
-            window.sort(key=_invoke_line)
+            self._window.append(_operation(invoke, invoke_line, event, line))
+        if self._open or len(self._window) < self._window_ops:
+            return None
+        return self.rest()
+
+    def rest(self) -> list[HistoryOp]:
+        window, self._window = self._window, []
+        window.sort(key=_invoke_line)
+        return window
+
+
+def windows(events: Numbered, scan: KeyScan, window_ops: int) -> Iterator[tuple[list[HistoryOp], int | None]]:
+    """The second pass: each window's operations (invoke order) and the line it is cut after (None: the last)."""
+    cutter = KeyWindows(scan, window_ops)
+    for line, event in events:
+        window = cutter.add(line, event)
+        if window is not None:
             yield window, line
-            window = []
-    window.sort(key=_invoke_line)
-    yield window, None
+    yield cutter.rest(), None
 
 
 def _invoke_line(op: HistoryOp) -> int:
@@ -187,42 +226,56 @@ def _operation(invoke: Event, invoke_line: int, done: Event | None, line: int | 
 
 
 @dataclass(slots=True)
-class _Progress:
-    """The state of a windowed check between windows."""
+class WindowedKey:
+    """The state of one key's windowed check between windows: :meth:`step` searches the next window,
+    :meth:`result` gives the key's outcome once its last window (or a verdict) is reached."""
 
+    scan: KeyScan
+    deadline: float | None
     carry: Carry
-    pending: dict[int, HistoryOp]  # invoke line -> each operation pending in some carried configuration
+    pending: dict[int, HistoryOp] = field(default_factory=dict)  # line -> an op pending in a carried configuration
+    outcome: SearchOutcome | None = None  # set by the window that ends the key (its verdict, or "unknown")
     placed: int = 0  # determinate operations of the windows searched so far
     steps: int = 0
     windows: int = 0
     largest_window: int = 0
     largest_cache: int = 0
     most_carried: int = 1
+    elapsed_s: float = 0.0
+
+    def step(self, window: list[HistoryOp], cut: int | None) -> bool:
+        """Search ``window`` (cut after line ``cut``; None: the key's last one); True once the key is judged."""
+        started = time.perf_counter()
+        self.windows += 1
+        self.largest_window = max(self.largest_window, len(window))
+        self.outcome = _step(window, cut, self)
+        if cut is None and self.outcome is None:
+            self.outcome = SearchOutcome(valid=True, steps=0, cache_size=0)
+        self.elapsed_s += time.perf_counter() - started
+        return self.outcome is not None
+
+    def result(self) -> tuple[SearchOutcome, dict[str, Any]]:
+        """The outcome (``steps`` of all windows, ``cache_size`` the largest window's memo) and the figures."""
+        assert self.outcome is not None
+        figures = {"windows": self.windows, "largest_window_ops": self.largest_window,
+                   "most_carried": self.most_carried}
+        return replace(self.outcome, steps=self.steps, cache_size=self.largest_cache), figures
 
 
 def check_windowed(events: Numbered, scan: KeyScan, initial: Any, deadline: float | None,
                    window_ops: int) -> tuple[SearchOutcome, dict[str, Any]]:
-    """Check one key window by window (module rules): ``events`` is read again (the first pass made ``scan``).
-    Returns the outcome (``cache_size``: the largest window's memo) and the windows' figures."""
-    progress = _Progress(carry=[(initial, frozenset())], pending={})
-    outcome: SearchOutcome | None = None
+    """Check one key window by window (module rules): ``events`` is read again (the first pass made ``scan``)."""
+    key = WindowedKey(scan=scan, deadline=deadline, carry=[(initial, frozenset())])
     for window, cut in windows(events, scan, window_ops):
-        progress.windows += 1
-        progress.largest_window = max(progress.largest_window, len(window))
-        outcome = _step(window, cut, scan, progress, deadline)
-        if outcome is not None:
+        if key.step(window, cut):
             break
-    figures = {"windows": progress.windows, "largest_window_ops": progress.largest_window,
-               "most_carried": progress.most_carried}
-    if outcome is None:
-        outcome = SearchOutcome(valid=True, steps=0, cache_size=0)
-    return replace(outcome, steps=progress.steps, cache_size=progress.largest_cache), figures
+    return key.result()
 
 
-def _step(window: list[HistoryOp], cut: int | None, scan: KeyScan, progress: _Progress,
-          deadline: float | None) -> SearchOutcome | None:
+def _step(window: list[HistoryOp], cut: int | None, progress: WindowedKey) -> SearchOutcome | None:
     """Search one window from the carried configurations; an outcome ends the key (a verdict or "unknown"),
     None goes on with the next window."""
+    deadline = progress.deadline
     if deadline is not None and time.perf_counter() > deadline:
         return SearchOutcome(valid="unknown", steps=0, cache_size=0)
     carried = sorted(progress.pending.values(), key=_invoke_line)
@@ -251,7 +304,7 @@ def _step(window: list[HistoryOp], cut: int | None, scan: KeyScan, progress: _Pr
         assert deepest is not None
         return refuted(coded, deepest, len(cache), progress.placed)
     progress.placed += sum(1 for op in window if not op.indeterminate)
-    return _carry_over(ends, ops, scan, cut, progress)  # type: ignore[arg-type]
+    return _carry_over(ends, ops, cut, progress)  # type: ignore[arg-type]
 
 
 def _frontier_values(window: list[HistoryOp]) -> set[Any]:
@@ -263,8 +316,8 @@ def _frontier_values(window: list[HistoryOp]) -> set[Any]:
     return {_new_value(op.f, op.value) for op in changes if op.return_line > last_invoke}  # type: ignore[operator]
 
 
-def _carry_over(ends: set[tuple[Any, int]], ops: list[HistoryOp], scan: KeyScan, cut: int,
-                progress: _Progress) -> SearchOutcome | None:
+def _carry_over(ends: set[tuple[Any, int]], ops: list[HistoryOp], cut: int,
+                progress: WindowedKey) -> SearchOutcome | None:
     """The configurations to carry across the cut after line ``cut``, from the window's ends (module rules)."""
     indeterminate = [op for op in ops if op.indeterminate]  # numbered as their bits
     by_value: dict[Any, set[frozenset[int]]] = defaultdict(set)
@@ -272,7 +325,7 @@ def _carry_over(ends: set[tuple[Any, int]], ops: list[HistoryOp], scan: KeyScan,
         if value is UNOBSERVED:
             raise AssertionError("a window ended in an abstract value: its frontier values were not all kept")
         pending = frozenset(op.invoke_line for j, op in enumerate(indeterminate) if not placed >> j & 1)
-        by_value[value].add(_still_observable(pending, scan, cut))
+        by_value[value].add(_still_observable(pending, progress.scan, cut))
     carry: Carry = []
     for value, sets in by_value.items():
         widest: list[frozenset[int]] = []
