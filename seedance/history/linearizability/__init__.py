@@ -5,6 +5,8 @@ operations, per key, with the indeterminate-operation rules), :mod:`.wgl` (the W
 :mod:`.checker` (models, partitioning by key, verdict), :mod:`.oracle` (a brute-force reference for tests).
 """
 
-from seedance.history.linearizability.checker import MODEL_NAMES, CheckResult, Model, check, check_keys
+from seedance.history.linearizability.checker import (
+    MODEL_NAMES, CheckResult, Model, check, check_keys, check_streamed,
+)
 
-__all__ = ["MODEL_NAMES", "CheckResult", "Model", "check", "check_keys"]
+__all__ = ["MODEL_NAMES", "CheckResult", "Model", "check", "check_keys", "check_streamed"]

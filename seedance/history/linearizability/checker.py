@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import enum
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -28,10 +28,14 @@ from seedance.history.linearizability.operations import (
     HistoryOp, pair_operations, prune_unobserved, split_by_key,
 )
 from seedance.history.linearizability.wgl import SearchOutcome, search
-from seedance.history.linearizability.windows import DEFAULT_WINDOW_OPS, check_windowed, scan_key
+from seedance.history.linearizability.windows import (
+    DEFAULT_WINDOW_OPS, KeyScan, KeyScanner, KeyWindows, WindowedKey, check_windowed, scan_key,
+)
 from seedance.errors import HistoryError, SpecError
 
-__all__ = ["CheckResult", "Model", "check", "check_keys"]
+__all__ = ["MIN_KEY_WINDOW_OPS", "CheckResult", "Model", "check", "check_keys", "check_streamed"]
+
+MIN_KEY_WINDOW_OPS = 1_000  # a key's window in check_streamed at least, however many keys share the operations
 
 
 class Model(str, enum.Enum):
@@ -150,8 +154,7 @@ def _windowed_from_events(numbered: Iterable[tuple[int, Event]], model: Model, i
     if scan.kept <= window_ops:
         return _whole_from_events(numbered, model, initial, deadline, [0])
     outcome, figures = check_windowed(numbered, scan, initial, deadline, window_ops)
-    searched = scan.kept - len(scan.indeterminate) + len(scan.last_seen)
-    return outcome, {"ops": scan.kept, "searched_ops": searched, **figures}
+    return outcome, {"ops": scan.kept, "searched_ops": _searched(scan), **figures}
 
 
 def _whole_key(key_ops: list[HistoryOp], model: Model, initial: Any,
@@ -161,6 +164,68 @@ def _whole_key(key_ops: list[HistoryOp], model: Model, initial: Any,
         _no_cas(key_ops)
     kept = prune_unobserved(key_ops)
     return search(kept, initial, deadline), {"ops": len(key_ops), "searched_ops": len(kept)}
+
+
+def check_streamed(events: Callable[[], Iterable[tuple[int, Event]]], model: str | Model = Model.KV,
+                   timeout_s: float | None = None, *, initial: Any = None,
+                   window_ops: int = DEFAULT_WINDOW_OPS) -> CheckResult:
+    """:func:`check` of a history read in two passes, ``events()`` giving its ``(line, event)`` pairs each time
+    (e.g. :meth:`seedance.history.stream.HistoryLog.events`): the first scans every key (:mod:`.windows`), the second
+    feeds every key's windows side by side, so the history is read twice whatever its number of keys, and memory
+    holds about ``window_ops`` operations in all: each key's window is ``window_ops`` shared among the keys (at
+    least ``MIN_KEY_WINDOW_OPS``, or ``window_ops`` if smaller). A key no longer than its window is kept whole and searched as :func:`check`
+    searches it, after the second pass. The verdict, the first violation's key (keys in :func:`check`'s order) and
+    the line numbers are :func:`check`'s; a violation found in windows names the deepest dead end of its window."""
+    started = time.perf_counter()
+    model, deadline = _model_and_deadline(model, timeout_s, started)
+    scanners: dict[str | None, KeyScanner] = {}
+    for line, event in events():
+        scanner = scanners.get(event.key)
+        if scanner is None:
+            scanner = scanners[event.key] = KeyScanner(cas_allowed=model is not Model.REGISTER)
+        scanner.add(line, event)
+    scans = {key: scanner.finish() for key, scanner in scanners.items()}
+    del scanners
+    key_window = max(window_ops // max(len(scans), 1), min(window_ops, MIN_KEY_WINDOW_OPS))
+    whole: dict[str | None, list[tuple[int, Event]]] = {}
+    cut: dict[str | None, tuple[KeyWindows, WindowedKey]] = {}
+    for key, scan in scans.items():
+        if scan.kept > key_window:
+            cut[key] = (KeyWindows(scan, key_window), WindowedKey(scan=scan, deadline=deadline,
+                                                                   carry=[(initial, frozenset())]))
+        elif scan.kept:
+            whole[key] = []
+    for line, event in events():
+        key = event.key
+        if key in cut:
+            cutter, judged = cut[key]
+            window = cutter.add(line, event) if judged.outcome is None else None
+            if window is not None:
+                judged.step(window, line)
+        elif key in whole:
+            whole[key].append((line, event))
+    for cutter, judged in cut.values():
+        if judged.outcome is None:
+            judged.step(cutter.rest(), None)
+
+    def outcomes() -> Iterator[tuple[str | None, tuple[SearchOutcome, dict[str, Any]]]]:
+        for key in sorted(set(whole) | set(cut), key=_key_order):
+            if key in cut:
+                judged = cut.pop(key)[1]
+                outcome, figures = judged.result()
+                yield key, (outcome, {"ops": judged.scan.kept, "searched_ops": _searched(judged.scan), **figures,
+                                      "elapsed_s": judged.elapsed_s})
+            else:
+                yield key, _whole_from_events(whole.pop(key), model, initial, deadline, [0])  # type: ignore[misc]
+
+    result = _judge(outcomes(), sum(scan.total for scan in scans.values()), model, started)
+    return result
+
+
+def _searched(scan: KeyScan) -> int:
+    """The operations of a windowed key that its windows search (failed ones, indeterminate reads and
+    unobservable indeterminate writes / cas left out)."""
+    return scan.kept - len(scan.indeterminate) + len(scan.last_seen)
 
 
 def _no_cas(ops: list[HistoryOp]) -> None:
@@ -193,9 +258,10 @@ def _judge(outcomes: Iterable[tuple[str | None, tuple[SearchOutcome, dict[str, A
     key_started = time.perf_counter()
     for key, (outcome, figures) in outcomes:
         ops, searched = figures.pop("ops"), figures.pop("searched_ops")
+        elapsed = figures.pop("elapsed_s", time.perf_counter() - key_started)
         per_key[str(key)] = {
             "ops": ops, "searched_ops": searched, "valid": outcome.valid, "steps": outcome.steps,
-            "cache_size": outcome.cache_size, "elapsed_s": time.perf_counter() - key_started, **figures,
+            "cache_size": outcome.cache_size, "elapsed_s": elapsed, **figures,
         }
         key_started = time.perf_counter()
         if outcome.valid is False:

@@ -30,8 +30,8 @@ Rules:
   indeterminate write or cas is followed, until the next write, only by operations that observe its new value, and
   such an operation returns after the write's invoke. So one whose value no determinate operation observes after its
   invoke, and no kept indeterminate cas expects, is never searched (to a fixpoint); a pending one leaves a carried
-  configuration at the first cut after its value's last such observation, unless a cas pending in the same
-  configuration expects its value. Indeterminate reads are removed. Of two carried configurations with the same
+  configuration at the first cut after its value's last such observation and after the invoke of every kept
+  indeterminate cas expecting its value, unless a cas pending in the same configuration expects it. Indeterminate reads are removed. Of two carried configurations with the same
   value, one whose pending operations are a subset of the other's is dropped (the larger allows all it allows).
 * Cost. An exhaustive window visits every reachable configuration, where one search stops at its first
   linearization: a factor that grows with the concurrency on the key, paid once per window (the starts share the
@@ -134,6 +134,7 @@ class KeyScanner:
         scan.last_seen = {line: self._last.get(_new_value(f, value), 0)
                           for line, (f, value) in scan.indeterminate.items() if f is not Operation.READ}
         _drop_unobserved(scan)
+        _later_expectations(scan)
         return scan
 
 
@@ -157,6 +158,21 @@ def _drop_unobserved(scan: KeyScan) -> None:
             return
         for line in gone:
             del scan.last_seen[line]
+
+
+def _later_expectations(scan: KeyScan) -> None:
+    """Extend each kept operation's ``last_seen`` to the invoke of the last other kept indeterminate cas expecting
+    its value: that cas may take effect at any time after its invoke, so until then the value may still be
+    observed."""
+    expecting: dict[Any, list[int]] = defaultdict(list)
+    for line in scan.last_seen:
+        f, value = scan.indeterminate[line]
+        if f is Operation.CAS:
+            expecting[value[0]].append(line)
+    for line, seen in scan.last_seen.items():
+        others = [other for other in expecting.get(_new_value(*scan.indeterminate[line]), ()) if other != line]
+        if others:
+            scan.last_seen[line] = max(seen, *others)
 
 
 def _expected_by_another(expects: Counter[Any], f: Operation, value: Any) -> bool:
