@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from seedance.analysis.histgen import GeneratorConfig, atomic_history, plant_stale_read
+from seedance.errors import HistoryError
 from seedance.history.events import Event, EventType, Operation
 from seedance.history.linearizability import check, check_keys, check_streamed
 from seedance.history.linearizability.oracle import brute_force_linearizable
@@ -177,3 +178,15 @@ def test_memory_is_bounded_by_the_window_not_the_history():
     assert longer.per_key["k"]["windows"] >= 100
     assert short_peak * 10 < whole_peak  # the whole search holds every operation (about 600 B each)
     assert long_peak < 1.25 * short_peak  # twice the history, the same peak
+
+
+def test_register_model_refuses_a_cas_that_took_part_and_ignores_a_failed_one():
+    base = [(1, INVOKE, WRITE, 1), (1, OK, WRITE, 1), (1, INVOKE, READ, None), (1, OK, READ, 1)] * 3
+    failed = _events(base + [(2, INVOKE, CAS, (5, 6)), (2, FAIL, CAS, (5, 6))] + base)
+    done = _events(base + [(2, INVOKE, CAS, (1, 6)), (2, OK, CAS, (1, 6))] + base)
+    assert check(failed, "register").valid is True
+    assert check_keys(_per_key(failed), "register", window_ops=2).valid is True
+    for run in (lambda: check(done, "register"), lambda: check_keys(_per_key(done), "register", window_ops=2),
+                lambda: check_streamed(lambda: enumerate(done, start=1), "register", window_ops=2)):
+        with pytest.raises(HistoryError, match="line 13"):
+            run()

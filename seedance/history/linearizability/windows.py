@@ -83,7 +83,8 @@ def _new_value(f: Operation, value: Any) -> Any:
 
 class KeyScanner:
     """The first pass over one key, fed event by event (:meth:`add`); :meth:`finish` gives its :class:`KeyScan`.
-    Raises :class:`HistoryError` for an invalid history, or a cas when ``cas_allowed`` is False."""
+    Raises :class:`HistoryError` for an invalid history, or a cas that did not fail when ``cas_allowed`` is False
+    (a failed one is removed, as :func:`.checker.check` removes it before it looks)."""
 
     __slots__ = ("_validator", "_scan", "_open", "_writers", "_last", "_cas_allowed")
 
@@ -91,7 +92,7 @@ class KeyScanner:
         self._validator = HistoryValidator()
         self._scan = KeyScan()
         self._open: dict[int, tuple[int, Event]] = {}
-        self._writers: Counter[Any] = Counter()  # value -> open or indeterminate writes / cas writing it
+        self._writers: dict[Any, int] = {}  # value -> open or indeterminate writes / cas writing it
         self._last: dict[Any, int] = {}  # value (one writers holds) -> last line a determinate operation observed it
         self._cas_allowed = cas_allowed
 
@@ -99,15 +100,15 @@ class KeyScanner:
         self._validator.add(event, f"line {line}")
         scan, writers = self._scan, self._writers
         if event.type is EventType.INVOKE:
-            if event.f is Operation.CAS and not self._cas_allowed:
-                raise HistoryError(f"line {line}", "cas is not an operation of model register",
-                                   "check it with --model cas-register or kv")
             self._open[event.process] = (line, event)
             scan.total += 1
             if event.f is not Operation.READ:
-                writers[_new_value(event.f, event.value)] += 1
+                value = _new_value(event.f, event.value)
+                writers[value] = writers.get(value, 0) + 1
             return
         invoke_line, invoke = self._open.pop(event.process)
+        if invoke.f is Operation.CAS and event.type is not EventType.FAIL:
+            self._no_cas(invoke_line)
         if event.type is EventType.INFO:
             scan.indeterminate[invoke_line] = (invoke.f, invoke.value)
             scan.kept += 1
@@ -120,14 +121,23 @@ class KeyScanner:
                     self._last[observed] = line
         if invoke.f is not Operation.READ:
             value = _new_value(invoke.f, invoke.value)
-            writers[value] -= 1
-            if not writers[value]:
+            if writers[value] > 1:
+                writers[value] -= 1
+            else:
                 del writers[value]
                 self._last.pop(value, None)
+
+    def _no_cas(self, line: int) -> None:
+        """A cas that did not fail (it is an operation of the history) under a model without cas: an error."""
+        if not self._cas_allowed:
+            raise HistoryError(f"line {line}", "cas is not an operation of model register",
+                               "check it with --model cas-register or kv")
 
     def finish(self) -> KeyScan:
         scan = self._scan
         for invoke_line, invoke in self._open.values():
+            if invoke.f is Operation.CAS:
+                self._no_cas(invoke_line)
             scan.indeterminate[invoke_line] = (invoke.f, invoke.value)
             scan.kept += 1
         self._open = {}
