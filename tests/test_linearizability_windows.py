@@ -173,11 +173,13 @@ def test_memory_is_bounded_by_the_window_not_the_history():
     whole_peak, whole = _peak(lambda: check_keys([("k", short)], window_ops=None))
     short_peak, windowed = _peak(lambda: check_keys([("k", short)], window_ops=1_000))
     long_peak, longer = _peak(lambda: check_keys([("k", long)], window_ops=1_000))
-    assert whole.valid is windowed.valid is longer.valid is True
+    streamed_peak, streamed = _peak(lambda: check_streamed(long.__iter__, window_ops=1_000))
+    assert whole.valid is windowed.valid is longer.valid is streamed.valid is True
     assert windowed.ops == whole.ops == 60_001 and longer.ops == 120_001
     assert longer.per_key["k"]["windows"] >= 100
     assert short_peak * 10 < whole_peak  # the whole search holds every operation (about 600 B each)
     assert long_peak < 1.25 * short_peak  # twice the history, the same peak
+    assert streamed_peak < 1.25 * short_peak
 
 
 def test_register_model_refuses_a_cas_that_took_part_and_ignores_a_failed_one():

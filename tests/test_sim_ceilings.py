@@ -112,7 +112,7 @@ def test_causal_above_the_old_limit_converges(tmp_path):
 def test_memory_estimate_of_spilled_recording_and_compacted_logs_stops_growing():
     """History and trace spill to disk, Raft's log is compacted and the check holds a window of operations, so a
     long Raft run's estimate is flat in its duration, with the check or without; the check's term is its window
-    (1,000 operations a key when the keys are many)."""
+    (100 operations a key when the keys are many)."""
     def total(hours, **kw):
         config = SimConfig(protocol="raft", nodes=5, duration_s=hours * 3600.0, **kw)
         return ceilings.estimate_memory(config)["total"]
@@ -124,7 +124,7 @@ def test_memory_estimate_of_spilled_recording_and_compacted_logs_stops_growing()
                           available=8 << 30)  # refused before the windows
     window = ceilings._check_window
     assert window(WorkloadConfig(keys=8)) == ceilings.CHECK_WINDOW_OPS
-    assert window(WorkloadConfig(keys=100)) == 100 * ceilings.CHECK_KEY_WINDOW_OPS
+    assert window(WorkloadConfig(keys=1000)) == 1000 * ceilings.CHECK_KEY_WINDOW_OPS
 
 
 def test_a_run_that_would_not_fit_on_the_disk_is_refused_before_it_starts(tmp_path, monkeypatch):

@@ -35,7 +35,7 @@ from seedance.errors import HistoryError, SpecError
 
 __all__ = ["MIN_KEY_WINDOW_OPS", "CheckResult", "Model", "check", "check_keys", "check_streamed"]
 
-MIN_KEY_WINDOW_OPS = 1_000  # a key's window in check_streamed at least, however many keys share the operations
+MIN_KEY_WINDOW_OPS = 100  # a key's window in check_streamed at least, however many keys share the operations
 
 
 class Model(str, enum.Enum):

@@ -63,8 +63,8 @@ linearization can end in (a value abstracted to ``UNOBSERVED`` is forgotten).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from seedance.history.events import Operation
@@ -110,7 +110,7 @@ def search(ops: list[HistoryOp], initial: Any = None, deadline: float | None = N
     if not ops:
         return SearchOutcome(valid=True, steps=0, cache_size=0)
     coded = encode(ops)
-    cache: set[tuple[int, int, int, Any]] = set()
+    cache: set[tuple[int, int, int, Any]] = set()  # (low, determinate bits above low, indeterminate bits, state)
     walk = explore(coded, initial, 0, cache, deadline)
     if walk.valid is False:
         return refuted(coded, walk, len(cache))
