@@ -110,22 +110,21 @@ def test_causal_above_the_old_limit_converges(tmp_path):
 
 
 def test_memory_estimate_of_spilled_recording_and_compacted_logs_stops_growing():
-    """History and trace spill to disk and Raft's log is compacted, so without the check a long Raft run's estimate
-    is flat in its duration; the check holds the busiest key's operations, so with it the estimate still grows
-    (and the refusal says --no-check would shrink it)."""
+    """History and trace spill to disk, Raft's log is compacted and the check holds a window of operations, so a
+    long Raft run's estimate is flat in its duration, with the check or without; the check's term is its window
+    (100 operations a key when the keys are many)."""
     def total(hours, **kw):
         config = SimConfig(protocol="raft", nodes=5, duration_s=hours * 3600.0, **kw)
         return ceilings.estimate_memory(config)["total"]
 
     assert total(1) == total(72) < 1 << 30
-    assert total(72, check=True) > 100 * total(1, check=False)
-    with pytest.raises(SpecError, match="--no-check"):
-        ceilings.check_memory(SimConfig(protocol="raft", nodes=5, duration_s=72 * 3600.0, check=True),
-                              available=8 << 30)
-    hot = ceilings._hot_share
-    assert hot(WorkloadConfig(keys=8)) == 1 / 8
-    assert hot(WorkloadConfig(keys=8, key_distribution="conflict", conflict_rate=0.9)) == 0.9
-    assert 1 / 8 < hot(WorkloadConfig(keys=8, key_distribution="zipf")) < 1
+    assert total(1, check=True) == total(72, check=True) < 1 << 30
+    assert total(72, check=True) - total(72, check=False) == ceilings.CHECK_WINDOW_OPS * ceilings.PER_CHECKED_OP_BYTES
+    ceilings.check_memory(SimConfig(protocol="raft", nodes=5, duration_s=72 * 3600.0, check=True),
+                          available=8 << 30)  # refused before the windows
+    window = ceilings._check_window
+    assert window(WorkloadConfig(keys=8)) == ceilings.CHECK_WINDOW_OPS
+    assert window(WorkloadConfig(keys=1000)) == 1000 * ceilings.CHECK_KEY_WINDOW_OPS
 
 
 def test_a_run_that_would_not_fit_on_the_disk_is_refused_before_it_starts(tmp_path, monkeypatch):

@@ -10,8 +10,8 @@ Rules:
 * Reading back: :meth:`HistoryLog.events` yields every event in order (the spilled ones, then the rest) as trusted
   :class:`~seedance.history.events.Event` objects (the runtime's rows are not validated again); the tuples a row's
   value held come back as tuples. :meth:`HistoryLog.by_key` yields each key's events with their line numbers in the
-  whole history, one key at a time (keys read in batches of about 200,000 events per pass over the file), for the
-  per-key linearizability check
+  whole history, one key at a time (keys read in batches of about 200,000 events per pass over the file; a larger
+  key is read again each time its events are iterated), for the per-key linearizability check
   (:func:`seedance.history.linearizability.check_keys`).
 * :func:`summarize_stream` computes :func:`seedance.history.events.summarize`'s keys in one pass, holding only the
   open operations and the ok latencies (8 bytes each, for the exact p50 / p99).
@@ -127,11 +127,12 @@ class HistoryLog:
         found = {row[3] for row in self._raw()}
         return sorted(found, key=lambda key: (key is not None, key or ""))
 
-    def by_key(self, batch_rows: int = BY_KEY_ROWS) -> Iterator[tuple[str | None, Iterator[tuple[int, Event]]]]:
+    def by_key(self, batch_rows: int = BY_KEY_ROWS) -> Iterator[tuple[str | None, Iterable[tuple[int, Event]]]]:
         """Each key with its ``(line, event)`` pairs, in :meth:`keys` order. One pass counts each key's rows; then
         each pass over the history collects the rows of as many consecutive keys as hold at most ``batch_rows``
         rows together (a key with more is streamed alone), so memory holds at most about ``batch_rows`` events and
-        a history of K keys is read about ``rows / batch_rows + 2`` times, not K + 1."""
+        a history of K keys is read about ``rows / batch_rows + 2`` times, not K + 1. Each key's events can be
+        iterated more than once (a key streamed alone is read from the history again each time)."""
         counts = Counter(row[3] for row in self._raw())
         batch: list[str | None] = []
         held = 0
@@ -144,17 +145,30 @@ class HistoryLog:
         if batch:
             yield from self._batch(batch)
 
-    def _batch(self, keys: list[str | None]) -> Iterator[tuple[str | None, Iterator[tuple[int, Event]]]]:
-        """``keys``' events from one pass over the history (one key: streamed as it is read)."""
+    def _batch(self, keys: list[str | None]) -> Iterator[tuple[str | None, Iterable[tuple[int, Event]]]]:
+        """``keys``' events from one pass over the history (one key: streamed as it is read, each time it is
+        iterated)."""
         if len(keys) == 1:
-            only = keys[0]
-            yield only, self.events(lambda k: k == only)
+            yield keys[0], _KeyEvents(self, keys[0])
             return
         groups: dict[str | None, list[tuple[int, Event]]] = {key: [] for key in keys}
         for line, event in self.events(groups.__contains__):
             groups[event.key].append((line, event))
         for key in keys:
-            yield key, iter(groups.pop(key))
+            yield key, groups.pop(key)
+
+
+class _KeyEvents:
+    """One key's ``(line, event)`` pairs, read from the history again by each iteration (one pass each)."""
+
+    __slots__ = ("_log", "_key")
+
+    def __init__(self, log: HistoryLog, key: str | None) -> None:
+        self._log, self._key = log, key
+
+    def __iter__(self) -> Iterator[tuple[int, Event]]:
+        key = self._key
+        return self._log.events(lambda k: k == key)
 
 
 def summarize_stream(events: Iterable[Event] | HistoryLog, duration_s: float) -> dict[str, Any]:

@@ -17,7 +17,7 @@ memory this machine has available (``MemAvailable`` of ``/proc/meminfo``; the en
 ``SEEDANCE_MEM_AVAILABLE`` — bytes, or a size such as ``2GiB`` — overrides it, for tests and for batch jobs
 whose limit is not the machine's). The estimate is a linear model of what a run holds at its peak:
 
-    bytes = base + nodes × per_node + min(ops, window) × per_op + hot-key ops × per_checked_op (--check)
+    bytes = base + nodes × per_node + min(ops, window) × per_op + min(ops, check window) × per_checked_op (--check)
             + held entries × nodes × per_entry + min(messages, trace window) × per_message (trace on)
             + devices² × per_route (a preset topology)
 
@@ -29,10 +29,11 @@ peer per write; the consensus protocols: ``k × N`` per operation, k the most me
 
 What a run records no longer stays in memory: the clients' history and the replicas' events spill to disk in
 chunks of 100,000 rows, the trace every 100,000 records, and ``trace.json`` holds at most its first 1,000,000
-events; so the history term counts at most 100,000 operations and the trace term at most 1,000,000 messages. What
-still grows with the run: the linearizability check holds one key's operations at a time (the busiest key's share
-of ``ops``: uniform ``1 / keys``, zipf the first key's share, conflict ``conflict_rate``), and the protocols' own
-state — every replica keeps every write (``per_entry``), except Raft, whose log a snapshot compacts every
+events; so the history term counts at most 100,000 operations and the trace term at most 1,000,000 messages. The
+linearizability check reads the spilled history twice and holds a window of operations: 20,000 shared among the
+keys, at least 100 a key (:func:`seedance.history.linearizability.check_streamed`), so its term counts at most
+``max(20,000, 100 × keys)`` operations (it also keeps each key's indeterminate operations, a few per thousand in
+these runs, not counted). What still grows with the run: the protocols' own state — every replica keeps every write (``per_entry``), except Raft, whose log a snapshot compacts every
 ``snapshot_entries`` applied entries (so it holds at most twice that many), and EPaxos keeps a dependency vector of
 N slots per instance in memory and on its simulated disk (16 N bytes per replica per operation).
 
@@ -47,7 +48,8 @@ Multi-Paxos's messages per operation (4.9 N and 2.3 N, not Raft's 0.25 N: 767 MB
 against 162 MB estimated) and the causal replicas' per-peer state (N² in all: 1,017 MB measured at 1,024 replicas
 against 963 MB). The bounded windows and the per-key check term came with the spilling (2026-12-06): Raft at 5
 nodes, 16 clients, check on, 5 and 20 simulated s measured 204 and 260 MB; a key's check holds about 600 B per
-operation (``per_checked_op`` is twice that).
+operation (``per_checked_op`` is twice that). The check's windows came after (2026-12-07): the same runs measured
+145 and 177 MB (against 194 and 255 MB), the check itself peaking at about 10 MB of Python allocations at 20 s.
 """
 
 from __future__ import annotations
@@ -127,7 +129,9 @@ LEADER_BOUND = {"raft": (CLOSED_LOOP_FLOOR_S, 32), "commit": (CLOSED_LOOP_FLOOR_
 CAUSAL_PER_PEER_BYTES = 300  # a replica's per-peer state (acks, sent, progress, queues, heap entry): N² in all
 HISTORY_WINDOW_OPS = 100_000  # operations whose rows are held before a chunk spills (100,000 rows, with margin)
 TRACE_WINDOW_MESSAGES = 1_000_000  # messages whose records trace.json may hold (its default event cap)
-PER_CHECKED_OP_BYTES = 1_200  # one key's operations while the linearizability check searches them (about 600)
+PER_CHECKED_OP_BYTES = 1_200  # an operation in the linearizability check's windows (about 600)
+CHECK_WINDOW_OPS = 20_000  # operations the check's windows hold in all (check_streamed's default window_ops)
+CHECK_KEY_WINDOW_OPS = 100  # a key's window at least (its MIN_KEY_WINDOW_OPS)
 EPAXOS_SLOT_BYTES = 16  # a dependency vector's slot: 8 B in memory, 8 B on the simulated disk
 
 
@@ -147,16 +151,10 @@ def _ops_per_s(config: Any) -> tuple[float, float]:
     return ops, ops * (w.mix[1] + w.mix[2])
 
 
-def _hot_share(workload: Any) -> float:
-    """The busiest key's share of the operations (the linearizability check holds one key's at a time)."""
+def _check_window(workload: Any) -> float:
+    """Operations the linearizability check's windows hold at most: the window, or 100 per key if more."""
     keys = max(1, int(getattr(workload, "keys", 1)))
-    distribution = getattr(workload, "key_distribution", "uniform")
-    if distribution == "zipf":
-        s = float(getattr(workload, "zipf_s", 1.0))
-        return 1.0 / sum(k ** -s for k in range(1, keys + 1))
-    if distribution == "conflict":
-        return max(float(getattr(workload, "conflict_rate", 0.0)), 1.0 / keys)
-    return 1.0 / keys
+    return float(max(CHECK_WINDOW_OPS, CHECK_KEY_WINDOW_OPS * keys))
 
 
 def estimate_memory(config: Any) -> dict[str, float]:
@@ -180,7 +178,8 @@ def estimate_memory(config: Any) -> dict[str, float]:
             writes = min(writes, 2 * every) if every > 0 else writes
         entries = writes * nodes
     devices = nodes if config.topology is not None else 0  # the default fabric's routes are computed on lookup
-    checked = ops * _hot_share(config.workload) if getattr(config, "check", False) and protocol != "causal" else 0.0
+    checked = min(ops, _check_window(config.workload)) if getattr(config, "check", False) and protocol != "causal" \
+        else 0.0
     parts = {
         "base": float(BASE_BYTES),
         "nodes": float(nodes * per_node),
@@ -281,8 +280,8 @@ def check_memory(config: Any, available: int | None = None) -> dict[str, float]:
     if limit is not None and estimate["total"] > limit:
         part = max(("nodes", "topology", "history", "logs", "trace"), key=lambda k: estimate[k])
         advice = {"trace": "--no-trace, a shorter --duration or fewer clients",
-                  "history": "--no-check (its busiest key's operations are held together), more --keys, a shorter "
-                             "--duration or fewer clients",
+                  "history": "--no-check (its windows hold a few operations of every key), fewer --keys, a "
+                             "shorter --duration or fewer clients",
                   "logs": "a shorter --duration, fewer clients or fewer nodes",
                   "nodes": "fewer nodes (or a smaller grid)", "topology": "fewer nodes"}[part]
         raise SpecError("memory", f"the run needs an estimated {_gib(estimate['total'])} (most of it {part}: "

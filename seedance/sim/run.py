@@ -403,13 +403,14 @@ def _result(config: SimConfig, runtime: Runtime, clients: Clients, trace: Trace,
 def check_history(history: list[Event] | HistoryLog, *, timeout_s: float,
                   model: str = "kv") -> dict[str, Any]:
     """Judge a history with the linearizability checker (the protocol's model, ``kv`` by default); ``valid`` is
-    True, False or "unknown". A :class:`HistoryLog` is read back one key at a time (the check is per key)."""
+    True, False or "unknown". A :class:`HistoryLog` is read back twice, every key's operations in windows (the check
+    is per key; memory holds a window of operations, not a key's history)."""
     try:
         from seedance.history import linearizability
     except ImportError:
         return {"valid": "unknown", "reason": "seedance.history.linearizability is not installed"}
     if isinstance(history, HistoryLog):
-        verdict = linearizability.check_keys(history.by_key(), model=model, timeout_s=timeout_s)
+        verdict = linearizability.check_streamed(history.events, model=model, timeout_s=timeout_s)
     else:
         verdict = linearizability.check(history, model=model, timeout_s=timeout_s)
     if isinstance(verdict, dict):

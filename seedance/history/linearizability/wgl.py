@@ -48,18 +48,30 @@ history of 31 clients on one register takes ~1e7 steps (tens of seconds), agains
 
 A deadline (a ``time.perf_counter()`` value), checked every few thousand steps, turns a search that would run too
 long into "unknown".
+
+:func:`explore` is that search; :func:`search` stops it at the first linearization. The windowed check
+(:mod:`.windows`) needs every way a window of operations can end instead: given a set ``ends``, :func:`explore`
+records at each configuration where every determinate operation is linearized its (register value, placed
+indeterminate operations) and backtracks, so it visits every configuration reachable from its start once (the
+memo may be shared by several starts over the same operations: a configuration explored from one start leads to
+the same ends from another). The reductions above keep what the set of ends can do next: an indeterminate operation
+they leave unplaced stays pending and may still take effect after the window, and a read placed now ends in the
+same state as placed later. The recorded value is concrete if :func:`encode` was told to keep every value a
+linearization can end in (a value abstracted to ``UNOBSERVED`` is forgotten).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from seedance.history.events import Operation
 from seedance.history.linearizability.operations import HistoryOp
 
-__all__ = ["UNOBSERVED", "SearchOutcome", "search"]
+__all__ = ["UNOBSERVED", "Coded", "SearchOutcome", "Walk", "encode", "explore", "lift", "refuted", "search",
+           "unlift"]
 
 _READ, _WRITE, _CAS = 0, 1, 2
 _KIND = {Operation.READ: _READ, Operation.WRITE: _WRITE, Operation.CAS: _CAS}
@@ -95,35 +107,79 @@ class SearchOutcome:
 
 def search(ops: list[HistoryOp], initial: Any = None, deadline: float | None = None) -> SearchOutcome:
     """Decide whether ``ops`` (one key, invoke order) is linearizable w.r.t. a cas register starting at ``initial``."""
-    n = len(ops)
-    if n == 0:
+    if not ops:
         return SearchOutcome(valid=True, steps=0, cache_size=0)
-    kind, arg, new, written, indeterminate, signature, bit, state = _encode(ops, initial)
-    nxt, prv = _entry_list(ops)
-    head, tail = 2 * n, 2 * n + 1
+    coded = encode(ops)
     cache: set[tuple[int, int, int, Any]] = set()  # (low, determinate bits above low, indeterminate bits, state)
-    placed = placed_indeterminate = 0  # the operations linearized, as two bitsets (see _encode)
+    walk = explore(coded, initial, 0, cache, deadline)
+    if walk.valid is False:
+        return refuted(coded, walk, len(cache))
+    return SearchOutcome(valid=walk.valid, steps=walk.steps, cache_size=len(cache))
+
+
+@dataclass(slots=True)
+class Coded:
+    """Operations encoded for the search, one entry per operation (see :func:`encode`), with the entry list."""
+
+    ops: list[HistoryOp]
+    kind: list[int]
+    arg: list[Any]
+    new: list[Any]
+    written: list[Any]
+    indeterminate: list[bool]
+    signature: list[Any]
+    bit: list[int]
+    nxt: list[int]
+    prv: list[int]
+    observed: set[Any]
+
+    def abstract(self, value: Any) -> Any:
+        return value if value in self.observed else UNOBSERVED
+
+
+@dataclass(frozen=True, slots=True)
+class Walk:
+    """What one :func:`explore` found: ``valid`` (True: a linearization / an end was reached, False: none,
+    "unknown": deadline), its steps, and the deepest dead end (op index, concrete value there, other pending ops)
+    with its depth (operations linearized in this walk before it)."""
+
+    valid: bool | str
+    steps: int
+    depth: int
+    best: tuple[int, Any, tuple[int, ...]] | None
+
+
+def explore(coded: Coded, initial: Any, placed_indeterminate: int, cache: set[tuple[int, int, int, Any]],
+            deadline: float | None, ends: set[tuple[Any, int]] | None = None) -> Walk:
+    """The search from the value ``initial``, the indeterminate operations of ``placed_indeterminate`` (bits)
+    already placed and lifted out by the caller, memo ``cache``; with ``ends``, exhaustive (module docstring)."""
+    kind, arg, new, written, indeterminate = coded.kind, coded.arg, coded.new, coded.written, coded.indeterminate
+    signature, bit, nxt, prv = coded.signature, coded.bit, coded.nxt, coded.prv
+    head, tail = 2 * len(kind), 2 * len(kind) + 1
+    placed = 0  # the operations linearized, as two bitsets (see encode)
     stack: list[tuple[int, Any, Any, int]] = []  # (call entry, state before, concrete value before, phase)
-    entry, phase, concrete = nxt[head], _FORCED, initial  # concrete: the register's actual value (state: abstract)
+    entry, phase, concrete, state = nxt[head], _FORCED, initial, coded.abstract(initial)  # concrete: actual value
     wanted: set[Any] = set()  # values the blocked candidates wait for (reads' results, cas' expected values)
     seen: set[tuple[int, Any, Any]] = set()  # signatures of the indeterminate candidates tried in this phase
-    steps, best_depth = 0, -1
-    best: tuple[int, Any, tuple[int, ...]] | None = None
+    steps, best_depth, best, found = 0, -1, None, False
     while True:
         steps += 1
         if deadline is not None and steps % _CLOCK_EVERY == 0 and time.perf_counter() > deadline:
-            return SearchOutcome(valid="unknown", steps=steps, cache_size=len(cache))
+            return Walk("unknown", steps, best_depth, best)
         i = entry >> 1
         if entry == tail or entry & 1:  # a return entry (or the end): the candidates are behind us
             if entry == tail or indeterminate[i]:
-                return SearchOutcome(valid=True, steps=steps, cache_size=len(cache))
-            if phase != _REST:  # the next phase, from the head: _FORCED -> _WANTED -> _REST
+                if ends is None:
+                    return Walk(True, steps, best_depth, best)
+                ends.add((state, placed_indeterminate))
+                found = True
+            elif phase != _REST:  # the next phase, from the head: _FORCED -> _WANTED -> _REST
                 if phase == _FORCED:
                     wanted = _wanted(nxt, head, kind, arg, state)
                     seen.clear()
                 phase, entry = phase + 1, nxt[head]
                 continue
-            if len(stack) > best_depth:  # op i returns here, not linearized: this configuration is a dead end
+            elif len(stack) > best_depth:  # op i returns here, not linearized: this configuration is a dead end
                 best_depth, best = len(stack), (i, concrete, _pending_calls(nxt, head, entry, i))
         else:  # a call entry: can op i take effect now?
             k = kind[i]
@@ -159,7 +215,7 @@ def search(ops: list[HistoryOp], initial: Any = None, deadline: float | None = N
                 placed, placed_indeterminate, state = grown, grown_indeterminate, after
                 if k != _READ:
                     concrete = written[i]
-                _lift(nxt, prv, entry)
+                lift(nxt, prv, entry)
                 if phase == _FORCED:
                     entry = nxt[prv[entry]]  # its successor now (its own return may have been next)
                 else:
@@ -171,15 +227,14 @@ def search(ops: list[HistoryOp], initial: Any = None, deadline: float | None = N
             # a forced step into an explored configuration: this one is a dead end too
         back = _backtrack(stack, nxt, prv, kind, arg, indeterminate, signature, bit, placed, placed_indeterminate)
         if back is None:
-            return _refuted(ops, best, best_depth, steps, len(cache))
+            return Walk(found, steps, best_depth, best)
         entry, state, concrete, phase, placed, placed_indeterminate, wanted, seen = back
 
 
-def _encode(ops: list[HistoryOp], initial: Any) -> tuple[list[int], list[Any], list[Any], list[Any], list[bool],
-                                                        list[Any], list[int], Any]:
+def encode(ops: list[HistoryOp], keep: Iterable[Any] = ()) -> Coded:
     """Per operation: its kind, argument (abstract where unobserved), new value of a cas, concrete value written
     (for reports), indeterminacy, signature (indeterminate ones with equal signatures are interchangeable once
-    both are invoked) and bit; and the abstract initial state.
+    both are invoked) and bit; and the entry list. Values read, expected by a cas or in ``keep`` stay concrete.
 
     The linearized set is two bitsets, over determinate and over indeterminate operations (numbered apart); the
     memo keeps the first unlinearized determinate operation and the determinate bits above it. An operation's
@@ -188,6 +243,7 @@ def _encode(ops: list[HistoryOp], initial: Any) -> tuple[list[int], list[Any], l
     n = len(ops)
     observed = {op.output for op in ops if op.f is Operation.READ}
     observed.update(op.value[0] for op in ops if op.f is Operation.CAS)
+    observed.update(keep)
 
     def abstract(value: Any) -> Any:
         return value if value in observed else UNOBSERVED
@@ -206,7 +262,8 @@ def _encode(ops: list[HistoryOp], initial: Any) -> tuple[list[int], list[Any], l
             bit[j], indeterminate_count = indeterminate_count, indeterminate_count + 1
         else:
             bit[j], determinate_count = determinate_count, determinate_count + 1
-    return kind, arg, new, written, indeterminate, signature, bit, abstract(initial)
+    nxt, prv = _entry_list(ops)
+    return Coded(ops, kind, arg, new, written, indeterminate, signature, bit, nxt, prv, observed)
 
 
 def _backtrack(stack: list[tuple[int, Any, Any, int]], nxt: list[int], prv: list[int], kind: list[int],
@@ -222,7 +279,7 @@ def _backtrack(stack: list[tuple[int, Any, Any, int]], nxt: list[int], prv: list
             placed_indeterminate ^= 1 << bit[entry >> 1]
         else:
             placed ^= 1 << bit[entry >> 1]
-        _unlift(nxt, prv, entry)
+        unlift(nxt, prv, entry)
         if phase != _FORCED:
             wanted = _wanted(nxt, head, kind, arg, state)
             seen = _seen_before(nxt, head, entry, signature) if phase == _WANTED else set()
@@ -230,14 +287,16 @@ def _backtrack(stack: list[tuple[int, Any, Any, int]], nxt: list[int], prv: list
     return None
 
 
-def _refuted(ops: list[HistoryOp], best: tuple[int, Any, tuple[int, ...]] | None, depth: int, steps: int,
-             cache_size: int) -> SearchOutcome:
-    """The "not linearizable" outcome, from the deepest dead end the search reached."""
-    assert best is not None
-    blocked, best_state, others = best
+def refuted(coded: Coded, walk: Walk, cache_size: int, linearized_before: int = 0) -> SearchOutcome:
+    """The "not linearizable" outcome, from the deepest dead end a walk reached (``linearized_before``: operations
+    placed before the walk began, for the report)."""
+    if walk.best is None:  # no dead end recorded (every configuration was explored by an earlier walk)
+        blocked, best_state, others = 0, None, ()
+    else:
+        blocked, best_state, others = walk.best
     return SearchOutcome(
-        valid=False, steps=steps, cache_size=cache_size, blocked=ops[blocked], state=best_state,
-        linearized=depth, concurrent=tuple(ops[j] for j in others),
+        valid=False, steps=walk.steps, cache_size=cache_size, blocked=coded.ops[blocked], state=best_state,
+        linearized=linearized_before + max(walk.depth, 0), concurrent=tuple(coded.ops[j] for j in others),
     )
 
 
@@ -265,7 +324,7 @@ def _entry_list(ops: list[HistoryOp]) -> tuple[list[int], list[int]]:
     return nxt, prv
 
 
-def _lift(nxt: list[int], prv: list[int], call: int) -> None:
+def lift(nxt: list[int], prv: list[int], call: int) -> None:
     """Unlink a call entry and its return entry (``call + 1``)."""
     ret = call + 1
     nxt[prv[call]] = nxt[call]
@@ -274,8 +333,8 @@ def _lift(nxt: list[int], prv: list[int], call: int) -> None:
     prv[nxt[ret]] = prv[ret]
 
 
-def _unlift(nxt: list[int], prv: list[int], call: int) -> None:
-    """Relink what :func:`_lift` unlinked, in the reverse order."""
+def unlift(nxt: list[int], prv: list[int], call: int) -> None:
+    """Relink what :func:`lift` unlinked, in the reverse order."""
     ret = call + 1
     prv[nxt[ret]] = ret
     nxt[prv[ret]] = ret
