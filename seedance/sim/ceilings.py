@@ -32,8 +32,9 @@ chunks of 100,000 rows, the trace every 100,000 records, and ``trace.json`` hold
 events; so the history term counts at most 100,000 operations and the trace term at most 1,000,000 messages. What
 still grows with the run: the linearizability check holds one key's operations at a time (the busiest key's share
 of ``ops``: uniform ``1 / keys``, zipf the first key's share, conflict ``conflict_rate``), and the protocols' own
-state — every replica keeps every write (``per_entry``), except Raft, whose log a snapshot compacts every
-``snapshot_entries`` applied entries (so it holds at most twice that many), and EPaxos keeps a dependency vector of
+state — every replica keeps every write (``per_entry``), except Raft and Multi-Paxos, whose log (per-slot records) a
+snapshot compacts every ``snapshot_entries`` (``snapshot_slots``) applied entries (executed slots), so each holds at
+most about twice that many, and EPaxos keeps a dependency vector of
 N slots per instance in memory and on its simulated disk (16 N bytes per replica per operation).
 
 Calibration: the coefficients were solved from the peak RSS (``ru_maxrss``) of five runs in fresh processes — Raft
@@ -117,6 +118,8 @@ PER_ENTRY_BYTES = 130  # one replica's copy of a write: log slot, simulated-disk
 PER_MESSAGE_BYTES = 400  # trace records of one delivered message, trace on (fit: about 330)
 PER_ROUTE_BYTES = 360  # a preset topology's routing tables and the network's route cache, per device pair
 CLOSED_LOOP_FLOOR_S = 0.5e-3  # a closed-loop client completes at most one operation per 0.5 ms here
+# the option after how many applied entries (slots) a snapshot compacts a replica's log, and its default
+SNAPSHOT_OPTION = {"raft": ("snapshot_entries", 65536), "multipaxos": ("snapshot_slots", 65536)}
 # delivered messages per operation per node, the most measured by benchmarks/sim_scale.py at 8-128 nodes: Raft
 # batches (0.14 .. 0.25), Multi-Paxos sends Accept/Accepted per slot run (1.9 .. 2.3), EPaxos PreAccept, Accept and
 # Commit to every replica (4.5 .. 4.97)
@@ -175,8 +178,9 @@ def estimate_memory(config: Any) -> dict[str, float]:
         per_node = PER_NODE_BYTES
         messages = ops * MESSAGES_PER_OP_PER_NODE.get(protocol, 5.0) * nodes
         writes = writes_s * config.duration_s
-        if protocol == "raft":  # a snapshot compacts the log every snapshot_entries applied entries
-            every = int(config.protocol_config.get("snapshot_entries", 65536))
+        if protocol in SNAPSHOT_OPTION:  # a snapshot compacts the log (slots) every so many applied entries
+            option, default = SNAPSHOT_OPTION[protocol]
+            every = int(config.protocol_config.get(option, default))
             writes = min(writes, 2 * every) if every > 0 else writes
         entries = writes * nodes
     devices = nodes if config.topology is not None else 0  # the default fabric's routes are computed on lookup
