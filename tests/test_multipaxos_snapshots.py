@@ -17,9 +17,7 @@ from seedance.errors import SpecError
 from seedance.models.kv import KVStore
 from seedance.models.protocols.contract import DurableState, Persist, PersistRecords
 from seedance.models.protocols.multipaxos import SPEC, MultiPaxosConfig, MultiPaxosNode, invariants
-from seedance.models.protocols.multipaxos.messages import (
-    MESSAGE_TYPES, Accept, Command, Decide, InstallSnapshot, Promise,
-)
+from seedance.models.protocols.multipaxos.messages import MESSAGE_TYPES, Accept, Command, InstallSnapshot, Promise
 from seedance.models.protocols.multipaxos.snapshots import ACC_TABLE, SNAPSHOT_KEY
 from seedance.models.wire import Codec
 from seedance.sim import NemesisConfig, SimConfig, WorkloadConfig, ceilings, simulate
