@@ -13,8 +13,8 @@ Rules:
   executed prefix), keeps the ``acc`` records above it and deletes those at or below it again (a crash between the
   two writes left them). A crash before the snapshot is durable leaves the previous snapshot and every record.
 * A leader whose peer reports an executed prefix below the leader's compaction point sends it ``InstallSnapshot``
-  (at most once per election timeout per peer while that snapshot is the newest) instead of ``Decide``; the slots
-  above it go by ``Decide`` as before. A replica installs a snapshot beyond its executed prefix (from a leader whose
+  instead of ``Decide`` (once per ``election_timeout_s_max`` per peer for one snapshot; a newer one goes at once);
+  the slots above it go by ``Decide`` as before. A replica installs a snapshot beyond its executed prefix (from a leader whose
   ballot is not below its promise, or from a promise, below): its kv store becomes the snapshot's, its executed
   prefix the snapshot's index, and it compacts up to there as if it had taken the snapshot itself.
 * An acceptor accepts a value for a slot at or below its snapshot like any other (its next snapshot deletes it):
@@ -27,8 +27,9 @@ reports: an acceptor with snapshot index C no longer holds the values of slots �
 answered with the values accepted in slots ≥ max(low, C + 1), and, when C ≥ low, with the snapshot itself
 (``Promise.snapshot_index``, ``Promise.snapshot``). The candidate installs every snapshot beyond its executed prefix
 as its promises arrive, and when it leads it proposes only for the slots above its executed prefix, so only for slots
-above C* (the highest snapshot index among its promises). For those slots no acceptor of the majority compacted
-anything, each reported every value it accepted there, and P2c's argument holds as without snapshots. The slots up
+above C* (the highest snapshot index among its promises) and at or above ``low``. No acceptor of the majority
+compacted such a slot (one with C ≥ low has C ≤ C*, one with C < low compacted nothing at or above low), so each
+reported every value it accepted there, and P2c's argument holds as without snapshots. The slots up
 to its executed prefix are not proposed at all: each was chosen (a replica executes only chosen values, and a
 snapshot holds only executed slots), and its value is in the state the leader now holds, which is the state every
 correct replica reaches after executing the same chosen prefix. A leader therefore never proposes a no-op (or
