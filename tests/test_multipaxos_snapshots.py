@@ -17,7 +17,9 @@ from seedance.errors import SpecError
 from seedance.models.kv import KVStore
 from seedance.models.protocols.contract import DurableState, Persist, PersistRecords
 from seedance.models.protocols.multipaxos import SPEC, MultiPaxosConfig, MultiPaxosNode, invariants
-from seedance.models.protocols.multipaxos.messages import MESSAGE_TYPES, Accept, Command, InstallSnapshot, Promise
+from seedance.models.protocols.multipaxos.messages import (
+    MESSAGE_TYPES, NOOP, Accept, Command, InstallSnapshot, Promise,
+)
 from seedance.models.protocols.multipaxos.snapshots import ACC_TABLE, SNAPSHOT_KEY
 from seedance.models.wire import Codec
 from seedance.sim import NemesisConfig, SimConfig, WorkloadConfig, ceilings, simulate
@@ -158,6 +160,22 @@ def test_a_new_leader_installs_a_promised_snapshot_instead_of_proposing_compacte
     assert d.violations == []
 
 
+def test_a_promise_without_its_snapshot_lets_a_leader_overwrite_chosen_slots_and_the_monitor_sees_it():
+    """The same schedule with the planted bug: node 1's promise reports slots 9 and 10 only, node 2 proposes no-ops
+    for the chosen slots 1..8, and the monitor reports Agreement broken."""
+    broken = MUTANTS["snapshotless-promise"]
+    d = Driver(broken, 3, config=FAST).start()
+    elect(d, 0)
+    writes(d, 0, 10, where=lambda s, dst, m: 2 not in (s, dst))
+    d.drop(to(2))
+    d.drop(lambda s, dst, m: s == 2)
+    d.crash(0)
+    elect(d, 2)
+    d.run_timers(until=d.now + 0.01)
+    assert d.nodes[2].role == "leader" and d.nodes[2].decided_log[0] == (1, NOOP)
+    assert any(v.startswith("Agreement: slot 1 ") for v in d.violations), d.story()
+
+
 # ---------------------------------------------------------------------------------------------------- recovery
 def _durable_after(writes_: list) -> DurableState:
     values: dict = {}
@@ -293,8 +311,9 @@ def test_campaign_with_tiny_snapshots(seed, request):
 
 # the first campaign seed (of 0..99) on which each Multi-Paxos mutant breaks Agreement with snapshot_slots=8; without
 # snapshots (tests/test_paxos_mutants.py) lowest-ballot is caught at seed 1: a promised snapshot leaves fewer slots
-# for phase 1 to re-propose, so fewer schedules expose the wrong choice among reported values
-FIRST_DETECTION = {"lowest-ballot": 64, "accept-below-promise": 28}
+# for phase 1 to re-propose, so fewer schedules expose the wrong choice among reported values. snapshotless-promise
+# (an acceptor's Promise leaves its snapshot out) exists only with compaction.
+FIRST_DETECTION = {"lowest-ballot": 64, "accept-below-promise": 28, "snapshotless-promise": 1}
 
 
 @pytest.mark.parametrize("name", sorted(FIRST_DETECTION))
