@@ -4,6 +4,9 @@
   instead of the highest (Paxos Made Simple §2.2, P2c): a value chosen at a later ballot can be replaced.
 * :class:`BelowPromiseMultiPaxos` — an acceptor accepts an Accept whose ballot is below its promise (P1a broken): a
   deposed leader still gets values chosen after a new leader has read the slots.
+* :class:`SnapshotlessPromiseMultiPaxos` — an acceptor whose snapshot covers the candidate's ``low`` answers the
+  Promise without it (and without the values it compacted): the new leader fills those chosen slots with no-ops
+  (the phase-1 rule of seedance/models/protocols/multipaxos/snapshots.py broken).
 * :class:`SingleBallotEPaxos` — one ballot variable per instance (EPaxos as published, efficient/epaxos issue #20):
   a PrepareReply reports the last ballot the replica *promised*, not the one it accepted at, so recovery can adopt a
   stale accepted value (Sutra, IPL 2020).
@@ -39,6 +42,11 @@ class BelowPromiseMultiPaxos(MultiPaxosNode):
         return False  # BUG: P1a — never accept a ballot below the promise
 
 
+class SnapshotlessPromiseMultiPaxos(MultiPaxosNode):
+    def _promised_snapshot(self, low: int) -> dict:
+        return {}  # BUG: the compacted slots are neither reported nor covered by a snapshot
+
+
 class SingleBallotEPaxos(EPaxosNode):
     def _reported_ballot(self, inst):
         return inst.bal  # BUG: the promised ballot stands in for the ballot the value was accepted at
@@ -67,6 +75,7 @@ def _spec(name: str, base: ProtocolSpec, cls: type, config_cls: type) -> Protoco
 MUTANT_CLASSES: dict[str, tuple[type, ProtocolSpec, type]] = {
     "lowest-ballot": (LowestBallotMultiPaxos, multipaxos.SPEC, MultiPaxosConfig),
     "accept-below-promise": (BelowPromiseMultiPaxos, multipaxos.SPEC, MultiPaxosConfig),
+    "snapshotless-promise": (SnapshotlessPromiseMultiPaxos, multipaxos.SPEC, MultiPaxosConfig),
     "single-ballot": (SingleBallotEPaxos, epaxos.SPEC, EPaxosConfig),
     "unchecked-fast-path": (UncheckedFastPathEPaxos, epaxos.SPEC, EPaxosConfig),
     "no-try-pre-accept": (NoTryPreAcceptEPaxos, epaxos.SPEC, EPaxosConfig),

@@ -33,8 +33,10 @@ events; so the history term counts at most 100,000 operations and the trace term
 linearizability check reads the spilled history twice and holds a window of operations: 20,000 shared among the
 keys, at least 100 a key (:func:`seedance.history.linearizability.check_streamed`), so its term counts at most
 ``max(20,000, 100 × keys)`` operations (it also keeps each key's indeterminate operations, a few per thousand in
-these runs, not counted). What still grows with the run: the protocols' own state — every replica keeps every write (``per_entry``), except Raft, whose log a snapshot compacts every
-``snapshot_entries`` applied entries (so it holds at most twice that many), and EPaxos keeps a dependency vector of
+these runs, not counted). What still grows with the run: the protocols' own state — every replica keeps every write
+(``per_entry``), except Raft and Multi-Paxos, whose log (per-slot records) a snapshot compacts every
+``snapshot_entries`` (``snapshot_slots``) applied entries (executed slots), so each holds at most about twice that
+many, and EPaxos keeps a dependency vector of
 N slots per instance in memory and on its simulated disk (16 N bytes per replica per operation).
 
 Calibration: the coefficients were solved from the peak RSS (``ru_maxrss``) of five runs in fresh processes — Raft
@@ -50,6 +52,10 @@ against 963 MB). The bounded windows and the per-key check term came with the sp
 nodes, 16 clients, check on, 5 and 20 simulated s measured 204 and 260 MB; a key's check holds about 600 B per
 operation (``per_checked_op`` is twice that). The check's windows came after (2026-12-07): the same runs measured
 145 and 177 MB (against 194 and 255 MB), the check itself peaking at about 10 MB of Python allocations at 20 s.
+Multi-Paxos at 5 nodes, 16 clients, 5 and 20 s measured 339 and 363 MB with snapshots (``snapshot_slots`` 65,536),
+602 and 2,426 MB without (about 600 B per slot per replica, and every operation, reads included, takes a slot:
+``MULTIPAXOS_SLOT_BYTES`` counts 700 B for each operation; its leader bound had put 16,000 operations a second where
+the runs did 31,000, and is 0.5 ms since) (2026-12-07).
 """
 
 from __future__ import annotations
@@ -119,13 +125,20 @@ PER_ENTRY_BYTES = 130  # one replica's copy of a write: log slot, simulated-disk
 PER_MESSAGE_BYTES = 400  # trace records of one delivered message, trace on (fit: about 330)
 PER_ROUTE_BYTES = 360  # a preset topology's routing tables and the network's route cache, per device pair
 CLOSED_LOOP_FLOOR_S = 0.5e-3  # a closed-loop client completes at most one operation per 0.5 ms here
+# the option after how many applied entries (slots) a snapshot compacts a replica's log, and its default
+SNAPSHOT_OPTION = {"raft": ("snapshot_entries", 65536), "multipaxos": ("snapshot_slots", 65536)}
 # delivered messages per operation per node, the most measured by benchmarks/sim_scale.py at 8-128 nodes: Raft
 # batches (0.14 .. 0.25), Multi-Paxos sends Accept/Accepted per slot run (1.9 .. 2.3), EPaxos PreAccept, Accept and
 # Commit to every replica (4.5 .. 4.97)
 MESSAGES_PER_OP_PER_NODE = {"raft": 0.25, "multipaxos": 2.5, "epaxos": 5.0}
 # a leader's CPU bounds the closed loop: (least seconds per operation per client, nodes above which it grows with N);
 # measured per client at 32 clients: Raft 0.8 ms (8 nodes) .. 1.8 ms (128), Multi-Paxos 1.45 .. 15 ms
-LEADER_BOUND = {"raft": (CLOSED_LOOP_FLOOR_S, 32), "commit": (CLOSED_LOOP_FLOOR_S, 32), "multipaxos": (1e-3, 16)}
+# (Multi-Paxos at 5 nodes, 16 clients: 0.46 ms p50, 31,000 ops/s; its 1 ms here had put 16,000)
+LEADER_BOUND = {"raft": (CLOSED_LOOP_FLOOR_S, 32), "commit": (CLOSED_LOOP_FLOOR_S, 32),
+                "multipaxos": (CLOSED_LOOP_FLOOR_S, 16)}
+# one replica's slot of Multi-Paxos (accepted and decided values, the simulated disk's record, kv): every operation
+# takes one, reads included (measured about 600 B at 5 nodes with snapshots off)
+MULTIPAXOS_SLOT_BYTES = 700
 CAUSAL_PER_PEER_BYTES = 300  # a replica's per-peer state (acks, sent, progress, queues, heap entry): N² in all
 HISTORY_WINDOW_OPS = 100_000  # operations whose rows are held before a chunk spills (100,000 rows, with margin)
 TRACE_WINDOW_MESSAGES = 1_000_000  # messages whose records trace.json may hold (its default event cap)
@@ -172,9 +185,10 @@ def estimate_memory(config: Any) -> dict[str, float]:
     else:
         per_node = PER_NODE_BYTES
         messages = ops * MESSAGES_PER_OP_PER_NODE.get(protocol, 5.0) * nodes
-        writes = writes_s * config.duration_s
-        if protocol == "raft":  # a snapshot compacts the log every snapshot_entries applied entries
-            every = int(config.protocol_config.get("snapshot_entries", 65536))
+        writes = (ops if protocol == "multipaxos" else writes_s * config.duration_s)  # Multi-Paxos logs reads too
+        if protocol in SNAPSHOT_OPTION:  # a snapshot compacts the log (slots) every so many applied entries
+            option, default = SNAPSHOT_OPTION[protocol]
+            every = int(config.protocol_config.get(option, default))
             writes = min(writes, 2 * every) if every > 0 else writes
         entries = writes * nodes
     devices = nodes if config.topology is not None else 0  # the default fabric's routes are computed on lookup
@@ -185,7 +199,7 @@ def estimate_memory(config: Any) -> dict[str, float]:
         "nodes": float(nodes * per_node),
         "topology": float(devices * devices * PER_ROUTE_BYTES),
         "history": min(ops, HISTORY_WINDOW_OPS) * PER_OP_BYTES + checked * PER_CHECKED_OP_BYTES,
-        "logs": entries * PER_ENTRY_BYTES
+        "logs": entries * (MULTIPAXOS_SLOT_BYTES if protocol == "multipaxos" else PER_ENTRY_BYTES)
         + (ops * nodes * nodes * EPAXOS_SLOT_BYTES if protocol == "epaxos" else 0.0),
         "trace": min(messages, TRACE_WINDOW_MESSAGES) * (PER_MESSAGE_BYTES if config.trace else 0),
     }

@@ -66,13 +66,17 @@ class Prepare:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Promise:
-    """Phase 1b. ``ok``: the acceptor promised ``ballot`` and reports every value it accepted in slots ≥ low;
-    otherwise ``promised`` is the higher ballot it already promised."""
+    """Phase 1b. ``ok``: the acceptor promised ``ballot`` and reports every value it accepted in slots ≥ low
+    above its snapshot; otherwise ``promised`` is the higher ballot it already promised. ``snapshot_index`` ≥ low:
+    the slots up to it are compacted there, chosen and executed, and ``snapshot`` is their state
+    (``KVStore.snapshot()``), which the candidate installs instead of proposing for them (0 and None: none sent)."""
 
     ballot: int
     ok: bool
     promised: int
     accepted: tuple[SlotValue, ...] = ()
+    snapshot_index: int = 0
+    snapshot: Any = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -104,8 +108,23 @@ class Decide:
     values: tuple[SlotValue, ...]
 
 
-MESSAGE_TYPES: tuple[type, ...] = (Command, SlotValue, Prepare, Promise, Accept, Accepted, Decide)
+@dataclass(frozen=True, kw_only=True, slots=True)
+class InstallSnapshot:
+    """The leader's snapshot, leader → a replica whose executed prefix is below the leader's compaction point: the
+    state (``KVStore.snapshot()``, client sessions included) after executing every slot up to ``index``."""
+
+    ballot: int
+    index: int
+    state: Any
+
+
+MESSAGE_TYPES: tuple[type, ...] = (Command, SlotValue, Prepare, Promise, Accept, Accepted, Decide, InstallSnapshot)
 
 
 def values_bytes(values: tuple[SlotValue, ...]) -> int:
     return HEADER_BYTES + sum(16 + v.command.size_bytes for v in values)
+
+
+def state_bytes(state: Any) -> int:
+    """What a snapshot's state costs on the wire or the disk."""
+    return HEADER_BYTES + value_size_bytes(state)

@@ -30,8 +30,11 @@ Rules this module keeps:
 * Clients: a non-leader answers FAIL "not-leader" with the leader it believes in; reads go through the log like
   writes (linearizable without leases); the kv state machine deduplicates (client, request) pairs. A leader that is
   deposed answers its pending commands INFO "leadership-lost" (they may still be chosen under the next leader).
-* Recovery: ``promised`` and the ``acc`` table survive a crash; everything else (executed prefix, the kv store) is
-  rebuilt from the chosen values the leader sends.
+* Recovery: ``promised``, the snapshot and the ``acc`` table survive a crash; the kv store and the executed prefix
+  restart from the snapshot and are rebuilt from the chosen values the leader sends.
+* Compaction (:mod:`.snapshots`, where the safety argument is): a snapshot every ``snapshot_slots`` executed slots
+  drops the per-slot state below it; a lagging replica gets ``InstallSnapshot``; a Promise carries an acceptor's
+  snapshot to a candidate whose ``low`` it covers, and the new leader installs it instead of proposing those slots.
 """
 
 from __future__ import annotations
@@ -44,40 +47,21 @@ import numpy as np
 
 from seedance.models.kv import KVStore, Result, validate
 from seedance.models.protocols.contract import (
-    Annotate,
-    ClientRequest,
-    CollectiveDone,
-    DurableState,
-    Effects,
-    NodeId,
-    Operation,
-    Outcome,
-    Persist,
-    PersistRecords,
-    Reply,
-    Send,
-    SetTimer,
+    Annotate, ClientRequest, CollectiveDone, DurableState, Effects, NodeId, Operation, Outcome, Persist, PersistRecords,
+    Reply, Send, SetTimer,
 )
 from seedance.models.protocols.multipaxos.config import MultiPaxosConfig
 from seedance.models.protocols.dispatch import Dispatching
 from seedance.models.protocols.multipaxos.messages import (
-    HEADER_BYTES,
-    NOOP,
-    Accept,
-    Accepted,
-    Command,
-    Decide,
-    Prepare,
-    Promise,
-    SlotValue,
+    HEADER_BYTES, NOOP, Accept, Accepted, Command, Decide, InstallSnapshot, Prepare, Promise, SlotValue, state_bytes,
     values_bytes,
 )
+from seedance.models.protocols.multipaxos.snapshots import ACC_TABLE, Snapshots
 
 ELECTION = "election"
 HEARTBEAT = "heartbeat"
 FLUSH = "flush"
 RETRY = "prepare-retry"
-ACC_TABLE = "acc"
 PROMISED_KEY = "promised"
 ACC_NOTICE = "acc"
 
@@ -92,12 +76,12 @@ def majority(num_nodes: int) -> int:
     return num_nodes // 2 + 1
 
 
-class MultiPaxosNode(Dispatching):
+class MultiPaxosNode(Snapshots, Dispatching):
     """One Multi-Paxos replica driving a :class:`~seedance.models.kv.KVStore`."""
 
     # inputs by type / name (seedance.models.protocols.dispatch): on_message and on_timer
     MESSAGE_HANDLERS = {Accept: "_on_accept", Accepted: "_on_accepted", Prepare: "_on_prepare",
-                        Promise: "_on_promise", Decide: "_on_decide"}
+                        Promise: "_on_promise", Decide: "_on_decide", InstallSnapshot: "_on_install_snapshot"}
     TIMER_HANDLERS = {HEARTBEAT: "_on_heartbeat", ELECTION: "_on_election_timer", FLUSH: "_on_flush",
                       RETRY: "_on_retry"}
 
@@ -115,8 +99,13 @@ class MultiPaxosNode(Dispatching):
         # learner state (volatile)
         self.decided: dict[int, Command] = {}
         self.decided_log: list[tuple[int, Command]] = []  # (slot, command) in the order learned (for monitors)
+        self.decided_base = self._learned_cut = 0  # decided_log's dropped front (.snapshots)
         self.executed = 0
         self.kv = KVStore()
+        self.snapshot_index = 0  # compaction (.snapshots): the slots up to it are in the snapshot
+        self._snapshot: list[Any] | None = None
+        self._compactions: list[Any] = []
+        self._snapshot_sent: dict[NodeId, tuple[int, float]] = {}
         # proposer state
         self.role = Role.FOLLOWER
         self.ballot = 0  # the ballot this node leads or stands for
@@ -145,10 +134,9 @@ class MultiPaxosNode(Dispatching):
 
     def on_recover(self, durable: DurableState, now: float) -> Effects:
         self.promised = int(durable.values.get(PROMISED_KEY, 0) or 0)
-        for slot, (ballot, plain) in durable.records.get(ACC_TABLE, {}).items():
-            self.accepted[int(slot)] = (int(ballot), Command.from_plain(plain))
-        return [self._arm_election(now), Annotate(name="recovered", attrs={"promised": self.promised,
-                                                                          "accepted": len(self.accepted)})]
+        writes = self._recover_slots(durable)
+        return [*writes, self._arm_election(now), Annotate(name="recovered", attrs={
+            "promised": self.promised, "accepted": len(self.accepted), "snapshot": self.snapshot_index})]
 
     def on_persisted(self, token: Any, now: float) -> Effects:
         """Our own accept of slots first..last at ``ballot`` is durable: count our vote."""
@@ -245,10 +233,11 @@ class MultiPaxosNode(Dispatching):
             return out
         if m.ballot > self.promised:
             self._raise_promise(m.ballot, out, now)
-        accepted = self._accepted_from(m.low)
+        accepted = self._accepted_from(max(m.low, self.snapshot_index + 1))
+        snapshot = self._promised_snapshot(m.low)
+        size = values_bytes(accepted) + (state_bytes(snapshot["snapshot"]) if snapshot else 0)
         out.append(Send(dst=src, message=Promise(ballot=m.ballot, ok=True, promised=self.promised,
-                                                 accepted=accepted),
-                        size_bytes=values_bytes(accepted)))
+                                                 accepted=accepted, **snapshot), size_bytes=size))
         return self._emit(out)
 
     def _raise_promise(self, ballot: int, out: Effects, now: float) -> None:
@@ -270,6 +259,8 @@ class MultiPaxosNode(Dispatching):
                 self._step_down(out, now)
             return self._emit(out)
         self._promises[src] = m.accepted
+        if m.snapshot_index and self._install(m.snapshot_index, m.snapshot):
+            self._execute(out)
         if len(self._promises) >= self.quorum:
             self._lead(out, now)
         return self._emit(out)
@@ -284,17 +275,18 @@ class MultiPaxosNode(Dispatching):
             for v in values:
                 by_slot.setdefault(v.slot, []).append(v)
         top = max([self.executed, *by_slot])
+        low = self.executed + 1  # the slots up to it are chosen: ours, or in a snapshot a promise carried
         self.role = Role.LEADER
         self.leader_id = self.node_id
         self._proposals, self._acks, self._pending, self._unsent = {}, {}, {}, []
-        for slot in range(self._low, top + 1):
+        for slot in range(low, top + 1):
             found = by_slot.get(slot)
             self._proposals[slot] = self._choose(found).command if found else NOOP
             self._acks[slot] = set()
         self._next_slot = top + 1
         self._commit = self.executed
-        out.append(Annotate(name="became-leader", attrs={"ballot": self.ballot, "recovered": top - self._low + 1}))
-        self._send_slots(list(range(self._low, top + 1)), out, chunk=max(self.config.max_batch, 256))
+        out.append(Annotate(name="became-leader", attrs={"ballot": self.ballot, "recovered": top - low + 1}))
+        self._send_slots(list(range(low, top + 1)), out, chunk=max(self.config.max_batch, 256))
         out.append(SetTimer(name=HEARTBEAT, delay_s=self.config.heartbeat_s))
         if not self._proposals:
             self._heartbeat_sends(out)
@@ -386,10 +378,7 @@ class MultiPaxosNode(Dispatching):
             self._ack(slot, src)
         self._advance(out)
         if not m.slots and m.executed < self._commit:  # a heartbeat reply from a lagging replica
-            first = m.executed + 1
-            last = min(self._commit, m.executed + self.config.catchup_batch)
-            values = tuple(SlotValue(slot=s, ballot=self.ballot, command=self.decided[s]) for s in range(first, last + 1))
-            out.append(Send(dst=src, message=Decide(ballot=self.ballot, values=values), size_bytes=values_bytes(values)))
+            self._catch_up(src, m.executed, now, out)
         return self._emit(out)
 
     def _ack(self, slot: int, node: NodeId) -> None:
@@ -440,6 +429,7 @@ class MultiPaxosNode(Dispatching):
                                            f"proposed for ({client_id}, {request_id})")
                     out.append(Reply(client_id=client_id, request_id=request_id, outcome=Outcome.INFO,
                                      error="superseded"))
+        self._maybe_snapshot()
 
     # ============================================================================================== heartbeat
     def _on_heartbeat(self, now: float) -> Effects:
@@ -467,7 +457,10 @@ class MultiPaxosNode(Dispatching):
 
     # ================================================================================================ helpers
     def _emit(self, out: Effects) -> Effects:
-        """This call's durable writes first (promise, then accepted records), then the rest in order."""
+        """This call's durable writes first (promise, then accepted records), then the rest in order, then a
+        snapshot's writes (.snapshots: nothing sent waits for them)."""
+        if self._compactions:
+            out, self._compactions = out + self._compactions, []
         if not self._durable_writes:
             return out
         head, self._durable_writes = self._durable_writes, []
