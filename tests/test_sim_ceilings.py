@@ -146,3 +146,20 @@ def test_bad_available_disk_variable(tmp_path, monkeypatch):
     monkeypatch.setenv("SEEDANCE_DISK_AVAILABLE", "plenty")
     code, _, err = run_cli(["sim", "run", "--duration", "0.01", "--out", str(tmp_path / "o")])
     assert code == 2 and "SEEDANCE_DISK_AVAILABLE" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_estimate_is_at_or_above_the_measured_peaks():
+    """Peak RSS measured by `sim run` (ru_maxrss, trace and monitor on) on 2026-12-07: the estimate must not fall
+    below them, or a run the machine cannot hold would start instead of being refused. EPaxos had: 757 MB estimated
+    for 776 MB at 6 s, since its never-compacted instances (about 1.3 KB per replica per operation) were counted as
+    130 B per write; Multi-Paxos without snapshots had 769 MB for 2,426 MB at 20 s."""
+    measured = [  # (protocol, duration s, check, protocol options, peak MB)
+        ("epaxos", 2.0, False, {}, 329), ("epaxos", 6.0, False, {}, 776),
+        ("multipaxos", 5.0, True, {}, 348), ("multipaxos", 20.0, True, {}, 362),
+        ("multipaxos", 20.0, True, {"snapshot_slots": 0}, 2426),
+        ("raft", 5.0, True, {}, 146), ("raft", 20.0, True, {}, 181),
+    ]
+    for protocol, duration, check, options, peak_mb in measured:
+        config = SimConfig(protocol=protocol, nodes=5, duration_s=duration, check=check, protocol_config=options,
+                           workload=WorkloadConfig(clients=16))
+        assert ceilings.estimate_memory(config)["total"] >= peak_mb * (1 << 20), (protocol, duration, options)

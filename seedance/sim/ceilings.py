@@ -37,7 +37,9 @@ these runs, not counted). What still grows with the run: the protocols' own stat
 (``per_entry``), except Raft and Multi-Paxos, whose log (per-slot records) a snapshot compacts every
 ``snapshot_entries`` (``snapshot_slots``) applied entries (executed slots), so each holds at most about twice that
 many, and EPaxos keeps a dependency vector of
-N slots per instance in memory and on its simulated disk (16 N bytes per replica per operation).
+N slots per instance in memory and on its simulated disk (16 N bytes per replica per operation) besides the
+instance itself, never compacted (``EPAXOS_INSTANCE_BYTES`` per replica per operation, reads included: 757 MB had
+been estimated for a run that peaked at 776 MB, 5 nodes x 6 s, before it was counted on 2026-12-07).
 
 Calibration: the coefficients were solved from the peak RSS (``ru_maxrss``) of five runs in fresh processes — Raft
 at 8, 32 and 128 nodes (64 clients, 0.5 simulated s, trace on: 157, 239 and 308 MB) and the causal protocol at 128
@@ -146,6 +148,13 @@ PER_CHECKED_OP_BYTES = 1_200  # an operation in the linearizability check's wind
 CHECK_WINDOW_OPS = 20_000  # operations the check's windows hold in all (check_streamed's default window_ops)
 CHECK_KEY_WINDOW_OPS = 100  # a key's window at least (its MIN_KEY_WINDOW_OPS)
 EPAXOS_SLOT_BYTES = 16  # a dependency vector's slot: 8 B in memory, 8 B on the simulated disk
+# one replica's instance of EPaxos, for every operation (reads are instances too): the instance, its durable record,
+# the commit and execution logs, the key's instance set and the monitor's record; never compacted. Measured at 5
+# nodes, 16 clients, no check: 329 MB at 2 s, 776 MB at 6 s, 16,700 ops/s: about 1,340 B per replica per operation
+EPAXOS_INSTANCE_BYTES = 1_500
+
+
+_ENTRY_BYTES = {"multipaxos": MULTIPAXOS_SLOT_BYTES, "epaxos": EPAXOS_INSTANCE_BYTES}  # else PER_ENTRY_BYTES
 
 
 def _ops_per_s(config: Any) -> tuple[float, float]:
@@ -185,7 +194,7 @@ def estimate_memory(config: Any) -> dict[str, float]:
     else:
         per_node = PER_NODE_BYTES
         messages = ops * MESSAGES_PER_OP_PER_NODE.get(protocol, 5.0) * nodes
-        writes = (ops if protocol == "multipaxos" else writes_s * config.duration_s)  # Multi-Paxos logs reads too
+        writes = (ops if protocol in ("multipaxos", "epaxos") else writes_s * config.duration_s)  # reads too
         if protocol in SNAPSHOT_OPTION:  # a snapshot compacts the log (slots) every so many applied entries
             option, default = SNAPSHOT_OPTION[protocol]
             every = int(config.protocol_config.get(option, default))
@@ -199,7 +208,7 @@ def estimate_memory(config: Any) -> dict[str, float]:
         "nodes": float(nodes * per_node),
         "topology": float(devices * devices * PER_ROUTE_BYTES),
         "history": min(ops, HISTORY_WINDOW_OPS) * PER_OP_BYTES + checked * PER_CHECKED_OP_BYTES,
-        "logs": entries * (MULTIPAXOS_SLOT_BYTES if protocol == "multipaxos" else PER_ENTRY_BYTES)
+        "logs": entries * _ENTRY_BYTES.get(protocol, PER_ENTRY_BYTES)
         + (ops * nodes * nodes * EPAXOS_SLOT_BYTES if protocol == "epaxos" else 0.0),
         "trace": min(messages, TRACE_WINDOW_MESSAGES) * (PER_MESSAGE_BYTES if config.trace else 0),
     }
