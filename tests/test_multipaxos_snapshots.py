@@ -13,6 +13,7 @@ import pytest
 from paxos_campaign import FAST_TIMING, campaign_config, explain, judge
 from paxos_mutants import MUTANTS
 from scripted_driver import Driver, to
+from snapshot_runs import FAULT_MIXES, faulted_run, snapshots_sent
 from seedance.errors import SpecError
 from seedance.models.kv import KVStore
 from seedance.models.protocols.contract import DurableState, Persist, PersistRecords
@@ -254,19 +255,12 @@ def test_recovery_reads_the_snapshot_keeps_later_records_and_deletes_older_ones(
 SIM = {**FAST_TIMING, "snapshot_slots": 8}
 
 
-@pytest.mark.parametrize("faults", [("crash",), ("partition", "loss"), ("crash", "partition-halves", "duplicate")])
+@pytest.mark.parametrize("faults", FAULT_MIXES)
 def test_simulated_runs_with_snapshots_are_linearizable_under_faults(faults):
-    config = SimConfig(protocol="multipaxos", nodes=5, duration_s=0.4, seed=3, protocol_config=SIM,
-                       workload=WorkloadConfig(clients=4, keys=3, op_timeout_s=0.02),
-                       nemesis=NemesisConfig(faults=faults, faulty_fraction=0.6), trace=True, check=True)
-    result = simulate(config)
-    assert result.linearizable is True, result.reproduce
-    assert result.violations == [], result.reproduce
-    live = [host.node for host in result.runtime.hosts if host.up]
+    result, live = faulted_run("multipaxos", SIM, faults)
     assert min(node.snapshot_index for node in live) > 0 and max(len(node.accepted) for node in live) < 64
     assert len({node.kv.snapshot()["applied_count"] for node in live if node.executed == live[0].executed}) == 1
-    installs = sum(record[1] == "send" and record[3] == "InstallSnapshot" for record in result.trace)
-    assert installs > 0 or "crash" not in faults
+    assert snapshots_sent(result) > 0 or "crash" not in faults
 
 
 def test_the_same_seed_gives_the_same_trace():

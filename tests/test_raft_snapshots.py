@@ -8,6 +8,7 @@ import collections
 import pytest
 
 from raft_harness import Cluster, fuzz
+from snapshot_runs import FAULT_MIXES, faulted_run, snapshots_sent
 from seedance.errors import SpecError
 from seedance.models.protocols.contract import CompactLog, DurableState, Persist, PersistLog
 from seedance.models.protocols.raft import RaftConfig, RaftNode, invariants
@@ -16,7 +17,7 @@ from seedance.models.protocols.raft.messages import Entry
 from seedance.models.protocols.raft.roles import LOG_KEY, SNAPSHOT_KEY
 from seedance.models.wire import Codec
 from seedance.real.storage import DiskStorage, StorageError
-from seedance.sim import NemesisConfig, SimConfig, WorkloadConfig, simulate
+from seedance.sim import SimConfig, WorkloadConfig, simulate
 from seedance.sim.storage import Storage
 
 import numpy as np
@@ -173,19 +174,12 @@ FAST = {"heartbeat_s": 0.002, "election_timeout_s_min": 0.008, "election_timeout
         "snapshot_entries": 8}
 
 
-@pytest.mark.parametrize("faults", [("crash",), ("partition", "loss"), ("crash", "partition-halves", "duplicate")])
+@pytest.mark.parametrize("faults", FAULT_MIXES)
 def test_simulated_runs_with_snapshots_are_linearizable_under_faults(faults):
     """The campaign's shape with a snapshot every 8 entries: linearizable, no invariant breach, snapshots sent."""
-    config = SimConfig(protocol="raft", nodes=5, duration_s=0.4, seed=3, protocol_config=FAST,
-                       workload=WorkloadConfig(clients=4, keys=3, op_timeout_s=0.02),
-                       nemesis=NemesisConfig(faults=faults, faulty_fraction=0.6), trace=True, check=True)
-    result = simulate(config)
-    assert result.linearizable is True, result.reproduce
-    assert result.violations == [], result.reproduce
-    live = [host.node for host in result.runtime.hosts if host.up]
+    result, live = faulted_run("raft", FAST, faults)
     assert invariants.check(live) == [] and min(node.log.offset for node in live) > 0
-    assert any(record[1] == "send" and record[3] == "InstallSnapshot" for record in result.trace) or \
-        faults == ("partition", "loss")
+    assert snapshots_sent(result) > 0 or faults == ("partition", "loss")
 
 
 def test_the_monitor_forgets_what_every_log_compacted():

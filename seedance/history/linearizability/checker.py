@@ -218,8 +218,7 @@ def check_streamed(events: Callable[[], Iterable[tuple[int, Event]]], model: str
             else:
                 yield key, _whole_from_events(whole.pop(key), model, initial, deadline, [0])  # type: ignore[misc]
 
-    result = _judge(outcomes(), sum(scan.total for scan in scans.values()), model, started)
-    return result
+    return _judge(outcomes(), sum(scan.total for scan in scans.values()), model, started)
 
 
 def _searched(scan: KeyScan) -> int:
