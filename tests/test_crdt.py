@@ -275,7 +275,34 @@ def test_the_clock_is_read_only_and_replaced_when_it_changes():
     grid.clock = mine  # the setter copies: writing the caller's array later does not reach the grid
     mine[0] = 9
     assert grid.clock.tolist() == [4, 4, 4] and not grid.clock.flags.writeable
-    grid.join(GridDelta.empty(3))  # a join replaces it whatever it joins, never the delta's own array
+    grid.join(GridDelta.empty(3))  # a join that moves nothing keeps it; one that does never takes the delta's array
     empty = GridDelta.empty(3)
     grid.join(empty)
     assert grid.clock is not empty.clock and grid.copy().clock is not grid.clock
+
+
+@settings(max_examples=200, deadline=None)
+@given(states, states)
+def test_a_join_says_where_it_moved_the_clock(mine, theirs):
+    """What the node persists and the monitor compares after a join: the entries :meth:`PixelGrid.moved_since`
+    reports are exactly those where the new clock differs from the one it replaced; a join that moves nothing keeps
+    the same clock object; any other change (the setter, two joins since) answers None (compare instead)."""
+    before = mine.clock
+    expected = (np.maximum(before, theirs.clock) != before).nonzero()[0]
+    assert mine.ahead(theirs.clock).tolist() == expected.tolist()
+    mine.join(theirs.full_delta())
+    if expected.size:
+        assert mine.clock is not before and mine.moved_since(before).tolist() == expected.tolist()
+    else:
+        assert mine.clock is before
+    assert mine.clock.tolist() == np.maximum(before, theirs.clock).tolist() and not mine.clock.flags.writeable
+    assert mine.moved_since(mine.clock) is None and mine.moved_since(None) is None
+    ahead = mine.clock.copy()
+    ahead[0] += 1
+    middle = mine.clock
+    mine.join(GridDelta(idx=np.zeros(0, np.int64), value=np.zeros(0, np.int64), version=np.zeros(0, np.int64),
+                        t=np.zeros(0), node=np.zeros(0, np.int32), seq=np.zeros(0, np.int64), clock=ahead))
+    assert mine.moved_since(middle).tolist() == [0]
+    assert middle is before or mine.moved_since(before) is None  # one change ago only
+    mine.clock = mine.clock + 1
+    assert mine.moved_since(ahead) is None and mine.moved_since(middle) is None

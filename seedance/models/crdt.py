@@ -181,6 +181,8 @@ class PixelGrid:
         self.height = int(height)
         self._w = _empty_fields(self.width * self.height)  # the writable arrays (only this class writes them)
         self.f = _read_only(self._w)
+        self._ahead: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (theirs, mine, where above)
+        self._clock: np.ndarray | None = None
         self._own_clock(clocks.zeros(nodes))
         self._watchers: dict[int, list] = {}  # watcher token -> the pixels written since its last drain
         self._written = 0  # pixels with version > 0 (kept by the mutators: len(written()) without a scan)
@@ -194,10 +196,32 @@ class PixelGrid:
     def clock(self, value: np.ndarray) -> None:
         self._own_clock(np.array(value, np.int64, copy=True))
 
-    def _own_clock(self, fresh: np.ndarray) -> None:
-        """Take ``fresh`` (an array no one else holds) as the clock, read-only."""
+    def _own_clock(self, fresh: np.ndarray, moved: np.ndarray | None = None) -> None:
+        """Take ``fresh`` (an array no one else holds) as the clock, read-only; ``moved``: the entries where it
+        differs from the clock it replaces, when known (:meth:`moved_since`)."""
         fresh.flags.writeable = False
+        self._clock_from = self._clock
+        self._clock_moved = moved
         self._clock = fresh
+
+    def moved_since(self, clock: np.ndarray | None) -> np.ndarray | None:
+        """The entries where the clock differs from ``clock``, when ``clock`` is the very array the last change
+        replaced and that change knew them (a join does); None otherwise (compare the two). What a reader of the
+        clock (the node persisting its moved entries, a monitor) would otherwise find by comparing N entries."""
+        if clock is self._clock_from and clock is not None:
+            return self._clock_moved
+        return None
+
+    def ahead(self, clock: np.ndarray) -> np.ndarray:
+        """The entries where ``clock`` (an int64 array of the clock's shape) is above this grid's clock. The answer
+        for the same two arrays is kept: a delivery's causal check and the join that follows ask the same."""
+        mine = self._clock
+        cached = self._ahead
+        if cached is not None and cached[0] is clock and cached[1] is mine:
+            return cached[2]
+        above = (clock > mine).nonzero()[0]
+        self._ahead = (clock, mine, above)
+        return above
 
     def watch(self, token: int) -> None:
         """From now on, note for ``token`` the pixels every mutation writes (what it noted before is dropped)."""
@@ -310,12 +334,16 @@ class PixelGrid:
         replica now shows)."""
         mine, theirs = self._clock, delta.clock
         if type(theirs) is np.ndarray and theirs.shape == mine.shape and theirs.dtype == mine.dtype:
-            joined = np.maximum(mine, theirs)  # the common case (clocks.join's, without its checks): a new array
+            above = self.ahead(theirs)  # the common case (clocks.join's, without its checks)
+            if above.size:  # an unchanged clock stays the same object
+                joined = mine.copy()
+                joined[above] = theirs[above]
+                self._own_clock(joined, above)
         else:
             joined = clocks.join(mine, theirs)
             if joined is mine or joined is theirs:
                 joined = joined.copy()
-        self._own_clock(joined)
+            self._own_clock(joined)
         if len(delta) == 0:
             return np.zeros(0, np.int64)
         if len(delta) == 1:  # one write (the common delta): compared as a tuple, the same order as _wins

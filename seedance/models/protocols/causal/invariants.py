@@ -16,7 +16,7 @@ shows its arrays read-only and notes every pixel its own mutators write for each
 notes of the grid it watches and compares only those pixels with its copy of the replica's entries (a grid it has
 not watched yet, or an object that is not a PixelGrid, is compared whole). The clock is compared whole: O(replicas)
 in one vectorised comparison, unless it is the same read-only array as before (a PixelGrid replaces its clock
-when it changes).
+when it changes) or the grid says where it moved (one join replaced the clock last seen: :meth:`PixelGrid.moved_since`).
 
 Two shortcuts keep that cost off the number of replicas, with the same reports:
 
@@ -161,6 +161,8 @@ class Monitor(NodeMonitor):
         noted = None
         if self._obj[row] is node and self._grid[row] is grid and grid.watched_by(self._token):
             noted = grid.drain(self._token)  # the common case: a grid watched since this incarnation was first seen
+            if not noted and grid.clock is self._seen[row]:
+                return found  # nothing written and the same clock: an acknowledgement, a timer
             if (len(noted) == 1 and type(noted[0]) is int) or len(noted) <= self.small and all(
                     type(p) is int for p in noted):  # one pixel (the common case) is decided at once
                 return found + self._watched(row, grid, noted) if found else self._watched(row, grid, noted)
@@ -188,7 +190,7 @@ class Monitor(NodeMonitor):
         before, now = self._store(row, changed, arrays, first)
         return found + self._judge(row, changed, covered, before, now)
 
-    def _moved(self, row: int, clock: np.ndarray) -> np.ndarray | None:
+    def _moved(self, row: int, clock: np.ndarray, grid: Any = None) -> np.ndarray | None:
         """The entries where ``clock`` differs from ``row``'s clock as last observed (None: a clock of another
         size), and ``clock`` remembered as the object last seen. The same read-only clock object that owns its data
         is :data:`_NONE` at once: a PixelGrid replaces its clock when it changes. Such an object last seen still holds
@@ -196,6 +198,8 @@ class Monitor(NodeMonitor):
         seen, old = self._seen[row], self._clock[row]
         if clock is seen and not clock.flags.writeable and clock.base is None:
             moved = _NONE
+        elif grid is not None and clock is grid.clock and (hint := grid.moved_since(seen)) is not None:
+            moved = hint  # one join replaced the clock last seen and knew where they differ
         elif clock.shape == old.shape:
             if seen is not None and not seen.flags.writeable and seen.base is None and seen.shape == old.shape:
                 old = seen if seen.dtype == old.dtype else old
@@ -227,7 +231,7 @@ class Monitor(NodeMonitor):
         """:meth:`_observe` for a watched grid that noted at most :attr:`small` single pixels: the same steps, with
         the entries compared, stored and counted in one pass over plain tuples."""
         clock = grid.clock
-        moved = self._moved(row, clock)
+        moved = self._moved(row, clock, grid)
         if not noted and moved is _NONE:
             return []  # nothing written, and the same clock
         changed: list[int] = []

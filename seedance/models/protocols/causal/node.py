@@ -262,7 +262,7 @@ class CausalNode:
         names, entry = _PIXEL_RECORDS, self.grid.entry
         put: dict[str, Any] = {names[i]: entry(i) for i in changed.tolist()}  # (value, version, t, node, seq)
         clock = self.grid.clock
-        moved = [] if clock is self._persisted_clock else (clock != self._persisted_clock).nonzero()[0].tolist()
+        moved = self._clock_moved(clock)
         records, value = _CLOCK_RECORDS, clock.item
         for j in moved:
             put[records[j]] = value(j)
@@ -270,6 +270,14 @@ class CausalNode:
         self._persisted_clock = clock if not clock.flags.writeable else clock.copy()
         return PersistRecords(table=GRID_TABLE, put=put, handed_over=True,  # fresh tuples and ints, made here
                               size_bytes=len(changed) * ENTRY_BYTES + CLOCK_ENTRY_BYTES * len(moved))
+
+    def _clock_moved(self, clock: np.ndarray) -> list[int]:
+        """The clock entries that moved since the last persist: known to the grid when one join moved them."""
+        persisted = self._persisted_clock
+        if clock is persisted:
+            return []
+        moved = self.grid.moved_since(persisted)
+        return (clock != persisted).nonzero()[0].tolist() if moved is None else moved.tolist()
 
     def _observe(self, changed: np.ndarray) -> list[Observe]:
         value = self.grid.f["value"].item  # an int64 array's items are Python ints
@@ -318,7 +326,8 @@ class CausalNode:
         need = np.asarray(message.clock, np.int64)
         have = self.grid.clock if provided is None else provided
         if need.shape == have.shape and 0 <= src < need.size:  # the common case, without clocks.leq's checks
-            ahead = (need > have).nonzero()[0]  # the entries the interval needs beyond ``have``: none but src's
+            # the entries the interval needs beyond ``have``: none but src's (the grid keeps the answer for the join)
+            ahead = self.grid.ahead(need) if provided is None else (need > have).nonzero()[0]
             return not ahead.size or (ahead.size == 1 and ahead.item(0) == src)
         need = need.copy()
         if src < need.size:
@@ -349,8 +358,7 @@ class CausalNode:
         changed = self._join(message.delta())
         held = self.receiver.joined(src, message.epoch, message.start, message.end)
         effects: Effects = []
-        clock = self.grid.clock
-        if len(changed) or (clock is not self._persisted_clock and not np.array_equal(clock, self._persisted_clock)):
+        if len(changed) or self._clock_moved(self.grid.clock):
             effects.append(self._persist(changed))
             effects.extend(self._observe(changed))
         effects.append(Send(dst=src, message=Ack(epoch=message.epoch, held=held), size_bytes=HEADER_BYTES))
