@@ -244,3 +244,25 @@ def test_a_stop_ends_the_chunked_loop_at_its_moment():
     assert result.runtime.env.now == pytest.approx(0.0123)
     whole = simulate(_raft(seed=5, duration_s=0.4), liveness=False)
     assert whole.runtime.env.now == pytest.approx(0.4)
+
+
+def test_the_allocators_free_memory_goes_back_once_the_process_has_grown(monkeypatch):
+    """Between the loop's chunks the valve trims the C allocator's free memory (malloc_trim), but only once the
+    resident set has grown by TRIM_GROWTH_BYTES since the last trim; where the C library has no malloc_trim,
+    nothing happens."""
+    from seedance.sim import collector
+
+    calls = []
+    monkeypatch.setattr(collector, "_malloc_trim", lambda pad: calls.append(pad) or 1)
+    monkeypatch.setattr(collector, "_trimmed", [None])
+    monkeypatch.setattr(collector, "TRIM_GROWTH_BYTES", 4 << 20)
+    sizes = iter([100 << 20, 90 << 20, 92 << 20, 89 << 20, 92 << 20, 95 << 20, 80 << 20])
+    monkeypatch.setattr(collector, "_resident_bytes", lambda: next(sizes))
+    assert collector.trim() is True  # the first: 100 MB, 90 after the trim
+    assert collector.trim() is False  # 92: grown 2 MB
+    assert collector.trim() is False  # 89: shrunk, which lowers the mark
+    assert collector.trim() is False  # 92: grown 3 MB over 89
+    assert collector.trim() is True  # 95: grown 6 MB
+    assert calls == [0, 0]
+    monkeypatch.setattr(collector, "_malloc_trim", None)
+    assert collector.trim() is False

@@ -27,6 +27,23 @@ def test_recovery_is_the_first_window_at_the_required_share():
     assert trickle.recovery_s is None and not trickle.recovered  # 10 % of the baseline: never
 
 
+def test_completion_times_as_an_unsorted_array_give_the_same_recovery():
+    """The runs hand over their completion times as an array (8 bytes each, not a list of floats); the answer is the
+    one for the sorted list."""
+    from array import array
+
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    baseline = (1 + rng.random(2000) * 2).tolist()
+    run = (1.5 + rng.random(1200) * 1.5).tolist()
+    expected = assess(sorted(run), sorted(baseline), healed_at_s=1.0, end_s=3.0)
+    got = assess(array("d", run), array("d", baseline), healed_at_s=1.0, end_s=3.0)
+    assert got == expected and type(got.baseline_throughput_ops_s) is float and expected.recovery_s is not None
+    same = array("d", sorted(run))
+    assert assess(same, same, healed_at_s=1.0, end_s=3.0).throughput_healed_ops_s == expected.throughput_healed_ops_s
+
+
 def test_no_baseline_throughput_means_nothing_to_recover():
     r = assess([], [], healed_at_s=0.5, end_s=1.0)
     assert r.recovered and r.recovery_s == 0.0

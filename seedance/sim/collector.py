@@ -32,13 +32,16 @@ replicas or an EPaxos run of 1 s); the command line calls it once its outputs ar
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 VALVE_OBJECTS = 8_000_000  # container objects allocated (net) since the last collection that start the next one
 RECLAIM_GROWTH_BYTES = 64 << 20  # resident-set growth since the last collection that starts the next one
+TRIM_GROWTH_BYTES = 4 << 20  # resident-set growth since the last trim that starts the next one (:func:`trim`)
 _last: list[int | None] = [None]  # the resident set after the last collection (None: no simulation ran yet)
 
 
@@ -89,12 +92,43 @@ def bulk() -> Iterator[None]:
 
 def valve() -> bool:
     """Inside :func:`bulk`: collect once :data:`VALVE_OBJECTS` container objects more are alive than after the last
-    collection, then freeze the survivors (the module docstring); whether it collected."""
+    collection, then freeze the survivors (the module docstring); whether it collected. Either way, memory the
+    allocator holds free goes back to the system once the resident set has grown (:func:`trim`)."""
+    trim()
     if gc.get_count()[0] < VALVE_OBJECTS:
         return False
     gc.collect()
     gc.freeze()
     return True
+
+
+def trim() -> bool:
+    """Hand the C allocator's free memory back to the system (glibc's ``malloc_trim``) once the resident set has
+    grown by :data:`TRIM_GROWTH_BYTES` since the last time; whether it did. A long simulation frees and allocates
+    in a steady churn, and the allocator kept what it freed: Raft at 5 nodes, 16 clients, grew from 134 to 150 MB
+    between 3 and 27 simulated seconds with a flat Python heap; trimmed, from 120 to 129 MB. Nothing a run computes
+    changes. Elsewhere than glibc, nothing happens."""
+    if _malloc_trim is None:
+        return False
+    now = _resident_bytes()
+    if _trimmed[0] is not None and now - _trimmed[0] < TRIM_GROWTH_BYTES:
+        if now < _trimmed[0]:
+            _trimmed[0] = now
+        return False
+    _malloc_trim(0)
+    _trimmed[0] = _resident_bytes()
+    return True
+
+
+def _libc_malloc_trim() -> Any:
+    try:
+        return ctypes.CDLL(None).malloc_trim  # the process's C library: glibc has it, others do not
+    except (OSError, AttributeError):
+        return None
+
+
+_malloc_trim = _libc_malloc_trim()
+_trimmed: list[int | None] = [None]  # the resident set after the last trim
 
 
 def skip_final_collection() -> None:

@@ -21,10 +21,11 @@ The fraction and bound live in :class:`~seedance.sim.config.NemesisConfig` (``re
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
+
+import numpy as np
 
 WINDOW_MAX_S = 0.1
 
@@ -48,17 +49,28 @@ class Recovery:
         return {**asdict(self), "recovered": self.recovered}
 
 
-def _rate(times: Sequence[float], start: float, end: float) -> float:
+def _rate(times: np.ndarray, start: float, end: float) -> float:
     if end <= start:
         return 0.0
-    return (bisect_left(times, end) - bisect_left(times, start)) / (end - start)
+    return (_before(times, end) - _before(times, start)) / (end - start)
+
+
+def _before(times: np.ndarray, at: float) -> int:
+    """How many of the sorted ``times`` are below ``at`` (``bisect_left``)."""
+    return int(np.searchsorted(times, at, side="left"))
+
+
+def _sorted(times: Sequence[float]) -> np.ndarray:
+    """The times as a sorted float64 array: 8 bytes per operation, where a list of floats took 32 and each sorted
+    copy 8 more (a 30 s Raft run's 1.1 million completions had raised the peak RSS by 34 MB here)."""
+    return np.sort(np.asarray(times, dtype=np.float64))
 
 
 def assess(ok_times: Sequence[float], baseline_ok_times: Sequence[float], *, healed_at_s: float, end_s: float,
            fraction: float = 0.5, bound_s: float = 1.0) -> Recovery:
     """Recovery of a run whose ``ok`` completions happened at ``ok_times``, against the fault-free run's."""
-    times = sorted(ok_times)
-    baseline = sorted(baseline_ok_times)
+    times = _sorted(ok_times)
+    baseline = times if baseline_ok_times is ok_times else _sorted(baseline_ok_times)
     healed = max(0.0, end_s - healed_at_s)
     window = min(WINDOW_MAX_S, healed / 4) if healed > 0 else 0.0
     base_rate = _rate(baseline, healed_at_s, end_s)
@@ -74,7 +86,7 @@ def assess(ok_times: Sequence[float], baseline_ok_times: Sequence[float], *, hea
             start = healed_at_s + k * step
             if start + window > end_s + 1e-12:
                 break
-            if bisect_left(times, start + window) - bisect_left(times, start) >= need:
+            if _before(times, start + window) - _before(times, start) >= need:
                 recovery = k * step
                 break
             k += 1
@@ -82,8 +94,8 @@ def assess(ok_times: Sequence[float], baseline_ok_times: Sequence[float], *, hea
                     baseline_throughput_ops_s=base_rate, throughput_healed_ops_s=own_rate, recovery_s=recovery)
 
 
-def _ok_times(result: Any) -> list[float]:
-    return result.clients.ok_times.tolist()
+def _ok_times(result: Any) -> Sequence[float]:
+    return result.clients.ok_times
 
 
 def assess_run(result: Any, simulate: Any, *, faulty: bool) -> Any:
