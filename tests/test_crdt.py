@@ -13,9 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seedance.models import clocks
-from seedance.models.crdt import (
-    DeltaBuffer, GridDelta, IntervalReceiver, PixelGrid, join_deltas, join_states,
-)
+from seedance.models.crdt import GridDelta, PixelGrid, join_deltas, join_states
+from seedance.models.delta_intervals import DeltaBuffer, IntervalReceiver
 
 W, H, N = 4, 3, 3
 

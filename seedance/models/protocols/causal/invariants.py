@@ -14,9 +14,9 @@ so a breach can only arise from such a change: the monitor is exact, at a cost p
 not the number of replicas. What changed is known without comparing grids: a :class:`~seedance.models.crdt.PixelGrid`
 shows its arrays read-only and notes every pixel its own mutators write for each watcher, so the monitor drains the
 notes of the grid it watches and compares only those pixels with its copy of the replica's entries (a grid it has
-not watched yet, or an object that is not a PixelGrid, is compared whole). The clock is compared whole: O(replicas)
-in one vectorised comparison, unless it is the same read-only array as before (a PixelGrid replaces its clock
-when it changes) or the grid says where it moved (one join replaced the clock last seen: :meth:`PixelGrid.moved_since`).
+not watched yet, or an object that is not a PixelGrid, is compared whole). The clock is compared whole (O(replicas),
+vectorised) unless it is the same read-only array as before (a PixelGrid replaces its clock when it changes) or the
+grid says where it moved (one join replaced the clock last seen: :meth:`PixelGrid.moved_since`).
 
 Two shortcuts keep that cost off the number of replicas, with the same reports:
 
@@ -117,9 +117,8 @@ def _not_unwritten(arrays: list[np.ndarray]) -> np.ndarray:
 
 def _drop(held: dict[bytes, int], key: bytes) -> None:
     """One holder of ``key`` fewer."""
-    if count := held[key] - 1:
-        held[key] = count
-    else:
+    held[key] -= 1
+    if not held[key]:
         del held[key]
 
 
@@ -138,17 +137,14 @@ class Monitor(NodeMonitor):
 
     def __init__(self) -> None:
         super().__init__()
-        # (pixels, replicas, fields): each replica's grid as last observed, pixel-major so that one pixel of every
-        # replica is one contiguous block (what the cross-replica checks read after each input)
-        self._g = np.zeros((0, 0, len(_ORDER)))
+        self._g = np.zeros((0, 0, len(_ORDER)))  # (pixels, replicas, fields): each grid as last observed (_allocate)
         self._clock = np.zeros((0, 0), np.int64)  # (replicas, replicas): each replica's clock as last observed
         self._obj: list[Any] = []  # row -> the node object observed there (None: crashed or not yet seen)
         self._alive = np.zeros(0, bool)
         self._dots: dict[tuple[int, int], set[int]] = {}  # (writer, seq) -> the pixels where an entry carries it
-        # per pixel: the distinct written entries the live replicas hold there (:data:`_ENTRY` bytes) -> how many
-        self._held: list[dict[bytes, int]] = []
+        self._held: list[dict[bytes, int]] = []  # per pixel: each distinct entry live replicas hold -> how many
         self._clean = True  # no breach found yet (and every dot findable again): every live pair is clean
-        self._token = id(self)  # this monitor's name with the grids it watches
+        self._token = id(self)  # this monitor's name with the grids it watches (the rest: _allocate)
 
     def _observe(self, node: Any) -> list[str]:
         found = self._local_news(node)
@@ -193,13 +189,12 @@ class Monitor(NodeMonitor):
     def _moved(self, row: int, clock: np.ndarray, grid: Any = None) -> np.ndarray | None:
         """The entries where ``clock`` differs from ``row``'s clock as last observed (None: a clock of another
         size), and ``clock`` remembered as the object last seen. The same read-only clock object that owns its data
-        is :data:`_NONE` at once: a PixelGrid replaces its clock when it changes. Such an object last seen still holds
-        the values of ``_clock[row]`` and is compared instead (cached: the replica's clock before this input)."""
+        is :data:`_NONE` at once (a PixelGrid replaces its clock when it changes); ``grid`` may know the entries."""
         seen, old = self._seen[row], self._clock[row]
         if clock is seen and not clock.flags.writeable and clock.base is None:
             moved = _NONE
         elif grid is not None and clock is grid.clock and (hint := grid.moved_since(seen)) is not None:
-            moved = hint  # one join replaced the clock last seen and knew where they differ
+            moved = hint  # one join replaced the clock last seen (whose values _clock[row] holds) and knew where
         elif clock.shape == old.shape:
             if seen is not None and not seen.flags.writeable and seen.base is None and seen.shape == old.shape:
                 old = seen if seen.dtype == old.dtype else old
@@ -271,6 +266,7 @@ class Monitor(NodeMonitor):
             self._raw[row] = None
 
     def _allocate(self, replicas: int, pixels: int) -> None:
+        # pixel-major: one pixel of every replica is one contiguous block (what the cross-replica checks read)
         self._g = np.empty((pixels, replicas, len(_ORDER)))
         self._g[...] = _UNWRITTEN  # a replica's first sight stores only its other entries (at boot: none)
         self._fresh = np.ones(replicas, bool)  # rows never stored: they hold the unwritten entry everywhere

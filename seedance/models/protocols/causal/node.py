@@ -54,7 +54,8 @@ import numpy as np
 
 from seedance.errors import SpecError
 from seedance.models import clocks
-from seedance.models.crdt import ENTRY_BYTES, DeltaBuffer, GridDelta, IntervalReceiver, PixelGrid
+from seedance.models.crdt import ENTRY_BYTES, GridDelta, PixelGrid
+from seedance.models.delta_intervals import DeltaBuffer, IntervalReceiver
 from seedance.models.protocols.causal.messages import Ack, Sync
 from seedance.models.protocols.options import Options, check_counts
 from seedance.models.protocols.contract import (

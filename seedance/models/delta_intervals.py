@@ -1,0 +1,131 @@
+"""Delta-intervals and causal delta-merging (Almeida, Shoker & Baquero, "Delta state replicated data types", JPDC
+111, 2018, §6, Algorithm 2) over the grid's deltas (:mod:`seedance.models.crdt`): the sender's side numbers its
+delta-groups and tracks what each peer acknowledged (:class:`DeltaBuffer`); the receiver's side joins an interval only
+when it extends the prefix it holds of that sender's incarnation (:class:`IntervalReceiver`)."""
+
+from __future__ import annotations
+
+import heapq
+
+from seedance.models.crdt import GridDelta, join_many
+
+
+class DeltaBuffer:
+    """A replica's delta-groups, numbered by its counter, and what each peer acknowledged (Algorithm 2's D_i, c_i,
+    A_i). ``interval(peer)`` is the delta-interval ``Δ[A(peer), c)`` — or None when the peer's start is unknown (no
+    acknowledgement yet in this incarnation) or was collected: then the peer needs the full state.
+
+    Groups that every peer with a known start acknowledged are collected; at most ``max_groups`` are kept (older
+    ones are collected anyway, and peers that lag behind them get the full state)."""
+
+    def __init__(self, peers: list[int], max_groups: int = 4096) -> None:
+        self.counter = 0  # c_i: the number the next group gets
+        self.base = 0  # the first group still held
+        self.groups: dict[int, GridDelta] = {}
+        self.acked: dict[int, int | None] = {p: None for p in peers}  # A_i(j): j holds our groups [.., acked)
+        self.max_groups = max_groups
+        # the smallest known acknowledgement, kept incrementally (a lazy heap of (acked, peer); an entry is current
+        # when it equals acked[peer]), so an ack costs O(log N), not a scan of every peer
+        self._low: list[tuple[int, int]] = []
+        self._peers = list(peers)
+        self.lagging: set[int] = set(peers)  # the peers for which pending() is true
+
+    def add(self, delta: GridDelta) -> int:
+        """Record a group (a local write or a received interval that changed the state); its number."""
+        n = self.counter
+        self.groups[n] = delta
+        self.counter += 1
+        self.lagging.update(self._peers)
+        self._collect()
+        return n
+
+    def interval(self, peer: int) -> tuple[int, GridDelta] | None:
+        """(start, Δ[start, counter)) for ``peer``; None when it needs the full state."""
+        start = self.acked[peer]
+        if start is None or start < self.base:
+            return None
+        return start, self.span(start)
+
+    def span(self, start: int) -> GridDelta:
+        """Δ[start, counter): the join of the groups from ``start`` (which must still be held)."""
+        if start < self.base:
+            raise ValueError(f"group {start} was collected (first held: {self.base})")
+        return join_many([self.groups[n] for n in range(start, self.counter)])
+
+    def ack(self, peer: int, upto: int) -> None:
+        """``peer`` holds our groups before ``upto`` (it may have restarted and hold fewer than it said before)."""
+        if 0 <= upto <= self.counter:
+            self.acked[peer] = upto
+            heapq.heappush(self._low, (upto, peer))
+            if len(self._low) > 4 * len(self._peers) + 16:  # stale entries piled up (acks that went down)
+                self._low = [(a, p) for p, a in self.acked.items() if a is not None]
+                heapq.heapify(self._low)
+            if upto < self.counter:
+                self.lagging.add(peer)
+            else:
+                self.lagging.discard(peer)
+            self._collect()
+
+    def assume_held(self, upto: int) -> None:
+        """Every peer holds our groups before ``upto`` without having said so (a fresh replica's group 0 is the
+        empty state, which every replica holds): nothing is sent for them."""
+        if not 0 <= upto <= self.counter:
+            raise ValueError(f"upto {upto} outside [0, {self.counter}]")
+        self.acked = dict.fromkeys(self._peers, upto)
+        self._low = [(upto, p) for p in self._peers]  # already a heap: equal values, ascending peers
+        self.lagging = set(self._peers) if upto < self.counter else set()
+        self._collect()
+
+    def _known_low(self) -> int | None:
+        """min(acked of the peers with a known start), or None when no peer acknowledged yet."""
+        low, acked = self._low, self.acked
+        while low and acked[low[0][1]] != low[0][0]:
+            heapq.heappop(low)
+        return low[0][0] if low else None
+
+    def _collect(self) -> None:
+        known = self._known_low()
+        low = known if known is not None else self.base  # no peer acknowledged yet: keep (up to max_groups)
+        low = max(low, self.counter - self.max_groups)
+        while self.base < low:
+            self.groups.pop(self.base, None)
+            self.base += 1
+
+    def pending(self, peer: int) -> bool:
+        """The peer may lack some of our groups (or its start is unknown)."""
+        acked = self.acked[peer]
+        return acked is None or acked < self.counter
+
+
+class IntervalReceiver:
+    """The causal delta-merging rule on the receiving side: from each sender incarnation (``epoch``) the prefix of
+    its groups already joined. An interval ``Δ[a, b)`` is joinable only when ``a <= held`` of that very incarnation;
+    a full state (``start is None``) is causally closed and always joinable, and it starts (or advances) the
+    prefix of its incarnation. Older incarnations never replace a newer one."""
+
+    def __init__(self, first: tuple[int, int] = (-1, 0)) -> None:
+        self.held: dict[int, tuple[int, int]] = {}  # sender -> (sender incarnation, groups held)
+        # what is held of a sender never heard from: nothing by default; (0, 1) when every sender's first
+        # incarnation starts from the empty state (its group 0), which every receiver holds
+        self._first = first
+
+    def acceptable(self, sender: int, epoch: int, start: int | None) -> bool:
+        """A full state, an interval from 0 (a sender's group 0 is its whole state at boot) of a current or newer
+        incarnation, or an interval that extends the prefix held of this incarnation."""
+        incarnation, held = self.held.get(sender, self._first)
+        if start is None or start == 0:
+            return epoch >= incarnation
+        return incarnation == epoch and start <= held
+
+    def held_for(self, sender: int, epoch: int) -> int:
+        incarnation, held = self.held.get(sender, self._first)
+        return held if incarnation == epoch else 0
+
+    def joined(self, sender: int, epoch: int, start: int | None, end: int) -> int:
+        """Record that the sender's groups before ``end`` are held; the acknowledgement to send back."""
+        incarnation, held = self.held.get(sender, self._first)
+        if epoch > incarnation and (start is None or start == 0):
+            self.held[sender] = (epoch, end)
+        elif epoch == incarnation:
+            self.held[sender] = (epoch, max(held, end))
+        return self.held_for(sender, epoch)
