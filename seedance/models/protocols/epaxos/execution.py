@@ -228,6 +228,7 @@ class Execution:
             numbers = self._unexec[key][iid[0]]
             del numbers[bisect.bisect_left(numbers, iid[1])]
             self.exec_log.append((key, iid))
+            self.key_counts[key] = self.key_counts.get(key, 0) + 1
         results: dict[tuple[Any, int], Result] = {}
         for command in _parts(inst.command):
             pair = (command.client_id, command.request_id)
@@ -248,3 +249,5 @@ class Execution:
                 else:  # the instance was committed with something else (a recovery's no-op)
                     out.append(Reply(client_id=client_id, request_id=request_id, outcome=Outcome.INFO,
                                      error="superseded"))
+        self._executed_one(iid)
+        self._maybe_snapshot(out)

@@ -82,22 +82,24 @@ from seedance.models.protocols.epaxos.messages import (
     PrepareReply,
     TryPreAccept,
     TryPreAcceptReply,
+    Watermark,
 )
 from seedance.models.protocols.epaxos.recovery import Recovery
+from seedance.models.protocols.epaxos.snapshots import Snapshots
 from seedance.models.protocols.multipaxos.messages import Command
 
 TICK = "tick"
 FLUSH = "flush"
 
 
-class EPaxosNode(Recovery, Execution, Dispatching):
+class EPaxosNode(Snapshots, Recovery, Execution, Dispatching):
     """One EPaxos replica driving a :class:`~seedance.models.kv.KVStore`."""
 
     # inputs by type / name (seedance.models.protocols.dispatch): on_message and on_timer
     MESSAGE_HANDLERS = {PreAccept: "_on_preaccept", PreAcceptReply: "_on_preaccept_reply", Accept: "_on_accept",
                         AcceptReply: "_on_accept_reply", Commit: "_on_commit", Prepare: "_on_prepare",
                         PrepareReply: "_on_prepare_reply", Fetch: "_on_fetch", TryPreAccept: "_on_try_preaccept",
-                        TryPreAcceptReply: "_on_try_preaccept_reply"}
+                        TryPreAcceptReply: "_on_try_preaccept_reply", Watermark: "_on_watermark"}
     TIMER_HANDLERS = {TICK: "_on_tick", FLUSH: "_on_flush"}
 
     def __init__(self, node_id: NodeId, num_nodes: int, rng: np.random.Generator,
@@ -142,6 +144,7 @@ class EPaxosNode(Recovery, Execution, Dispatching):
         self._writes: dict[str, Any] = {}
         self._notify: list[Iid] = []  # own decisions in this call's write: acted upon once durable
         self._unmarked: set[Iid] = set()
+        self._init_snapshots()
 
     # ================================================================================================ inputs
     def on_start(self, now: float) -> Effects:
@@ -149,8 +152,11 @@ class EPaxosNode(Recovery, Execution, Dispatching):
 
     def on_recover(self, durable: DurableState, now: float) -> Effects:
         committed = []
+        covered, stale = self._restore(durable)  # the snapshot (seedance/models/protocols/epaxos/snapshots.py)
         for name, plain in durable.records.get(TABLE, {}).items():
             q, i = (int(x) for x in name.split("."))
+            if i <= self.forgotten[q]:
+                continue
             inst = Instance.from_plain(plain)
             self.instances[(q, i)] = inst
             self._max_ballot = max(self._max_ballot, inst.bal)
@@ -158,9 +164,12 @@ class EPaxosNode(Recovery, Execution, Dispatching):
                 self.next_instance = max(self.next_instance, i + 1)
             if inst.command is not None and inst.status >= PREACCEPTED:
                 self._register((q, i), inst.command, inst.seq)
-            if inst.status == COMMITTED:
+            if inst.status == COMMITTED and self._covered((q, i), covered):
+                inst.executed = True
+            elif inst.status == COMMITTED:
                 committed.append((q, i))
-        out: Effects = [SetTimer(name=TICK, delay_s=self.config.heartbeat_s),
+        self._walk_committed_prefix()
+        out: Effects = [*stale, SetTimer(name=TICK, delay_s=self.config.heartbeat_s),
                         Annotate(name="recovered", attrs={"instances": len(self.instances),
                                                           "committed": len(committed)})]
         for iid in sorted(committed):
@@ -441,6 +450,7 @@ class EPaxosNode(Recovery, Execution, Dispatching):
         for q, first in fetch.items():
             message = Fetch(replica=q, first=first, last=first + self.config.fetch_batch - 1)
             out.extend(Send(dst=p, message=message, size_bytes=HEADER_BYTES) for p in self.peers)
+        self._tick_snapshots(out, now)
         return self._emit(out)
 
     # ================================================================================================ helpers
