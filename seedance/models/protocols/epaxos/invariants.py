@@ -110,6 +110,9 @@ class Monitor(NodeMonitor):
             return
         self._forgotten[node_id] = list(forgotten)
         for other, theirs in self._snapshots.items():
+            live = self._watched.get(other)
+            if live is not None:  # its snapshot now (a monitor that observes periodically may hold an older one)
+                theirs = self._snapshots[other] = [max(a, b) for a, b in zip(theirs, live.snapshot_prefix)]
             for q, (f, p) in enumerate(zip(forgotten, theirs)):
                 if f > p:
                     found.append(f"Compaction: node {node_id} forgot instances of replica {q} up to {f}, which "

@@ -436,7 +436,7 @@ class EPaxosNode(Snapshots, Recovery, Execution, Dispatching):
         started = 0
         for iid, (first, timeout) in sorted(self._missing.items()):
             inst = self.instances.get(iid)
-            if inst is not None and inst.status == COMMITTED:
+            if inst is not None and inst.status == COMMITTED or iid[1] <= self.forgotten[iid[0]]:
                 del self._missing[iid]
                 continue
             waited = now - first

@@ -41,9 +41,9 @@ lost its disk would need a snapshot sent to it — not implemented: it would wai
 A crashed replica holds the watermark back until it returns (its snapshot and its reports). Recovery
 (:meth:`Snapshots._restore`): the snapshot's kv store and sessions, the instances it reflects marked executed, the
 records at or below ``forgotten`` deleted again (a crash between the two writes), then the committed instances
-above it re-executed as before. A replica whose prefix has a hole while later instances of the same leader are
-executed, twice in a row at a watermark tick, treats the hole as missing (Fetch, then recovery), so one lost
-Commit cannot stall the watermark forever.
+above it re-executed as before. A replica whose prefix of a leader's instances has a hole while later ones are
+executed here, or stays below the prefix a peer's snapshot reflects, twice in a row at a watermark tick, treats the
+next instance as missing (Fetch, then recovery), so lost Commits cannot stall the watermark forever.
 
 Logs for monitors: ``commit_log`` and ``exec_log`` keep what was logged since the snapshot before the last one
 (``commit_base``/``exec_base`` count the entries dropped, ``exec_base_counts`` the executions per key before
@@ -198,15 +198,20 @@ class Snapshots:
         return super().on_message(src, message, now)
 
     def _tick_snapshots(self, out: Effects, now: float) -> None:
-        """Every ``WATERMARK_TICKS`` ticks once a snapshot exists: the Watermark again, and holes looked for."""
-        if not any(self.snapshot_prefix):
+        """Every ``WATERMARK_TICKS`` ticks once a snapshot exists (or a peer reported one): our Watermark again, and
+        the next instance of each leader looked for (Fetch, then recovery) where we stay behind: a hole below
+        instances executed here, or a prefix a peer's snapshot reflects, twice in a row."""
+        if not any(self.snapshot_prefix) and not self._reported:
             return
         self._watermark_ticks += 1
         if self._watermark_ticks < WATERMARK_TICKS:
             return
         self._watermark_ticks = 0
-        self._send_watermark(out)
-        holes = {(q, self.executed_prefix[q] + 1) for q in range(self.num_nodes) if self._above[q]}
+        if any(self.snapshot_prefix):
+            self._send_watermark(out)
+        ahead = [max(column) for column in zip(*self._reported.values())] if self._reported else self.forgotten
+        holes = {(q, self.executed_prefix[q] + 1) for q in range(self.num_nodes)
+                 if self._above[q] or ahead[q] > self.executed_prefix[q]}
         lo, hi = self.config.election_timeout_s_min, self.config.election_timeout_s_max
         for iid in sorted(holes & self._holes):
             inst = self.instances.get(iid)
@@ -238,6 +243,8 @@ class Snapshots:
             self.snapshot_key_counts = dict(self.key_counts)
             self.exec_base_counts = dict(self.key_counts)
         self.committed_prefix = [max(a, b) for a, b in zip(self.snapshot_prefix, self.forgotten)]
+        # our own instances up to there may have no record left: never hand their numbers out again
+        self.next_instance = max(self.next_instance, self.committed_prefix[self.node_id] + 1)
         stale = [name for name in durable.records.get(TABLE, {})
                  if int(name.split(".")[1]) <= self.forgotten[int(name.split(".")[0])]]
         if not stale:
