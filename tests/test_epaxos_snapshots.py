@@ -219,18 +219,20 @@ def test_the_same_seed_gives_the_same_trace():
 
 def test_the_monitor_forgets_what_every_replica_compacted():
     config = SimConfig(protocol="epaxos", nodes=3, duration_s=1.0, seed=0,
-                       protocol_config={"snapshot_instances": 1000}, workload=WorkloadConfig(clients=8),
+                       protocol_config={"snapshot_instances": 500}, workload=WorkloadConfig(clients=8),
                        trace=False, check=False)
     monitor = invariants.Monitor()
     result = simulate(config, invariants=[lambda view: "; ".join(monitor.observe(
         [n for n in view.nodes if n is not None])) or None], invariant_every_s=0.01)
     assert result.violations == []
     nodes = [host.node for host in result.runtime.hosts]
-    total = sum(node.executed_prefix[q] for node in nodes[:1] for q in range(3))
-    assert total > 4 * invariants._PRUNE_EVERY and min(sum(node.forgotten) for node in nodes) > 0
-    assert len(monitor.committed) < 2 * invariants._PRUNE_EVERY + 3 * 2000
-    assert sum(map(len, monitor.order.values())) < 2 * invariants._PRUNE_EVERY + 3 * 2000
-    assert all(len(node.commit_log) <= 2 * 1000 + 100 and len(node.instances) < 3 * 2000 for node in nodes)
+    total = sum(nodes[0].executed_prefix)
+    print(total, len(monitor.committed), sum(map(len, monitor.order.values())),
+          [(len(n.commit_log), len(n.exec_log), len(n.instances), len(n.results)) for n in nodes])
+    assert total > 2 * invariants._PRUNE_EVERY and min(sum(node.forgotten) for node in nodes) > total - 2000
+    assert len(monitor.committed) < invariants._PRUNE_EVERY + 2000
+    assert sum(map(len, monitor.order.values())) < invariants._PRUNE_EVERY + 2000
+    assert all(len(n.commit_log) + len(n.exec_log) + len(n.instances) + len(n.results) < 4 * 1000 for n in nodes)
 
 
 def test_the_memory_estimate_bounds_the_instances_by_twice_snapshot_instances():

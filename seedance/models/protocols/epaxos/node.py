@@ -26,11 +26,12 @@ Rules this module keeps:
 * Clients may talk to any replica (``routing="any"``); the command leader answers after executing the command
   (reads, writes and cas are linearizable that way, §4.6). A leader that learns its instance was committed with
   another command (a no-op by a recovery) answers INFO. Commit latency (propose → commit) and execution latency
-  (commit → executed) of a leader's own commands are kept in ``latencies``.
+  (commit → executed) of a leader's own commands are kept in ``latencies`` (the latest 131,072).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -90,6 +91,7 @@ from seedance.models.protocols.multipaxos.messages import Command
 
 TICK = "tick"
 FLUSH = "flush"
+LATENCY_SAMPLES = 1 << 17
 
 
 class EPaxosNode(Snapshots, Recovery, Execution, Dispatching):
@@ -133,7 +135,8 @@ class EPaxosNode(Snapshots, Recovery, Execution, Dispatching):
         self.try_preaccepts = 0
         self.try_preaccept_outcomes = {"accept": 0, "restart": 0, "defer": 0}
         self._committed_at: dict[Iid, float] = {}
-        self.latencies: list[tuple[float, float]] = []  # (commit latency, execution latency) of own commands
+        # (commit latency, execution latency) of own commands: the latest LATENCY_SAMPLES (memory stays bounded)
+        self.latencies: deque[tuple[float, float]] = deque(maxlen=LATENCY_SAMPLES)
         self.fast_commits = 0
         self.slow_commits = 0
         self.recoveries = 0
