@@ -151,8 +151,9 @@ CHECK_WINDOW_OPS = 20_000  # operations the check's windows hold in all (check_s
 CHECK_KEY_WINDOW_OPS = 100  # a key's window at least (its MIN_KEY_WINDOW_OPS)
 EPAXOS_SLOT_BYTES = 16  # a dependency vector's slot: 8 B in memory, 8 B on the simulated disk
 # one replica's instance of EPaxos, for every operation (reads are instances too): the instance, its durable record,
-# the commit and execution logs, the key's instance set and the monitor's record; never compacted. Measured at 5
-# nodes, 16 clients, no check: 329 MB at 2 s, 776 MB at 6 s, 16,700 ops/s: about 1,340 B per replica per operation
+# the commit and execution logs, the key's instance set and the monitor's record; up to twice snapshot_instances
+# of them (SNAPSHOT_OPTION). Measured at 5 nodes, 16 clients, no check, before compaction: 329 MB at 2 s, 776 MB at
+# 6 s, 16,700 ops/s: about 1,340 B per replica per operation
 EPAXOS_INSTANCE_BYTES = 1_500
 
 

@@ -18,8 +18,9 @@ Rules this module keeps:
 * Ballots, explicit prepare and TryPreAccept (recovery of an instance that does not commit):
   :mod:`~seedance.models.protocols.epaxos.recovery`.
 * Durability: every change of an instance (promise, vote, commit) is a ``PersistRecords`` put in table ``inst``
-  before any message that depends on it leaves; the executed state and the kv store are volatile and rebuilt by
-  re-executing the committed instances after a crash.
+  before any message that depends on it leaves; the executed state and the kv store are rebuilt after a crash from
+  the latest snapshot and by re-executing the committed instances it does not reflect. Snapshots, and forgetting
+  the instances every replica's snapshot reflects: :mod:`~seedance.models.protocols.epaxos.snapshots`.
 * Commit (a decision acted upon once durable) and execution (§4.4, the dependency graph's strongly connected
   components): :mod:`~seedance.models.protocols.epaxos.execution`. The instance record and the values it holds:
   :mod:`~seedance.models.protocols.epaxos.instance`.

@@ -76,8 +76,10 @@ class Snapshots:
         self.snapshot_prefix = [0] * n  # the prefix of the newest snapshot (durable before anyone hears of it)
         self._snapshot_above: list[list[int]] = []
         self._since_snapshot = 0
+        self._every = self.config.snapshot_instances
         self._reported: dict[NodeId, list[int]] = {}  # peer -> the prefix of its durable snapshot it reported
         self.forgotten = [0] * n  # instances (q, i <= forgotten[q]) are forgotten here
+        self._forgot = False  # whether any is (messages are filtered from then on)
         self.key_counts: dict[Any, int] = {}  # executions per key (snapshots carry it)
         self.snapshot_key_counts: dict[Any, int] = {}
         self.commit_base = self.exec_base = 0
@@ -87,8 +89,9 @@ class Snapshots:
         self._holes: set[Iid] = set()
 
     # ---------------------------------------------------------------------------------------------- executing
-    def _executed_one(self, iid: Iid) -> None:
-        """``iid`` was just executed: advance the executed prefix, maybe snapshot (the caller's ``_apply``)."""
+    def _executed_one(self, iid: Iid, out: Effects) -> None:
+        """``iid`` was just executed (the caller's ``_apply``): advance the executed prefix; a snapshot once
+        ``snapshot_instances`` instances were executed since the last one."""
         q, i = iid
         prefix = self.executed_prefix[q]
         if i == prefix + 1:
@@ -101,10 +104,7 @@ class Snapshots:
         elif i > prefix:
             self._above[q].add(i)
         self._since_snapshot += 1
-
-    def _maybe_snapshot(self, out: Effects) -> None:
-        every = self.config.snapshot_instances
-        if every and self._since_snapshot >= every:
+        if self._since_snapshot >= self._every > 0:
             self._take_snapshot(out)
 
     def _take_snapshot(self, out: Effects) -> None:
@@ -168,6 +168,7 @@ class Snapshots:
                     gone.append(f"{q}.{i}")
             if top > self.forgotten[q]:
                 self.forgotten[q] = top
+                self._forgot = True
         out.append(Persist(key=FORGOTTEN_KEY, value=list(self.forgotten), size_bytes=16 + 8 * self.num_nodes))
         if gone:
             out.append(PersistRecords(table=TABLE, delete=tuple(gone), size_bytes=16 * len(gone)))
@@ -191,11 +192,14 @@ class Snapshots:
         return True
 
     def on_message(self, src: NodeId, message: Any, now: float) -> Effects:
-        """Messages about a forgotten instance are dropped: see the module's docstring."""
-        instance = getattr(message, "instance", None)
-        if instance is not None and instance <= self.forgotten[message.replica]:
-            return []
-        return super().on_message(src, message, now)
+        """Messages about a forgotten instance are dropped (see the module's docstring); the others dispatched by
+        type, as :class:`~seedance.models.protocols.dispatch.Dispatching` does."""
+        if self._forgot:
+            instance = getattr(message, "instance", None)
+            if instance is not None and instance <= self.forgotten[message.replica]:
+                return []
+        handler = self._by_type.get(type(message))
+        return [] if handler is None else handler(self, src, message, now)
 
     def _tick_snapshots(self, out: Effects, now: float) -> None:
         """Every ``WATERMARK_TICKS`` ticks once a snapshot exists (or a peer reported one): our Watermark again, and
@@ -227,6 +231,7 @@ class Snapshots:
         forgotten = durable.values.get(FORGOTTEN_KEY)
         if forgotten is not None:
             self.forgotten = [int(x) for x in forgotten]
+            self._forgot = any(self.forgotten)
         covered: set[Iid] = set()
         snapshot = durable.values.get(SNAPSHOT_KEY)
         if snapshot is not None:
