@@ -39,6 +39,7 @@ class Monitor(NodeMonitor):
         self._watched: dict[Any, Any] = {}  # node id -> node, observed and not crashed since
         self._snapshots: dict[Any, list[int]] = {}  # node id -> the highest snapshot prefix seen
         self._forgotten: dict[Any, list[int]] = {}  # node id -> its forgotten watermark as last checked
+        self._compaction_seen: dict[Any, tuple[Any, Any]] = {}  # node id -> (snapshot_prefix, forgotten) objects
         self._floor: list[int] = []  # commits of instances (q, i <= _floor[q]) are forgotten
         self._seen = 0
 
@@ -102,6 +103,10 @@ class Monitor(NodeMonitor):
 
     def _check_compaction(self, node: Any, found: list[str]) -> None:
         node_id = node.node_id
+        seen = self._compaction_seen.get(node_id)
+        if seen is not None and seen[0] is node.snapshot_prefix and seen[1] is node.forgotten:
+            return  # neither changed since (the node replaces these lists, never changes them in place)
+        self._compaction_seen[node_id] = (node.snapshot_prefix, node.forgotten)
         mine = self._snapshots.get(node_id)
         prefix = node.snapshot_prefix
         self._snapshots[node_id] = list(prefix) if mine is None else [max(a, b) for a, b in zip(mine, prefix)]

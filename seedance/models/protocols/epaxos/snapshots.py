@@ -73,7 +73,9 @@ class Snapshots:
         n = self.num_nodes
         self.executed_prefix = [0] * n
         self._above: list[set[int]] = [set() for _ in range(n)]
-        self.snapshot_prefix = [0] * n  # the prefix of the newest snapshot (durable before anyone hears of it)
+        # the prefix of the newest snapshot (durable before anyone hears of it); this list and ``forgotten`` are
+        # replaced, never changed in place, so the monitor sees a change by identity
+        self.snapshot_prefix = [0] * n
         self._snapshot_above: list[list[int]] = []
         self._since_snapshot = 0
         self._every = self.config.snapshot_instances
@@ -162,13 +164,15 @@ class Snapshots:
         if all(w <= f for w, f in zip(mark, self.forgotten)):
             return
         gone: list[str] = []
+        forgotten = list(self.forgotten)  # a new list: the monitor sees a change by identity
         for q, top in enumerate(mark):
-            for i in range(self.forgotten[q] + 1, top + 1):
+            for i in range(forgotten[q] + 1, top + 1):
                 if self._forget((q, i)):
                     gone.append(f"{q}.{i}")
-            if top > self.forgotten[q]:
-                self.forgotten[q] = top
-                self._forgot = True
+            if top > forgotten[q]:
+                forgotten[q] = top
+        self.forgotten = forgotten
+        self._forgot = True
         out.append(Persist(key=FORGOTTEN_KEY, value=list(self.forgotten), size_bytes=16 + 8 * self.num_nodes))
         if gone:
             out.append(PersistRecords(table=TABLE, delete=tuple(gone), size_bytes=16 * len(gone)))
