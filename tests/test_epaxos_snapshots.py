@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from paxos_campaign import FAST_TIMING, campaign_config, explain, judge
+from paxos_campaign import FAST_TIMING, campaign_config, explain, judge, liveness_failure
 from paxos_mutants import MUTANTS
 from scripted_driver import Driver
 from snapshot_runs import FAULT_MIXES, faulted_run
@@ -246,17 +246,22 @@ def test_the_memory_estimate_bounds_the_instances_by_twice_snapshot_instances():
 
 
 # ---------------------------------------------------------------------------------------- campaign and mutants
-@pytest.mark.parametrize("seed", range(12))
-def test_campaign_with_tiny_snapshots(seed, request):
-    result, problems = judge(campaign_config(seed, "epaxos", SIM))
+def _tiny_campaign(seed: int, request, **overrides) -> None:
+    result, problems = judge(campaign_config(seed, "epaxos", SIM, **overrides))
     assert not problems, explain(result, problems, request.node.nodeid)
+    assert result.progress_after_heal, liveness_failure(result, request.node.nodeid)
     assert result.ops_ok > 0
 
 
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", [pytest.param(s, marks=pytest.mark.campaign) if s >= 12 else s for s in range(100)])
+def test_campaign_with_tiny_snapshots(seed, request):
+    """The campaign's draws (3 or 5 replicas) with a snapshot every 8 instances: 12 seeds in ``make test``."""
+    _tiny_campaign(seed, request)
+
+
+@pytest.mark.parametrize("seed", [pytest.param(s, marks=pytest.mark.campaign) if s >= 4 else s for s in range(50)])
 def test_campaign_with_tiny_snapshots_five_replicas(seed, request):
-    result, problems = judge(campaign_config(seed, "epaxos", SIM, nodes=5))
-    assert not problems, explain(result, problems, request.node.nodeid)
+    _tiny_campaign(seed, request, nodes=5)
 
 
 # the first campaign seed (of 0..99) on which each mutant is caught with snapshot_instances=8; without snapshots
