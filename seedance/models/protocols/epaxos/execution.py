@@ -228,7 +228,6 @@ class Execution:
             numbers = self._unexec[key][iid[0]]
             del numbers[bisect.bisect_left(numbers, iid[1])]
             self.exec_log.append((key, iid))
-            self.key_counts[key] = self.key_counts.get(key, 0) + 1
         results: dict[tuple[Any, int], Result] = {}
         for command in _parts(inst.command):
             pair = (command.client_id, command.request_id)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from seedance.models.protocols.monitoring import NodeMonitor, progress
+from seedance.models.protocols.monitoring import NodeMonitor
 
 
 _PRUNE_EVERY = 4096  # the monitor forgets what every watched replica compacted every so many commits seen
@@ -46,10 +46,14 @@ class Monitor(NodeMonitor):
     def _observe(self, node: Any) -> list[str]:
         found = self._local_news(node)
         node_id = node.node_id
-        self._watched[node_id] = node
-        base = getattr(node, "commit_base", 0)
-        start = max(progress(self._commits, node_id, node), base)
+        base = node.commit_base
         log = node.commit_log
+        held = self._commits.get(node_id)
+        if held is None or held[0] is not node:
+            self._watched[node_id] = node
+            start = base
+        else:
+            start = held[1] if held[1] > base else base
         if base + len(log) > start:
             floor = self._floor
             for iid, attrs in log[start - base:]:
@@ -60,9 +64,12 @@ class Monitor(NodeMonitor):
                     found.append(f"Consistency: instance {iid} committed as {seen[0]} on node {seen[1]} and as "
                                  f"{attrs} on node {node_id}")
             self._seen += base + len(log) - start
-            self._commits[node_id] = (node, base + len(log))
-        self._observe_execs(node, found)
-        if hasattr(node, "forgotten"):
+        self._commits[node_id] = (node, base + len(log))
+        held = self._execs.get(node_id)
+        if held is None or held[0] is not node or held[1] != node.exec_base + len(node.exec_log):
+            self._observe_execs(node, found)
+        seen = self._compaction_seen.get(node_id)
+        if seen is None or seen[0] is not node.snapshot_prefix or seen[1] is not node.forgotten:
             self._check_compaction(node, found)
         if self._seen >= _PRUNE_EVERY:
             self._seen = 0
@@ -72,11 +79,11 @@ class Monitor(NodeMonitor):
     def _observe_execs(self, node: Any, found: list[str]) -> None:
         node_id = node.node_id
         held = self._execs.get(node_id)
-        base = getattr(node, "exec_base", 0)
+        base = node.exec_base
         if held is not None and held[0] is node and held[1] >= base:
             start, positions = held[1], held[2]
         else:  # a new incarnation, or entries dropped unseen (two snapshots in one input): from the log's front
-            start, positions = base, dict(getattr(node, "exec_base_counts", {}))
+            start, positions = base, dict(node.exec_base_counts)
         log = node.exec_log
         if base + len(log) <= start:
             return
@@ -102,10 +109,7 @@ class Monitor(NodeMonitor):
         self._execs[node_id] = (node, base + len(log), positions)
 
     def _check_compaction(self, node: Any, found: list[str]) -> None:
-        node_id = node.node_id
-        seen = self._compaction_seen.get(node_id)
-        if seen is not None and seen[0] is node.snapshot_prefix and seen[1] is node.forgotten:
-            return  # neither changed since (the node replaces these lists, never changes them in place)
+        node_id = node.node_id  # called when either list changed (the node replaces them, never changes them)
         self._compaction_seen[node_id] = (node.snapshot_prefix, node.forgotten)
         mine = self._snapshots.get(node_id)
         prefix = node.snapshot_prefix

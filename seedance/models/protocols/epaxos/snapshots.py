@@ -52,6 +52,7 @@ Logs for monitors: ``commit_log`` and ``exec_log`` keep what was logged since th
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from seedance.models.kv import KVStore, Result, _plain_key
@@ -82,10 +83,9 @@ class Snapshots:
         self._reported: dict[NodeId, list[int]] = {}  # peer -> the prefix of its durable snapshot it reported
         self.forgotten = [0] * n  # instances (q, i <= forgotten[q]) are forgotten here
         self._forgot = False  # whether any is (messages are filtered from then on)
-        self.key_counts: dict[Any, int] = {}  # executions per key (snapshots carry it)
-        self.snapshot_key_counts: dict[Any, int] = {}
+        self.snapshot_key_counts: dict[Any, int] = {}  # executions per key the newest snapshot reflects
         self.commit_base = self.exec_base = 0
-        self.exec_base_counts: dict[Any, int] = {}
+        self.exec_base_counts: Counter[Any] = Counter()  # executions per key before exec_log[0]
         self._log_cut = (0, 0)  # commit_log, exec_log lengths at the last snapshot
         self._watermark_ticks = 0
         self._holes: set[Iid] = set()
@@ -113,14 +113,14 @@ class Snapshots:
         self._since_snapshot = 0
         self.snapshot_prefix = list(self.executed_prefix)
         self._snapshot_above = [[q, i] for q in range(self.num_nodes) for i in sorted(self._above[q])]
-        self.snapshot_key_counts = dict(self.key_counts)
+        self._trim_logs()
+        counts = self.snapshot_key_counts = Counter(self.exec_base_counts)
+        counts.update(key for key, _ in self.exec_log)
         results = [[c, r, res.outcome.value, res.value, res.error] for (c, r), res in self.results.items()]
         state = self.kv.snapshot()
-        value = [self.snapshot_prefix, self._snapshot_above, state, results,
-                 [[k, v] for k, v in self.key_counts.items()]]
+        value = [self.snapshot_prefix, self._snapshot_above, state, results, [[k, v] for k, v in counts.items()]]
         size = HEADER_BYTES + 32 * len(state["data"]) + 48 * len(results) + 16 * len(self._snapshot_above)
         out.append(Persist(key=SNAPSHOT_KEY, value=value, size_bytes=size))
-        self._trim_logs()
         self._send_watermark(out)
         self._advance_watermark(out)
 
@@ -131,9 +131,7 @@ class Snapshots:
             del self.commit_log[:commits]
             self.commit_base += commits
         if execs:
-            counts = self.exec_base_counts
-            for key, _ in self.exec_log[:execs]:
-                counts[key] = counts.get(key, 0) + 1
+            self.exec_base_counts.update(key for key, _ in self.exec_log[:execs])
             del self.exec_log[:execs]
             self.exec_base += execs
         self._log_cut = (len(self.commit_log), len(self.exec_log))
@@ -248,9 +246,8 @@ class Snapshots:
             for q, i in self._snapshot_above:
                 self._above[q].add(i)
                 covered.add((q, i))
-            self.key_counts = {_plain_key(k): int(v) for k, v in counts}
-            self.snapshot_key_counts = dict(self.key_counts)
-            self.exec_base_counts = dict(self.key_counts)
+            self.snapshot_key_counts = Counter({_plain_key(k): int(v) for k, v in counts})
+            self.exec_base_counts = Counter(self.snapshot_key_counts)
         self.committed_prefix = [max(a, b) for a, b in zip(self.snapshot_prefix, self.forgotten)]
         # our own instances up to there may have no record left: never hand their numbers out again
         self.next_instance = max(self.next_instance, self.committed_prefix[self.node_id] + 1)
