@@ -17,7 +17,11 @@ What a replica keeps:
   ``WATERMARK_TICKS`` ticks against loss). The global watermark ``W[q]`` is the minimum, over every replica, this
   one included, of the prefix it reported (0 for one not heard from). Instances ``(q, i ≤ W[q])`` are
   **forgotten**: deleted from ``instances`` and the other per-instance tables, and from the durable table ``inst``
-  (one ``PersistRecords`` delete, after ``Persist("forgotten", W)``), their clients' ``results`` too.
+  (one ``PersistRecords`` delete, after ``Persist("forgotten", W)``), their clients' ``results`` too. (A result
+  is what deduplicates a request proposed twice; a second instance of a request still uncommitted when the first
+  is forgotten would be applied again where it executes after that. No client of this framework proposes a request
+  twice to EPaxos: each attempt has its own request id, the simulator never duplicates a client's request and EPaxos
+  never answers ``not-leader``; a client that re-sent request ids would need the results kept longer.)
 
 Why forgetting is safe. An instance below ``W`` is executed at every replica and in the durable snapshot of every
 replica, so a replica that crashes restarts past it (durable storage survives a crash in this model; a replica that
