@@ -15,6 +15,9 @@
 * :class:`NoTryPreAcceptEPaxos` — the optimized fast quorum F + ⌊(F+1)/2⌋ at N ≥ 5 with a recovery that accepts
   the attributes of ⌊(F+1)/2⌋ witnesses as they are, without TryPreAccept (technical report CMU-PDL-13-111): an
   interfering command committed without a dependency on them is missed.
+* :class:`EarlyForgetEPaxos` — a replica forgets instances once its *own* durable snapshot reflects them, not once
+  every replica's does (the watermark rule of seedance/models/protocols/epaxos/snapshots.py broken): a replica that
+  lags can no longer get them from it.
 
 ``MUTANTS`` maps a short name to a :class:`ProtocolSpec` building that mutant, for simulator campaigns.
 """
@@ -63,6 +66,11 @@ class NoTryPreAcceptEPaxos(EPaxosNode):
         self._start_accept(iid, coord.ballot, value.command, value.seq, value.deps, out, now)
 
 
+class EarlyForgetEPaxos(EPaxosNode):
+    def _watermark(self) -> list[int]:
+        return list(self.snapshot_prefix)  # BUG: the minimum over every replica's durable snapshot
+
+
 def _spec(name: str, base: ProtocolSpec, cls: type, config_cls: type) -> ProtocolSpec:
     def make(node_id: int, num_nodes: int, rng: np.random.Generator, config: Mapping[str, Any]):
         return cls(node_id, num_nodes, rng, config_cls.from_mapping(config))
@@ -79,6 +87,7 @@ MUTANT_CLASSES: dict[str, tuple[type, ProtocolSpec, type]] = {
     "single-ballot": (SingleBallotEPaxos, epaxos.SPEC, EPaxosConfig),
     "unchecked-fast-path": (UncheckedFastPathEPaxos, epaxos.SPEC, EPaxosConfig),
     "no-try-pre-accept": (NoTryPreAcceptEPaxos, epaxos.SPEC, EPaxosConfig),
+    "early-forget": (EarlyForgetEPaxos, epaxos.SPEC, EPaxosConfig),
 }
 
 MUTANTS: dict[str, ProtocolSpec] = {name: _spec(name, base, cls, config_cls)

@@ -34,12 +34,13 @@ linearizability check reads the spilled history twice and holds a window of oper
 keys, at least 100 a key (:func:`seedance.history.linearizability.check_streamed`), so its term counts at most
 ``max(20,000, 100 × keys)`` operations (it also keeps each key's indeterminate operations, a few per thousand in
 these runs, not counted). What still grows with the run: the protocols' own state — every replica keeps every write
-(``per_entry``), except Raft and Multi-Paxos, whose log (per-slot records) a snapshot compacts every
-``snapshot_entries`` (``snapshot_slots``) applied entries (executed slots), so each holds at most about twice that
-many, and EPaxos keeps a dependency vector of
-N slots per instance in memory and on its simulated disk (16 N bytes per replica per operation) besides the
-instance itself, never compacted (``EPAXOS_INSTANCE_BYTES`` per replica per operation, reads included: 757 MB had
-been estimated for a run that peaked at 776 MB, 5 nodes x 6 s, before it was counted on 2026-12-07).
+(``per_entry``), except Raft, Multi-Paxos and EPaxos, whose log (per-slot records, instances) a snapshot compacts
+every ``snapshot_entries`` (``snapshot_slots``, ``snapshot_instances``) applied entries (executed slots, executed
+instances), so each holds at most about twice that many; EPaxos keeps a dependency vector of N slots per instance
+in memory and on its simulated disk (16 N bytes per replica per instance) besides the instance itself
+(``EPAXOS_INSTANCE_BYTES`` per replica per operation, reads included: 757 MB had been estimated for a run that
+peaked at 776 MB, 5 nodes x 6 s, before it was counted on 2026-12-07; its instances are compacted since the same
+day, an instance forgotten once every replica's snapshot reflects it).
 
 Calibration: the coefficients were solved from the peak RSS (``ru_maxrss``) of five runs in fresh processes — Raft
 at 8, 32 and 128 nodes (64 clients, 0.5 simulated s, trace on: 157, 239 and 308 MB) and the causal protocol at 128
@@ -128,7 +129,8 @@ PER_MESSAGE_BYTES = 400  # trace records of one delivered message, trace on (fit
 PER_ROUTE_BYTES = 360  # a preset topology's routing tables and the network's route cache, per device pair
 CLOSED_LOOP_FLOOR_S = 0.5e-3  # a closed-loop client completes at most one operation per 0.5 ms here
 # the option after how many applied entries (slots) a snapshot compacts a replica's log, and its default
-SNAPSHOT_OPTION = {"raft": ("snapshot_entries", 65536), "multipaxos": ("snapshot_slots", 65536)}
+SNAPSHOT_OPTION = {"raft": ("snapshot_entries", 65536), "multipaxos": ("snapshot_slots", 65536),
+                   "epaxos": ("snapshot_instances", 65536)}
 # delivered messages per operation per node, the most measured by benchmarks/sim_scale.py at 8-128 nodes: Raft
 # batches (0.14 .. 0.25), Multi-Paxos sends Accept/Accepted per slot run (1.9 .. 2.3), EPaxos PreAccept, Accept and
 # Commit to every replica (4.5 .. 4.97)
@@ -149,8 +151,9 @@ CHECK_WINDOW_OPS = 20_000  # operations the check's windows hold in all (check_s
 CHECK_KEY_WINDOW_OPS = 100  # a key's window at least (its MIN_KEY_WINDOW_OPS)
 EPAXOS_SLOT_BYTES = 16  # a dependency vector's slot: 8 B in memory, 8 B on the simulated disk
 # one replica's instance of EPaxos, for every operation (reads are instances too): the instance, its durable record,
-# the commit and execution logs, the key's instance set and the monitor's record; never compacted. Measured at 5
-# nodes, 16 clients, no check: 329 MB at 2 s, 776 MB at 6 s, 16,700 ops/s: about 1,340 B per replica per operation
+# the commit and execution logs, the key's instance set and the monitor's record; up to twice snapshot_instances
+# of them (SNAPSHOT_OPTION). Measured at 5 nodes, 16 clients, no check, before compaction: 329 MB at 2 s, 776 MB at
+# 6 s, 16,700 ops/s: about 1,340 B per replica per operation
 EPAXOS_INSTANCE_BYTES = 1_500
 
 
@@ -209,7 +212,7 @@ def estimate_memory(config: Any) -> dict[str, float]:
         "topology": float(devices * devices * PER_ROUTE_BYTES),
         "history": min(ops, HISTORY_WINDOW_OPS) * PER_OP_BYTES + checked * PER_CHECKED_OP_BYTES,
         "logs": entries * _ENTRY_BYTES.get(protocol, PER_ENTRY_BYTES)
-        + (ops * nodes * nodes * EPAXOS_SLOT_BYTES if protocol == "epaxos" else 0.0),
+        + (writes * nodes * nodes * EPAXOS_SLOT_BYTES if protocol == "epaxos" else 0.0),
         "trace": min(messages, TRACE_WINDOW_MESSAGES) * (PER_MESSAGE_BYTES if config.trace else 0),
     }
     return {**parts, "total": sum(parts.values()), "ops": ops, "messages": messages}

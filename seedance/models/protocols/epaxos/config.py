@@ -27,6 +27,9 @@ class EPaxosConfig(Options):
     # commands a replica receives before its zero-delay flush timer fires are proposed together, up to this many
     # per instance (Multi-Paxos's knob of the same name packs that many slots into one Accept)
     max_batch: int = 1
+    # instances executed beyond the last snapshot before the next one is taken (Multi-Paxos's snapshot_slots);
+    # instances every replica's durable snapshot reflects are then forgotten (epaxos/snapshots.py); 0: never
+    snapshot_instances: int = 65536
 
     def __post_init__(self) -> None:
         check_timing("epaxos", self.heartbeat_s, self.election_timeout_s_min, self.election_timeout_s_max,
@@ -35,4 +38,8 @@ class EPaxosConfig(Options):
             raise SpecError("epaxos.fast_quorum", f"unknown fast quorum {self.fast_quorum!r}",
                             f"valid: {', '.join(FAST_QUORUMS)}")
         check_counts("epaxos", self, ("fetch_batch", "max_batch"))
+        if isinstance(self.snapshot_instances, bool) or not isinstance(self.snapshot_instances, int) \
+                or self.snapshot_instances < 0:
+            raise SpecError("epaxos.snapshot_instances", f"must be an integer >= 0 (0: never), got "
+                            f"{self.snapshot_instances!r}")
 

@@ -248,3 +248,4 @@ class Execution:
                 else:  # the instance was committed with something else (a recovery's no-op)
                     out.append(Reply(client_id=client_id, request_id=request_id, outcome=Outcome.INFO,
                                      error="superseded"))
+        self._executed_one(iid, out)

@@ -148,4 +148,12 @@ class TryPreAcceptReply:
     conflict_committed: bool = False
 
 
-MESSAGE_TYPES = (*MESSAGE_TYPES, Fetch, Batch, TryPreAccept, TryPreAcceptReply)
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Watermark:
+    """Instance compaction (seedance/models/protocols/epaxos/snapshots.py): per command leader, the prefix of its
+    instances the sender's latest durable snapshot reflects."""
+
+    prefix: tuple[int, ...]
+
+
+MESSAGE_TYPES = (*MESSAGE_TYPES, Fetch, Batch, TryPreAccept, TryPreAcceptReply, Watermark)

@@ -18,19 +18,21 @@ Rules this module keeps:
 * Ballots, explicit prepare and TryPreAccept (recovery of an instance that does not commit):
   :mod:`~seedance.models.protocols.epaxos.recovery`.
 * Durability: every change of an instance (promise, vote, commit) is a ``PersistRecords`` put in table ``inst``
-  before any message that depends on it leaves; the executed state and the kv store are volatile and rebuilt by
-  re-executing the committed instances after a crash.
+  before any message that depends on it leaves; the executed state and the kv store are rebuilt after a crash from
+  the latest snapshot and by re-executing the committed instances it does not reflect. Snapshots, and forgetting
+  the instances every replica's snapshot reflects: :mod:`~seedance.models.protocols.epaxos.snapshots`.
 * Commit (a decision acted upon once durable) and execution (§4.4, the dependency graph's strongly connected
   components): :mod:`~seedance.models.protocols.epaxos.execution`. The instance record and the values it holds:
   :mod:`~seedance.models.protocols.epaxos.instance`.
 * Clients may talk to any replica (``routing="any"``); the command leader answers after executing the command
   (reads, writes and cas are linearizable that way, §4.6). A leader that learns its instance was committed with
   another command (a no-op by a recovery) answers INFO. Commit latency (propose → commit) and execution latency
-  (commit → executed) of a leader's own commands are kept in ``latencies``.
+  (commit → executed) of a leader's own commands are kept in ``latencies`` (the latest 131,072).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -82,22 +84,25 @@ from seedance.models.protocols.epaxos.messages import (
     PrepareReply,
     TryPreAccept,
     TryPreAcceptReply,
+    Watermark,
 )
 from seedance.models.protocols.epaxos.recovery import Recovery
+from seedance.models.protocols.epaxos.snapshots import Snapshots
 from seedance.models.protocols.multipaxos.messages import Command
 
 TICK = "tick"
 FLUSH = "flush"
+LATENCY_SAMPLES = 1 << 17
 
 
-class EPaxosNode(Recovery, Execution, Dispatching):
+class EPaxosNode(Snapshots, Recovery, Execution, Dispatching):
     """One EPaxos replica driving a :class:`~seedance.models.kv.KVStore`."""
 
     # inputs by type / name (seedance.models.protocols.dispatch): on_message and on_timer
     MESSAGE_HANDLERS = {PreAccept: "_on_preaccept", PreAcceptReply: "_on_preaccept_reply", Accept: "_on_accept",
                         AcceptReply: "_on_accept_reply", Commit: "_on_commit", Prepare: "_on_prepare",
                         PrepareReply: "_on_prepare_reply", Fetch: "_on_fetch", TryPreAccept: "_on_try_preaccept",
-                        TryPreAcceptReply: "_on_try_preaccept_reply"}
+                        TryPreAcceptReply: "_on_try_preaccept_reply", Watermark: "_on_watermark"}
     TIMER_HANDLERS = {TICK: "_on_tick", FLUSH: "_on_flush"}
 
     def __init__(self, node_id: NodeId, num_nodes: int, rng: np.random.Generator,
@@ -131,7 +136,8 @@ class EPaxosNode(Recovery, Execution, Dispatching):
         self.try_preaccepts = 0
         self.try_preaccept_outcomes = {"accept": 0, "restart": 0, "defer": 0}
         self._committed_at: dict[Iid, float] = {}
-        self.latencies: list[tuple[float, float]] = []  # (commit latency, execution latency) of own commands
+        # (commit latency, execution latency) of own commands: the latest LATENCY_SAMPLES (memory stays bounded)
+        self.latencies: deque[tuple[float, float]] = deque(maxlen=LATENCY_SAMPLES)
         self.fast_commits = 0
         self.slow_commits = 0
         self.recoveries = 0
@@ -142,6 +148,7 @@ class EPaxosNode(Recovery, Execution, Dispatching):
         self._writes: dict[str, Any] = {}
         self._notify: list[Iid] = []  # own decisions in this call's write: acted upon once durable
         self._unmarked: set[Iid] = set()
+        self._init_snapshots()
 
     # ================================================================================================ inputs
     def on_start(self, now: float) -> Effects:
@@ -149,8 +156,11 @@ class EPaxosNode(Recovery, Execution, Dispatching):
 
     def on_recover(self, durable: DurableState, now: float) -> Effects:
         committed = []
+        covered, stale = self._restore(durable)  # the snapshot (seedance/models/protocols/epaxos/snapshots.py)
         for name, plain in durable.records.get(TABLE, {}).items():
             q, i = (int(x) for x in name.split("."))
+            if i <= self.forgotten[q]:
+                continue
             inst = Instance.from_plain(plain)
             self.instances[(q, i)] = inst
             self._max_ballot = max(self._max_ballot, inst.bal)
@@ -158,9 +168,12 @@ class EPaxosNode(Recovery, Execution, Dispatching):
                 self.next_instance = max(self.next_instance, i + 1)
             if inst.command is not None and inst.status >= PREACCEPTED:
                 self._register((q, i), inst.command, inst.seq)
-            if inst.status == COMMITTED:
+            if inst.status == COMMITTED and self._covered((q, i), covered):
+                inst.executed = True
+            elif inst.status == COMMITTED:
                 committed.append((q, i))
-        out: Effects = [SetTimer(name=TICK, delay_s=self.config.heartbeat_s),
+        self._walk_committed_prefix()
+        out: Effects = [*stale, SetTimer(name=TICK, delay_s=self.config.heartbeat_s),
                         Annotate(name="recovered", attrs={"instances": len(self.instances),
                                                           "committed": len(committed)})]
         for iid in sorted(committed):
@@ -427,7 +440,7 @@ class EPaxosNode(Recovery, Execution, Dispatching):
         started = 0
         for iid, (first, timeout) in sorted(self._missing.items()):
             inst = self.instances.get(iid)
-            if inst is not None and inst.status == COMMITTED:
+            if inst is not None and inst.status == COMMITTED or iid[1] <= self.forgotten[iid[0]]:
                 del self._missing[iid]
                 continue
             waited = now - first
@@ -441,6 +454,7 @@ class EPaxosNode(Recovery, Execution, Dispatching):
         for q, first in fetch.items():
             message = Fetch(replica=q, first=first, last=first + self.config.fetch_batch - 1)
             out.extend(Send(dst=p, message=message, size_bytes=HEADER_BYTES) for p in self.peers)
+        self._tick_snapshots(out, now)
         return self._emit(out)
 
     # ================================================================================================ helpers
