@@ -8,6 +8,7 @@ from paxos_campaign import FAST_TIMING, campaign_config, explain, judge, livenes
 from scripted_driver import Driver, between
 from seedance.errors import SpecError
 from seedance.models.protocols.epaxos import SPEC, EPaxosConfig
+from seedance.models.protocols.epaxos.deps import dep_of
 from seedance.models.protocols.epaxos.messages import Batch, PreAccept
 from seedance.models.protocols.epaxos.node import COMMITTED, EPaxosNode
 
@@ -65,7 +66,7 @@ def test_a_batch_interferes_through_any_of_its_keys():
     d.fire(0, "flush")
     d.drop(between(0, 1, PreAccept))
     d.deliver_all()
-    assert d.nodes[0].instances[(0, 1)].deps[1] == 1 and d.nodes[0].slow_commits == 1
+    assert dep_of(d.nodes[0].instances[(0, 1)].deps, 1) == 1 and d.nodes[0].slow_commits == 1
     d.run_timers(until=1.0)
     assert d.violations == [], d.story()
     assert {n.kv.read("y") for n in d.nodes.values()} == {3}

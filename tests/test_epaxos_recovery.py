@@ -34,6 +34,7 @@ import pytest
 from paxos_mutants import MUTANTS
 from scripted_driver import Driver, between, to
 from seedance.models.protocols.epaxos import SPEC
+from seedance.models.protocols.epaxos.deps import dep_of
 from seedance.models.protocols.epaxos.messages import (
     Accept, AcceptReply, Commit, PreAccept, PreAcceptReply, Prepare, PrepareReply,
 )
@@ -135,7 +136,7 @@ def test_slow_path_when_a_reply_adds_a_dependency():
     d.drop(between(0, 1))
     d.deliver_all()  # R2 adds R1's instance: changed -> Paxos-Accept
     assert d.nodes[0].slow_commits == 1 and d.nodes[0].fast_commits == 0
-    assert d.nodes[0].instances[(0, 1)].deps[1] == 1
+    assert dep_of(d.nodes[0].instances[(0, 1)].deps, 1) == 1
     d.run_timers(until=1.0)
     assert d.violations == []
     assert len({n.kv.read("x") for n in d.nodes.values()}) == 1
@@ -152,7 +153,7 @@ def test_unchecked_fast_path_commits_without_the_dependency():
     d.drop(between(0, 1))
     d.deliver_all()
     assert d.nodes[0].fast_commits == 1
-    assert d.nodes[0].instances[(0, 1)].deps[1] == 0
+    assert dep_of(d.nodes[0].instances[(0, 1)].deps, 1) == 0
 
 
 @pytest.mark.parametrize("crash_before_commit", [True, False])
@@ -245,7 +246,7 @@ def five_replica_schedule(spec, config) -> Driver:
 
 def _consistent(d: Driver) -> None:
     assert d.violations == [], d.story()
-    assert d.nodes[1].instances[ALPHA].deps[4] == 1  # α depends on γ
+    assert dep_of(d.nodes[1].instances[ALPHA].deps, 4) == 1  # α depends on γ
     orders = {tuple(iid for _, iid in n.exec_log) for n in d.nodes.values()}
     assert len(orders) == 1, orders
 
@@ -333,4 +334,4 @@ def test_try_pre_accept_defers_rather_than_overturn_a_possible_fast_commit():
         inst = d.nodes[k].instances[ALPHA]
         assert inst.status == COMMITTED and (inst.seq, inst.deps) == committed, (k, d.story())
         assert d.nodes[k].instances[delta].status == COMMITTED
-        assert d.nodes[k].instances[delta].deps[0] == 1  # δ depends on α
+        assert dep_of(d.nodes[k].instances[delta].deps, 0) == 1  # δ depends on α

@@ -134,8 +134,8 @@ def test_late_and_duplicate_messages_about_a_forgotten_instance_are_dropped():
     node = d.nodes[1]
     assert node.forgotten[0] >= 4 and (0, 2) not in node.instances
     command = Command(client_id=101, request_id=1, op="write", key="k1", value=1)
-    for message in (PreAccept(ballot=0, replica=0, instance=2, command=command, seq=1, deps=(0, 0, 0)),
-                    Commit(replica=0, instance=2, command=command, seq=1, deps=(0, 0, 0)),
+    for message in (PreAccept(ballot=0, replica=0, instance=2, command=command, seq=1, deps=()),
+                    Commit(replica=0, instance=2, command=command, seq=1, deps=()),
                     Prepare(ballot=4, replica=0, instance=2)):
         assert node.on_message(0, message, d.now) == []
     assert (0, 2) not in node.instances and "0.2" not in d.records[1][TABLE]

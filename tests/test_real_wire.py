@@ -179,3 +179,25 @@ def test_garbage_bytes_never_escape_as_anything_but_frame_error(raw):
         CODEC.unpack(raw)
     except FrameError:
         pass
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Checked:
+    members: tuple
+
+    def wire_check(self, num_nodes):
+        if any(m >= (num_nodes or 1 << 30) for m in self.members):
+            raise FrameError("Checked.members", f"a member outside 0..{num_nodes - 1}", "node ids")
+
+
+def test_a_type_checks_what_it_decodes_and_never_what_it_encodes():
+    """``wire_check(num_nodes)`` runs on every decoded instance, positional or named form, with the codec's cluster
+    size; the error names the field. Encoding does not call it (the simulator never pays for it)."""
+    codec = Codec((Checked,), num_nodes=3)
+    assert codec.unpack(codec.pack(Checked(members=(0, 2)))) == Checked(members=(0, 2))
+    bad = codec.pack(Checked(members=(0, 5)))  # encodes: the sender's own values are not checked
+    with pytest.raises(FrameError, match=r"^Checked\.members: a member outside 0\.\.2"):
+        codec.unpack(bad)
+    with pytest.raises(FrameError, match=r"^Checked\.members"):
+        codec.decode({"\x00dc": ["Checked", {"members": {"\x00tu": [7]}}]})
+    assert Codec((Checked,)).unpack(bad) == Checked(members=(0, 5))  # no cluster size given: this check has none

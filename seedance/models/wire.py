@@ -11,6 +11,9 @@ Rules (network input is plain data, length-prefixed and size-bounded; never pick
 * Plain values (None, bool, int, float, str, bytes, lists, string-keyed dicts) pass through unchanged. Tuples, sets,
   dicts with non-string keys, enums, numpy scalars and numeric numpy arrays are tagged one-key dicts (``"\\x00t"``
   etc.) so they come back as the same Python type; a dict whose keys collide with a tag is itself escaped.
+* A registered dataclass may check its decoded fields: a method ``wire_check(num_nodes)`` runs on every instance
+  :meth:`Codec.decode` builds (``num_nodes``: the cluster's size when the codec was given it, else None) and raises
+  :class:`~seedance.errors.FrameError` naming the field (EPaxos's ``PreAccept.deps``); encoding never calls it.
 * Pure: no I/O; :func:`pack`/:func:`unpack` are msgpack of :func:`encode`/:func:`decode`.
 """
 
@@ -62,9 +65,12 @@ _PLAIN = frozenset({type(None), bool, int, float, str, bytes})  # encoded and de
 
 
 class Codec:
-    """Encoder/decoder for one set of message types (names must be unique)."""
+    """Encoder/decoder for one set of message types (names must be unique); ``num_nodes``, when given, is handed to
+    the types' ``wire_check``."""
 
-    def __init__(self, types: Iterable[type]) -> None:
+    def __init__(self, types: Iterable[type], *, num_nodes: int | None = None) -> None:
+        self.num_nodes = num_nodes
+        self._checks: dict[type, Any] = {}  # registered dataclass -> its wire_check (decoded instances only)
         self._by_name: dict[str, type] = {}
         self._fields: dict[type, tuple[str, tuple[str, ...]]] = {}  # registered dataclass -> (its name, fields)
         self._known: dict[str, tuple[type, frozenset[str]]] = {}  # name -> (dataclass, its field names)
@@ -98,6 +104,8 @@ class Codec:
                 self._positional[name] = (cls, names)
                 if cls.__dataclass_params__.frozen:
                     self._frozen.add(cls)
+                if callable(getattr(cls, "wire_check", None)):
+                    self._checks[cls] = cls.wire_check
                 pending.extend(e for e in _enums_in_hints(cls) if e.__qualname__ not in self._by_name)
 
     @property
@@ -207,7 +215,8 @@ class Codec:
                 if len(body) - 1 != len(names):
                     raise FrameError("message", f"{len(body) - 1} field values for {name}",
                                      f"{len(names)}: {', '.join(names)}")
-                return cls(**{k: v if type(v) in _PLAIN else self.decode(v, d) for k, v in zip(names, body[1:])})
+                obj = cls(**{k: v if type(v) in _PLAIN else self.decode(v, d) for k, v in zip(names, body[1:])})
+                return self._checked(obj)
             if tag == _DC:
                 name, fields = body
                 cls, known = self._known.get(name, (None, frozenset()))
@@ -215,7 +224,8 @@ class Codec:
                     raise FrameError("message", f"unknown type tag {name!r}", "one of the protocol's message_types")
                 if not isinstance(fields, dict) or not known.issuperset(fields):
                     raise FrameError("message", f"bad fields for {name}", f"fields of {name}: {sorted(known)}")
-                return cls(**{k: v if type(v) in _PLAIN else self.decode(v, d) for k, v in fields.items()})
+                obj = cls(**{k: v if type(v) in _PLAIN else self.decode(v, d) for k, v in fields.items()})
+                return self._checked(obj)
             if tag == _ENUM:
                 name, member = body
                 cls = self._by_name.get(name)
@@ -243,6 +253,13 @@ class Codec:
         except (TypeError, ValueError, KeyError, AttributeError) as err:
             raise FrameError("message", f"malformed {tag.strip(chr(0))} value: {err}", "a seedance wire value") from None
         raise AssertionError(tag)  # pragma: no cover - _TAGS is exhaustive
+
+    def _checked(self, obj: Any) -> Any:
+        """``obj`` once its type's ``wire_check`` (if any) accepted it; :class:`FrameError` naming the field if not."""
+        check = self._checks.get(type(obj))
+        if check is not None:
+            check(obj, self.num_nodes)
+        return obj
 
     # ------------------------------------------------------------------------------------------------ bytes
     def pack(self, obj: Any) -> bytes:

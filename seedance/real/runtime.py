@@ -97,7 +97,7 @@ class NodeRuntime(Durability, Messaging):
         self.spec = spec
         self.addresses = addresses
         self._listen_socket = listen_socket
-        self.codec = Codec(spec.message_types)
+        self.codec = Codec(spec.message_types, num_nodes=cfg.num_nodes)
         self.storage = DiskStorage(cfg.state_dir, self.codec, fsync=cfg.fsync)
         self.faults = NodeFaults.from_env(cfg.node_id, cfg.num_nodes, cfg.seed, cfg.incarnation, self.storage)
         self.trace = TraceRecorder(cfg.trace_path, cfg.t0_monotonic)

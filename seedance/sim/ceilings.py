@@ -36,11 +36,14 @@ keys, at least 100 a key (:func:`seedance.history.linearizability.check_streamed
 these runs, not counted). What still grows with the run: the protocols' own state — every replica keeps every write
 (``per_entry``), except Raft, Multi-Paxos and EPaxos, whose log (per-slot records, instances) a snapshot compacts
 every ``snapshot_entries`` (``snapshot_slots``, ``snapshot_instances``) applied entries (executed slots, executed
-instances), so each holds at most about twice that many; EPaxos keeps a dependency vector of N slots per instance
-in memory and on its simulated disk (16 N bytes per replica per instance) besides the instance itself
+instances), so each holds at most about twice that many; EPaxos keeps a set of dependencies per instance (a
+(replica, instance) pair for each replica that proposed on the command's keys: at most min(N, clients) while each
+client keeps to its replica, up to N when clients move: open-loop or roaming clients, or a nemesis; 16 bytes per pair
+per replica per instance, the durable record sharing the instance's tuple) besides the instance itself
 (``EPAXOS_INSTANCE_BYTES`` per replica per operation, reads included: 757 MB had been estimated for a run that
 peaked at 776 MB, 5 nodes x 6 s, before it was counted on 2026-12-07; its instances are compacted since the same
-day, an instance forgotten once every replica's snapshot reflects it).
+day, an instance forgotten once every replica's snapshot reflects it). Until the sparse form (2026-12-07) the
+dependencies were a vector of N slots, 16 N bytes.
 
 Calibration: the coefficients were solved from the peak RSS (``ru_maxrss``) of five runs in fresh processes — Raft
 at 8, 32 and 128 nodes (64 clients, 0.5 simulated s, trace on: 157, 239 and 308 MB) and the causal protocol at 128
@@ -149,7 +152,7 @@ TRACE_WINDOW_MESSAGES = 1_000_000  # messages whose records trace.json may hold 
 PER_CHECKED_OP_BYTES = 1_200  # an operation in the linearizability check's windows (about 600)
 CHECK_WINDOW_OPS = 20_000  # operations the check's windows hold in all (check_streamed's default window_ops)
 CHECK_KEY_WINDOW_OPS = 100  # a key's window at least (its MIN_KEY_WINDOW_OPS)
-EPAXOS_SLOT_BYTES = 16  # a dependency vector's slot: 8 B in memory, 8 B on the simulated disk
+EPAXOS_PAIR_BYTES = 16  # a dependency pair (replica, instance): two 8 B slots of a tuple the durable record shares
 # one replica's instance of EPaxos, for every operation (reads are instances too): the instance, its durable record,
 # the commit and execution logs, the key's instance set and the monitor's record; up to twice snapshot_instances
 # of them (SNAPSHOT_OPTION). Measured at 5 nodes, 16 clients, no check, before compaction: 329 MB at 2 s, 776 MB at
@@ -182,6 +185,14 @@ def _check_window(workload: Any) -> float:
     return float(max(CHECK_WINDOW_OPS, CHECK_KEY_WINDOW_OPS * keys))
 
 
+def _epaxos_pairs(config: Any) -> int:
+    """Dependency pairs an EPaxos instance carries at most: one per replica that proposes on its keys, i.e. one per
+    replica a closed-loop client keeps to (client c at node c % N), or every replica when clients move."""
+    w = config.workload
+    moving = w.mode == "open" or getattr(w, "roam", False) or bool(config.nemesis.faults)
+    return config.nodes if moving else max(1, min(config.nodes, int(w.clients)))
+
+
 def estimate_memory(config: Any) -> dict[str, float]:
     """Expected peak memory of ``config``'s run, with its parts (bytes) and the counts they come from."""
     protocol = config.protocol_name
@@ -212,7 +223,7 @@ def estimate_memory(config: Any) -> dict[str, float]:
         "topology": float(devices * devices * PER_ROUTE_BYTES),
         "history": min(ops, HISTORY_WINDOW_OPS) * PER_OP_BYTES + checked * PER_CHECKED_OP_BYTES,
         "logs": entries * _ENTRY_BYTES.get(protocol, PER_ENTRY_BYTES)
-        + (writes * nodes * nodes * EPAXOS_SLOT_BYTES if protocol == "epaxos" else 0.0),
+        + (writes * nodes * _epaxos_pairs(config) * EPAXOS_PAIR_BYTES if protocol == "epaxos" else 0.0),
         "trace": min(messages, TRACE_WINDOW_MESSAGES) * (PER_MESSAGE_BYTES if config.trace else 0),
     }
     return {**parts, "total": sum(parts.values()), "ops": ops, "messages": messages}

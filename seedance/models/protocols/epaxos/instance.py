@@ -1,13 +1,20 @@
 """An EPaxos instance as a replica holds it (status, value, attributes, ballots) and the phase a replica coordinates
-for one; the values an instance holds (a command, a batch, a no-op) and their plain forms for the durable table."""
+for one; the values an instance holds (a command, a batch, a no-op) and their plain forms for the durable table.
+
+The durable record is ``[status, value, seq, deps, bal, vbal, agreed]`` with ``deps`` the sparse tuple itself
+(:mod:`~seedance.models.protocols.epaxos.deps`; immutable, so the record shares it). Trees before 2026-12-07 wrote
+``deps`` as a *list* with one slot per replica; such a record still reads (:meth:`Instance.from_plain` converts it),
+and a record whose ``deps`` is neither form is refused with a :class:`~seedance.errors.SpecError` naming it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+from seedance.errors import SpecError
 from seedance.models.kv import Result
 from seedance.models.protocols.contract import Reply
+from seedance.models.protocols.epaxos.deps import NO_DEPS, VALID, Deps, from_dense, problem, wire_bytes
 from seedance.models.protocols.epaxos.messages import HEADER_BYTES, Batch
 from seedance.models.protocols.multipaxos.messages import Command
 
@@ -63,20 +70,36 @@ class Instance:
     status: int = NONE
     command: Value = None
     seq: int = 0
-    deps: tuple[int, ...] = ()
+    deps: Deps = NO_DEPS
     bal: int = 0  # the highest ballot promised
     vbal: int = -1  # the ballot of the last pre-accept / accept vote (Sutra 2020)
     agreed: bool = False  # pre-accepted at ballot 0 with the leader's attributes unchanged
     executed: bool = False  # volatile
 
     def plain(self) -> list[Any]:
-        return [self.status, _value_plain(self.command), self.seq, list(self.deps), self.bal, self.vbal, self.agreed]
+        return [self.status, _value_plain(self.command), self.seq, self.deps, self.bal, self.vbal, self.agreed]
 
     @classmethod
-    def from_plain(cls, data: Any) -> Instance:
+    def from_plain(cls, data: Any, num_nodes: int | None = None, name: str = "?") -> Instance:
+        """The instance of a durable record (``name``: its key, for the error); ``deps`` in either form (above)."""
         status, command, seq, deps, bal, vbal, agreed = data
-        return cls(status=int(status), command=_value_from_plain(command),
-                   seq=int(seq), deps=tuple(int(d) for d in deps), bal=int(bal), vbal=int(vbal), agreed=bool(agreed))
+        return cls(status=int(status), command=_value_from_plain(command), seq=int(seq),
+                   deps=_deps_from_plain(deps, num_nodes, name), bal=int(bal), vbal=int(vbal), agreed=bool(agreed))
+
+
+def _deps_from_plain(deps: Any, num_nodes: int | None, name: str) -> Deps:
+    """A durable record's ``deps``: the sparse tuple, or the vector of earlier trees (a list, one slot per replica,
+    converted); anything else is refused."""
+    field = f"epaxos durable record {TABLE}/{name}: deps"
+    if type(deps) is list:
+        if not all(type(j) is int and j >= 0 for j in deps) or (num_nodes is not None and len(deps) != num_nodes):
+            raise SpecError(field, f"a list of {len(deps)} slots that is no dependency vector of this cluster",
+                            f"{VALID}, or (earlier trees) a list of {num_nodes or 'N'} non-negative integers")
+        return from_dense(deps)
+    found = problem(deps, num_nodes)
+    if found is not None:
+        raise SpecError(field, found, VALID)
+    return deps
 
 
 @dataclass(slots=True)
@@ -87,7 +110,7 @@ class Coordination:
     ballot: int
     command: Value = None
     seq: int = 0
-    deps: tuple[int, ...] = ()
+    deps: Deps = NO_DEPS
     replies: dict[int, Any] = field(default_factory=dict)
     sent_s: float = 0.0
     started_s: float = 0.0
@@ -95,8 +118,9 @@ class Coordination:
     others: set[int] = field(default_factory=set)  # TryPreAccept: known not to have
 
 
-def _size(command: Value, n: int) -> int:
-    return HEADER_BYTES + 8 * n + (command.size_bytes if command is not None else 0)
+def _size(command: Value, deps: Deps) -> int:
+    """A message carrying ``command`` and ``deps``: the header, the pairs carried, the command."""
+    return HEADER_BYTES + wire_bytes(deps) + (command.size_bytes if command is not None else 0)
 
 
 def _reply(client_id: int, request_id: int, result: Result) -> Reply:

@@ -2,20 +2,35 @@
 Figures 2 and 3): frozen, keyword-only, plain-data fields for the real backend's wire codec.
 
 An instance is ``(replica, number)``: the ``number``-th instance led by ``replica``. A command's attributes are its
-sequence number ``seq`` and its dependencies ``deps``, a vector with one entry per replica: ``deps[q] = j`` means
-"every instance of replica q numbered ≤ j that interferes with this command" (the representation of the authors'
-implementation, efficient/epaxos). Ballot 0 is the initial command leader's; recovery ballots are ``round * n +
-replica`` with round ≥ 1, unique per replica. With ``max_batch`` > 1 an instance may hold a :class:`Batch` of client
-commands instead of one :class:`Command`.
+sequence number ``seq`` and its dependencies ``deps``, a sparse set of (replica, instance) pairs as a flat tuple
+``(q0, j0, q1, j1, ...)``: ``j`` for replica ``q`` means "every instance of replica q numbered ≤ j that interferes
+with this command", and a replica absent means none of its instances (the authors' implementation, efficient/epaxos,
+keeps a vector with one slot per replica; :mod:`~seedance.models.protocols.epaxos.deps`). A message that carries
+``deps`` checks them as it comes off the real backend's wire (``wire_check``). Ballot 0 is the initial command
+leader's; recovery ballots are ``round * n + replica`` with round ≥ 1, unique per replica. With ``max_batch`` > 1 an
+instance may hold a :class:`Batch` of client commands instead of one :class:`Command`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from seedance.errors import FrameError
+from seedance.models.protocols.epaxos.deps import VALID, Deps, problem
 from seedance.models.protocols.multipaxos.messages import Command
 
 HEADER_BYTES = 64
+
+
+class _CarriesDeps:
+    """A message with a ``deps`` field: the codec calls :meth:`wire_check` on each one it decodes."""
+
+    __slots__ = ()
+
+    def wire_check(self, num_nodes: int | None) -> None:
+        found = problem(self.deps, num_nodes)  # type: ignore[attr-defined]
+        if found is not None:
+            raise FrameError(f"{type(self).__name__}.deps", found, VALID)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -31,17 +46,17 @@ class Batch:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class PreAccept:
+class PreAccept(_CarriesDeps):
     ballot: int
     replica: int
     instance: int
     command: Command | Batch
     seq: int
-    deps: tuple[int, ...]
+    deps: Deps
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class PreAcceptReply:
+class PreAcceptReply(_CarriesDeps):
     """``ok``: the sender pre-accepted with attributes ``seq``/``deps`` (``changed``: they differ from the ones
     proposed); otherwise ``promised`` is a higher ballot."""
 
@@ -51,18 +66,18 @@ class PreAcceptReply:
     ok: bool
     promised: int
     seq: int = 0
-    deps: tuple[int, ...] = ()
+    deps: Deps = ()
     changed: bool = False
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Accept:
+class Accept(_CarriesDeps):
     ballot: int
     replica: int
     instance: int
     command: Command | Batch
     seq: int
-    deps: tuple[int, ...]
+    deps: Deps
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -75,12 +90,12 @@ class AcceptReply:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Commit:
+class Commit(_CarriesDeps):
     replica: int
     instance: int
     command: Command | Batch
     seq: int
-    deps: tuple[int, ...]
+    deps: Deps
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -91,7 +106,7 @@ class Prepare:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class PrepareReply:
+class PrepareReply(_CarriesDeps):
     """Explicit prepare's answer. ``status``: 0 none, 1 pre-accepted, 2 accepted, 3 committed. ``vballot`` is the
     ballot at which the reported attributes were accepted / pre-accepted (kept apart from the promise: Sutra 2020);
     ``agreed``: pre-accepted at ballot 0 with exactly the attributes the command leader proposed."""
@@ -104,7 +119,7 @@ class PrepareReply:
     status: int = 0
     command: Command | Batch | None = None
     seq: int = 0
-    deps: tuple[int, ...] = ()
+    deps: Deps = ()
     vballot: int = -1
     agreed: bool = False
 

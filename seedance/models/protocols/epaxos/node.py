@@ -6,8 +6,9 @@ Rules this module keeps:
 
 * Any replica leads the commands its clients send it, each in its own instance ``(replica, number)``.
 * Phase 1 (PreAccept): the command leader computes attributes — ``seq`` above every interfering command it knows,
-  ``deps[q]`` = the highest instance of replica q whose command interferes (shares a key; reads included) — and
-  sends them to every peer. Each peer merges in what it knows and answers. Fast path: with ``fast quorum − 1``
+  ``deps`` = for each replica q with one, the highest instance of q whose command interferes (shares a key; reads
+  included), a sparse set of (q, instance) pairs (:mod:`~seedance.models.protocols.epaxos.deps`) — and sends them
+  to every peer. Each peer merges in what it knows and answers. Fast path: with ``fast quorum − 1``
   replies (the fast quorum counts the leader) whose attributes are *unchanged*, the leader commits at once. The
   fast quorum is ``F + ⌊(F+1)/2⌋`` (N = 2F + 1; §4.3, "optimized EPaxos"; ``fast_quorum="simple"``: 2F).
   Otherwise, with a majority, the slow path: the union of the attributes goes through Paxos-Accept at the
@@ -55,6 +56,7 @@ from seedance.models.protocols.contract import (
 )
 from seedance.models.protocols.dispatch import Dispatching
 from seedance.models.protocols.epaxos.config import EPaxosConfig
+from seedance.models.protocols.epaxos.deps import NO_DEPS, Deps, from_dict, union, wire_bytes
 from seedance.models.protocols.epaxos.execution import Execution
 from seedance.models.protocols.epaxos.instance import (
     ACCEPTED,
@@ -120,7 +122,7 @@ class EPaxosNode(Snapshots, Recovery, Execution, Dispatching):
         self.fast_quorum = max(self.fast_quorum, f + 1)
         self.instances: dict[Iid, Instance] = {}
         self.next_instance = 1
-        self.conf: dict[Any, list[int]] = {}  # key -> highest instance of each replica on that key
+        self.conf: dict[Any, dict[int, int]] = {}  # key -> {replica: its highest instance on that key}
         self.key_seq: dict[Any, int] = {}
         self.committed_prefix = [0] * n
         self.kv = KVStore()
@@ -161,7 +163,7 @@ class EPaxosNode(Snapshots, Recovery, Execution, Dispatching):
             q, i = (int(x) for x in name.split("."))
             if i <= self.forgotten[q]:
                 continue
-            inst = Instance.from_plain(plain)
+            inst = Instance.from_plain(plain, self.num_nodes, name)
             self.instances[(q, i)] = inst
             self._max_ballot = max(self._max_ballot, inst.bal)
             if q == self.node_id:
@@ -220,7 +222,7 @@ class EPaxosNode(Snapshots, Recovery, Execution, Dispatching):
         value: Value = commands[0][0] if len(commands) == 1 else Batch(commands=tuple(c for c, _ in commands))
         iid = (self.node_id, self.next_instance)
         self.next_instance += 1
-        seq, deps = self._attributes(value, iid, 0, (0,) * self.num_nodes)
+        seq, deps = self._attributes(value, iid, 0, NO_DEPS)
         inst = Instance(status=PREACCEPTED, command=value, seq=seq, deps=deps, bal=0, vbal=0, agreed=True)
         self.instances[iid] = inst
         self._register(iid, value, seq)
@@ -229,7 +231,7 @@ class EPaxosNode(Snapshots, Recovery, Execution, Dispatching):
         self.coords[iid] = Coordination(phase="preaccept", ballot=0, command=value, seq=seq, deps=deps,
                                         sent_s=now, started_s=now)
         message = PreAccept(ballot=0, replica=iid[0], instance=iid[1], command=value, seq=seq, deps=deps)
-        out.extend(Send(dst=p, message=message, size_bytes=_size(value, self.num_nodes)) for p in self.peers)
+        out.extend(Send(dst=p, message=message, size_bytes=_size(value, deps)) for p in self.peers)
         if self.num_nodes == 1:
             self._commit(iid, value, seq, deps, out, now)
 
@@ -237,35 +239,53 @@ class EPaxosNode(Snapshots, Recovery, Execution, Dispatching):
         return []
 
     # ============================================================================================= attributes
-    def _attributes(self, command: Value, iid: Iid, seq: int,
-                    deps: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
+    def _attributes(self, command: Value, iid: Iid, seq: int, deps: Deps) -> tuple[int, Deps]:
         """Merge what this replica knows of commands interfering with ``command`` (on any of its keys) into
-        (seq, deps)."""
+        (seq, deps). ``deps`` comes back as the same object when nothing is added (then ``==`` is identity)."""
         keys = _keys(command)
         if not keys:
             return seq, deps
-        merged = list(deps)
+        merged: dict[int, int] | None = None
+        grew = added = False
+        own, number = iid
         for key in keys:
             known = self.conf.get(key)
             if known is None:
                 seq = max(seq, 1)
                 continue
-            own, before = iid[0], merged[iid[0]] if iid[0] < len(merged) else None
-            # elementwise max (a comparison per slot: about 4x faster than map(max, ...), which calls max per slot);
-            # the instance itself is no dependency of its own:
-            merged = [k if k > m else m for m, k in zip(merged, known)]
-            if before is not None and known[own] == iid[1]:
-                merged[own] = before  # its own slot keeps what it had
+            if merged is None:
+                pairs = iter(deps)
+                merged = dict(zip(pairs, pairs))
+            get = merged.get
+            # replica-wise max over the replicas this replica knows on the key (not every replica of the cluster);
+            # the instance itself is no dependency of its own: its replica keeps what it had when it is the highest
+            skip = own if known.get(own) == number else -1
+            for q, j in known.items():
+                held = get(q)
+                if held is None:
+                    if q != skip:
+                        merged[q] = j
+                        added = True
+                elif j > held and q != skip:
+                    merged[q] = j
+                    grew = True
             seq = max(seq, 1 + self.key_seq.get(key, 0))
-        return seq, tuple(merged)
+        if added:
+            return seq, from_dict(merged)
+        if grew:  # the same replicas, in the same (increasing) order: no sort
+            flat = list(deps)
+            flat[1::2] = merged.values()
+            return seq, tuple(flat)
+        return seq, deps
 
     def _register(self, iid: Iid, command: Value, seq: int) -> None:
+        q, number = iid
         for key in _keys(command):
             known = self.conf.get(key)
             if known is None:
-                known = self.conf[key] = [0] * self.num_nodes
-            if iid[1] > known[iid[0]]:
-                known[iid[0]] = iid[1]
+                known = self.conf[key] = {}
+            if number > known.get(q, 0):
+                known[q] = number
             if seq > self.key_seq.get(key, 0):
                 self.key_seq[key] = seq
             self._key_instances.setdefault(key, set()).add(iid)
@@ -293,7 +313,7 @@ class EPaxosNode(Snapshots, Recovery, Execution, Dispatching):
             self._drop_coordination(iid, m.ballot)
         reply = PreAcceptReply(ballot=m.ballot, replica=m.replica, instance=m.instance, ok=True, promised=inst.bal,
                                seq=seq, deps=deps, changed=(seq, deps) != (m.seq, m.deps))
-        return self._emit([Send(dst=src, message=reply, size_bytes=HEADER_BYTES + 8 * self.num_nodes)])
+        return self._emit([Send(dst=src, message=reply, size_bytes=HEADER_BYTES + wire_bytes(deps))])
 
     def _reply_to(self, iid: Any, phase: str, src: NodeId, m: Any) -> Any:
         """The coordination a reply of ``phase`` at ``m.ballot`` belongs to, with the reply recorded; None when it is
@@ -333,9 +353,8 @@ class EPaxosNode(Snapshots, Recovery, Execution, Dispatching):
             return
         if coord.ballot == 0 and len(replies) < self.fast_quorum - 1 and not waited:
             return  # the fast path may still come (N >= 7)
-        # the union of the replies' attributes: a reply holding the coordination's own vector adds nothing, and equal
-        # vectors merge alike, so each distinct other vector is merged once, slot by slot (a slow path at N replicas
-        # had merged N/2 vectors of N slots with a call of max per slot: O(N^2) Python steps per instance)
+        # the union of the replies' attributes: a reply holding the coordination's own set adds nothing, and equal
+        # sets merge alike, so each distinct other set is merged once, pair by pair
         seq, deps = coord.seq, coord.deps
         changed = set()
         for r in replies.values():
@@ -344,14 +363,11 @@ class EPaxosNode(Snapshots, Recovery, Execution, Dispatching):
             if r.changed or r.deps != deps:
                 changed.add(r.deps)
         if changed:
-            merged = list(deps)
-            for theirs in changed:
-                merged = [b if b > a else a for a, b in zip(merged, theirs)]
-            deps = tuple(merged)
+            deps = union(deps, changed)
         self._start_accept(iid, coord.ballot, coord.command, seq, deps, out, now)
 
     # ================================================================================================ phase 2
-    def _coordinate(self, iid: Iid, phase: str, ballot: int, command: Value, seq: int, deps: tuple[int, ...],
+    def _coordinate(self, iid: Iid, phase: str, ballot: int, command: Value, seq: int, deps: Deps,
                     out: Effects, now: float) -> None:
         """Vote for (command, seq, deps) at ``ballot`` here and run ``phase`` ("accept" or "preaccept") for it."""
         inst = self.instances.setdefault(iid, Instance())
@@ -366,9 +382,9 @@ class EPaxosNode(Snapshots, Recovery, Execution, Dispatching):
                                         sent_s=now, started_s=now)
         kind = Accept if phase == "accept" else PreAccept
         message = kind(ballot=ballot, replica=iid[0], instance=iid[1], command=command or NOOP, seq=seq, deps=deps)
-        out.extend(Send(dst=p, message=message, size_bytes=_size(command, self.num_nodes)) for p in self.peers)
+        out.extend(Send(dst=p, message=message, size_bytes=_size(command, deps)) for p in self.peers)
 
-    def _start_accept(self, iid: Iid, ballot: int, command: Value, seq: int, deps: tuple[int, ...],
+    def _start_accept(self, iid: Iid, ballot: int, command: Value, seq: int, deps: Deps,
                       out: Effects, now: float) -> None:
         self._coordinate(iid, "accept", ballot, command, seq, deps, out, now)
         if self.f == 0:
@@ -433,7 +449,7 @@ class EPaxosNode(Snapshots, Recovery, Execution, Dispatching):
             else:
                 message = Accept(ballot=coord.ballot, replica=iid[0], instance=iid[1],
                                  command=coord.command or NOOP, seq=coord.seq, deps=coord.deps)
-            size = _size(coord.command, self.num_nodes) if inst is not None else HEADER_BYTES
+            size = _size(coord.command, coord.deps) if inst is not None else HEADER_BYTES
             out.extend(Send(dst=p, message=message, size_bytes=size) for p in self.peers if p not in coord.replies)
         # commits we miss: first ask the peers, then recover the instance ourselves
         fetch: dict[int, int] = {}

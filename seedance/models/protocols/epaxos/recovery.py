@@ -31,6 +31,7 @@ from __future__ import annotations
 
 
 from seedance.models.protocols.contract import Annotate, Effects, NodeId, Send
+from seedance.models.protocols.epaxos.deps import NO_DEPS, Deps, as_dict, dep_of
 from seedance.models.protocols.epaxos.instance import (
     ACCEPTED,
     COMMITTED,
@@ -100,7 +101,7 @@ class Recovery:
         if inst.status != COMMITTED:
             self._persist(iid)
             self._drop_coordination(iid, m.ballot)
-        return self._emit([Send(dst=src, message=reply, size_bytes=_size(inst.command, self.num_nodes))])
+        return self._emit([Send(dst=src, message=reply, size_bytes=_size(inst.command, inst.deps))])
 
     def _on_prepare_reply(self, src: NodeId, m: PrepareReply, now: float) -> Effects:
         iid = (m.replica, m.instance)
@@ -136,9 +137,9 @@ class Recovery:
             best = max((r for _, r in pre), key=lambda r: r.vballot)
             self._restart_phase1(iid, ballot, _decoded(best.command), best.seq, best.deps, out, now)
             return
-        self._start_accept(iid, ballot, None, 0, (0,) * self.num_nodes, out, now)
+        self._start_accept(iid, ballot, None, 0, NO_DEPS, out, now)
 
-    def _restart_phase1(self, iid: Iid, ballot: int, command: Value, seq: int, deps: tuple[int, ...], out: Effects,
+    def _restart_phase1(self, iid: Iid, ballot: int, command: Value, seq: int, deps: Deps, out: Effects,
                         now: float) -> None:
         """Recovery found no evidence of a fast commit: phase 1 again for ``command`` at ``ballot`` (never a fast
         path), with the attributes merged with what this replica knows."""
@@ -159,7 +160,7 @@ class Recovery:
         self._start_try_preaccept(iid, coord, witnesses, command, value.seq, value.deps, out, now)
 
     def _start_try_preaccept(self, iid: Iid, prepare: Coordination, witnesses: list[int], command: Value, seq: int,
-                             deps: tuple[int, ...], out: Effects, now: float) -> None:
+                             deps: Deps, out: Effects, now: float) -> None:
         """TryPreAccept (technical report CMU-PDL-13-111; efficient/epaxos ``bcastTryPreAccept``): ask every replica
         that is not a witness to pre-accept the witnessed attributes at our ballot. Decided in :meth:`_decide_tpa`."""
         ballot = prepare.ballot
@@ -178,10 +179,10 @@ class Recovery:
             return
         message = TryPreAccept(ballot=ballot, replica=iid[0], instance=iid[1], command=command or NOOP, seq=seq,
                                deps=deps)
-        out.extend(Send(dst=p, message=message, size_bytes=_size(command, self.num_nodes))
+        out.extend(Send(dst=p, message=message, size_bytes=_size(command, deps))
                    for p in self.peers if p not in coord.replies)
 
-    def _tpa_conflict(self, iid: Iid, command: Value, deps: tuple[int, ...]) -> tuple[Iid, bool] | None:
+    def _tpa_conflict(self, iid: Iid, command: Value, deps: Deps) -> tuple[Iid, bool] | None:
         """An instance this replica knows that interferes with ``command``, is not covered by ``deps`` and does not
         depend on ``iid`` — (it, committed?), a committed one first; None when there is none. Such an instance
         means the attributes cannot have been committed on the fast path unless it is itself never committed with
@@ -190,16 +191,17 @@ class Recovery:
         found: tuple[Iid, bool] | None = None
         seen: set[Iid] = set()
         leader, number = iid
+        covered = as_dict(deps)
         for key in keys:
             for other in sorted(self._key_instances.get(key, ())):
                 q, j = other
-                if other == iid or other in seen or j <= deps[q]:
+                if other == iid or other in seen or j <= covered.get(q, 0):
                     continue
                 seen.add(other)
                 inst = self.instances.get(other)
                 if inst is None or inst.status == NONE or key not in _keys(inst.command):
                     continue
-                if inst.deps and inst.deps[leader] >= number:
+                if dep_of(inst.deps, leader) >= number:
                     continue
                 if inst.status == COMMITTED:
                     return other, True
@@ -207,8 +209,7 @@ class Recovery:
                     found = (other, False)
         return found
 
-    def _try_preaccept_here(self, iid: Iid, ballot: int, command: Value, seq: int,
-                            deps: tuple[int, ...]) -> TryPreAcceptReply:
+    def _try_preaccept_here(self, iid: Iid, ballot: int, command: Value, seq: int, deps: Deps) -> TryPreAcceptReply:
         """This replica's answer to TryPreAccept at ``ballot`` (the caller persists): promise the ballot, then say
         whether it is a witness, pre-accepts the attributes, or knows a conflicting command."""
         inst = self.instances.setdefault(iid, Instance())

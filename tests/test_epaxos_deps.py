@@ -1,0 +1,209 @@
+"""EPaxos dependencies as a sparse set (seedance/models/protocols/epaxos/deps.py): the canonical flat tuple, its
+merge and equality against the vector with one slot per replica it replaced, the wire codec's refusal of a
+malformed ``deps`` field, the durable record's two forms, and the simulated size of what a message carries."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from seedance.errors import FrameError, SpecError
+from seedance.models.protocols.contract import ClientRequest, DurableState, PersistRecords, Send
+from seedance.models.protocols.epaxos import SPEC, EPaxosNode
+from seedance.models.protocols.epaxos.deps import (
+    NO_DEPS,
+    as_dict,
+    dep_of,
+    from_dense,
+    from_dict,
+    problem,
+    union,
+    wire_bytes,
+)
+from seedance.models.protocols.epaxos.instance import COMMITTED, TABLE, Instance
+from seedance.models.protocols.epaxos.messages import (
+    HEADER_BYTES,
+    Accept,
+    Commit,
+    PreAccept,
+    PreAcceptReply,
+    PrepareReply,
+    TryPreAccept,
+)
+from seedance.models.protocols.multipaxos.messages import Command
+from seedance.models.wire import Codec
+from seedance.real.storage import DiskStorage
+
+WRITE = Command(client_id=1, request_id=1, op="write", key="x", value=7)
+
+
+def _dense(deps, n):
+    vector = [0] * n
+    for q, j in as_dict(deps).items():
+        vector[q] = j
+    return vector
+
+
+def _random_dense(rng, n):
+    return [rng.choice((0, 0, rng.randint(1, 50))) for _ in range(n)]
+
+
+# ------------------------------------------------------------------------------------------------- the form
+def test_the_canonical_form_is_sorted_by_replica_without_zeros():
+    assert from_dict({3: 5, 0: 2, 7: 1}) == (0, 2, 3, 5, 7, 1)
+    assert from_dense([0, 2, 0, 5, 0]) == (1, 2, 3, 5)
+    assert from_dense([0, 0, 0]) == NO_DEPS == from_dict({})
+    assert as_dict((1, 2, 3, 5)) == {1: 2, 3: 5}
+    assert [dep_of((1, 2, 3, 5), q) for q in range(5)] == [0, 2, 0, 5, 0]
+    assert dep_of(NO_DEPS, 0) == 0
+    assert dep_of((2, 2), 2) == 2 and dep_of((2, 2), 1) == 0  # an instance number equal to a replica id
+
+
+def test_the_sparse_form_round_trips_and_compares_as_the_vector_did():
+    rng = random.Random(7)
+    for _ in range(500):
+        n = rng.randint(1, 40)
+        a, b = _random_dense(rng, n), _random_dense(rng, n)
+        sa, sb = from_dense(a), from_dense(b)
+        assert problem(sa, n) is None and _dense(sa, n) == a
+        assert (sa == sb) == (a == b) and (hash(sa) == hash(sb)) >= (a == b)
+        assert from_dict(as_dict(sa)) == sa
+        assert all(dep_of(sa, q) == a[q] for q in range(n))
+
+
+def test_union_is_the_replica_wise_maximum():
+    rng = random.Random(11)
+    for _ in range(500):
+        n = rng.randint(1, 40)
+        vectors = [_random_dense(rng, n) for _ in range(rng.randint(1, 4))]
+        expected = [max(column) for column in zip(*vectors)]
+        merged = union(from_dense(vectors[0]), [from_dense(v) for v in vectors[1:]])
+        assert merged == from_dense(expected) and problem(merged, n) is None
+    own = (0, 3, 4, 1)
+    assert union(own, [(0, 2), (4, 1), ()]) is own  # nothing added: the same object
+
+
+def test_problem_names_what_is_wrong():
+    assert problem((0, 1, 4, 9), 5) is None and problem((), 3) is None
+    for deps, words in [((0, 1, 4), "odd count"), ([0, 1], "a list, not a tuple"),
+                        ((1, 1, 0, 2), "replicas must increase"), ((1, 1, 1, 2), "replicas must increase"),
+                        ((0, 0), "instance 0"), ((-1, 3), "negative"), ((5, 1), "outside 0..4"),
+                        ((0, True), "not two integers"), ((0, "3"), "not two integers"),
+                        ((0, 1.0), "not two integers")]:
+        found = problem(deps, 5)
+        assert found is not None and words in found, (deps, found)
+    assert problem((9, 1), None) is None  # no cluster size: any replica
+
+
+def test_a_message_is_as_large_as_the_pairs_it_carries():
+    assert wire_bytes(()) == 0 and wire_bytes((0, 1, 4, 9)) == 32
+    node = EPaxosNode(0, 128, np.random.default_rng(0))
+    node._register((5, 3), Command(client_id=2, request_id=1, op="write", key="x", value=1), 1)
+    request = ClientRequest(client_id=1, request_id=1, op="write", key="x", value=7)
+    sends = [e for e in node.on_client_request(request, 0.0) if type(e) is Send]
+    assert len(sends) == 127 and sends[0].message.deps == (5, 3)
+    assert {s.size_bytes for s in sends} == {HEADER_BYTES + 16 + sends[0].message.command.size_bytes}  # 1 pair
+
+
+# ------------------------------------------------------------------------------------------------- the merge
+def _dense_attributes(node, command, iid, seq, vector):
+    """The merge of the tree before (one slot per replica), over the node's sparse knowledge."""
+    n = node.num_nodes
+    merged = list(vector)
+    for key in [command.key]:
+        known = node.conf.get(key)
+        if known is None:
+            seq = max(seq, 1)
+            continue
+        dense_known = [known.get(q, 0) for q in range(n)]
+        before = merged[iid[0]]
+        merged = [max(a, b) for a, b in zip(merged, dense_known)]
+        if dense_known[iid[0]] == iid[1]:
+            merged[iid[0]] = before
+        seq = max(seq, 1 + node.key_seq.get(key, 0))
+    return seq, merged
+
+
+def test_the_merge_matches_the_vector_merge_it_replaced():
+    rng = random.Random(3)
+    for trial in range(300):
+        n = rng.randint(1, 12)
+        node = EPaxosNode(0, n, np.random.default_rng(trial))
+        keys = ("a", "b", "c")
+        for _ in range(rng.randint(0, 20)):
+            q, i = rng.randrange(n), rng.randint(1, 30)
+            node._register((q, i), Command(client_id=q, request_id=i, op="write", key=rng.choice(keys), value=0),
+                           rng.randint(1, 9))
+        iid = (rng.randrange(n), rng.randint(1, 30))
+        if rng.random() < 0.3:  # the instance itself already known: its own replica keeps what it had
+            node._register(iid, Command(client_id=0, request_id=0, op="read", key="a"), 1)
+        command = Command(client_id=9, request_id=9, op="write", key=rng.choice(keys), value=1)
+        vector = _random_dense(rng, n)
+        deps = from_dense(vector)
+        seq, merged = node._attributes(command, iid, 2, deps)
+        assert (seq, _dense(merged, n)) == _dense_attributes(node, command, iid, 2, vector), trial
+        assert problem(merged, n) is None
+        if _dense(merged, n) == vector:
+            assert merged is deps  # nothing added: the same object, so the fast path's comparison is identity
+
+
+# ------------------------------------------------------------------------------------------------- the wire
+@pytest.mark.parametrize("message", [
+    PreAccept(ballot=0, replica=1, instance=2, command=WRITE, seq=3, deps=(0, 4, 2, 1)),
+    TryPreAccept(ballot=5, replica=1, instance=2, command=WRITE, seq=3, deps=(0, 4)),
+    PreAcceptReply(ballot=0, replica=1, instance=2, ok=True, promised=0, seq=3, deps=(2, 9), changed=True),
+    Accept(ballot=0, replica=1, instance=2, command=WRITE, seq=3, deps=()),
+    Commit(replica=1, instance=2, command=WRITE, seq=3, deps=(0, 1, 1, 1, 2, 1)),
+    PrepareReply(ballot=4, replica=1, instance=2, ok=True, promised=4, status=1, command=WRITE, seq=3, deps=(1, 2)),
+], ids=lambda m: type(m).__name__)
+def test_the_codec_carries_deps_and_refuses_malformed_ones(message):
+    codec = Codec(SPEC.message_types, num_nodes=3)
+    assert codec.unpack(codec.pack(message)) == message
+    name = type(message).__name__
+    wire = codec.encode(message)
+    position = 1 + [f for f in type(message).__dataclass_fields__].index("deps")
+    for bad, words in [([0, 1], "a list"), ({"\x00tu": [0, 1, 2]}, "odd count"),
+                       ({"\x00tu": [2, 1, 0, 1]}, "must increase"), ({"\x00tu": [3, 1]}, "outside 0..2"),
+                       ({"\x00tu": [1, 0]}, "instance 0"), ({"\x00tu": [1, "x"]}, "not two integers"),
+                       (7, "a int")]:
+        body = list(wire["\x00dp"])
+        body[position] = bad
+        with pytest.raises(FrameError, match=rf"^{name}\.deps: .*{words}"):
+            codec.decode({"\x00dp": body})
+    # without the cluster's size the replica's range is not checked, the rest is
+    assert Codec(SPEC.message_types).decode({"\x00dp": [*wire["\x00dp"][:position], {"\x00tu": [3, 1]},
+                                                        *wire["\x00dp"][position + 1:]]}).deps == (3, 1)
+
+
+# ------------------------------------------------------------------------------------------------- durability
+def _record(deps):
+    return [COMMITTED, WRITE.to_plain(), 2, deps, 0, 0, True]
+
+
+def test_a_durable_record_keeps_the_sparse_tuple_and_reads_the_vector_of_earlier_trees(tmp_path):
+    inst = Instance(status=COMMITTED, command=WRITE, seq=2, deps=(0, 3, 2, 1), vbal=0)
+    assert inst.plain()[3] is inst.deps  # shared, not copied
+    assert Instance.from_plain(inst.plain(), 3).deps == (0, 3, 2, 1)
+    assert Instance.from_plain(_record([3, 0, 1]), 3).deps == (0, 3, 2, 1)  # a vector: converted
+    assert Instance.from_plain(_record([0, 0, 0]), 3).deps == NO_DEPS
+    # through the real backend's storage and codec: a tuple stays a tuple, a list a list
+    storage = DiskStorage(tmp_path, Codec(SPEC.message_types, num_nodes=3), fsync=False)
+    storage.stage(PersistRecords(table=TABLE, put={"1.1": _record((0, 3, 2, 1)), "2.1": _record([3, 0, 1])}))
+    storage.sync()
+    storage.close()
+    durable = DiskStorage(tmp_path, Codec(SPEC.message_types, num_nodes=3), fsync=False).load()
+    node = EPaxosNode(0, 3, np.random.default_rng(0))
+    node.on_recover(durable, 0.0)
+    assert node.instances[(1, 1)].deps == node.instances[(2, 1)].deps == (0, 3, 2, 1)
+
+
+@pytest.mark.parametrize("deps, words", [
+    ((0, 3, 2), "odd count"), ((2, 1, 0, 3), "must increase"), ((0, 0), "instance 0"), ((4, 1), "outside 0..2"),
+    ([0, 1], "list of 2 slots"), ([0, -1, 2], "list of 3 slots"), ({"0": 1}, "a dict"), ("0,1", "a str"),
+])
+def test_a_malformed_durable_record_is_refused_naming_it(deps, words):
+    node = EPaxosNode(0, 3, np.random.default_rng(0))
+    with pytest.raises(SpecError, match=rf"^epaxos durable record inst/1\.4: deps: .*{words}"):
+        node.on_recover(DurableState(records={TABLE: {"1.4": _record(deps)}}), 0.0)
