@@ -31,6 +31,8 @@ from seedance.models.protocols.epaxos.messages import (
     PreAcceptReply,
     PrepareReply,
     TryPreAccept,
+    TryPreAcceptReply,
+    Watermark,
 )
 from seedance.models.protocols.multipaxos.messages import Command
 from seedance.models.wire import Codec
@@ -175,6 +177,30 @@ def test_the_codec_carries_deps_and_refuses_malformed_ones(message):
     # without the cluster's size the replica's range is not checked, the rest is
     assert Codec(SPEC.message_types).decode({"\x00dp": [*wire["\x00dp"][:position], {"\x00tu": [3, 1]},
                                                         *wire["\x00dp"][position + 1:]]}).deps == (3, 1)
+
+
+def test_the_codec_refuses_a_malformed_conflict_or_watermark():
+    """The other (replica, instance) fields that come off the wire: TryPreAccept's conflict (none or one pair) and a
+    Watermark's prefix (one integer >= 0 per replica: a short one would move the global watermark wrongly)."""
+    codec = Codec(SPEC.message_types, num_nodes=3)
+    reply = TryPreAcceptReply(ballot=5, replica=1, instance=2, ok=True, promised=5, conflict=(2, 4))
+    mark = Watermark(prefix=(3, 0, 7))
+    for message in (reply, mark, TryPreAcceptReply(ballot=5, replica=1, instance=2, ok=True, promised=5)):
+        assert codec.unpack(codec.pack(message)) == message
+
+    def with_field(message, field, value):
+        body = list(codec.encode(message)["\x00dp"])
+        body[1 + list(type(message).__dataclass_fields__).index(field)] = value
+        return {"\x00dp": body}
+
+    for bad, words in [({"\x00tu": [1, 4, 2, 1]}, "2 pairs \\(one at most\\)"), ({"\x00tu": [3, 1]}, "outside 0..2"),
+                       ({"\x00tu": [1, 0]}, "instance 0"), ([2, 4], "a list")]:
+        with pytest.raises(FrameError, match=rf"^TryPreAcceptReply\.conflict: .*{words}"):
+            codec.decode(with_field(reply, "conflict", bad))
+    for bad, words in [({"\x00tu": [3, 0]}, "2 entries; one per replica: 3"), ({"\x00tu": [3, -1, 0]}, "-1"),
+                       ({"\x00tu": [3, "x", 0]}, "'x'"), ([3, 0, 7], r"\[3, 0, 7\]")]:
+        with pytest.raises(FrameError, match=rf"^Watermark\.prefix: .*{words}"):
+            codec.decode(with_field(mark, "prefix", bad))
 
 
 # ------------------------------------------------------------------------------------------------- durability

@@ -162,6 +162,14 @@ class TryPreAcceptReply:
     conflict: tuple[int, ...] = ()
     conflict_committed: bool = False
 
+    def wire_check(self, num_nodes: int | None) -> None:
+        """As it comes off the real backend's wire: ``conflict`` is none or one (replica, instance) pair."""
+        found = problem(self.conflict, num_nodes)
+        if found is None and len(self.conflict) > 2:
+            found = f"{len(self.conflict) // 2} pairs (one at most)"
+        if found is not None:
+            raise FrameError("TryPreAcceptReply.conflict", found, "() or one (replica, instance) pair")
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Watermark:
@@ -169,6 +177,15 @@ class Watermark:
     instances the sender's latest durable snapshot reflects."""
 
     prefix: tuple[int, ...]
+
+    def wire_check(self, num_nodes: int | None) -> None:
+        """As it comes off the real backend's wire: one prefix per replica, each an integer >= 0 (a short or
+        negative prefix would move the global watermark, and what is forgotten, wrongly)."""
+        prefix = self.prefix
+        if type(prefix) is not tuple or any(type(p) is not int or p < 0 for p in prefix):
+            raise FrameError("Watermark.prefix", f"{prefix!r:.80}", "a tuple of integers >= 0, one per replica")
+        if num_nodes is not None and len(prefix) != num_nodes:
+            raise FrameError("Watermark.prefix", f"{len(prefix)} entries", f"one per replica: {num_nodes}")
 
 
 MESSAGE_TYPES = (*MESSAGE_TYPES, Fetch, Batch, TryPreAccept, TryPreAcceptReply, Watermark)
