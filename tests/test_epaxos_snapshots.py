@@ -13,7 +13,7 @@ import pytest
 from paxos_campaign import FAST_TIMING, campaign_config, explain, judge, liveness_failure
 from paxos_mutants import MUTANTS
 from scripted_driver import Driver
-from snapshot_runs import FAULT_MIXES, faulted_run
+from snapshot_runs import FAULT_MIXES, faulted_run, monitored_run, same_trace_twice
 from seedance.errors import SpecError
 from seedance.models.kv import KVStore
 from seedance.models.protocols.contract import Persist, PersistRecords
@@ -23,7 +23,7 @@ from seedance.models.protocols.epaxos.messages import MESSAGE_TYPES, Commit, Pre
 from seedance.models.protocols.epaxos.snapshots import FORGOTTEN_KEY, SNAPSHOT_KEY
 from seedance.models.protocols.multipaxos.messages import Command
 from seedance.models.wire import Codec
-from seedance.sim import NemesisConfig, SimConfig, WorkloadConfig, ceilings, simulate
+from seedance.sim import SimConfig, ceilings
 
 FAST = {**FAST_TIMING, "snapshot_instances": 4}
 
@@ -211,24 +211,13 @@ def test_simulated_runs_with_snapshots_are_linearizable_under_faults(faults):
 
 
 def test_the_same_seed_gives_the_same_trace():
-    config = SimConfig(protocol="epaxos", nodes=5, duration_s=0.2, seed=11, protocol_config=SIM,
-                       workload=WorkloadConfig(clients=4, keys=3, op_timeout_s=0.02),
-                       nemesis=NemesisConfig(faults=("crash", "loss"), faulty_fraction=0.6), trace=True, check=False)
-    assert simulate(config).trace_sha256 == simulate(config).trace_sha256
+    assert same_trace_twice("epaxos", SIM)
 
 
 def test_the_monitor_forgets_what_every_replica_compacted():
-    config = SimConfig(protocol="epaxos", nodes=3, duration_s=1.0, seed=0,
-                       protocol_config={"snapshot_instances": 500}, workload=WorkloadConfig(clients=8),
-                       trace=False, check=False)
     monitor = invariants.Monitor()
-    result = simulate(config, invariants=[lambda view: "; ".join(monitor.observe(
-        [n for n in view.nodes if n is not None])) or None], invariant_every_s=0.01)
-    assert result.violations == []
-    nodes = [host.node for host in result.runtime.hosts]
+    nodes = monitored_run("epaxos", {"snapshot_instances": 500}, monitor)
     total = sum(nodes[0].executed_prefix)
-    print(total, len(monitor.committed), sum(map(len, monitor.order.values())),
-          [(len(n.commit_log), len(n.exec_log), len(n.instances), len(n.results)) for n in nodes])
     assert total > 2 * invariants._PRUNE_EVERY and min(sum(node.forgotten) for node in nodes) > total - 2000
     assert len(monitor.committed) < invariants._PRUNE_EVERY + 2000
     assert sum(map(len, monitor.order.values())) < invariants._PRUNE_EVERY + 2000

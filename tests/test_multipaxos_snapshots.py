@@ -13,7 +13,7 @@ import pytest
 from paxos_campaign import FAST_TIMING, campaign_config, explain, judge
 from paxos_mutants import MUTANTS
 from scripted_driver import Driver, to
-from snapshot_runs import FAULT_MIXES, faulted_run, snapshots_sent
+from snapshot_runs import FAULT_MIXES, faulted_run, monitored_run, same_trace_twice, snapshots_sent
 from seedance.errors import SpecError
 from seedance.models.kv import KVStore
 from seedance.models.protocols.contract import DurableState, Persist, PersistRecords
@@ -23,7 +23,7 @@ from seedance.models.protocols.multipaxos.messages import (
 )
 from seedance.models.protocols.multipaxos.snapshots import ACC_TABLE, SNAPSHOT_KEY
 from seedance.models.wire import Codec
-from seedance.sim import NemesisConfig, SimConfig, WorkloadConfig, ceilings, simulate
+from seedance.sim import SimConfig, ceilings
 
 FAST = {**FAST_TIMING, "snapshot_slots": 4}
 
@@ -264,21 +264,12 @@ def test_simulated_runs_with_snapshots_are_linearizable_under_faults(faults):
 
 
 def test_the_same_seed_gives_the_same_trace():
-    config = SimConfig(protocol="multipaxos", nodes=5, duration_s=0.2, seed=11, protocol_config=SIM,
-                       workload=WorkloadConfig(clients=4, keys=3, op_timeout_s=0.02),
-                       nemesis=NemesisConfig(faults=("crash", "loss"), faulty_fraction=0.6), trace=True, check=False)
-    assert simulate(config).trace_sha256 == simulate(config).trace_sha256
+    assert same_trace_twice("multipaxos", SIM)
 
 
 def test_the_monitor_forgets_what_every_replica_compacted():
-    config = SimConfig(protocol="multipaxos", nodes=3, duration_s=1.0, seed=0,
-                       protocol_config={"snapshot_slots": 1000}, workload=WorkloadConfig(clients=8),
-                       trace=False, check=False)
     monitor = invariants.Monitor()
-    result = simulate(config, invariants=[lambda view: "; ".join(monitor.observe(
-        [n for n in view.nodes if n is not None])) or None], invariant_every_s=0.01)
-    assert result.violations == []
-    nodes = [host.node for host in result.runtime.hosts]
+    nodes = monitored_run("multipaxos", {"snapshot_slots": 1000}, monitor)
     floor = min(node.snapshot_index for node in nodes)
     assert floor > invariants._PRUNE_EVERY and min(monitor.decided) > floor - invariants._PRUNE_EVERY - 1000
     assert max(node.executed for node in nodes) - min(monitor.decided) < 2 * invariants._PRUNE_EVERY + 2000

@@ -8,7 +8,7 @@ import collections
 import pytest
 
 from raft_harness import Cluster, fuzz
-from snapshot_runs import FAULT_MIXES, faulted_run, snapshots_sent
+from snapshot_runs import FAULT_MIXES, faulted_run, monitored_run, snapshots_sent
 from seedance.errors import SpecError
 from seedance.models.protocols.contract import CompactLog, DurableState, Persist, PersistLog
 from seedance.models.protocols.raft import RaftConfig, RaftNode, invariants
@@ -17,7 +17,6 @@ from seedance.models.protocols.raft.messages import Entry
 from seedance.models.protocols.raft.roles import LOG_KEY, SNAPSHOT_KEY
 from seedance.models.wire import Codec
 from seedance.real.storage import DiskStorage, StorageError
-from seedance.sim import SimConfig, WorkloadConfig, simulate
 from seedance.sim.storage import Storage
 
 import numpy as np
@@ -183,14 +182,9 @@ def test_simulated_runs_with_snapshots_are_linearizable_under_faults(faults):
 
 
 def test_the_monitor_forgets_what_every_log_compacted():
-    config = SimConfig(protocol="raft", nodes=3, duration_s=1.0, seed=0,
-                       protocol_config={"snapshot_entries": 1000}, workload=WorkloadConfig(clients=8),
-                       trace=False, check=False)
     monitor = invariants.Monitor()
-    result = simulate(config, invariants=[lambda view: "; ".join(monitor.observe(
-        [n for n in view.nodes if n is not None])) or None], invariant_every_s=0.01)
-    assert result.violations == []
-    floor = min(host.node.log.offset for host in result.runtime.hosts)
+    nodes = monitored_run("raft", {"snapshot_entries": 1000}, monitor)
+    floor = min(node.log.offset for node in nodes)
     assert floor > 0 and min(monitor.committed) > floor - invariants._PRUNE_EVERY - 1000
 
 
