@@ -130,6 +130,17 @@ class GridDelta:
                    node=node.astype(np.int32, copy=False), seq=seq.astype(np.int64, copy=False),
                    clock=clock.astype(np.int64, copy=False))
 
+    def only(self) -> tuple[int, tuple[int, float, int, int, int]]:
+        """A one-pixel delta's pixel and entry as Python numbers, ``(i, (version, t, node, seq, value))`` in the join
+        order, made once per delta (a delta's arrays are never written in place, and one delta may be joined by
+        every replica: the interval a write sends to each peer)."""
+        made = self.__dict__.get("_only")
+        if made is None:
+            made = self.__dict__["_only"] = (int(self.idx.item(0)), (
+                int(self.version.item(0)), float(self.t.item(0)), int(self.node.item(0)), int(self.seq.item(0)),
+                int(self.value.item(0))))
+        return made
+
     def same_as(self, other: GridDelta) -> bool:
         """Equal as states (same pixels, entries and clock)."""
         return (np.array_equal(self.idx, other.idx) and all(
@@ -199,7 +210,7 @@ class PixelGrid:
     def _own_clock(self, fresh: np.ndarray, moved: np.ndarray | None = None) -> None:
         """Take ``fresh`` (an array no one else holds) as the clock, read-only; ``moved``: the entries where it
         differs from the clock it replaces, when known (:meth:`moved_since`)."""
-        fresh.flags.writeable = False
+        fresh.setflags(write=False)
         self._clock_from = self._clock
         self._clock_moved = moved
         self._clock = fresh
@@ -347,11 +358,9 @@ class PixelGrid:
         if len(delta) == 0:
             return np.zeros(0, np.int64)
         if len(delta) == 1:  # one write (the common delta): compared as a tuple, the same order as _wins
-            i = int(delta.idx.item(0))
+            i, theirs = delta.only()
             f = self._w
             versions, ts, nodes, seqs, values = f["version"], f["t"], f["node"], f["seq"], f["value"]
-            theirs = (int(delta.version.item(0)), float(delta.t.item(0)), int(delta.node.item(0)),
-                      int(delta.seq.item(0)), int(delta.value.item(0)))
             version = versions.item(i)
             if not theirs > (version, ts.item(i), nodes.item(i), seqs.item(i), values.item(i)):
                 return np.zeros(0, np.int64)

@@ -9,11 +9,17 @@ import numpy as np
 from seedance.models.crdt import GridDelta
 
 
-@dataclass(frozen=True, kw_only=True, slots=True, eq=False)
+@dataclass(frozen=True, kw_only=True, eq=False)
 class Sync:
     """A delta-interval ``Δ[start, end)`` of the sender's own delta-groups in its incarnation ``epoch``
     (``start`` None: the sender's full state, and ``end`` its group counter). The arrays are a
-    :class:`~seedance.models.crdt.GridDelta`; ``clock`` is its causal context (the sender's clock)."""
+    :class:`~seedance.models.crdt.GridDelta`; ``clock`` is its causal context (the sender's clock).
+
+    :meth:`delta` makes the GridDelta once per message object: in the simulator one Sync goes to every peer of a
+    write (1,023 at 1,024 replicas), and each receiver reads the same immutable delta. ``_delta`` is no field, so
+    it is neither sent nor compared."""
+
+    __slots__ = ("epoch", "start", "end", "idx", "value", "version", "t", "writer", "seq", "clock", "_delta")
 
     epoch: int
     start: int | None
@@ -31,8 +37,16 @@ class Sync:
         return cls(epoch=epoch, start=start, end=end, idx=delta.idx, value=delta.value, version=delta.version,
                    t=delta.t, writer=delta.node, seq=delta.seq, clock=delta.clock)
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_delta", None)
+
     def delta(self) -> GridDelta:
-        return GridDelta.from_wire((self.idx, self.value, self.version, self.t, self.writer, self.seq, self.clock))
+        made = self._delta
+        if made is None:
+            made = GridDelta.from_wire((self.idx, self.value, self.version, self.t, self.writer, self.seq,
+                                        self.clock))
+            object.__setattr__(self, "_delta", made)
+        return made
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
