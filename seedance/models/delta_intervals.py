@@ -6,6 +6,7 @@ when it extends the prefix it holds of that sender's incarnation (:class:`Interv
 from __future__ import annotations
 
 import heapq
+from itertools import repeat
 
 from seedance.models.crdt import GridDelta, join_many
 
@@ -22,7 +23,7 @@ class DeltaBuffer:
         self.counter = 0  # c_i: the number the next group gets
         self.base = 0  # the first group still held
         self.groups: dict[int, GridDelta] = {}
-        self.acked: dict[int, int | None] = {p: None for p in peers}  # A_i(j): j holds our groups [.., acked)
+        self.acked: dict[int, int | None] = dict.fromkeys(peers)  # A_i(j): j holds our groups [.., acked)
         self.max_groups = max_groups
         # the smallest known acknowledgement, kept incrementally (a lazy heap of (acked, peer); an entry is current
         # when it equals acked[peer]), so an ack costs O(log N), not a scan of every peer
@@ -72,7 +73,7 @@ class DeltaBuffer:
         if not 0 <= upto <= self.counter:
             raise ValueError(f"upto {upto} outside [0, {self.counter}]")
         self.acked = dict.fromkeys(self._peers, upto)
-        self._low = [(upto, p) for p in self._peers]  # already a heap: equal values, ascending peers
+        self._low = list(zip(repeat(upto), self._peers))  # already a heap: equal values, ascending peers
         self.lagging = set(self._peers) if upto < self.counter else set()
         self._collect()
 

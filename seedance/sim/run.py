@@ -235,18 +235,18 @@ def simulate(config: SimConfig, *, invariants: Sequence[Invariant] = (), invaria
     monitor = _install_monitor(spec, runtime, violations, stop_on_violation) if config.monitor else None
     if invariants:
         _install_invariants(env, runtime, clients, invariants, invariant_every_s, violations, stop_on_violation)
+    cpu_at_start: list[float] = []  # the modelled cores' work when the load starts (a host profile's cores)
     try:
-        runtime.boot()
-        for at_s, action in actions:
-            call_at(env, at_s, lambda _event, action=action: action(runtime))
-        nemesis.install()
-        background.install()
-        clients.start()
-        cpu_at_start: list[float] = []  # the modelled cores' work when the load starts (a host profile's cores)
-        if runtime.cores is not None:
-            call_at(env, start, lambda _event: cpu_at_start.append(runtime.cores.work_s))
-        with bulk():  # in 100 chunks: progress reports and the collector's valve (changes nothing a run computes)
-            for k in range(1, 101):
+        with bulk():  # the collector off for the boot (N² per-peer entries) and the loop (collector.py)
+            runtime.boot()
+            for at_s, action in actions:
+                call_at(env, at_s, lambda _event, action=action: action(runtime))
+            nemesis.install()
+            background.install()
+            clients.start()
+            if runtime.cores is not None:
+                call_at(env, start, lambda _event: cpu_at_start.append(runtime.cores.work_s))
+            for k in range(1, 101):  # in 100 chunks: progress reports and the collector's valve
                 stopped = run_until(env, start + config.duration_s * k / 100)
                 valve()
                 if stopped or (violations and stop_on_violation):

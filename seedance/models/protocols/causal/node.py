@@ -129,12 +129,12 @@ class CausalNode:
         self.num_nodes = num_nodes
         self.rng = rng
         self.config = config
-        self.peers = [p for p in range(num_nodes) if p != node_id]
+        self.peers = [*range(node_id), *range(node_id + 1, num_nodes)]
         self.grid = PixelGrid(config.width, config.height, num_nodes)
         self.epoch = 0
         self.buffer = DeltaBuffer(self.peers, max_groups=config.max_groups)
-        self.sent: dict[int, int | None] = {p: None for p in self.peers}
-        self.progress: dict[int, int | None] = {p: None for p in self.peers}  # acked at the last sync tick
+        self.sent: dict[int, int | None] = dict.fromkeys(self.peers)
+        self.progress: dict[int, int | None] = dict.fromkeys(self.peers)  # acked at the last sync tick
         # a replica's first incarnation (epoch 0) starts empty, so its group 0 is the empty state: every receiver
         # holds it already, and a fresh start sends it to nobody (N² messages at boot otherwise)
         self.receiver = IntervalReceiver(first=(0, 1))
