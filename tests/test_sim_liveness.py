@@ -98,3 +98,23 @@ def test_the_liveness_bound_travels_in_the_reproduce_command():
     config = SimConfig(protocol="raft", nodes=3, duration_s=0.2, seed=1,
                        nemesis=NemesisConfig(faults=("loss",), recovery_bound_s=0.05))
     assert '"recovery_bound_s":0.05' in simulate(config, liveness=False).reproduce
+
+
+def test_completion_times_on_disk_in_chunks_give_the_same_recovery():
+    """A run's completion times are a FloatColumn (in order, on disk in chunks, seedance.history.column): the
+    answer is the one for the sorted list, also for a column out of order (read whole and sorted)."""
+    import numpy as np
+
+    from seedance.history.column import FloatColumn
+
+    rng = np.random.default_rng(4)
+    baseline = sorted((1 + rng.random(3000) * 2).tolist())
+    run = (1.5 + rng.random(1500) * 1.5).tolist()
+    expected = assess(sorted(run), baseline, healed_at_s=1.0, end_s=3.0)
+    for values in (sorted(run), run):
+        column, base = FloatColumn(chunk=64), FloatColumn(chunk=100)
+        column.extend(values)
+        base.extend(baseline)
+        assert column._spilled > 10 and column.ordered == (values is not run)
+        assert assess(column, base, healed_at_s=1.0, end_s=3.0) == expected
+    assert expected.recovery_s is not None

@@ -14,13 +14,12 @@ Rules:
   key is read again each time its events are iterated), for the per-key linearizability check
   (:func:`seedance.history.linearizability.check_keys`).
 * :func:`summarize_stream` computes :func:`seedance.history.events.summarize`'s keys in one pass, holding only the
-  open operations and the ok latencies (8 bytes each, for the exact p50 / p99).
+  open operations and a chunk of the ok latencies (the rest on disk: :mod:`seedance.history.column`; the exact p50 / p99).
 """
 
 from __future__ import annotations
 
 import tempfile
-from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -28,6 +27,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
+from seedance.history.column import FloatColumn
 from seedance.history.events import Event, EventType, Operation
 
 __all__ = ["HistoryLog", "summarize_stream"]
@@ -180,7 +180,7 @@ def summarize_stream(events: Iterable[Event] | HistoryLog, duration_s: float) ->
         rows = ((e.process, e.type, e.f, e.key, e.value, e.time) for e in events)
     counts = {"ok": 0, "fail": 0, "info": 0}
     pending: dict[int, float] = {}
-    latencies = array("d")
+    latencies = FloatColumn()  # on disk in chunks: a long run's summary holds one chunk of them
     for process, kind, _f, _key, _value, time_s in rows:
         if kind == "invoke":  # EventType is a str enum: the rows in memory and those read back compare alike
             pending[process] = time_s
@@ -191,7 +191,8 @@ def summarize_stream(events: Iterable[Event] | HistoryLog, duration_s: float) ->
             latencies.append(time_s - start)
 
     def percentile_ms(q: float) -> float | None:
-        return float(np.percentile(np.frombuffer(latencies, dtype=float), q) * 1e3) if latencies else None
+        value = latencies.percentile(q)
+        return None if value is None else float(value * 1e3)
 
     done = counts["ok"]
     return {"ops_ok": done, "ops_failed": counts["fail"], "ops_info": counts["info"],

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import shlex
 import time
-from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -392,7 +391,7 @@ def _result(config: SimConfig, runtime: Runtime, clients: Clients, trace: Trace,
     return SimResult(
         config=config, clients=clients, trace=trace, trace_sha256=trace.sha256(), **summary,
         healed_at_s=healed_at,
-        ops_ok_healed=len(clients.ok_times) - bisect_left(clients.ok_times, healed_at),
+        ops_ok_healed=len(clients.ok_times) - clients.ok_times.count_below(healed_at),
         linearizable=linearizable, check=check, violations=violations, faults=schedule, stats=stats,
         runtime=runtime, wall_s=wall_s, replicas=replicas if replicas is not None else ReplicaLog(),
         background=dict(background or {}),

@@ -43,8 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from array import array
-
+from seedance.history.column import FloatColumn
 from seedance.history.events import Event, EventType
 from seedance.history.stream import HistoryLog
 from seedance.models.protocols.contract import ClientRequest, Operation, Outcome, Reply
@@ -159,7 +158,7 @@ class Clients:
         self._next_request = 0
         self._frame_left: dict[int, int] = {}  # frame mode: operations left in each client's burst
         self._last_value: dict[str, Any] = {}
-        self.ok_times = array("d")  # the time of every ok completion, in order (liveness)
+        self.ok_times = FloatColumn()  # the time of every ok completion, in order, on disk in chunks (liveness)
         self._tracing = self.trace.enabled
         self._records = self.trace.records  # the trace's in-memory list (never replaced; see Trace.spill)
         self._frame_mode = config.mode == "frame"
