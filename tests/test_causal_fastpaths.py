@@ -147,3 +147,19 @@ def test_monitor_remembers_each_clock_entry_by_entry_as_the_whole_clock_would_be
         assert monitor.observe_node(node) == []
         assert np.array_equal(monitor._clock[node.node_id], node.grid.clock)
     assert check(nodes) == []
+
+
+def test_a_node_routing_to_a_few_peers_of_many_keeps_no_row():
+    """Past a sixteenth of the nodes (at least 8) a node's whole row is routed; below it its routes are kept one by
+    one (at 1,024 replicas each acknowledging 16 writers, a row each had cost 1.2 s and 90 MB)."""
+    topo = resolve_topology("dgx-a100", 256)
+    network = Network(topo, 256, np.random.default_rng(0), devices=placement(topo, 256))
+    peers = range(100, 116)
+    for dst in peers:  # 16 peers: 256 // 16, not past it
+        network.transit(3, dst, 100, 0.0)
+    assert network._rows[3] is None and len(network._routes) == 16
+    network.transit(3, 200, 100, 0.0)  # the 17th
+    assert network._rows[3] is not None
+    for dst in (*peers, 200, 250):
+        links = topo.routes[(network.devices[3], network.devices[dst])]
+        assert network._route(3, dst) == tuple(network._link_index[link] for link in links)
