@@ -148,11 +148,12 @@ def test_anti_entropy_repairs_lost_and_reordered_messages():
 
 
 def test_the_full_checks_fast_pass_agrees_with_the_pairwise_search():
-    """invariants.check's first pass (each distinct entry of a pixel once) finds a breach exactly when the pairwise
-    search over every (holder, replica) pair does, on random states with and without dishonest clocks."""
+    """The full check's first pass (each distinct entry of a pixel once, gathered a few holders at a time) finds a
+    breach exactly when the pairwise search over every (holder, replica) pair does, on random states with and
+    without dishonest clocks."""
     from types import SimpleNamespace
 
-    from seedance.models.protocols.causal import invariants
+    from seedance.models.protocols.causal import full_check as invariants
 
     def pairwise(nodes):
         live = list(nodes)
@@ -182,12 +183,19 @@ def test_the_full_checks_fast_pass_agrees_with_the_pairwise_search():
         assert pairwise(nodes) == bool(slow), trial
         assert invariants.check(nodes) == slow
         outcomes.add(bool(slow))
+        fields = {k: np.stack([node.grid.f[k] for node in nodes]) for k in invariants._ORDER}
+        written = fields["version"] > 0
+        if written.any():  # the distinct entries gathered two holders at a time are those of all holders at once
+            holder, pixel = np.nonzero(written)
+            whole = np.column_stack([pixel] + [fields[k][holder, pixel].astype(float) for k in invariants._ORDER])
+            assert np.array_equal(invariants._distinct_entries(fields, written, holders=2),
+                                  np.unique(whole, axis=0))
     assert outcomes == {True, False}
 
 
 def _slow_check(nodes):
-    """invariants.check without its fast pass (the pairwise search alone)."""
-    from seedance.models.protocols.causal import invariants
+    """The full check without its fast pass (the pairwise search alone)."""
+    from seedance.models.protocols.causal import full_check as invariants
 
     saved = invariants._any_breach
     invariants._any_breach = lambda clock, fields: True

@@ -36,71 +36,10 @@ from typing import Any
 
 import numpy as np
 
-from seedance.models.crdt import _wins
+from seedance.models.protocols.causal.full_check import _NODE, _ORDER, _SEQ, _VERSION, _above, check
 from seedance.models.protocols.monitoring import NodeMonitor
 
 
-def check(nodes: list[Any]) -> list[str]:
-    """Breaches of clock honesty among ``nodes`` (live causal nodes; None entries are skipped)."""
-    live = [n for n in nodes if n is not None and hasattr(n, "grid")]
-    if not live:
-        return []
-    width = max(n.grid.clock.size for n in live)
-    clock = np.stack([np.pad(n.grid.clock, (0, width - n.grid.clock.size)) for n in live])  # (nodes, width)
-    fields = {name: np.stack([n.grid.f[name] for n in live]) for name in ("version", "t", "node", "seq", "value")}
-    if not _any_breach(clock, fields):
-        return []  # the pairwise search below (O(n² · pixels)) only words the breaches a faster pass found
-    found: list[str] = []
-    for a_pos, a in enumerate(live):
-        fa = {name: arr[a_pos] for name, arr in fields.items()}
-        written = fa["version"] > 0
-        if not written.any():
-            continue
-        writers = np.clip(np.where(written, fa["node"], 0), 0, width - 1).astype(np.int64)
-        covered = written & (clock[:, writers] >= fa["seq"])  # (nodes, pixels): b's clock covers a's entry
-        lower = covered & _wins(fields, {name: arr[None, :] for name, arr in fa.items()})
-        lower[a_pos] = written & ~covered[a_pos]  # a's own entries beyond its own clock
-        for b_pos in np.flatnonzero(lower.any(axis=1)).tolist():
-            b = live[b_pos]
-            p = int(np.flatnonzero(lower[b_pos])[0])
-            if b is a:
-                found.append(f"node {a.node_id} holds pixel {p} written by node {int(fa['node'][p])} "
-                             f"(dot {int(fa['seq'][p])}) beyond its own clock {clock[a_pos].tolist()}")
-            else:
-                found.append(f"node {b.node_id}'s clock {clock[b_pos].tolist()} covers write (node "
-                             f"{int(fa['node'][p])}, dot {int(fa['seq'][p])}) at pixel {p} held by node {a.node_id}, "
-                             f"but node {b.node_id} holds an older entry there")
-    return found
-
-
-def _any_breach(clock: np.ndarray, fields: dict[str, np.ndarray], chunk: int = 256) -> bool:
-    """Whether :func:`check` would find a breach, in O(pixels · n · distinct entries per pixel) instead of
-    O(n² · pixels): replicas holding the same entry at a pixel breach alike, so each distinct written entry of a
-    pixel is held against every replica's clock and entry once (a few writes per pixel, not n holders)."""
-    width = clock.shape[1]
-    written = fields["version"] > 0  # (nodes, pixels)
-    if not written.any():
-        return False
-    writers = np.clip(np.where(written, fields["node"], 0), 0, width - 1).astype(np.int64)
-    if (written & (np.take_along_axis(clock, writers, axis=1) < fields["seq"])).any():
-        return True  # an entry beyond its holder's own clock
-    holder, pixel = np.nonzero(written)
-    rows = np.column_stack([pixel] + [fields[name][holder, pixel].astype(np.float64) for name in _ORDER])
-    distinct = np.unique(rows, axis=0)  # (pixel, entry) pairs, each once
-    for start in range(0, len(distinct), chunk):
-        part = distinct[start:start + chunk]
-        at = part[:, 0].astype(np.int64)
-        entry = part[:, 1:].T  # (fields, k)
-        writer = np.clip(entry[_NODE].astype(np.int64), 0, width - 1)
-        covered = clock[:, writer] >= entry[_SEQ]  # (nodes, k): the replica's clock covers the write
-        theirs = np.stack([fields[name][:, at] for name in _ORDER], axis=1).astype(np.float64)  # (nodes, fields, k)
-        if (covered & _above(entry[None], theirs)).any():
-            return True
-    return False
-
-
-_ORDER = ("version", "t", "node", "seq", "value")  # an entry's fields in the join order (:func:`_wins`)
-_VERSION, _NODE, _SEQ = 0, 2, 3
 _NONE = np.zeros(0, np.int64)
 _UNWRITTEN = (0.0, 0.0, -1.0, 0.0, 0.0)  # an unwritten pixel's entry (:func:`seedance.models.crdt._empty_fields`)
 _ENTRY = struct.Struct(f"={len(_ORDER)}d")  # an entry's key in :attr:`Monitor._held`: its fields as float64
@@ -120,14 +59,6 @@ def _drop(held: dict[bytes, int], key: bytes) -> None:
     held[key] -= 1
     if not held[key]:
         del held[key]
-
-
-def _above(b: np.ndarray, a: np.ndarray) -> np.ndarray:
-    """Elementwise over the last axis: entry ``b`` is strictly greater than entry ``a`` (fields on axis -2, in
-    :data:`_ORDER`) — :func:`_wins` on stacked fields, in a handful of array operations."""
-    differ = b != a
-    first = differ.argmax(axis=-2)[..., None, :]  # the first field where they differ
-    return np.take_along_axis(b > a, first, axis=-2)[..., 0, :] & differ.any(axis=-2)
 
 
 class Monitor(NodeMonitor):
