@@ -5,11 +5,15 @@ ceilings of ``seedance.sim.ceilings``), one seeded run per point, each in its ow
 RSS (``VmHWM``) is that point's alone. Reported per point:
 
 * CPU µs per delivered message (the child's ``process_time`` around ``simulate()``, set-up included, over the
-  messages the runtime delivered; target <= 15 µs at every N). The child first runs the same protocol at 8 nodes
-  for a quick point's duration (``warmup_cpu_s``), so the modules a run imports on first use (the topology loader
-  with scipy's graph routines, the fault injector, the checkers: about 0.3 CPU s) are not counted against the
-  measured run's messages: at 8 nodes, where a run delivers a few thousand messages, they had been most of the
-  figure (the causal protocol at 8 replicas: 116 µs per message cold, 33 warm, on one machine);
+  messages the runtime delivered; target <= 15 µs at every N), and the marginal cost per message: the same point
+  run for half its duration too, in a child of its own, and the difference of the two runs' CPU over the
+  difference of their messages (what a longer run pays per message without the set-up: the topology's routes, N
+  nodes' boot, the first election; at 1,024 causal replicas about 2 CPU s of a 0.1 s point). Each child first runs
+  the same protocol at 8 nodes for a quick point's duration (``warmup_cpu_s``), so the modules a run imports on
+  first use (the topology loader with scipy's graph routines, the fault injector, the checkers: about 0.3 CPU s)
+  are not counted against the measured run's messages: at 8 nodes, where a run delivers a few thousand messages,
+  they had been most of the figure (the causal protocol at 8 replicas: 116 µs per message cold, 33 warm, on one
+  machine);
 * operations acknowledged ``ok`` per CPU second;
 * wall seconds per simulated second;
 * peak RSS, and the memory estimate of ``seedance.sim.ceilings.estimate_memory`` for the same config (the
@@ -97,6 +101,13 @@ def _run_child(point: dict, timeout_s: float) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _marginal(full: dict, half: dict) -> float | None:
+    """CPU µs per message between the half-duration run and the full one (None when it cannot be told)."""
+    if "error" in half or full["messages_delivered"] <= half["messages_delivered"]:
+        return None
+    return (full["cpu_s"] - half["cpu_s"]) / (full["messages_delivered"] - half["messages_delivered"]) * 1e6
+
+
 def slope(rows: list[dict], key: str, min_nodes: int = 32) -> float | None:
     """Least-squares slope of log(row[key]) against log(nodes) over rows with nodes >= min_nodes."""
     pts = [(math.log(r["nodes"]), math.log(r[key])) for r in rows
@@ -110,7 +121,7 @@ def slope(rows: list[dict], key: str, min_nodes: int = 32) -> float | None:
 
 
 def _table(rows: list[dict], fits: dict) -> str:
-    head = (f"{'protocol':<11}{'N':>5}{'sim s':>7}{'ops ok':>9}{'msgs':>10}{'us/msg':>8}{'ops/cpu-s':>11}"
+    head = (f"{'protocol':<11}{'N':>5}{'sim s':>7}{'ops ok':>9}{'msgs':>10}{'us/msg':>8}{'marginal':>9}{'ops/cpu-s':>11}"
             f"{'wall/sim-s':>11}{'RSS MB':>8}{'est MB':>8}")
     lines = [head, "-" * len(head)]
     for r in rows:
@@ -118,7 +129,8 @@ def _table(rows: list[dict], fits: dict) -> str:
             lines.append(f"{r['protocol']:<11}{r['nodes']:>5}  error: {r['error']}")
             continue
         lines.append(f"{r['protocol']:<11}{r['nodes']:>5}{r['duration_s']:>7g}{r['ops_ok']:>9}"
-                     f"{r['messages_delivered']:>10}{r['us_per_message']:>8.1f}{r['ops_per_cpu_s']:>11.0f}"
+                     f"{r['messages_delivered']:>10}{r['us_per_message']:>8.1f}"
+                     f"{r.get('us_per_message_marginal') or float('nan'):>9.1f}{r['ops_per_cpu_s']:>11.0f}"
                      f"{r['wall_per_sim_s']:>11.1f}{r['peak_rss_mb']:>8.0f}{r['estimate_mb']:>8.0f}")
     lines.append("")
     for protocol, fit in fits.items():
@@ -173,7 +185,12 @@ def main(argv: list[str] | None = None) -> int:
     bar = tqdm(total=len(points), desc="sim_scale", unit="point", file=sys.stderr)
     for point in points:
         bar.set_postfix_str(f"{point['protocol']} N={point['nodes']}")
-        rows.append(_run_child(point, args.timeout))
+        row = _run_child(point, args.timeout)
+        if "error" not in row:  # the same point for half its duration, in a process of its own: the marginal cost
+            half = _run_child({**point, "duration_s": point["duration_s"] / 2}, args.timeout)
+            row["half"] = {k: half.get(k) for k in ("cpu_s", "messages_delivered", "error") if k in half}
+            row["us_per_message_marginal"] = _marginal(row, half)
+        rows.append(row)
         bar.update(1)
     bar.close()
     low = 8 if args.quick else 32  # --quick has no point above 32: its slope spans 8..32 (fits_from says so)
@@ -187,6 +204,8 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "sim_scale", "quick": args.quick, "seed": SEED, "monitor": args.monitor, "points": rows,
         "fits": fits, "targets": {"us_per_message": TARGET_US_PER_MESSAGE, "cost_per_op_slope": TARGET_SLOPE},
         "max_us_per_message": max((r["us_per_message"] for r in ok), default=None),
+        "max_us_per_message_marginal": max((r["us_per_message_marginal"] for r in ok
+                                            if r.get("us_per_message_marginal") is not None), default=None),
         "estimate_at_or_above_rss": all(r["estimate_mb"] >= r["peak_rss_mb"] for r in ok),
         "metadata": run_metadata(seed=SEED, spec={"benchmark": "sim_scale", "quick": args.quick,
                                                   "protocols": args.protocols, "monitor": args.monitor},

@@ -89,7 +89,7 @@ _CONSENSUS = Ceiling(
     nodes=128,
     why_nodes=("one replica per eight-GPU server of a 1,024-GPU cluster; every replica applies every command and "
                "the leader exchanges a message with each replica per batch, so cost per operation grows with N "
-               "(128 Raft nodes: about 35 wall s per simulated second at 64 clients here)"))
+               "(128 Raft nodes: about 17-20 wall s per simulated second at 64 clients on a 2-core machine)"))
 _PER_GPU = Ceiling(
     nodes=1024,
     why_nodes=("one replica per GPU of a 1,024-GPU cluster (128 eight-GPU servers), the largest topology the cost "
