@@ -88,7 +88,7 @@ def _fallback(value: Any) -> Any:
     return _plain(value)
 
 
-def _pack_each(pack: Any, records: list[tuple[Any, ...]]) -> memoryview:
+def pack_each(pack: Any, records: list[tuple[Any, ...]]) -> memoryview:
     """The bytes of ``pack(record)`` for every record, one after the other, from one call of the packer: a list packs
     as an array header followed by exactly those bytes, and the header is cut off."""
     data = pack(records)
@@ -203,7 +203,7 @@ class Trace:
             return
         if self._spill is None:
             self._spill = tempfile.TemporaryFile(prefix="seedance-trace-")
-        data = _pack_each(self._pack, self.records)
+        data = pack_each(self._pack, self.records)
         self._digest.update(data)
         self._spill.write(data)
         self._spilled += len(self.records)
@@ -231,7 +231,7 @@ class Trace:
         """sha256 of the canonical bytes of every record in order (spilled ones were hashed as they were spilled)."""
         digest = self._digest.copy()
         if self.records:
-            digest.update(_pack_each(msgpack.Packer(default=_fallback, use_bin_type=True).pack, self.records))
+            digest.update(pack_each(msgpack.Packer(default=_fallback, use_bin_type=True).pack, self.records))
         return digest.hexdigest()
 
     def count(self, kind: str) -> int:
@@ -399,7 +399,7 @@ class Trace:
             finally:
                 self._spill.seek(0, 2)
         if self.records:
-            yield _pack_each(msgpack.Packer(default=_fallback, use_bin_type=True).pack, self.records)
+            yield pack_each(msgpack.Packer(default=_fallback, use_bin_type=True).pack, self.records)
 
 
 class TraceFileError(SeedanceError, ValueError):

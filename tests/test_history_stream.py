@@ -109,11 +109,11 @@ def test_the_trace_packs_a_chunk_as_the_bytes_of_each_record(count):
     so the hash does not depend on where the chunks were cut."""
     import msgpack
 
-    from seedance.tracing import _fallback, _pack_each
+    from seedance.tracing import _fallback, pack_each
 
     pack = msgpack.Packer(default=_fallback, use_bin_type=True).pack
     records = [(i * 1e-6, "send", i % 5, "AppendEntries", {"k": {i}}, [i, None]) for i in range(count)]
-    assert bytes(_pack_each(pack, records)) == b"".join(pack(record) for record in records)
+    assert bytes(pack_each(pack, records)) == b"".join(pack(record) for record in records)
 
 
 def test_the_collector_is_off_during_the_loop_and_restored_after(monkeypatch):
