@@ -14,12 +14,13 @@ from seedance.models.protocols.raft.messages import Entry
 
 
 class RaftLog:
-    __slots__ = ("_entries", "offset", "offset_term")
+    __slots__ = ("_entries", "offset", "offset_term", "_batch")
 
     def __init__(self, entries: Iterable[Entry] = (), offset: int = 0, offset_term: int = 0) -> None:
         self._entries: list[Entry] = list(entries)  # the entries offset+1, offset+2, ...
         self.offset = offset
         self.offset_term = offset_term
+        self._batch: tuple[int, int, tuple[Entry, ...], int] = (0, 0, (), 0)  # the last batch() asked for
 
     @property
     def last_index(self) -> int:
@@ -52,6 +53,20 @@ class RaftLog:
             raise IndexError(f"index {first} is compacted (the log starts after {self.offset})")
         return tuple(self._entries[first - 1 - self.offset: last - self.offset])
 
+    def batch(self, first: int, last: int) -> tuple[tuple[Entry, ...], int]:
+        """Entries ``first..last`` (``offset < first <= last``) and the sum of their ``size_bytes``. The last batch
+        asked for is kept until the log is truncated or compacted: a leader sends one batch to every follower, and
+        the followers share the tuple (entries are frozen)."""
+        held = self._batch
+        if held[0] == first and held[1] == last:
+            return held[2], held[3]
+        entries = self.entries(first, last)
+        size = 0
+        for entry in entries:
+            size += entry.size_bytes
+        self._batch = (first, last, entries, size)
+        return entries, size
+
     def append(self, entry: Entry) -> int:
         self._entries.append(entry)
         return self.offset + len(self._entries)
@@ -64,6 +79,7 @@ class RaftLog:
         if keep < self.offset:
             raise IndexError(f"truncating to {keep} below the compacted prefix ({self.offset})")
         del self._entries[keep - self.offset:]
+        self._batch = (0, 0, (), 0)
 
     def compact(self, index: int, term: int) -> None:
         """Drop the entries up to ``index`` (a snapshot of term ``term`` holds them). Entries after ``index`` are
@@ -71,6 +87,7 @@ class RaftLog:
         whole log goes and it continues after ``index``."""
         if index <= self.offset:
             return
+        self._batch = (0, 0, (), 0)
         if index <= self.last_index and self.term_at(index) == term:
             del self._entries[:index - self.offset]
         else:
