@@ -14,17 +14,14 @@ from seedance.models.protocols.raft.messages import Entry
 
 
 class RaftLog:
-    __slots__ = ("_entries", "offset", "offset_term", "_batch")
+    __slots__ = ("_entries", "offset", "offset_term", "last_index", "_batch")
 
     def __init__(self, entries: Iterable[Entry] = (), offset: int = 0, offset_term: int = 0) -> None:
         self._entries: list[Entry] = list(entries)  # the entries offset+1, offset+2, ...
         self.offset = offset
         self.offset_term = offset_term
+        self.last_index = offset + len(self._entries)  # kept by every change (read on every input: no property)
         self._batch: tuple[int, int, tuple[Entry, ...], int] = (0, 0, (), 0)  # the last batch() asked for
-
-    @property
-    def last_index(self) -> int:
-        return self.offset + len(self._entries)
 
     @property
     def last_term(self) -> int:
@@ -69,16 +66,19 @@ class RaftLog:
 
     def append(self, entry: Entry) -> int:
         self._entries.append(entry)
-        return self.offset + len(self._entries)
+        self.last_index += 1
+        return self.last_index
 
     def extend(self, entries: Iterable[Entry]) -> None:
         self._entries.extend(entries)
+        self.last_index = self.offset + len(self._entries)
 
     def truncate(self, keep: int) -> None:
         """Keep the entries up to index ``keep`` (``keep >= offset``)."""
         if keep < self.offset:
             raise IndexError(f"truncating to {keep} below the compacted prefix ({self.offset})")
         del self._entries[keep - self.offset:]
+        self.last_index = self.offset + len(self._entries)
         self._batch = (0, 0, (), 0)
 
     def compact(self, index: int, term: int) -> None:
@@ -93,6 +93,7 @@ class RaftLog:
         else:
             self._entries = []
         self.offset, self.offset_term = index, term
+        self.last_index = index + len(self._entries)
 
     def first_index_of_term(self, index: int) -> int:
         """The first index of the run of entries ending at ``index`` that share its term (§5.3's fast backup),

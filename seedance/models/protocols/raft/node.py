@@ -331,7 +331,12 @@ class RaftNode(Dispatching, Elections, FlowControl, ReadIndex, Snapshots):
     def _advance_commit(self, out: Effects) -> None:
         """Commit what a majority stores durably (§5.3, §5.4.2), never past our own durable copy (so every Reply
         follows the local write; §10.2.1 would allow committing on a majority of followers alone)."""
-        candidate = min(committed_index(self._match), self._match[self.node_id])
+        own = self._match[self.node_id]
+        if own <= self.commit_index:  # the candidate below is at most our own durable index: nothing to commit
+            return
+        candidate = committed_index(self._match)
+        if candidate > own:
+            candidate = own
         if candidate > self.commit_index and self._may_commit(candidate):
             self.commit_index = candidate
             self._apply(out)
