@@ -209,8 +209,9 @@ class RaftNode(Dispatching, Elections, FlowControl, ReadIndex, Snapshots):
         self._buffered_from = 0
         out: Effects = []
         if self.role is Role.LEADER:
+            last, following = self._sendable_last(), self._next  # a send moves only its own peer's next index
             for peer in self.peers:
-                if self._window_open(peer) and self._has_unsent(peer):
+                if following[peer] <= last and self._window_open(peer):  # it has unsent entries, and room
                     out.append(self._replicate(peer))
         if self._unwritten_from:
             out.append(SetTimer(name=WRITE, delay_s=0.0))
@@ -348,7 +349,13 @@ class RaftNode(Dispatching, Elections, FlowControl, ReadIndex, Snapshots):
     def _apply(self, out: Effects) -> None:
         """Apply the entries up to the commit index; the leader replies for those it appended."""
         index, top = self.last_applied, self.commit_index
-        if index < top:
+        if index < top and not self._pending:  # a follower (or a leader with no client waiting): no replies
+            apply = self.kv.apply
+            for entry in self.log.entries(index + 1, top):
+                if entry.op is not None:
+                    apply(entry.client_id, entry.request_id, entry.op, entry.key, entry.value)
+            self.last_applied = top
+        elif index < top:
             apply, pending = self.kv.apply, self._pending
             for entry in self.log.entries(index + 1, top):
                 index += 1
