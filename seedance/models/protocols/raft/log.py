@@ -12,6 +12,8 @@ from collections.abc import Iterable
 
 from seedance.models.protocols.raft.messages import Entry
 
+_NO_BATCH: tuple[int, int, tuple[Entry, ...], int] = (1, 0, (), 0)  # an empty range: what entries(1, 0) gives
+
 
 class RaftLog:
     __slots__ = ("_entries", "offset", "offset_term", "last_index", "_batch")
@@ -21,7 +23,7 @@ class RaftLog:
         self.offset = offset
         self.offset_term = offset_term
         self.last_index = offset + len(self._entries)  # kept by every change (read on every input: no property)
-        self._batch: tuple[int, int, tuple[Entry, ...], int] = (0, 0, (), 0)  # the last batch() asked for
+        self._batch: tuple[int, int, tuple[Entry, ...], int] = _NO_BATCH  # the last batch() asked for
 
     @property
     def last_term(self) -> int:
@@ -79,7 +81,7 @@ class RaftLog:
             raise IndexError(f"truncating to {keep} below the compacted prefix ({self.offset})")
         del self._entries[keep - self.offset:]
         self.last_index = self.offset + len(self._entries)
-        self._batch = (0, 0, (), 0)
+        self._batch = _NO_BATCH
 
     def compact(self, index: int, term: int) -> None:
         """Drop the entries up to ``index`` (a snapshot of term ``term`` holds them). Entries after ``index`` are
@@ -87,7 +89,7 @@ class RaftLog:
         whole log goes and it continues after ``index``."""
         if index <= self.offset:
             return
-        self._batch = (0, 0, (), 0)
+        self._batch = _NO_BATCH
         if index <= self.last_index and self.term_at(index) == term:
             del self._entries[:index - self.offset]
         else:
