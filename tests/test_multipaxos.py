@@ -159,3 +159,13 @@ def test_bad_configuration_names_the_field(bad):
     with pytest.raises(SpecError) as err:
         MultiPaxosConfig.from_mapping(bad)
     assert "multipaxos." in str(err.value)
+
+
+def test_values_bytes_of_a_remembered_tuple_is_its_own():
+    from seedance.models.protocols.multipaxos.messages import Command, SlotValue, values_bytes
+
+    one = (SlotValue(slot=1, ballot=3, command=Command(client_id=1, request_id=1, op="write", key="k", value=7)),)
+    two = (SlotValue(slot=1, ballot=3, command=Command(client_id=1, request_id=1, op="write", key="key", value="x")),)
+    assert values_bytes(one) == values_bytes(one) == 64 + 16 + 32 + 6 + 9
+    assert values_bytes(two) == 64 + 16 + 32 + 8 + 6  # an equal-length tuple measured after it: its own size
+    assert values_bytes(one) == 64 + 16 + 32 + 6 + 9 and values_bytes(()) == 64

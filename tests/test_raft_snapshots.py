@@ -41,6 +41,36 @@ def test_a_compacted_log_keeps_its_indexes_and_refuses_what_it_dropped():
     assert log.last_index == 4
 
 
+def test_a_batch_is_shared_until_the_log_changes_under_it():
+    log = RaftLog(_entries(1, 1, 2, 2))
+    entries, size = log.batch(2, 4)
+    assert [e.request_id for e in entries] == [1, 2, 3] and size == sum(e.size_bytes for e in entries)
+    assert log.batch(2, 4)[0] is entries  # the next follower at the same index gets the same tuple
+    log.append(Entry(term=2))
+    assert log.batch(2, 4)[0] is entries  # appending past it changes nothing in it
+    log.truncate(2)
+    log.extend(_entries(3, 3))  # indexes 3 and 4 now hold other entries
+    assert [e.term for e in log.batch(2, 4)[0]] == [1, 3, 3]
+    log.compact(2, 1)
+    assert [e.term for e in log.batch(3, 4)[0]] == [3, 3] and log.last_index == 4
+    with pytest.raises(IndexError, match="compacted"):
+        log.batch(2, 4)
+
+
+def test_the_last_index_follows_every_change():
+    log = RaftLog(_entries(1, 1, 2), offset=4, offset_term=1)
+    assert log.last_index == 7
+    assert log.append(Entry(term=2)) == 8 and log.last_index == 8
+    log.extend(_entries(3, 3))
+    assert log.last_index == 10
+    log.truncate(6)
+    assert log.last_index == 6
+    log.compact(5, 1)
+    assert log.last_index == 6
+    log.compact(9, 4)  # past the end: the log continues after the snapshot
+    assert (log.last_index, len(log)) == (9, 0)
+
+
 def test_compacting_past_a_conflicting_or_missing_entry_empties_the_log():
     log = RaftLog(_entries(1, 1, 2))
     log.compact(2, 5)  # the log holds index 2 with term 1, the snapshot says 5: §7 discards the whole log

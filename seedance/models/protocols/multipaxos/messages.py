@@ -121,8 +121,21 @@ class InstallSnapshot:
 MESSAGE_TYPES: tuple[type, ...] = (Command, SlotValue, Prepare, Promise, Accept, Accepted, Decide, InstallSnapshot)
 
 
+_measured: tuple[Any, int] = ((), HEADER_BYTES)  # the last values measured (by identity) and their size
+
+
 def values_bytes(values: tuple[SlotValue, ...]) -> int:
-    return HEADER_BYTES + sum(16 + v.command.size_bytes for v in values)
+    """An Accept's (or Decide's) size. One Accept goes to every acceptor, each of which writes it: the last tuple
+    measured is remembered by identity (frozen values; a reference is kept, so its id is not reused)."""
+    global _measured
+    held = _measured
+    if held[0] is values:
+        return held[1]
+    size = HEADER_BYTES
+    for v in values:
+        size += 16 + v.command.size_bytes
+    _measured = (values, size)
+    return size
 
 
 def state_bytes(state: Any) -> int:

@@ -63,22 +63,23 @@ class FlowControl:
     def _replicate(self, peer: NodeId) -> Send:
         """One AppendEntries to ``peer``: its next batch if there is one and the window has room (pipelining),
         else an empty one from the probe point (heartbeat, read round) that occupies no slot (rule 1)."""
-        log = self.log
+        log, config, window = self.log, self.config, self._window[peer]
         first = self._next[peer]
-        if first <= log.offset and len(self._window[peer]) < self.config.max_inflight:
+        room = len(window) < config.max_inflight
+        if first <= log.offset and room:
             return self._snapshot_message(peer)  # it needs entries compacted away (.snapshots)
         sendable = self._sendable_last()
-        size = HEADER_BYTES
-        if first <= sendable and len(self._window[peer]) < self.config.max_inflight:
-            last = min(sendable, first + self.config.max_batch_entries - 1)
-            entries = log.entries(first, last)
-            for e in entries:
-                size += e.size_bytes
+        if first <= sendable and room:
+            last = first + config.max_batch_entries - 1
+            if last > sendable:
+                last = sendable
+            entries, size = log.batch(first, last)  # every follower at ``first`` shares the batch
+            size += HEADER_BYTES
             prev = first - 1
             self._next[peer] = last + 1
-            self._window[peer].append((prev, last, self._beat))
+            window.append((prev, last, self._beat))
         else:
-            entries = ()
+            entries, size = (), HEADER_BYTES
             prev = self._acked_next[peer] - 1
             if prev < log.offset:  # the probe point was compacted: the offset, which every node holds committed
                 prev = log.offset

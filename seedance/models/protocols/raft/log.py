@@ -12,18 +12,18 @@ from collections.abc import Iterable
 
 from seedance.models.protocols.raft.messages import Entry
 
+_NO_BATCH: tuple[int, int, tuple[Entry, ...], int] = (1, 0, (), 0)  # an empty range: what entries(1, 0) gives
+
 
 class RaftLog:
-    __slots__ = ("_entries", "offset", "offset_term")
+    __slots__ = ("_entries", "offset", "offset_term", "last_index", "_batch")
 
     def __init__(self, entries: Iterable[Entry] = (), offset: int = 0, offset_term: int = 0) -> None:
         self._entries: list[Entry] = list(entries)  # the entries offset+1, offset+2, ...
         self.offset = offset
         self.offset_term = offset_term
-
-    @property
-    def last_index(self) -> int:
-        return self.offset + len(self._entries)
+        self.last_index = offset + len(self._entries)  # kept by every change (read on every input: no property)
+        self._batch: tuple[int, int, tuple[Entry, ...], int] = _NO_BATCH  # the last batch() asked for
 
     @property
     def last_term(self) -> int:
@@ -52,18 +52,36 @@ class RaftLog:
             raise IndexError(f"index {first} is compacted (the log starts after {self.offset})")
         return tuple(self._entries[first - 1 - self.offset: last - self.offset])
 
+    def batch(self, first: int, last: int) -> tuple[tuple[Entry, ...], int]:
+        """Entries ``first..last`` (``offset < first <= last``) and the sum of their ``size_bytes``. The last batch
+        asked for is kept until the log is truncated or compacted: a leader sends one batch to every follower, and
+        the followers share the tuple (entries are frozen)."""
+        held = self._batch
+        if held[0] == first and held[1] == last:
+            return held[2], held[3]
+        entries = self.entries(first, last)
+        size = 0
+        for entry in entries:
+            size += entry.size_bytes
+        self._batch = (first, last, entries, size)
+        return entries, size
+
     def append(self, entry: Entry) -> int:
         self._entries.append(entry)
-        return self.offset + len(self._entries)
+        self.last_index += 1
+        return self.last_index
 
     def extend(self, entries: Iterable[Entry]) -> None:
         self._entries.extend(entries)
+        self.last_index = self.offset + len(self._entries)
 
     def truncate(self, keep: int) -> None:
         """Keep the entries up to index ``keep`` (``keep >= offset``)."""
         if keep < self.offset:
             raise IndexError(f"truncating to {keep} below the compacted prefix ({self.offset})")
         del self._entries[keep - self.offset:]
+        self.last_index = self.offset + len(self._entries)
+        self._batch = _NO_BATCH
 
     def compact(self, index: int, term: int) -> None:
         """Drop the entries up to ``index`` (a snapshot of term ``term`` holds them). Entries after ``index`` are
@@ -71,11 +89,13 @@ class RaftLog:
         whole log goes and it continues after ``index``."""
         if index <= self.offset:
             return
+        self._batch = _NO_BATCH
         if index <= self.last_index and self.term_at(index) == term:
             del self._entries[:index - self.offset]
         else:
             self._entries = []
         self.offset, self.offset_term = index, term
+        self.last_index = index + len(self._entries)
 
     def first_index_of_term(self, index: int) -> int:
         """The first index of the run of entries ending at ``index`` that share its term (§5.3's fast backup),

@@ -23,6 +23,11 @@ ENTRY_HEADER_BYTES = 32  # term, client id, request id, op
 
 def value_size_bytes(value: Any) -> int:
     """A cheap estimate of the encoded size of a plain-data value (msgpack-like)."""
+    kind = type(value)  # the common kinds first, by exact type (a subclass takes the general path below)
+    if kind is str:
+        return len(value) + 5
+    if kind is int or kind is float:
+        return 9
     if value is None or isinstance(value, bool):
         return 1
     if isinstance(value, (int, float)):

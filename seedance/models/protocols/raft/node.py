@@ -209,8 +209,9 @@ class RaftNode(Dispatching, Elections, FlowControl, ReadIndex, Snapshots):
         self._buffered_from = 0
         out: Effects = []
         if self.role is Role.LEADER:
+            last, following = self._sendable_last(), self._next  # a send moves only its own peer's next index
             for peer in self.peers:
-                if self._window_open(peer) and self._has_unsent(peer):
+                if following[peer] <= last and self._window_open(peer):  # it has unsent entries, and room
                     out.append(self._replicate(peer))
         if self._unwritten_from:
             out.append(SetTimer(name=WRITE, delay_s=0.0))
@@ -254,25 +255,28 @@ class RaftNode(Dispatching, Elections, FlowControl, ReadIndex, Snapshots):
 
     def _on_append_entries(self, src: NodeId, m: AppendEntries, now: float) -> Effects:
         out: Effects = []
-        if m.term < self.current_term:
+        term = m.term
+        if term < self.current_term:
             out.append(Send(dst=src, message=AppendEntriesReply(term=self.current_term, success=False,
                                                                 read_seq=m.read_seq),
                             size_bytes=APPEND_REPLY_BYTES))
             return out
-        if m.term > self.current_term or self.role is not Role.FOLLOWER:
-            self._become_follower(m.term, out, now, m.leader_id)
+        if term > self.current_term or self.role is not Role.FOLLOWER:
+            self._become_follower(term, out, now, m.leader_id)
         self.leader_id = m.leader_id
         self._last_heard = now
         log = self.log
         prev, prev_term, entries = m.prev_log_index, m.prev_log_term, m.entries
-        if prev < log.offset:  # it starts inside the compacted prefix: committed there, so taken from the offset on
-            drop = min(log.offset - prev, len(entries))
+        offset = log.offset
+        if prev < offset:  # it starts inside the compacted prefix: committed there, so taken from the offset on
+            drop = min(offset - prev, len(entries))
             if drop:
                 prev, prev_term, entries = prev + drop, entries[drop - 1].term, entries[drop:]
-            if prev < log.offset:  # nothing past the offset: it matches what the snapshot holds
-                prev, prev_term = log.offset, log.offset_term
-        if prev > log.last_index:
-            reply = AppendEntriesReply(term=self.current_term, success=False, conflict_index=log.last_index + 1,
+            if prev < offset:  # nothing past the offset: it matches what the snapshot holds
+                prev, prev_term = offset, log.offset_term
+        last = log.last_index
+        if prev > last:
+            reply = AppendEntriesReply(term=self.current_term, success=False, conflict_index=last + 1,
                                        reject_index=m.prev_log_index, read_seq=m.read_seq)
         elif log.term_at(prev) != prev_term:
             reply = AppendEntriesReply(term=self.current_term, success=False,
@@ -280,32 +284,45 @@ class RaftNode(Dispatching, Elections, FlowControl, ReadIndex, Snapshots):
                                        read_seq=m.read_seq)
         else:
             count = len(entries)
-            index, k, last = prev + 1, 0, log.last_index
-            while k < count and index <= last and log.term_at(index) == entries[k].term:
-                index += 1
-                k += 1
-            if k < count:
-                if index <= last:
-                    if index <= self.commit_index:
-                        self.violations.append(
-                            f"node {self.node_id}: truncating committed index {index} (commit {self.commit_index})"
-                        )
-                    log.truncate(index - 1)
-                new = entries[k:]
-                log.extend(new)
-                if self.commit_index > log.last_index:  # only after a breach recorded above (mutants)
-                    self.commit_index = self.last_applied = log.last_index
-                self._log_writes.append(PersistLog(key=LOG_KEY, start=index - 1,
-                                                   entries=tuple(new),
-                                                   size_bytes=sum(e.size_bytes for e in new)))
-            match = max(prev + count, m.prev_log_index + len(m.entries))
-            if m.leader_commit > self.commit_index and match > self.commit_index:
-                self.commit_index = min(m.leader_commit, match)
+            if count:
+                self._store_entries(prev, entries, last)
+            match = prev + count
+            sent = m.prev_log_index + len(m.entries)
+            if sent > match:
+                match = sent
+            commit = self.commit_index
+            if m.leader_commit > commit and match > commit:
+                self.commit_index = m.leader_commit if m.leader_commit < match else match
                 self._apply(out)
             reply = AppendEntriesReply(term=self.current_term, success=True, match_index=match,
                                        read_seq=m.read_seq)
         out.append(Send(dst=src, message=reply, size_bytes=APPEND_REPLY_BYTES))
         return self._flush(out)
+
+    def _store_entries(self, prev: int, entries: tuple[Entry, ...], last: int) -> None:
+        """§5.3: ``entries`` follow ``prev``, which matches: skip those held already, delete a conflicting suffix
+        (never a matching one), append the rest and mark them for the disk."""
+        log = self.log
+        count, index, k = len(entries), prev + 1, 0
+        while k < count and index <= last and log.term_at(index) == entries[k].term:
+            index += 1
+            k += 1
+        if k == count:
+            return
+        if index <= last:
+            if index <= self.commit_index:
+                self.violations.append(
+                    f"node {self.node_id}: truncating committed index {index} (commit {self.commit_index})"
+                )
+            log.truncate(index - 1)
+        new = tuple(entries[k:])
+        log.extend(new)
+        if self.commit_index > log.last_index:  # only after a breach recorded above (mutants)
+            self.commit_index = self.last_applied = log.last_index
+        size = 0
+        for entry in new:
+            size += entry.size_bytes
+        self._log_writes.append(PersistLog(key=LOG_KEY, start=index - 1, entries=new, size_bytes=size))
 
     # ================================================================================================ commit
     def _may_commit(self, index: int) -> bool:
@@ -315,7 +332,12 @@ class RaftNode(Dispatching, Elections, FlowControl, ReadIndex, Snapshots):
     def _advance_commit(self, out: Effects) -> None:
         """Commit what a majority stores durably (§5.3, §5.4.2), never past our own durable copy (so every Reply
         follows the local write; §10.2.1 would allow committing on a majority of followers alone)."""
-        candidate = min(committed_index(self._match), self._match[self.node_id])
+        own = self._match[self.node_id]
+        if own <= self.commit_index:  # the candidate below is at most our own durable index: nothing to commit
+            return
+        candidate = committed_index(self._match)
+        if candidate > own:
+            candidate = own
         if candidate > self.commit_index and self._may_commit(candidate):
             self.commit_index = candidate
             self._apply(out)
@@ -325,26 +347,39 @@ class RaftNode(Dispatching, Elections, FlowControl, ReadIndex, Snapshots):
                     self._read_index(request, out)
 
     def _apply(self, out: Effects) -> None:
-        log, kv, pending = self.log, self.kv, self._pending
-        while self.last_applied < self.commit_index:
-            self.last_applied += 1
-            entry = log.entry(self.last_applied)
-            result = None
-            if entry.op is not None:
-                result = kv.apply(entry.client_id, entry.request_id, entry.op, entry.key, entry.value)
-            if pending:
-                waiting = pending.pop(self.last_applied, None)
-                if waiting is not None:
-                    term, client_id, request_id = waiting
-                    if result is not None and entry.term == term and entry.client_id == client_id \
-                            and entry.request_id == request_id:
-                        out.append(self._reply(client_id, request_id, result))
-                    else:  # a leader never loses its own entries while it leads: only a broken node gets here
-                        self.violations.append(f"node {self.node_id}: index {self.last_applied} applied another "
-                                               f"entry than the one it appended for ({client_id}, {request_id})")
-                        out.append(Reply(client_id=client_id, request_id=request_id, outcome=Outcome.INFO,
-                                         error="superseded"))
+        """Apply the entries up to the commit index; the leader replies for those it appended."""
+        index, top = self.last_applied, self.commit_index
+        if index < top and not self._pending:  # a follower (or a leader with no client waiting): no replies
+            apply = self.kv.apply
+            for entry in self.log.entries(index + 1, top):
+                if entry.op is not None:
+                    apply(entry.client_id, entry.request_id, entry.op, entry.key, entry.value)
+            self.last_applied = top
+        elif index < top:
+            apply, pending = self.kv.apply, self._pending
+            for entry in self.log.entries(index + 1, top):
+                index += 1
+                result = None
+                if entry.op is not None:
+                    result = apply(entry.client_id, entry.request_id, entry.op, entry.key, entry.value)
+                if pending:
+                    waiting = pending.pop(index, None)
+                    if waiting is not None:
+                        out.append(self._answer(index, entry, result, waiting))
+            self.last_applied = top
         self._maybe_snapshot()
+
+    def _answer(self, index: int, entry: Entry, result: Result | None, waiting: tuple[int, int, int]) -> Reply:
+        """The Reply to the client whose command the leader appended at ``index`` (now applied as ``entry``)."""
+        term, client_id, request_id = waiting
+        if result is not None and entry.term == term and entry.client_id == client_id \
+                and entry.request_id == request_id:
+            return Reply(client_id=client_id, request_id=request_id, outcome=result.outcome, value=result.value,
+                         error=result.error)
+        # a leader never loses its own entries while it leads: only a broken node gets here
+        self.violations.append(f"node {self.node_id}: index {index} applied another entry than the one it "
+                               f"appended for ({client_id}, {request_id})")
+        return Reply(client_id=client_id, request_id=request_id, outcome=Outcome.INFO, error="superseded")
 
     def _abandon_pending(self, out: Effects) -> None:
         """A deposed leader's pending requests: their entries may or may not commit later — INFO, now."""
