@@ -248,7 +248,7 @@ class Execution:
             for client_id, request_id, proposed in waiting:
                 result = results.get((client_id, request_id))
                 if result is not None:
-                    self.latencies.append((committed - proposed, now - committed))
+                    self.latencies.add(committed - proposed, now - committed)
                     out.append(_reply(client_id, request_id, result))
                 else:  # the instance was committed with something else (a recovery's no-op)
                     out.append(Reply(client_id=client_id, request_id=request_id, outcome=Outcome.INFO,
