@@ -232,7 +232,8 @@ class EPaxosNode(Snapshots, Recovery, Execution, Attributes, Dispatching):
         self.coords[iid] = Coordination(phase="preaccept", ballot=0, command=value, seq=seq, deps=deps,
                                         sent_s=now, started_s=now)
         message = PreAccept(ballot=0, replica=iid[0], instance=iid[1], command=value, seq=seq, deps=deps)
-        out.extend(Send(dst=p, message=message, size_bytes=_size(value, deps)) for p in self.peers)
+        size = _size(value, deps)  # once, not per peer
+        out.extend(Send(dst=p, message=message, size_bytes=size) for p in self.peers)
         if self.num_nodes == 1:
             self._commit(iid, value, seq, deps, out, now)
 
@@ -319,7 +320,9 @@ class EPaxosNode(Snapshots, Recovery, Execution, Attributes, Dispatching):
     def _coordinate(self, iid: Iid, phase: str, ballot: int, command: Value, seq: int, deps: Deps,
                     out: Effects, now: float) -> None:
         """Vote for (command, seq, deps) at ``ballot`` here and run ``phase`` ("accept" or "preaccept") for it."""
-        inst = self.instances.setdefault(iid, Instance())
+        inst = self.instances.get(iid)
+        if inst is None:
+            inst = self.instances[iid] = Instance()
         inst.status = ACCEPTED if phase == "accept" else PREACCEPTED
         inst.command, inst.seq, inst.deps = command, seq, deps
         inst.bal = max(inst.bal, ballot)
@@ -331,7 +334,8 @@ class EPaxosNode(Snapshots, Recovery, Execution, Attributes, Dispatching):
                                         sent_s=now, started_s=now)
         kind = Accept if phase == "accept" else PreAccept
         message = kind(ballot=ballot, replica=iid[0], instance=iid[1], command=command or NOOP, seq=seq, deps=deps)
-        out.extend(Send(dst=p, message=message, size_bytes=_size(command, deps)) for p in self.peers)
+        size = _size(command, deps)
+        out.extend(Send(dst=p, message=message, size_bytes=size) for p in self.peers)
 
     def _start_accept(self, iid: Iid, ballot: int, command: Value, seq: int, deps: Deps,
                       out: Effects, now: float) -> None:
