@@ -128,14 +128,18 @@ class Execution:
     # ============================================================================================== execution
     def _execute(self, candidates: list[Iid], out: Effects, now: float) -> None:
         work = list(candidates)
+        instances, blocked = self.instances, self._blocked
         while work:
             iid = work.pop()
-            inst = self.instances.get(iid)
+            inst = instances.get(iid)
             if inst is None or inst.status != COMMITTED or inst.executed:
                 continue
             missing = self._run_scc(iid, out, now)
             if missing is not None:
-                self._blocked.setdefault(missing, set()).add(iid)
+                waiting = blocked.get(missing)  # not setdefault(missing, set()): no set made and dropped per call
+                if waiting is None:
+                    waiting = blocked[missing] = set()
+                waiting.add(iid)
                 if missing not in self._missing:
                     lo, hi = self.config.election_timeout_s_min, self.config.election_timeout_s_max
                     self._missing[missing] = (now, float(self.rng.uniform(lo, hi)))
