@@ -61,14 +61,17 @@ class Execution:
             self._unmarked.discard(iid)
             self._mark_committed(iid, now)
             inst = self.instances[iid]
-            out.extend(self._commit_message(p, iid, inst) for p in self.peers)
+            commit = self._commit_message(self.node_id, iid, inst)  # one message, sent to every peer
+            out.extend(Send(dst=p, message=commit.message, size_bytes=commit.size_bytes) for p in self.peers)
             self._execute([iid, *self._blocked.pop(iid, ())], out, now)
         return self._emit(out)
 
     def _commit_local(self, iid: Iid, command: Value, seq: int, deps: Deps, now: float, *,
                       mark: bool = True) -> bool:
-        inst = self.instances.setdefault(iid, Instance())
-        if inst.status == COMMITTED:
+        inst = self.instances.get(iid)
+        if inst is None:  # not setdefault(iid, Instance()): no Instance made and dropped for a known one
+            inst = self.instances[iid] = Instance()
+        elif inst.status == COMMITTED:
             return False
         inst.status, inst.command, inst.seq, inst.deps = COMMITTED, command, seq, deps
         self._register(iid, command, seq)
@@ -82,16 +85,20 @@ class Execution:
         self.commit_log.append((iid, (inst.command, inst.seq, inst.deps)))
         q, i = iid
         prefix = self.committed_prefix[q]
-        while True:
-            nxt = self.instances.get((q, prefix + 1))
-            if nxt is None or nxt.status != COMMITTED or (q, prefix + 1) in self._unmarked:
-                break
-            prefix += 1
-        self.committed_prefix[q] = prefix
+        if i == prefix + 1:  # otherwise the prefix stays: its next instance is not this one
+            instances, unmarked = self.instances, self._unmarked
+            while True:
+                nxt_iid = (q, prefix + 1)
+                nxt = instances.get(nxt_iid)
+                if nxt is None or nxt.status != COMMITTED or nxt_iid in unmarked:
+                    break
+                prefix += 1
+            self.committed_prefix[q] = prefix
+        unexec = self._unexec
         for key in _keys(inst.command):
-            lists = self._unexec.get(key)
+            lists = unexec.get(key)
             if lists is None:
-                lists = self._unexec[key] = [[] for _ in range(self.num_nodes)]
+                lists = unexec[key] = [[] for _ in range(self.num_nodes)]
             bisect.insort(lists[q], i)
         self._missing.pop(iid, None)
         if iid in self.pending:
@@ -121,14 +128,18 @@ class Execution:
     # ============================================================================================== execution
     def _execute(self, candidates: list[Iid], out: Effects, now: float) -> None:
         work = list(candidates)
+        instances, blocked = self.instances, self._blocked
         while work:
             iid = work.pop()
-            inst = self.instances.get(iid)
+            inst = instances.get(iid)
             if inst is None or inst.status != COMMITTED or inst.executed:
                 continue
             missing = self._run_scc(iid, out, now)
             if missing is not None:
-                self._blocked.setdefault(missing, set()).add(iid)
+                waiting = blocked.get(missing)  # not setdefault(missing, set()): no set made and dropped per call
+                if waiting is None:
+                    waiting = blocked[missing] = set()
+                waiting.add(iid)
                 if missing not in self._missing:
                     lo, hi = self.config.election_timeout_s_min, self.config.election_timeout_s_max
                     self._missing[missing] = (now, float(self.rng.uniform(lo, hi)))
@@ -149,6 +160,8 @@ class Execution:
         for q, top in zip(pairs, pairs):  # a loop over the pairs: cheaper than slicing them for a test in C
             if prefix[q] < top:
                 return [], (q, prefix[q] + 1)
+        if len(keys) == 1:
+            return self._edges_on_key(iid, deps, self._unexec.get(keys[0])), None
         found: list[Iid] = []
         tables = [lists for lists in map(self._unexec.get, keys) if lists is not None]
         if len(tables) == 1:
@@ -169,26 +182,44 @@ class Execution:
                     for i in numbers[: bisect.bisect_right(numbers, top)]:
                         if (q, i) != iid:
                             found.append((q, i))
-        if len(keys) > 1:
-            found = list(dict.fromkeys(found))
-        return found, None
+        return list(dict.fromkeys(found)), None
+
+    def _edges_on_key(self, iid: Iid, deps: Deps, lists: list[list[int]] | None) -> list[Iid]:
+        """:meth:`_edges` of a value on one key (every single command), its dependencies committed here: the
+        committed, unexecuted instances on the key (``lists``: per replica, sorted) that ``deps`` covers."""
+        found: list[Iid] = []
+        if lists is None:
+            return found
+        replicas = deps[::2]
+        count = len(replicas)
+        own, number = iid
+        for q in compress(range(len(lists)), lists):
+            k = bisect.bisect_left(replicas, q)
+            if k == count or replicas[k] != q:
+                continue
+            top = deps[2 * k + 1]
+            numbers = lists[q]
+            if numbers[0] <= top:
+                for i in numbers[: bisect.bisect_right(numbers, top)]:
+                    if i != number or q != own:
+                        found.append((q, i))
+        return found
 
     def _run_scc(self, start: Iid, out: Effects, now: float) -> Iid | None:
         """Tarjan's SCC algorithm (iterative) from ``start``; execute every component, dependencies first.
         Returns the missing instance that blocks ``start`` (nothing is executed then), or None."""
-        index: dict[Iid, int] = {}
-        low: dict[Iid, int] = {}
-        on_stack: set[Iid] = set()
-        stack: list[Iid] = []
-        components: list[list[Iid]] = []
-        counter = 0
         edges0, missing = self._edges(start)
-        if missing is not None:
+        if missing is not None:  # the common way out (a commit still missing here): nothing allocated
             return missing
-        index[start] = low[start] = counter
-        counter += 1
-        stack.append(start)
-        on_stack.add(start)
+        if not edges0:  # no committed, unexecuted dependency: a component of its own
+            self._apply(start, out, now)
+            return None
+        index: dict[Iid, int] = {start: 0}
+        low: dict[Iid, int] = {start: 0}
+        on_stack: set[Iid] = {start}
+        stack: list[Iid] = [start]
+        components: list[list[Iid]] = []
+        counter = 1
         work: list[tuple[Iid, list[Iid], int]] = [(start, edges0, 0)]
         while work:
             v, edges, k = work[-1]
@@ -220,8 +251,10 @@ class Execution:
                     if w == v:
                         break
                 components.append(component)
+        instances = self.instances
         for component in components:
-            component.sort(key=lambda x: (self.instances[x].seq, x[0], x[1]))
+            if len(component) > 1:
+                component.sort(key=lambda x: (instances[x].seq, x[0], x[1]))
             for iid in component:
                 self._apply(iid, out, now)
         return None
@@ -233,22 +266,24 @@ class Execution:
             numbers = self._unexec[key][iid[0]]
             del numbers[bisect.bisect_left(numbers, iid[1])]
             self.exec_log.append((key, iid))
-        results: dict[tuple[Any, int], Result] = {}
+        waiting = self.pending.pop(iid, None)  # own commands: answered below
+        results: dict[tuple[Any, int], Result] | None = None if waiting is None else {}
+        known = self.results
         for command in _parts(inst.command):
             pair = (command.client_id, command.request_id)
-            result = self.results.get(pair) if command.client_id is not None else None
+            result = known.get(pair) if command.client_id is not None else None
             if result is None:
                 result = self.kv.apply(None, command.request_id, command.op, command.key, command.value)
                 if command.client_id is not None:
-                    self.results[pair] = result
-            results[pair] = result
-        waiting = self.pending.pop(iid, None)
+                    known[pair] = result
+            if results is not None:
+                results[pair] = result
         if waiting is not None:
             committed = self._committed_at.pop(iid, now)
             for client_id, request_id, proposed in waiting:
                 result = results.get((client_id, request_id))
                 if result is not None:
-                    self.latencies.append((committed - proposed, now - committed))
+                    self.latencies.add(committed - proposed, now - committed)
                     out.append(_reply(client_id, request_id, result))
                 else:  # the instance was committed with something else (a recovery's no-op)
                     out.append(Reply(client_id=client_id, request_id=request_id, outcome=Outcome.INFO,

@@ -48,23 +48,13 @@ class Monitor(NodeMonitor):
         node_id = node.node_id
         base = node.commit_base
         log = node.commit_log
+        end = base + len(log)
         held = self._commits.get(node_id)
         if held is None or held[0] is not node:
             self._watched[node_id] = node
-            start = base
-        else:
-            start = held[1] if held[1] > base else base
-        if base + len(log) > start:
-            floor = self._floor
-            for iid, attrs in log[start - base:]:
-                if floor and iid[1] <= floor[iid[0]]:
-                    continue
-                seen = self.committed.setdefault(iid, (attrs, node_id))
-                if seen[0] != attrs:
-                    found.append(f"Consistency: instance {iid} committed as {seen[0]} on node {seen[1]} and as "
-                                 f"{attrs} on node {node_id}")
-            self._seen += base + len(log) - start
-        self._commits[node_id] = (node, base + len(log))
+            self._commit_news(node, base, end, found)
+        elif held[1] != end:  # most inputs commit nothing: then there is nothing to compare or to store
+            self._commit_news(node, held[1] if held[1] > base else base, end, found)
         held = self._execs.get(node_id)
         if held is None or held[0] is not node or held[1] != node.exec_base + len(node.exec_log):
             self._observe_execs(node, found)
@@ -75,6 +65,21 @@ class Monitor(NodeMonitor):
             self._seen = 0
             self._prune()
         return found
+
+    def _commit_news(self, node: Any, start: int, end: int, found: list[str]) -> None:
+        """The node's commits logged at positions ``start`` to ``end`` against the first commit seen of each."""
+        node_id = node.node_id
+        if end > start:
+            floor = self._floor
+            for iid, attrs in node.commit_log[start - node.commit_base:]:
+                if floor and iid[1] <= floor[iid[0]]:
+                    continue
+                seen = self.committed.setdefault(iid, (attrs, node_id))
+                if seen[0] != attrs:
+                    found.append(f"Consistency: instance {iid} committed as {seen[0]} on node {seen[1]} and as "
+                                 f"{attrs} on node {node_id}")
+            self._seen += end - start
+        self._commits[node_id] = (node, end)
 
     def _observe_execs(self, node: Any, found: list[str]) -> None:
         node_id = node.node_id

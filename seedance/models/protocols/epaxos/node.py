@@ -33,7 +33,6 @@ Rules this module keeps:
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -55,8 +54,9 @@ from seedance.models.protocols.contract import (
     SetTimer,
 )
 from seedance.models.protocols.dispatch import Dispatching
+from seedance.models.protocols.epaxos.attributes import Attributes
 from seedance.models.protocols.epaxos.config import EPaxosConfig
-from seedance.models.protocols.epaxos.deps import NO_DEPS, Deps, from_dict, union, wire_bytes
+from seedance.models.protocols.epaxos.deps import NO_DEPS, Deps, union, wire_bytes
 from seedance.models.protocols.epaxos.execution import Execution
 from seedance.models.protocols.epaxos.instance import (
     ACCEPTED,
@@ -73,6 +73,7 @@ from seedance.models.protocols.epaxos.instance import (
     _reply,
     _size,
 )
+from seedance.models.protocols.epaxos.latency import LatencySamples
 from seedance.models.protocols.epaxos.messages import (
     HEADER_BYTES,
     Accept,
@@ -97,7 +98,7 @@ FLUSH = "flush"
 LATENCY_SAMPLES = 1 << 17
 
 
-class EPaxosNode(Snapshots, Recovery, Execution, Dispatching):
+class EPaxosNode(Snapshots, Recovery, Execution, Attributes, Dispatching):
     """One EPaxos replica driving a :class:`~seedance.models.kv.KVStore`."""
 
     # inputs by type / name (seedance.models.protocols.dispatch): on_message and on_timer
@@ -138,8 +139,8 @@ class EPaxosNode(Snapshots, Recovery, Execution, Dispatching):
         self.try_preaccepts = 0
         self.try_preaccept_outcomes = {"accept": 0, "restart": 0, "defer": 0}
         self._committed_at: dict[Iid, float] = {}
-        # (commit latency, execution latency) of own commands: the latest LATENCY_SAMPLES (memory stays bounded)
-        self.latencies: deque[tuple[float, float]] = deque(maxlen=LATENCY_SAMPLES)
+        # (commit latency, execution latency) of own commands: the latest LATENCY_SAMPLES, 16 bytes each (latency.py)
+        self.latencies = LatencySamples(LATENCY_SAMPLES)
         self.fast_commits = 0
         self.slow_commits = 0
         self.recoveries = 0
@@ -231,64 +232,13 @@ class EPaxosNode(Snapshots, Recovery, Execution, Dispatching):
         self.coords[iid] = Coordination(phase="preaccept", ballot=0, command=value, seq=seq, deps=deps,
                                         sent_s=now, started_s=now)
         message = PreAccept(ballot=0, replica=iid[0], instance=iid[1], command=value, seq=seq, deps=deps)
-        out.extend(Send(dst=p, message=message, size_bytes=_size(value, deps)) for p in self.peers)
+        size = _size(value, deps)  # once, not per peer
+        out.extend(Send(dst=p, message=message, size_bytes=size) for p in self.peers)
         if self.num_nodes == 1:
             self._commit(iid, value, seq, deps, out, now)
 
     def on_collective_done(self, done: CollectiveDone, now: float) -> Effects:
         return []
-
-    # ============================================================================================= attributes
-    def _attributes(self, command: Value, iid: Iid, seq: int, deps: Deps) -> tuple[int, Deps]:
-        """Merge what this replica knows of commands interfering with ``command`` (on any of its keys) into
-        (seq, deps). ``deps`` comes back as the same object when nothing is added (then ``==`` is identity)."""
-        keys = _keys(command)
-        if not keys:
-            return seq, deps
-        merged: dict[int, int] | None = None
-        grew = added = False
-        own, number = iid
-        for key in keys:
-            known = self.conf.get(key)
-            if known is None:
-                seq = max(seq, 1)
-                continue
-            if merged is None:
-                pairs = iter(deps)
-                merged = dict(zip(pairs, pairs))
-            get = merged.get
-            # replica-wise max over the replicas this replica knows on the key (not every replica of the cluster);
-            # the instance itself is no dependency of its own: its replica keeps what it had when it is the highest
-            skip = own if known.get(own) == number else -1
-            for q, j in known.items():
-                held = get(q)
-                if held is None:
-                    if q != skip:
-                        merged[q] = j
-                        added = True
-                elif j > held and q != skip:
-                    merged[q] = j
-                    grew = True
-            seq = max(seq, 1 + self.key_seq.get(key, 0))
-        if added:
-            return seq, from_dict(merged)
-        if grew:  # the same replicas, in the same (increasing) order: no sort
-            flat = list(deps)
-            flat[1::2] = merged.values()
-            return seq, tuple(flat)
-        return seq, deps
-
-    def _register(self, iid: Iid, command: Value, seq: int) -> None:
-        q, number = iid
-        for key in _keys(command):
-            known = self.conf.get(key)
-            if known is None:
-                known = self.conf[key] = {}
-            if number > known.get(q, 0):
-                known[q] = number
-            if seq > self.key_seq.get(key, 0):
-                self.key_seq[key] = seq
-            self._key_instances.setdefault(key, set()).add(iid)
 
     # ================================================================================================ phase 1
     def _on_preaccept(self, src: NodeId, m: PreAccept, now: float) -> Effects:
@@ -307,12 +257,12 @@ class EPaxosNode(Snapshots, Recovery, Execution, Dispatching):
             self.instances[iid] = inst
             inst.status, inst.command, inst.seq, inst.deps = PREACCEPTED, m.command, seq, deps
             inst.bal = inst.vbal = m.ballot
-            inst.agreed = m.ballot == 0 and (seq, deps) == (m.seq, m.deps)
+            inst.agreed = m.ballot == 0 and seq == m.seq and deps == m.deps
             self._register(iid, m.command, seq)
             self._persist(iid)
             self._drop_coordination(iid, m.ballot)
         reply = PreAcceptReply(ballot=m.ballot, replica=m.replica, instance=m.instance, ok=True, promised=inst.bal,
-                               seq=seq, deps=deps, changed=(seq, deps) != (m.seq, m.deps))
+                               seq=seq, deps=deps, changed=seq != m.seq or deps != m.deps)
         return self._emit([Send(dst=src, message=reply, size_bytes=HEADER_BYTES + wire_bytes(deps))])
 
     def _reply_to(self, iid: Any, phase: str, src: NodeId, m: Any) -> Any:
@@ -370,7 +320,9 @@ class EPaxosNode(Snapshots, Recovery, Execution, Dispatching):
     def _coordinate(self, iid: Iid, phase: str, ballot: int, command: Value, seq: int, deps: Deps,
                     out: Effects, now: float) -> None:
         """Vote for (command, seq, deps) at ``ballot`` here and run ``phase`` ("accept" or "preaccept") for it."""
-        inst = self.instances.setdefault(iid, Instance())
+        inst = self.instances.get(iid)
+        if inst is None:
+            inst = self.instances[iid] = Instance()
         inst.status = ACCEPTED if phase == "accept" else PREACCEPTED
         inst.command, inst.seq, inst.deps = command, seq, deps
         inst.bal = max(inst.bal, ballot)
@@ -382,7 +334,8 @@ class EPaxosNode(Snapshots, Recovery, Execution, Dispatching):
                                         sent_s=now, started_s=now)
         kind = Accept if phase == "accept" else PreAccept
         message = kind(ballot=ballot, replica=iid[0], instance=iid[1], command=command or NOOP, seq=seq, deps=deps)
-        out.extend(Send(dst=p, message=message, size_bytes=_size(command, deps)) for p in self.peers)
+        size = _size(command, deps)
+        out.extend(Send(dst=p, message=message, size_bytes=size) for p in self.peers)
 
     def _start_accept(self, iid: Iid, ballot: int, command: Value, seq: int, deps: Deps,
                       out: Effects, now: float) -> None:
