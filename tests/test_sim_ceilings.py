@@ -166,3 +166,24 @@ def test_the_estimate_is_at_or_above_the_measured_peaks():
         config = SimConfig(protocol=protocol, nodes=5, duration_s=duration, check=check, protocol_config=options,
                            workload=WorkloadConfig(clients=16))
         assert ceilings.estimate_memory(config)["total"] >= peak_mb * (1 << 20), (protocol, duration, options)
+
+
+def test_the_estimate_counts_epaxos_latency_samples_up_to_their_ring():
+    """An EPaxos replica keeps its own commands' latest LATENCY_SAMPLES (commit, execution) latencies at 16 B each
+    (epaxos/latency.py): the estimate counts them, one ring per replica with clients, full on a long run."""
+    from seedance.models.protocols.epaxos.node import LATENCY_SAMPLES
+
+    assert ceilings.EPAXOS_LATENCY_SAMPLES == LATENCY_SAMPLES
+
+    def parts(seconds):
+        return ceilings.estimate_memory(SimConfig(protocol="epaxos", nodes=5, duration_s=seconds,
+                                                  workload=WorkloadConfig(clients=16)))
+
+    long, longer = parts(3600.0), parts(7200.0)
+    assert long["logs"] == longer["logs"]  # instances compacted, latency rings full: flat in the duration
+    ring = 5 * LATENCY_SAMPLES * ceilings.EPAXOS_LATENCY_BYTES  # five replicas with clients, each ring full
+    instances = 2 * 65536 * 5  # twice snapshot_instances per replica
+    assert long["logs"] == instances * (ceilings.EPAXOS_INSTANCE_BYTES + 5 * ceilings.EPAXOS_PAIR_BYTES) + ring
+    short = parts(0.01)  # a few hundred operations: as many samples
+    assert short["logs"] == short["ops"] * 5 * (ceilings.EPAXOS_INSTANCE_BYTES + 5 * ceilings.EPAXOS_PAIR_BYTES) \
+        + short["ops"] * ceilings.EPAXOS_LATENCY_BYTES

@@ -158,6 +158,10 @@ EPAXOS_PAIR_BYTES = 16  # a dependency pair (replica, instance): two 8 B slots o
 # of them (SNAPSHOT_OPTION). Measured at 5 nodes, 16 clients, no check, before compaction: 329 MB at 2 s, 776 MB at
 # 6 s, 16,700 ops/s: about 1,340 B per replica per operation
 EPAXOS_INSTANCE_BYTES = 1_500
+# a replica's latency samples of its own commands (epaxos/latency.py): 16 B each, the latest EPAXOS_LATENCY_SAMPLES
+# kept (epaxos/node.py's LATENCY_SAMPLES; a test holds the two equal): up to 2 MiB per replica with clients
+EPAXOS_LATENCY_BYTES = 16
+EPAXOS_LATENCY_SAMPLES = 1 << 17
 
 
 _ENTRY_BYTES = {"multipaxos": MULTIPAXOS_SLOT_BYTES, "epaxos": EPAXOS_INSTANCE_BYTES}  # else PER_ENTRY_BYTES
@@ -223,7 +227,8 @@ def estimate_memory(config: Any) -> dict[str, float]:
         "topology": float(devices * devices * PER_ROUTE_BYTES),
         "history": min(ops, HISTORY_WINDOW_OPS) * PER_OP_BYTES + checked * PER_CHECKED_OP_BYTES,
         "logs": entries * _ENTRY_BYTES.get(protocol, PER_ENTRY_BYTES)
-        + (writes * nodes * _epaxos_pairs(config) * EPAXOS_PAIR_BYTES if protocol == "epaxos" else 0.0),
+        + (writes * nodes * _epaxos_pairs(config) * EPAXOS_PAIR_BYTES if protocol == "epaxos" else 0.0)
+        + (min(ops, EPAXOS_LATENCY_SAMPLES * _epaxos_pairs(config)) * EPAXOS_LATENCY_BYTES if protocol == "epaxos" else 0.0),
         "trace": min(messages, TRACE_WINDOW_MESSAGES) * (PER_MESSAGE_BYTES if config.trace else 0),
     }
     return {**parts, "total": sum(parts.values()), "ops": ops, "messages": messages}
