@@ -31,7 +31,10 @@ simulation; the benchmark times the simulation). Consensus runs include their fi
 simulated s), so their ops per CPU-second are a little below a steady state's.
 
 Usage: ``python benchmarks/sim_scale.py [--quick] [--out DIR] [--protocols raft,causal] [--monitor]``; ``--quick``
-runs N in {8, 32} with short durations (under a minute). Writes ``DIR/sim_scale.json``; progress on stderr.
+runs N in {8, 32} with short durations (under a minute). Writes ``DIR/sim_scale.json``; progress on stderr. The
+children import ``seedance`` as installed (or as ``PYTHONPATH`` says), not from the checkout this script sits in:
+to measure another tree, run ``PYTHONPATH=TREE python TREE/benchmarks/sim_scale.py``; each point records the
+package it imported (``seedance_path``).
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ import math
 import subprocess
 import sys
 import time
+from pathlib import Path
+
 from _timing import peak_rss_kib, write_json
 
 SEED = 20261204
@@ -68,6 +73,7 @@ def _config(point: dict):
 
 def measure_point(point: dict) -> dict:
     """One run in this process (a child of main): its costs and peak RSS."""
+    import seedance
     from seedance.sim import ceilings, simulate
 
     warm = {**point, "nodes": min(8, point["nodes"]), "duration_s": _duration(point["protocol"], 8, True)}
@@ -87,7 +93,8 @@ def measure_point(point: dict) -> dict:
             "us_per_message": cpu / max(delivered, 1) * 1e6, "ops_per_cpu_s": ops / cpu if cpu else 0.0,
             "cpu_us_per_op": cpu / max(ops, 1) * 1e6, "wall_per_sim_s": wall / point["duration_s"],
             "peak_rss_mb": peak_rss_kib() / 1024,
-            "estimate_mb": estimate["total"] / (1 << 20), "trace_sha256": result.trace_sha256}
+            "estimate_mb": estimate["total"] / (1 << 20), "trace_sha256": result.trace_sha256,
+            "seedance_path": str(Path(seedance.__file__).parent)}  # which checkout the child imported
 
 
 def _run_child(point: dict, timeout_s: float) -> dict:
@@ -207,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
         "max_us_per_message_marginal": max((r["us_per_message_marginal"] for r in ok
                                             if r.get("us_per_message_marginal") is not None), default=None),
         "estimate_at_or_above_rss": all(r["estimate_mb"] >= r["peak_rss_mb"] for r in ok),
+        # the children import seedance as installed or as PYTHONPATH says, not from this script's checkout
+        "seedance_paths": sorted({r["seedance_path"] for r in ok}),
         "metadata": run_metadata(seed=SEED, spec={"benchmark": "sim_scale", "quick": args.quick,
                                                   "protocols": args.protocols, "monitor": args.monitor},
                                  argv=sys.argv[1:] if argv is None else argv),
