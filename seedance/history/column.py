@@ -40,7 +40,7 @@ _SELECT_HELD = 1 << 20  # candidates few enough to select among in memory (8 MiB
 class FloatColumn:
     """float64 values in append order, spilled to a temporary file in chunks (module rules)."""
 
-    __slots__ = ("chunk", "_tail", "_file", "_spilled", "_firsts", "_last", "ordered", "_cached")
+    __slots__ = ("chunk", "_tail", "_file", "_spilled", "_firsts", "_last", "ordered", "_nan", "_cached")
 
     def __init__(self, chunk: int = CHUNK) -> None:
         if chunk < 1:
@@ -52,11 +52,15 @@ class FloatColumn:
         self._firsts: list[float] = []  # the first value of each written chunk
         self._last = -math.inf
         self.ordered = True  # every value at or above the one before (count_below needs it)
+        self._nan = False  # a NaN was appended (numpy's percentile is then NaN)
         self._cached: dict[int, np.ndarray] = {}  # the written chunks read last (two: a window's two ends)
 
     def append(self, value: float) -> None:
         value = float(value)
-        if value < self._last or value != value:
+        if value != value:
+            self._nan = True
+            self.ordered = False
+        elif value < self._last:
             self.ordered = False
         self._last = value
         tail = self._tail
@@ -127,7 +131,7 @@ class FloatColumn:
             return None
         if n <= 4 * self.chunk:
             return float(np.percentile(self.to_numpy(), q))
-        if any(np.isnan(part).any() for part in self.chunks()):
+        if self._nan:
             return math.nan  # numpy's answer with a NaN among the values
         virtual = (n - 1) * (q / 100.0)  # numpy's virtual index for the linear method
         below = math.floor(virtual)
