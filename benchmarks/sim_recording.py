@@ -10,12 +10,15 @@ Measured:
    them exactly). Each configuration runs ``--repeats`` times, interleaved, after a warm-up run; medians.
    Targets: >= 20,000 ops/CPU-s with the defaults, >= 30,000 with both off, <= 15 µs per delivered message.
 2. Determinism: the same spec and seed run twice give the same ``trace_sha256``.
-3. Memory: peak RSS (``VmHWM``, see :func:`peak_rss_kib`, of a fresh child process running one ``simulate()``) of a short and a 4x longer run of the same config (trace on, monitor off by default: the monitor's
-   memory is its own), with what the run held in memory at the end: history rows and trace records not yet spilled
-   to disk, and the protocol's own state (Raft keeps its whole log: it has no compaction, so the nodes' logs and their
-   simulated disks grow with the number of writes, whatever the recording does). The same pair for the echo
-   protocol (3 nodes, 16 clients on its single-copy store of the workload's keys): its state does not grow, so its
-   peak RSS shows what the recording itself holds.
+3. Memory: peak RSS (``VmHWM``, see :func:`peak_rss_kib`, of a fresh child process running one ``simulate()``) of a
+   short and an 8x longer run of the same config (5 and 40 simulated s; trace on, monitor off by default: the
+   monitor's memory is its own), with what the run held in memory at the end: history rows and trace records not yet
+   spilled to disk, and the protocol's own state (Raft's log and its simulated disk hold the entries since the last
+   snapshot: at most about twice ``snapshot_entries``, so they fill and empty in a sawtooth). The long run's peak RSS
+   is also sampled at each percent of its simulated time: its rise over the second half says whether anything grows
+   with the run (the buffers that fill and empty raise the peak only until they have all been full at once). The same
+   pair for the echo protocol (3 nodes, 16 clients on its single-copy store of the workload's keys): its state does
+   not grow, so its peak RSS shows what the recording itself holds.
 
 Usage: ``python benchmarks/sim_recording.py [--out DIR] [--quick] [--repeats N] [--rss S,L]``; prints figures and
 writes ``DIR/sim_recording.json``.
@@ -67,9 +70,10 @@ def rss_child(duration_s: float, monitor: bool, protocol: str = "raft") -> dict[
     from seedance.sim import simulate
 
     before = peak_rss_kib()
+    course: list[list[float]] = []  # [simulated s, peak RSS MiB so far] at each percent of the run
     cpu = time.process_time()
     result = simulate(_config(duration_s, True, monitor, nodes=5 if protocol == "raft" else 3, protocol=protocol),
-                      liveness=False)
+                      liveness=False, progress=lambda at: course.append([round(at, 3), peak_rss_kib() / 1024]))
     cpu = time.process_time() - cpu
     peak_kib = peak_rss_kib()
     clients, trace = result.clients, result.trace
@@ -82,7 +86,18 @@ def rss_child(duration_s: float, monitor: bool, protocol: str = "raft") -> dict[
             "history_rows_in_memory": len(clients.rows),
             "trace_records": len(trace), "trace_records_in_memory": len(trace.records),
             "raft_log_entries_in_memory": raft_entries, "raft_disk_entries_in_memory": disk_entries,
-            "trace_sha256": result.trace_sha256}
+            "trace_sha256": result.trace_sha256, "peak_rss_course_mib": course,
+            "peak_rss_second_half_growth_mib": _second_half_growth(course)}
+
+
+def _second_half_growth(course: list[list[float]]) -> float | None:
+    """How much the peak RSS rose over the simulation's second half (MiB): a structure that grows with the run keeps
+    raising it; buffers that fill and empty (trace and history chunks, the log between snapshots) stop raising it once
+    they have all been full at the same time."""
+    if len(course) < 2:
+        return None
+    middle = course[len(course) // 2 - 1][1]
+    return course[-1][1] - middle
 
 
 def _child(duration_s: float, monitor: bool, protocol: str) -> dict[str, Any]:
@@ -132,8 +147,10 @@ def rss_pair(protocol: str, short: float, long_: float, monitor: bool) -> list[d
     growth = rows[1]["peak_rss_mib"] - rows[0]["peak_rss_mib"]
     entries = sum(rows[1][k] - rows[0][k] for k in ("raft_log_entries_in_memory", "raft_disk_entries_in_memory"))
     per_entry = f"; {growth * 2**20 / entries:.0f} bytes per extra log entry the protocol holds" if entries else ""
+    half = rows[1]["peak_rss_second_half_growth_mib"]
     print(f"{protocol}: peak RSS {rows[0]['peak_rss_mib']:.0f} -> {rows[1]['peak_rss_mib']:.0f} MiB for {short} -> "
-          f"{long_} simulated s ({growth:+.0f} MiB{per_entry})", file=sys.stderr)
+          f"{long_} simulated s ({growth:+.0f} MiB{per_entry}); over the {long_} s run's second half the peak rose "
+          f"{half:+.1f} MiB (before the end-of-run summary)", file=sys.stderr)
     return rows
 
 
@@ -143,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="short runs (0.5 s; RSS of 1 s vs 4 s)")
     parser.add_argument("--repeats", type=int, default=None, help="rounds per configuration (default 3, quick 1)")
     parser.add_argument("--duration", type=float, default=None, help="simulated seconds per speed run (default 1)")
-    parser.add_argument("--rss", default=None, help="the two RSS runs' simulated seconds, SHORT,LONG (default 5,20)")
+    parser.add_argument("--rss", default=None, help="the two RSS runs' simulated seconds, SHORT,LONG (default 5,40)")
     parser.add_argument("--monitor", action="store_true", help="RSS runs with the invariant monitor on")
     parser.add_argument("--child-rss", type=float, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--protocol", default="raft", help=argparse.SUPPRESS)
@@ -153,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     repeats = args.repeats or (1 if args.quick else 3)
     duration = args.duration or (0.5 if args.quick else 1.0)
-    short, long_ = (float(x) for x in (args.rss or ("1,4" if args.quick else "5,20")).split(","))
+    short, long_ = (float(x) for x in (args.rss or ("1,4" if args.quick else "5,40")).split(","))
 
     print(f"Raft 5 nodes, 16 clients, {duration} simulated s, {repeats} round(s):", file=sys.stderr)
     cost = speed(duration, repeats)
@@ -169,12 +186,14 @@ def main(argv: list[str] | None = None) -> int:
 
     memory = {protocol: rss_pair(protocol, short, long_, args.monitor) for protocol in ("raft", "echo")}
     growth = {protocol: rows[1]["peak_rss_mib"] - rows[0]["peak_rss_mib"] for protocol, rows in memory.items()}
+    second_half = {protocol: rows[1]["peak_rss_second_half_growth_mib"] for protocol, rows in memory.items()}
 
     from seedance.provenance import run_metadata
 
     document = {"benchmark": "sim_recording", "quick": args.quick, "repeats": repeats, "duration_s": duration,
                 "targets": TARGETS, "cost": cost, "trace_sha256_twice": twice,
                 "deterministic": twice[0] == twice[1], "memory": memory, "rss_growth_mib": growth,
+                "rss_second_half_growth_mib": second_half,
                 "metadata": run_metadata(seed=SEED, spec={"benchmark": "sim_recording", "quick": args.quick},
                                          argv=sys.argv[1:] if argv is None else argv)}
     write_json(args.out, "sim_recording", document)
