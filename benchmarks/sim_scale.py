@@ -207,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
                              "(default 1; 3 on a shared machine)")
     parser.add_argument("--point", help=argparse.SUPPRESS)  # internal: measure one point, print its JSON
     args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error(f"--repeats: {args.repeats} is not a count of runs; valid: 1 or more")
     if args.point:
         print(json.dumps(measure_point(json.loads(args.point))))
         return 0
