@@ -99,6 +99,7 @@ def measure_point(point: dict) -> dict:
             "trace_records": int(result.stats.get("trace_records", 0)),
             "us_per_message": cpu / max(delivered, 1) * 1e6, "ops_per_cpu_s": ops / cpu if cpu else 0.0,
             "cpu_us_per_op": cpu / max(ops, 1) * 1e6, "wall_per_sim_s": wall / point["duration_s"],
+            "messages_per_op": delivered / max(ops, 1),  # batching lowers it: fewer messages share an op's own cost
             "peak_rss_mb": peak_rss_kib() / 1024,
             "estimate_mb": estimate["total"] / (1 << 20), "trace_sha256": result.trace_sha256,
             "seedance_path": str(Path(seedance.__file__).parent)}  # which checkout the child imported
