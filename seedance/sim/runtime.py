@@ -124,7 +124,7 @@ class Runtime(StorageThread):
 
     # ----------------------------------------------------------------------------------------------- scheduling
     def _at(self, at_s: float, fn: Callable[[Any], None], args: Any) -> None:
-        heappush(self._queue, (at_s, NORMAL, next(self._eid), Call(self.env, fn, args)))
+        heappush(self._queue, (at_s, NORMAL, next(self._eid), Call(fn, args)))
 
     # ------------------------------------------------------------------------------------------------ lifecycle
     def _new_node(self, host: Host) -> Any:
@@ -474,7 +474,7 @@ class Runtime(StorageThread):
             arrive += self.extra_latency()
         if self._tracing:
             self._record((depart, "send", src, type(message).__name__, dst, size_bytes, arrive))
-        heappush(self._queue, (arrive, NORMAL, next(self._eid), Call(self.env, self._delivered, (dst, src, message))))
+        heappush(self._queue, (arrive, NORMAL, next(self._eid), Call(self._delivered, (dst, src, message))))
 
     def _delivered(self, event: Call) -> None:
         dst, src, message = event.args
