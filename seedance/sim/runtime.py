@@ -108,7 +108,9 @@ class Runtime(StorageThread):
                                   write_bandwidth_GBps=(host.write_bandwidth_GBps if host is not None
                                                         else storage.write_bandwidth_GBps),
                                   block_bytes=(host.block_bytes if host is not None and host.block_bytes else 4096),
-                                  shared=shared),
+                                  shared=shared,
+                                  # file growth is read only to draw an allocating fsync (StorageThread)
+                                  track_growth=host is not None and host.fsync_grow is not None),
                  kinds[network.devices[i]] if kinds is not None else None)
             for i in range(num_nodes)
         ]
