@@ -4,8 +4,8 @@ SimPy (4.x) keeps one heap of ``(time, priority, event_id, event)`` with a per-e
 events at the same time run in the order they were scheduled — the deterministic tie-break this simulator relies
 on. A :class:`Call` is an already-triggered event (read by SimPy as one of its own) that carries its callback and
 arguments; pushing it on the heap directly (``env._queue`` / ``env._eid``, stable internals of SimPy 4) costs one
-small object, one tuple and one heap push, instead of a Timeout plus a process resumption. Everything else (``env.run(until=...)``, processes written by
-users) keeps working on the same environment.
+small object, one tuple and one heap push, instead of a Timeout plus a process resumption. Everything else
+(``env.run(until=...)``, processes written by users) keeps working on the same environment.
 """
 
 from __future__ import annotations
