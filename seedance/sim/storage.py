@@ -189,11 +189,12 @@ class Storage:
                 latest = self.shared[effect.table] = {}
             immutable = _IMMUTABLE
             for key, value in effect.put.items():
-                seen = latest.get(key)
-                if seen is not None and type(seen) is type(value) and seen == value:
-                    value = seen
-                elif type(value) in immutable:
-                    latest[key] = value
+                if type(value) in immutable:  # only these are shared (a list, say, is stored as it is)
+                    seen = latest.get(key)
+                    if seen is not None and type(seen) is type(value) and seen == value:
+                        value = seen
+                    else:
+                        latest[key] = value
                 table[key] = value
         for key in effect.delete:
             table.pop(key, None)
