@@ -107,15 +107,13 @@ class EffectEngine:
         self._into: dict[Any, str | None] = {}  # collective id -> result_into of the collectives in flight
 
     # ------------------------------------------------------------------------------------------------ effects
-    def perform(self, effects: list[Any], cursor: float) -> None:
+    def perform(self, effects: Any, cursor: float) -> None:
         """Run a handler's effects (or queue them behind a durable write in flight)."""
         if self.syncing:
             self._queue.extend(effects)
             return
-        self._run(iter(effects), cursor)
-
-    def _run(self, effects: Any, cursor: float) -> None:
         driver = self.driver
+        effects = iter(effects)  # a durable effect hands the rest of this very iterator to the queue
         for effect in effects:
             kind = type(effect)
             if kind is Send:
@@ -242,7 +240,7 @@ class EffectEngine:
         self.syncing = False
         if self._queue:
             queued, self._queue = self._queue, deque()
-            self._run(iter(queued), cursor)
+            self.perform(queued, cursor)
 
     # ------------------------------------------------------------------------------------------------- timers
     def timer_due(self, name: Any, token: int) -> bool:

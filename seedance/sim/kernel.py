@@ -2,10 +2,10 @@
 
 SimPy (4.x) keeps one heap of ``(time, priority, event_id, event)`` with a per-environment counter for ties, so
 events at the same time run in the order they were scheduled — the deterministic tie-break this simulator relies
-on. A :class:`Call` is a SimPy event that is already triggered and carries its callback and arguments; pushing it
-on the heap directly (``env._queue`` / ``env._eid``, stable internals of SimPy 4) costs one tuple and one heap push,
-instead of a Timeout plus a process resumption. Everything else (``env.run(until=...)``, processes written by
-users) keeps working on the same environment.
+on. A :class:`Call` is an already-triggered event (read by SimPy as one of its own) that carries its callback and
+arguments; pushing it on the heap directly (``env._queue`` / ``env._eid``, stable internals of SimPy 4) costs one
+small object, one tuple and one heap push, instead of a Timeout plus a process resumption. Everything else
+(``env.run(until=...)``, processes written by users) keeps working on the same environment.
 """
 
 from __future__ import annotations
@@ -15,25 +15,43 @@ from typing import Any, Callable
 
 import simpy
 from simpy.core import StopSimulation
-from simpy.events import NORMAL, URGENT, Event
+from simpy.events import NORMAL, URGENT
 
 
-class Call(Event):
-    """A triggered event whose only callback is ``fn(self)``; ``self.args`` holds its arguments."""
+class Call:
+    """A triggered event whose only callback is ``fn(self)``; ``self.args`` holds its arguments.
 
-    _ok = True  # triggered, successfully, with no value: class attributes, not two stores per event
+    Not a SimPy :class:`~simpy.events.Event` (whose instances carry a ``__dict__``, a callback list and the
+    environment): two slots, and just what ``Environment.step`` reads of an event it pops (``callbacks``, ``_ok``),
+    so ``env.run`` still processes it; :func:`run_until` calls ``fn`` directly.
+    """
+
+    __slots__ = ("fn", "args")
+    _ok = True  # triggered, successfully, with no value: class attributes, not stores per event
     _value = None
 
-    def __init__(self, env: simpy.Environment, fn: Callable[[Any], None], args: Any) -> None:  # noqa: D107
-        self.env = env
-        self.callbacks = [fn]
+    def __init__(self, fn: Callable[[Any], None], args: Any) -> None:  # noqa: D107
+        self.fn = fn
         self.args = args
+
+    @property
+    def callbacks(self) -> list[Callable[[Any], None]] | None:
+        """SimPy's view: the one callback, or None once processed (``step`` sets it so)."""
+        return None if self.fn is None else [self.fn]
+
+    @callbacks.setter
+    def callbacks(self, callbacks: list[Callable[[Any], None]] | None) -> None:
+        self.fn = callbacks[0] if callbacks else None
+
+
+def _spent(event: Call) -> None:
+    """The callback of a call already made (rescheduled by a stop, as SimPy reschedules what is left of an event)."""
 
 
 def call_at(env: simpy.Environment, at_s: float, fn: Callable[[Any], None], args: Any = None) -> None:
     """Run ``fn(event)`` at absolute virtual time ``at_s`` (never before now); ``event.args`` is ``args``."""
     now = env._now
-    heappush(env._queue, (at_s if at_s > now else now, NORMAL, next(env._eid), Call(env, fn, args)))
+    heappush(env._queue, (at_s if at_s > now else now, NORMAL, next(env._eid), Call(fn, args)))
 
 
 def run_until(env: simpy.Environment, until: float) -> bool:
@@ -59,6 +77,14 @@ def run_until(env: simpy.Environment, until: float) -> bool:
         heappop(queue)
         env._now = when
         event = item[3]
+        if event.__class__ is Call:  # nearly every event: its one callback, without a list
+            try:
+                event.fn(event)
+            except StopSimulation:
+                event.fn = _spent
+                env.schedule(event, -1)  # type: ignore[arg-type]
+                return True
+            continue
         callbacks, event.callbacks = event.callbacks, None
         for callback in callbacks:
             try:

@@ -232,7 +232,9 @@ class Network:
         if src == dst:
             return depart_s + self.loopback_s
         cached = self._rows[src]
-        route = cached[dst] if cached is not None else None
+        # a route found one at a time is kept by (src, dst) (a topology without rows, e.g. the default fabric,
+        # keeps every route so): read it here, not through _route's search
+        route = cached[dst] if cached is not None else self._routes.get((src, dst))
         return self._book(route or self._route(src, dst), size_bytes, depart_s)
 
     def _book(self, route: tuple[int, ...], size_bytes: int, depart_s: float) -> float:

@@ -108,7 +108,9 @@ class Runtime(StorageThread):
                                   write_bandwidth_GBps=(host.write_bandwidth_GBps if host is not None
                                                         else storage.write_bandwidth_GBps),
                                   block_bytes=(host.block_bytes if host is not None and host.block_bytes else 4096),
-                                  shared=shared),
+                                  shared=shared,
+                                  # file growth is read only to draw an allocating fsync (StorageThread)
+                                  track_growth=host is not None and host.fsync_grow is not None),
                  kinds[network.devices[i]] if kinds is not None else None)
             for i in range(num_nodes)
         ]
@@ -124,7 +126,7 @@ class Runtime(StorageThread):
 
     # ----------------------------------------------------------------------------------------------- scheduling
     def _at(self, at_s: float, fn: Callable[[Any], None], args: Any) -> None:
-        heappush(self._queue, (at_s, NORMAL, next(self._eid), Call(self.env, fn, args)))
+        heappush(self._queue, (at_s, NORMAL, next(self._eid), Call(fn, args)))
 
     # ------------------------------------------------------------------------------------------------ lifecycle
     def _new_node(self, host: Host) -> Any:
@@ -268,19 +270,6 @@ class Runtime(StorageThread):
         return latency * self.cores.spell.factor(self.env._now) if self.cores.spell is not None else latency
 
     # --------------------------------------------------------------------------------------------------- inputs
-    def deliver(self, dst: int, src: int, message: Any) -> None:
-        """A node-to-node message arrives at ``dst`` now."""
-        host = self.hosts[dst]
-        if not host.up:
-            self.messages_dropped += 1
-            if self._tracing:
-                self._record((self.env._now, "drop", dst, type(message).__name__, src, "crashed"))
-            return
-        self.messages_delivered += 1
-        if self._tracing:
-            self._record((self.env._now, "deliver", dst, type(message).__name__, src))
-        self._arrive(host, MESSAGE, (src, message))
-
     def client_request(self, dst: int, request: ClientRequest) -> bool:
         """A client request arrives at node ``dst`` now; False when the node is down (the request is lost)."""
         host = self.hosts[dst]
@@ -328,16 +317,17 @@ class Runtime(StorageThread):
         # the loop was idle: this input starts a busy period. One arriving at the very moment the previous input's
         # CPU ends was scheduled by it for the loop's next turn (a zero-delay timer, a durability notice: the real
         # loop's call_later(0) / call_soon, which it runs after a select that does not block): the same period.
-        if self._amortised and not host.inbox and host.busy_until < now and not host.woke:
-            host.woke = True
-            host.wakeups += 1
-        if self._amortised and host.inbox and host.turn_end == now and not host.paused:
-            # ... and it runs before the inputs that arrived while that input was handled: their bytes wait for the
-            # loop's next select, then a reader callback that wakes their task one turn later
-            host.inbox.insert(host.ahead, (kind, value))
-            host.ahead += 1
-            self._arm(host)
-            return
+        if self._amortised:
+            if not host.inbox and host.busy_until < now and not host.woke:
+                host.woke = True
+                host.wakeups += 1
+            if host.inbox and host.turn_end == now and not host.paused:
+                # ... and it runs before the inputs that arrived while that input was handled: their bytes wait for
+                # the loop's next select, then a reader callback that wakes their task one turn later
+                host.inbox.insert(host.ahead, (kind, value))
+                host.ahead += 1
+                self._arm(host)
+                return
         if host.paused or host.inbox or (host.busy_until > now if self.cores is None else self._ready_at(host) > now):
             host.inbox.append((kind, value))
             self._arm(host)
@@ -348,7 +338,7 @@ class Runtime(StorageThread):
         """Make sure a wake-up is scheduled for when the CPU frees, if inputs wait."""
         if not host.inbox or host.paused or not host.up:
             return
-        at = self._ready_at(host)
+        at = host.busy_until if self.cores is None else self._ready_at(host)
         if host.wake_at is not None and host.wake_at <= at:
             return
         host.wake_at = at
@@ -364,7 +354,7 @@ class Runtime(StorageThread):
         inbox = host.inbox
         while inbox and host.up and not host.paused:
             now = env._now
-            ready = self._ready_at(host)
+            ready = host.busy_until if self.cores is None else self._ready_at(host)
             if ready > now:
                 # Fast-forward: when nothing else is scheduled up to the moment the CPU frees, handling the next
                 # input now at that moment is exactly what a wake-up event would do (same order, same times).
@@ -474,8 +464,18 @@ class Runtime(StorageThread):
             arrive += self.extra_latency()
         if self._tracing:
             self._record((depart, "send", src, type(message).__name__, dst, size_bytes, arrive))
-        heappush(self._queue, (arrive, NORMAL, next(self._eid), Call(self.env, self._delivered, (dst, src, message))))
+        heappush(self._queue, (arrive, NORMAL, next(self._eid), Call(self._delivered, (dst, src, message))))
 
     def _delivered(self, event: Call) -> None:
+        """A node-to-node message arrives at its destination now (dropped if the node is down)."""
         dst, src, message = event.args
-        self.deliver(dst, src, message)
+        host = self.hosts[dst]
+        if not host.up:
+            self.messages_dropped += 1
+            if self._tracing:
+                self._record((self.env._now, "drop", dst, type(message).__name__, src, "crashed"))
+            return
+        self.messages_delivered += 1
+        if self._tracing:
+            self._record((self.env._now, "deliver", dst, type(message).__name__, src))
+        self._arrive(host, MESSAGE, (src, message))

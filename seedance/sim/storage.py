@@ -18,7 +18,9 @@ Rules (the contract's Persist/PersistLog, and the "save to stable storage before
   reaches a new ``block_bytes`` block of its file, or a write of a new file (a value, a checkpoint), sets
   :attr:`Storage.grows` until the next :meth:`Storage.sync_done_s`, so a measured host can draw that fsync from its
   allocating kind (``fsync_grow``). A truncation keeps the dropped entries' mean size (the file's length is not
-  kept per entry).
+  kept per entry). Only a storage made with ``track_growth`` (the default) keeps these lengths: the runtime asks
+  for it where a measured host reads ``grows`` (a profile with ``fsync_grow``), not for every staged write of
+  every run.
 * Shared values (``shared``, one dict per simulation): a record a node handed over (``PersistRecords(...,
   handed_over=True)``: it never changes afterwards) whose value is immutable and equal to the last one any node of
   the run wrote under the same table and key is stored as that same object. Every replica of a simulated cluster
@@ -80,10 +82,10 @@ class Storage:
 
     __slots__ = ("values", "logs", "log_starts", "records", "checkpoints", "staged", "staged_bytes", "disk_free_s", "fsync_s",
                  "base_fsync_s", "inv_bandwidth", "bytes_written", "fsyncs", "lost_writes", "block_bytes",
-                 "file_sizes", "grows", "shared")
+                 "file_sizes", "grows", "shared", "track_growth")
 
     def __init__(self, *, fsync_s: float, write_bandwidth_GBps: float, block_bytes: int = 4096,
-                 shared: dict[str, dict[Any, Any]] | None = None) -> None:
+                 shared: dict[str, dict[Any, Any]] | None = None, track_growth: bool = True) -> None:
         self.values: dict[str, Any] = {}
         self.logs: dict[str, list[Any]] = {}
         self.log_starts: dict[str, int] = {}  # a compacted log's first position (absent: 0)
@@ -103,6 +105,7 @@ class Storage:
         self.file_sizes: dict[Any, list[int]] = {}
         self.grows = False  # since the last booked sync: a write reached a new file block (see the module docstring)
         self.shared = shared  # table -> key -> the last immutable value handed over under it (module docstring)
+        self.track_growth = track_growth  # keep file_sizes and grows (module docstring)
 
     def _grow(self, effect: Any) -> None:
         kind = type(effect)
@@ -140,7 +143,8 @@ class Storage:
                                         delete=tuple(effect.delete), size_bytes=effect.size_bytes)
         self.staged.append(effect)
         self.staged_bytes += effect.size_bytes
-        self._grow(effect)
+        if self.track_growth:
+            self._grow(effect)
 
     def sync_done_s(self, now_s: float, fsync_s: float | None = None,
                     hold: Callable[[float, float], float] | None = None) -> float:
@@ -185,11 +189,12 @@ class Storage:
                 latest = self.shared[effect.table] = {}
             immutable = _IMMUTABLE
             for key, value in effect.put.items():
-                seen = latest.get(key)
-                if seen is not None and type(seen) is type(value) and seen == value:
-                    value = seen
-                elif type(value) in immutable:
-                    latest[key] = value
+                if type(value) in immutable:  # only these are shared (a list, say, is stored as it is)
+                    seen = latest.get(key)
+                    if seen is not None and type(seen) is type(value) and seen == value:
+                        value = seen
+                    else:
+                        latest[key] = value
                 table[key] = value
         for key in effect.delete:
             table.pop(key, None)

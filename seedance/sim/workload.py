@@ -165,6 +165,9 @@ class Clients:
         self._timeout_s = config.op_timeout_s
         self._request_bytes = config.request_bytes
         self._reply_bytes = config.reply_bytes
+        self._closed = config.mode == "closed"
+        self._think_s = config.think_s
+        self._modelled = runtime.host is not None  # a measured host: client CPU, connection set-up, loopback draws
         runtime.reply_sink = self._reply_sent
         if config.crash_resets:
             runtime.crash_sinks.append(self._node_crashed)
@@ -267,10 +270,10 @@ class Clients:
         self._send(client, now)
 
     def _send(self, client: _Client, now: float) -> None:
-        runtime = self.runtime
-        if runtime.host is None:  # clients cost nothing, no connection set-up, no loopback draws
+        if not self._modelled:  # clients cost nothing, no connection set-up, no loopback draws
             arrive = self.network.transit(client.device, client.target, self._request_bytes, now)
         else:
+            runtime = self.runtime
             depart = runtime.client_cpu(now)  # a modelled host: the client process's CPU per operation first
             depart += runtime.connect_latency(client.slot, client.target, depart)  # a first request: the connection
             arrive = self.network.transit(client.device, client.target, self._request_bytes, depart) \
@@ -299,7 +302,7 @@ class Clients:
             raise ValueError(f"node {node_id} replied to unknown client {reply.client_id}")
         client = self.clients[reply.client_id]
         arrive = self.network.transit(node_id, client.device, self._reply_bytes, depart_s)
-        if self.runtime.host is not None:
+        if self._modelled:
             arrive += self.runtime.extra_latency()
         call_at(self.env, arrive, self._reply_arrives, (client, node_id, reply))
 
@@ -308,7 +311,7 @@ class Clients:
         request = client.request
         if not client.busy or request is None or reply.request_id != request.request_id:
             return  # a late reply to an operation already completed (e.g. timed out)
-        now = self.env.now
+        now = self.env._now  # the clock itself, not SimPy's property: one call less per operation
         if reply.context is not None:  # a causal session: the client has now observed what the reply reflects
             client.context = reply.context
         if reply.outcome is Outcome.FAIL and reply.error == "not-leader":
@@ -383,13 +386,13 @@ class Clients:
             client.process = self._fresh_process()
         client.busy = False
         client.request = None
-        if self.config.mode == "closed":
-            if self.config.think_s == 0.0:
+        if self._closed:
+            if self._think_s == 0.0:
                 if now < self.end_s:
                     self._invoke(client, now)
-            elif now + self.config.think_s < self.end_s:
-                call_at(self.env, now + self.config.think_s, self._begin, client)
-        elif self.config.mode == "frame":
+            elif now + self._think_s < self.end_s:
+                call_at(self.env, now + self._think_s, self._begin, client)
+        elif self._frame_mode:
             if self._frame_left.get(client.slot, 0) > 0 and now < self.end_s:
                 self._invoke(client, now)
         else:
