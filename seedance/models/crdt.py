@@ -348,7 +348,11 @@ class PixelGrid:
             above = self.ahead(theirs)  # the common case (clocks.join's, without its checks)
             if above.size:  # an unchanged clock stays the same object
                 joined = mine.copy()
-                joined[above] = theirs[above]
+                if above.size == 1:  # one entry (a delivery's usual case): no fancy indexing
+                    j = above.item(0)
+                    joined[j] = theirs.item(j)
+                else:
+                    joined[above] = theirs[above]
                 self._own_clock(joined, above)
         else:
             joined = clocks.join(mine, theirs)
