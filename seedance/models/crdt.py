@@ -63,17 +63,18 @@ def _empty_fields(n: int) -> dict[str, np.ndarray]:
             "node": np.full(n, -1, np.int32), "seq": np.zeros(n, np.int64)}
 
 
-# one record per pixel, its fields side by side: a join or a persist reads and writes all five fields of one pixel,
-# which in five separate arrays were five cache misses (a grid per replica is far larger than the caches at scale)
-_ENTRY = np.dtype([("value", np.int64), ("version", np.int64), ("t", np.float64), ("node", np.int32),
-                   ("seq", np.int64)], align=True)
+# one record per pixel, its fields side by side in the join order: a join or a persist reads and writes all five
+# fields of one pixel, which in five separate arrays were five cache misses (a grid per replica is far larger than
+# the caches at scale), and ``records.item(i)`` is the pixel's key (version, t, node, seq, value) in one call
+_ENTRY = np.dtype([("version", np.int64), ("t", np.float64), ("node", np.int32), ("seq", np.int64),
+                   ("value", np.int64)], align=True)
 
 
-def _grid_fields(n: int) -> dict[str, np.ndarray]:
-    """:func:`_empty_fields` as views of one array of ``n`` :data:`_ENTRY` records (strided, not contiguous)."""
+def _grid_fields(n: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """``n`` unwritten :data:`_ENTRY` records, and :func:`_empty_fields` as views of them (strided)."""
     records = np.zeros(n, _ENTRY)
     records["node"] = -1
-    return {name: records[name] for name in _FIELDS}
+    return records, {name: records[name] for name in _FIELDS}
 
 
 def _read_only(arrays: dict[str, np.ndarray]) -> MappingProxyType:
@@ -203,7 +204,8 @@ class PixelGrid:
             raise ValueError(f"grid must be at least 1x1, got {width}x{height}")
         self.width = int(width)
         self.height = int(height)
-        self._w = _grid_fields(self.width * self.height)  # the writable arrays (only this class writes them)
+        # the writable records and views of their fields (only this class writes them)
+        self._records, self._w = _grid_fields(self.width * self.height)
         self.f = _read_only(self._w)
         self._ahead: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (theirs, mine, where above)
         self._clock: np.ndarray | None = None
@@ -287,9 +289,8 @@ class PixelGrid:
 
     def entry(self, i: int) -> tuple[int, int, float, int, int]:
         """(value, version, t, node, seq) of flat pixel ``i``."""
-        f = self._w
-        return (f["value"].item(i), f["version"].item(i), f["t"].item(i), f["node"].item(i),  # type: ignore[return-value]
-                f["seq"].item(i))
+        version, t, node, seq, value = self._records.item(i)
+        return value, version, t, node, seq
 
     def values(self) -> np.ndarray:
         """The (height, width) value image (0 where unwritten)."""
@@ -329,8 +330,7 @@ class PixelGrid:
     def copy(self) -> PixelGrid:
         """An independent grid with the same state (no watchers)."""
         out = PixelGrid(self.width, self.height, int(self.clock.size))
-        for name, array in self._w.items():
-            out._w[name][:] = array
+        out._records[:] = self._records
         out._own_clock(self._clock.copy())
         out._written = self._written
         return out
@@ -376,13 +376,12 @@ class PixelGrid:
             return np.zeros(0, np.int64)
         if len(delta) == 1:  # one write (the common delta): compared as a tuple, the same order as _wins
             i, theirs = delta.only()
-            f = self._w
-            versions, ts, nodes, seqs, values = f["version"], f["t"], f["node"], f["seq"], f["value"]
-            version = versions.item(i)
-            if not theirs > (version, ts.item(i), nodes.item(i), seqs.item(i), values.item(i)):
+            records = self._records
+            held = records.item(i)  # (version, t, node, seq, value), as ``theirs``
+            if not theirs > held:
                 return np.zeros(0, np.int64)
-            versions[i], ts[i], nodes[i], seqs[i], values[i] = theirs
-            if version <= 0 < theirs[0]:
+            records[i] = theirs
+            if held[0] <= 0 < theirs[0]:
                 self._written += 1
             if self._watchers:
                 self._note(i)
