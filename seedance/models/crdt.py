@@ -72,9 +72,11 @@ _ENTRY = np.dtype([("version", np.int64), ("t", np.float64), ("node", np.int32),
 
 def _grid_fields(n: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """``n`` unwritten :data:`_ENTRY` records, and :func:`_empty_fields` as views of them (strided)."""
-    records = np.zeros(n, _ENTRY)
-    records["node"] = -1
+    records = np.full(n, _UNWRITTEN, _ENTRY)  # (one pass; zeros then a strided node = -1 was two)
     return records, {name: records[name] for name in _FIELDS}
+
+
+_UNWRITTEN = np.array((0, 0.0, -1, 0, 0), _ENTRY)  # an unwritten pixel's record (node -1)
 
 
 def _read_only(arrays: dict[str, np.ndarray]) -> MappingProxyType:
