@@ -264,11 +264,8 @@ class CausalNode:
         delta = self.grid.write_delta(x, y, int(value), node=self.node_id, t=float(now))
         changed = self._join(delta)
         self.buffer.add(delta)
-        effects: Effects = [self._persist(changed, self._clock_moved(self.grid.clock)), *self._observe(changed),
-                            self._reply(request, Outcome.OK)]
-        for peer in self.peers:
-            effects.extend(self._push(peer))
-        return effects
+        return [self._persist(changed, self._clock_moved(self.grid.clock)), *self._observe(changed),
+                self._reply(request, Outcome.OK), *self._push_all()]
 
     # -------------------------------------------------------------------------------------------- replication
     def _join(self, delta: GridDelta) -> np.ndarray:
@@ -320,19 +317,46 @@ class CausalNode:
         if start is None:
             delta = self.grid.full_delta()
             message, size = Sync.of(self.epoch, start, counter, delta), HEADER_BYTES + delta.size_bytes
-        else:  # Δ[start, counter) is the same for every peer sent it before the next group: one message for all
-            if self._intervals_at != counter:
-                self._intervals, self._intervals_at = {}, counter
-            made = self._intervals.get(start)
-            if made is None:
-                delta = self.buffer.span(start)
-                made = self._intervals[start] = (Sync.of(self.epoch, start, counter, delta),
-                                                 HEADER_BYTES + delta.size_bytes)
-            message, size = made
+        else:
+            message, size = self._interval(start)
         self.sent[peer] = counter
         self.bytes_delta += size
         self.bytes_full += HEADER_BYTES + self.grid.written_count * ENTRY_BYTES + 8 * self.num_nodes
         return [Send(dst=peer, message=message, size_bytes=size)]
+
+    def _interval(self, start: int) -> tuple[Sync, int]:
+        """The message of Δ[start, counter) and its size. It is the same for every peer sent it before the next
+        group: one message for all."""
+        counter = self.buffer.counter
+        if self._intervals_at != counter:
+            self._intervals, self._intervals_at = {}, counter
+        made = self._intervals.get(start)
+        if made is None:
+            delta = self.buffer.span(start)
+            made = self._intervals[start] = (Sync.of(self.epoch, start, counter, delta),
+                                             HEADER_BYTES + delta.size_bytes)
+        return made
+
+    def _push_all(self) -> Effects:
+        """:meth:`_push` to every peer, in peer order. The peers sent every group but the newest (after a write,
+        usually all of them) get Δ[counter-1, counter), one message, in this loop without a call each."""
+        counter, sent = self.buffer.counter, self.sent
+        start = counter - 1  # (from 0 _push may send the full state instead: see there)
+        if start < max(1, self.buffer.base):
+            return [send for peer in self.peers for send in self._push(peer)]
+        message, size = self._interval(start)
+        effects: Effects = []
+        common = 0
+        for peer in self.peers:
+            if sent[peer] == start:
+                sent[peer] = counter
+                effects.append(Send(dst=peer, message=message, size_bytes=size))
+                common += 1
+            else:
+                effects.extend(self._push(peer))
+        self.bytes_delta += common * size
+        self.bytes_full += common * (HEADER_BYTES + self.grid.written_count * ENTRY_BYTES + 8 * self.num_nodes)
+        return effects
 
     def _deliverable(self, src: int, message: Sync, provided: np.ndarray | None = None) -> bool:
         """Causal delivery: the interval's clock is covered, on every entry but the sender's, by ``provided`` (this
