@@ -135,7 +135,10 @@ class IntervalReceiver:
         """Record that the sender's groups before ``end`` are held; the acknowledgement to send back."""
         incarnation, held = self.held.get(sender, self._first)
         if epoch > incarnation and (start is None or start == 0):
-            self.held[sender] = (epoch, end)
+            held = end
         elif epoch == incarnation:
-            self.held[sender] = (epoch, max(held, end))
-        return self.held_for(sender, epoch)
+            held = end if end > held else held
+        else:  # an older incarnation, or a newer one's interval that does not start it: nothing held of it
+            return 0
+        self.held[sender] = (epoch, held)
+        return held  # (held_for(sender, epoch) now)
