@@ -185,7 +185,7 @@ class CausalNode:
         return effects
 
     def on_start(self, now: float) -> Effects:
-        return self._boot(fresh=self.epoch == 0 and not len(self.grid.written()) and not self.grid.clock.any())
+        return self._boot(fresh=self.epoch == 0 and not self.grid.written_count and not self.grid.clock.any())
 
     def on_recover(self, durable: DurableState, now: float) -> Effects:
         self.epoch = int(durable.values.get(EPOCH_KEY, -1)) + 1
