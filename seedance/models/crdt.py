@@ -68,15 +68,13 @@ def _empty_fields(n: int) -> dict[str, np.ndarray]:
 # the caches at scale), and ``records.item(i)`` is the pixel's key (version, t, node, seq, value) in one call
 _ENTRY = np.dtype([("version", np.int64), ("t", np.float64), ("node", np.int32), ("seq", np.int64),
                    ("value", np.int64)], align=True)
+_UNWRITTEN = np.array((0, 0.0, -1, 0, 0), _ENTRY)  # an unwritten pixel's record (node -1)
 
 
 def _grid_fields(n: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """``n`` unwritten :data:`_ENTRY` records, and :func:`_empty_fields` as views of them (strided)."""
     records = np.full(n, _UNWRITTEN, _ENTRY)  # (one pass; zeros then a strided node = -1 was two)
     return records, {name: records[name] for name in _FIELDS}
-
-
-_UNWRITTEN = np.array((0, 0.0, -1, 0, 0), _ENTRY)  # an unwritten pixel's record (node -1)
 
 
 def _read_only(arrays: dict[str, np.ndarray]) -> MappingProxyType:
@@ -193,10 +191,10 @@ def join_many(deltas: list[GridDelta]) -> GridDelta:
 class PixelGrid:
     """One replica's grid state (dense arrays) with its causal context ``clock`` over ``nodes`` nodes.
 
-    ``f`` maps each field to a read-only view of its array: the grid's own mutators (:meth:`join` and what builds
-    on it, :meth:`overwrite`) are the only writers, and each notes the pixels it wrote for every watcher
-    (:meth:`watch`, :meth:`drain`), so an invariant monitor learns what an input changed without comparing whole
-    grids. Writing through ``f`` raises (numpy: "assignment destination is read-only"); so does replacing a field.
+    ``f`` maps each field to a read-only view of its array (strided: a pixel's fields are one record, see
+    :data:`_ENTRY`): the grid's own mutators (:meth:`join` and what builds on it, :meth:`overwrite`) are the only
+    writers, and each notes the pixels it wrote for every watcher (:meth:`watch`, :meth:`drain`), so an invariant
+    monitor learns what an input changed without comparing whole grids. Writing through ``f`` raises (numpy: "assignment destination is read-only"); so does replacing a field.
     The clock is read-only too: every change replaces it (the setter copies what it is given), so a clock that is
     the same object as before has not changed.
     """
