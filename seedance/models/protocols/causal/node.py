@@ -127,7 +127,18 @@ def _ack(dst: int, epoch: int, held: int) -> Send:
     return made
 
 
+def _applied(pixel: int, value: int) -> Observe:
+    """``Observe("apply", k{pixel}, value)``. Equal ones are one object (the last made per pixel, kept for the
+    process), as :func:`_ack`'s: every replica applies each write (1,024 equal observations at 1,024 replicas)."""
+    last = _APPLIED.get(pixel)
+    if last is not None and last.value == value:
+        return last
+    made = _APPLIED[pixel] = Observe(what="apply", key=_PIXEL_KEYS[pixel], value=value)
+    return made
+
+
 _ACKS: dict[int, Send] = {}  # dst -> the Send _ack made last for it (immutable: shared by every replica)
+_APPLIED: dict[int, Observe] = {}  # pixel -> the Observe _applied made last for it (immutable, shared)
 _PIXEL_KEYS = _Names("k")  # key_of(i)
 _PIXEL_RECORDS = _Names("p")  # the grid table's record of pixel i
 _CLOCK_RECORDS = _Names(CLOCK_PREFIX)  # the grid table's record of clock entry j
@@ -296,8 +307,7 @@ class CausalNode:
 
     def _observe(self, changed: np.ndarray) -> list[Observe]:
         value = self.grid.f["value"].item  # an int64 array's items are Python ints
-        keys = _PIXEL_KEYS
-        return [Observe(what="apply", key=keys[i], value=value(i)) for i in changed.tolist()]
+        return [_applied(i, value(i)) for i in changed.tolist()]
 
     def _push(self, peer: int) -> Effects:
         """Send ``peer`` the interval from what was last sent (or the full state when that is unknown/collected)."""
