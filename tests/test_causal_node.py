@@ -245,3 +245,15 @@ def test_an_interval_from_group_0_beyond_it_waits_for_its_predecessors():
     assert not c.nodes[2]._deliverable(1, span)
     boot_only = Sync.of(node1.epoch, 0, 1, node1.buffer.groups[0])
     assert c.nodes[2]._deliverable(1, boot_only) and c.nodes[2]._deliverable(1, full)
+
+
+def test_the_receivers_of_a_write_acknowledge_it_with_one_message():
+    """Equal acknowledgements are one object (every receiver of a write acks the same prefix to the writer)."""
+    c = Cluster(3)
+    c.deliver_all()
+    c.request(0, "write", "k5", 42)
+    syncs = [(dst, msg) for src, dst, msg in c.queue if src == 0 and type(msg) is Sync]
+    assert [dst for dst, _ in syncs] == [1, 2]
+    acks = [[e for e in c.nodes[dst].on_message(0, msg, c.now) if type(getattr(e, "message", None)) is Ack]
+            for dst, msg in syncs]
+    assert [e.message for e in acks[0]] == [Ack(epoch=0, held=2)] and acks[0][0] is acks[1][0]

@@ -305,3 +305,25 @@ def test_a_join_says_where_it_moved_the_clock(mine, theirs):
     assert middle is before or mine.moved_since(before) is None  # one change ago only
     mine.clock = mine.clock + 1
     assert mine.moved_since(ahead) is None and mine.moved_since(middle) is None
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_delta_buffer_collects_below_the_smallest_known_acknowledgement_as_acks_go_up_and_down(seed):
+    """The smallest acknowledgement is kept incrementally (counts per acknowledged value): the groups collected are
+    those a scan of every peer's acknowledgement would collect, with acks that go down (a restarted peer) too."""
+    rng = np.random.default_rng(seed)
+    peers = [1, 2, 3, 4]
+    buf = DeltaBuffer(peers, max_groups=int(rng.integers(3, 9)))
+    grid = PixelGrid(W, H, N)
+    base = 0
+    for step in range(200):
+        roll = rng.random()
+        if roll < 0.3:
+            buf.add(grid.write(int(rng.integers(W)), 0, step, node=0, t=float(step)))
+        elif roll < 0.33:
+            buf.assume_held(int(rng.integers(buf.counter + 1)))
+        else:
+            buf.ack(int(rng.choice(peers)), int(rng.integers(buf.counter + 1)))
+        known = [a for a in buf.acked.values() if a is not None]
+        base = max(base, min(known) if known else base, buf.counter - buf.max_groups)
+        assert buf.base == base and sorted(buf.groups) == list(range(base, buf.counter))

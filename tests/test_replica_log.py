@@ -129,3 +129,12 @@ def test_a_causal_run_spilled_in_tiny_chunks_writes_the_same_files(tmp_path, mon
         outputs[name] = ((tmp_path / name / "history.jsonl").read_bytes(), json.dumps(summary, sort_keys=True))
     assert outputs["whole"] == outputs["spilled"]
     assert b'"type":"replica"' in outputs["whole"][0]
+
+
+def test_stats_are_counted_once_until_a_row_is_added():
+    log = _log(_rows(50, seed=1), 16)
+    first = log.stats()
+    assert log.stats() is first  # asked again (a run's summary asks twice): no second pass over the rows
+    log.add(7, "apply", "k1", 5, 1.0)
+    again = log.stats()
+    assert again is not first and sum(again.applies_per_key.values()) == sum(first.applies_per_key.values()) + 1

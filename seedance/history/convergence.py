@@ -79,7 +79,7 @@ def check_convergence(ops: Sequence[Op], replicas: Sequence[ReplicaEvent] | Repl
     keys = sorted(set(written) | set(counts), key=repr)
     groups = replicas.by_keys(keys, counts, batch_rows) if isinstance(replicas, ReplicaLog) else [(keys, rows)]
     for group, chosen in groups:
-        chains = _chains([row for row in chosen if is_apply(row[1], row[2])], written, report)
+        chains = _chains(chosen, written, report)
         for key in group:
             _converge_key(key, chains.get(key, {}), written.get(key, {}), nodes, horizon, report, times_ms)
     arr = np.asarray(times_ms)
@@ -91,14 +91,16 @@ def check_convergence(ops: Sequence[Op], replicas: Sequence[ReplicaEvent] | Repl
             **({"times_ms": arr.tolist()} if times else {})}
 
 
-def _chains(applies: list[tuple[Any, ...]], written: dict[Any, dict[Any, Op]],
+def _chains(rows: list[tuple[Any, ...]], written: dict[Any, dict[Any, Op]],
             report: Report) -> dict[Any, dict[int, Chain]]:
     """Each replica's installs per key, in order (DuplicateApply and ThinAirApply reported on the way), from rows
-    ``(node, f, key, value, time, position)``."""
+    ``(node, f, key, value, time, position)`` (those that are no apply, :func:`is_apply`, left out)."""
     chains: dict[Any, dict[int, Chain]] = defaultdict(lambda: defaultdict(list))
     seen: set[tuple[int, Any, Any]] = set()
     none: dict[Any, Op] = {}
-    for node, f, key, value, time_s, _ in applies:
+    for node, f, key, value, time_s, _ in rows:
+        if f != "apply" and (f != "observe" or key is None):  # not is_apply(f, key), inline (a call per row)
+            continue
         mark = (node, key, value)
         if f == "observe":  # a replica holds this value again (after recovery): no new apply
             chain = chains[key][node]
@@ -142,13 +144,14 @@ def _converge_key(key: Any, per_node: dict[int, Chain], written: dict[Any, Op], 
             continue
         latest = -np.inf
         missing = []
+        get, first_at, nothing = reach.get, bisect.bisect_left, ((), ())  # (a node per replica: N per write)
         for node in range(nodes):
-            ts, best = reach.get(node, ([], []))
-            k = bisect.bisect_left(best, r)
+            ts, best = get(node, nothing)
+            k = first_at(best, r)
             if k == len(best):
                 missing.append(node)
-            else:
-                latest = max(latest, ts[k])
+            elif ts[k] > latest:
+                latest = ts[k]
         if missing:
             if op.invoke_s <= horizon:
                 report.add("NotConverged", f"acknowledged write {key}={value!r} never reached node(s) "
@@ -166,12 +169,14 @@ def _converge_key(key: Any, per_node: dict[int, Chain], written: dict[Any, Op], 
 def _reach(per_node: dict[int, Chain], rank: dict[Any, int]) -> dict[int, tuple[list[float], list[int]]]:
     """Per node: the running maximum rank installed, with its time (the chain is increasing when consistent)."""
     reach: dict[int, tuple[list[float], list[int]]] = {}
+    get = rank.get
     for node, chain in per_node.items():
-        ts, best = [], []
+        best = []
         top = -1
-        for t, v in chain:
-            top = max(top, rank.get(v, -1))
-            ts.append(t)
+        for _, v in chain:
+            r = get(v, -1)
+            if r > top:
+                top = r
             best.append(top)
-        reach[node] = (ts, best)
+        reach[node] = ([t for t, _ in chain], best)
     return reach

@@ -82,7 +82,8 @@ class ReplicaLog:
     """The replica events of one run: a list in memory, spilled to a temporary file in sorted chunks (module
     rules). Rows are ``(node, f, key, value, time)``."""
 
-    __slots__ = ("rows", "spill_rows", "_file", "_chunks", "_count", "_pack", "_spilled_stats", "_key_codes")
+    __slots__ = ("rows", "spill_rows", "_file", "_chunks", "_count", "_pack", "_spilled_stats", "_key_codes",
+                 "_stats")
 
     def __init__(self, *, spill_rows: int | None = None) -> None:
         self.rows: list[tuple[Any, ...]] = []  # the rows not spilled yet, in the order recorded
@@ -93,6 +94,7 @@ class ReplicaLog:
         self._pack = msgpack.Packer(use_bin_type=True).pack
         self._spilled_stats = LogStats()  # the spilled rows' (see stats())
         self._key_codes: dict[Any, int] = {}  # key -> its code in the file (codes in order of first use)
+        self._stats: tuple[int, LogStats] | None = None  # (len(self), stats()) when stats() was last asked
 
     def __len__(self) -> int:
         return self._count + len(self.rows)
@@ -182,8 +184,13 @@ class ReplicaLog:
             yield from run
 
     def stats(self) -> LogStats:
-        """The totals of :class:`LogStats` over every row (the spilled rows' were counted as they were spilled)."""
-        return _tally(self.rows, self._spilled_stats)
+        """The totals of :class:`LogStats` over every row (the spilled rows' were counted as they were spilled).
+        The same object until a row is added (a run's checks ask twice, each a pass over the rows in memory
+        otherwise): read it, do not change it."""
+        count = len(self)
+        if self._stats is None or self._stats[0] != count:
+            self._stats = (count, _tally(self.rows, self._spilled_stats))
+        return self._stats[1]
 
     def by_keys(self, keys: list[Any], counts: Counter,
                 batch_rows: int | None = None) -> Iterator[tuple[list[Any], list[tuple[Any, ...]]]]:

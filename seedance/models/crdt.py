@@ -63,6 +63,20 @@ def _empty_fields(n: int) -> dict[str, np.ndarray]:
             "node": np.full(n, -1, np.int32), "seq": np.zeros(n, np.int64)}
 
 
+# one record per pixel, its fields side by side in the join order: a join or a persist reads and writes all five
+# fields of one pixel, which in five separate arrays were five cache misses (a grid per replica is far larger than
+# the caches at scale), and ``records.item(i)`` is the pixel's key (version, t, node, seq, value) in one call
+_ENTRY = np.dtype([("version", np.int64), ("t", np.float64), ("node", np.int32), ("seq", np.int64),
+                   ("value", np.int64)], align=True)
+_UNWRITTEN = np.array((0, 0.0, -1, 0, 0), _ENTRY)  # an unwritten pixel's record (node -1)
+
+
+def _grid_fields(n: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """``n`` unwritten :data:`_ENTRY` records, and :func:`_empty_fields` as views of them (strided)."""
+    records = np.full(n, _UNWRITTEN, _ENTRY)  # (one pass; zeros then a strided node = -1 was two)
+    return records, {name: records[name] for name in _FIELDS}
+
+
 def _read_only(arrays: dict[str, np.ndarray]) -> MappingProxyType:
     """Read-only views of ``arrays`` in a read-only mapping: what :attr:`PixelGrid.f` shows."""
     views = {}
@@ -177,10 +191,10 @@ def join_many(deltas: list[GridDelta]) -> GridDelta:
 class PixelGrid:
     """One replica's grid state (dense arrays) with its causal context ``clock`` over ``nodes`` nodes.
 
-    ``f`` maps each field to a read-only view of its array: the grid's own mutators (:meth:`join` and what builds
-    on it, :meth:`overwrite`) are the only writers, and each notes the pixels it wrote for every watcher
-    (:meth:`watch`, :meth:`drain`), so an invariant monitor learns what an input changed without comparing whole
-    grids. Writing through ``f`` raises (numpy: "assignment destination is read-only"); so does replacing a field.
+    ``f`` maps each field to a read-only view of its array (strided: a pixel's fields are one record, see
+    :data:`_ENTRY`): the grid's own mutators (:meth:`join` and what builds on it, :meth:`overwrite`) are the only
+    writers, and each notes the pixels it wrote for every watcher (:meth:`watch`, :meth:`drain`), so an invariant
+    monitor learns what an input changed without comparing whole grids. Writing through ``f`` raises (numpy: "assignment destination is read-only"); so does replacing a field.
     The clock is read-only too: every change replaces it (the setter copies what it is given), so a clock that is
     the same object as before has not changed.
     """
@@ -190,7 +204,8 @@ class PixelGrid:
             raise ValueError(f"grid must be at least 1x1, got {width}x{height}")
         self.width = int(width)
         self.height = int(height)
-        self._w = _empty_fields(self.width * self.height)  # the writable arrays (only this class writes them)
+        # the writable records and views of their fields (only this class writes them)
+        self._records, self._w = _grid_fields(self.width * self.height)
         self.f = _read_only(self._w)
         self._ahead: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (theirs, mine, where above)
         self._clock: np.ndarray | None = None
@@ -274,9 +289,8 @@ class PixelGrid:
 
     def entry(self, i: int) -> tuple[int, int, float, int, int]:
         """(value, version, t, node, seq) of flat pixel ``i``."""
-        f = self._w
-        return (f["value"].item(i), f["version"].item(i), f["t"].item(i), f["node"].item(i),  # type: ignore[return-value]
-                f["seq"].item(i))
+        version, t, node, seq, value = self._records.item(i)
+        return value, version, t, node, seq
 
     def values(self) -> np.ndarray:
         """The (height, width) value image (0 where unwritten)."""
@@ -316,8 +330,7 @@ class PixelGrid:
     def copy(self) -> PixelGrid:
         """An independent grid with the same state (no watchers)."""
         out = PixelGrid(self.width, self.height, int(self.clock.size))
-        for name, array in self._w.items():
-            out._w[name][:] = array
+        out._records[:] = self._records
         out._own_clock(self._clock.copy())
         out._written = self._written
         return out
@@ -348,7 +361,11 @@ class PixelGrid:
             above = self.ahead(theirs)  # the common case (clocks.join's, without its checks)
             if above.size:  # an unchanged clock stays the same object
                 joined = mine.copy()
-                joined[above] = theirs[above]
+                if above.size == 1:  # one entry (a delivery's usual case): no fancy indexing
+                    j = above.item(0)
+                    joined[j] = theirs.item(j)
+                else:
+                    joined[above] = theirs[above]
                 self._own_clock(joined, above)
         else:
             joined = clocks.join(mine, theirs)
@@ -359,13 +376,12 @@ class PixelGrid:
             return np.zeros(0, np.int64)
         if len(delta) == 1:  # one write (the common delta): compared as a tuple, the same order as _wins
             i, theirs = delta.only()
-            f = self._w
-            versions, ts, nodes, seqs, values = f["version"], f["t"], f["node"], f["seq"], f["value"]
-            version = versions.item(i)
-            if not theirs > (version, ts.item(i), nodes.item(i), seqs.item(i), values.item(i)):
+            records = self._records
+            held = records.item(i)  # (version, t, node, seq, value), as ``theirs``
+            if not theirs > held:
                 return np.zeros(0, np.int64)
-            versions[i], ts[i], nodes[i], seqs[i], values[i] = theirs
-            if version <= 0 < theirs[0]:
+            records[i] = theirs
+            if held[0] <= 0 < theirs[0]:
                 self._written += 1
             if self._watchers:
                 self._note(i)

@@ -5,9 +5,6 @@ when it extends the prefix it holds of that sender's incarnation (:class:`Interv
 
 from __future__ import annotations
 
-import heapq
-from itertools import repeat
-
 from seedance.models.crdt import GridDelta, join_many
 
 
@@ -25,11 +22,13 @@ class DeltaBuffer:
         self.groups: dict[int, GridDelta] = {}
         self.acked: dict[int, int | None] = dict.fromkeys(peers)  # A_i(j): j holds our groups [.., acked)
         self.max_groups = max_groups
-        # the smallest known acknowledgement, kept incrementally (a lazy heap of (acked, peer); an entry is current
-        # when it equals acked[peer]), so an ack costs O(log N), not a scan of every peer
-        self._low: list[tuple[int, int]] = []
+        # the smallest known acknowledgement, kept incrementally so that an ack costs O(1), not a scan of every
+        # peer: how many peers acknowledged each value (peers with a known start only; a handful of values, as
+        # peers ack the same groups), and a bound at or below all of them, which is their minimum when it is one
+        self._holding: dict[int, int] = {}
+        self._low = 0
         self._peers = list(peers)
-        self.lagging: set[int] = set(peers)  # the peers for which pending() is true
+        self.lagging: set[int] = set(self.acked)  # the peers for which pending() is true
 
     def add(self, delta: GridDelta) -> int:
         """Record a group (a local write or a received interval that changed the state); its number."""
@@ -56,11 +55,17 @@ class DeltaBuffer:
     def ack(self, peer: int, upto: int) -> None:
         """``peer`` holds our groups before ``upto`` (it may have restarted and hold fewer than it said before)."""
         if 0 <= upto <= self.counter:
+            before = self.acked.get(peer)
             self.acked[peer] = upto
-            heapq.heappush(self._low, (upto, peer))
-            if len(self._low) > 4 * len(self._peers) + 16:  # stale entries piled up (acks that went down)
-                self._low = [(a, p) for p, a in self.acked.items() if a is not None]
-                heapq.heapify(self._low)
+            holding = self._holding
+            if before is not None:
+                if holding[before] == 1:
+                    del holding[before]
+                else:
+                    holding[before] -= 1
+            holding[upto] = holding.get(upto, 0) + 1
+            if upto < self._low:
+                self._low = upto
             if upto < self.counter:
                 self.lagging.add(peer)
             else:
@@ -72,17 +77,21 @@ class DeltaBuffer:
         empty state, which every replica holds): nothing is sent for them."""
         if not 0 <= upto <= self.counter:
             raise ValueError(f"upto {upto} outside [0, {self.counter}]")
-        self.acked = dict.fromkeys(self._peers, upto)
-        self._low = list(zip(repeat(upto), self._peers))  # already a heap: equal values, ascending peers
-        self.lagging = set(self._peers) if upto < self.counter else set()
+        self.acked = dict.fromkeys(self.acked, upto)  # (from a dict: its keys' hashes are reused)
+        self._holding = {upto: len(self._peers)} if self._peers else {}
+        self._low = upto
+        self.lagging = set(self.acked) if upto < self.counter else set()
         self._collect()
 
     def _known_low(self) -> int | None:
         """min(acked of the peers with a known start), or None when no peer acknowledged yet."""
-        low, acked = self._low, self.acked
-        while low and acked[low[0][1]] != low[0][0]:
-            heapq.heappop(low)
-        return low[0][0] if low else None
+        holding = self._holding
+        if not holding:
+            return None
+        low = self._low
+        if low not in holding:  # the smallest value's last peer moved on: a value of the few peers hold now
+            low = self._low = min(holding)
+        return low
 
     def _collect(self) -> None:
         known = self._known_low()
@@ -126,7 +135,10 @@ class IntervalReceiver:
         """Record that the sender's groups before ``end`` are held; the acknowledgement to send back."""
         incarnation, held = self.held.get(sender, self._first)
         if epoch > incarnation and (start is None or start == 0):
-            self.held[sender] = (epoch, end)
+            held = end
         elif epoch == incarnation:
-            self.held[sender] = (epoch, max(held, end))
-        return self.held_for(sender, epoch)
+            held = end if end > held else held
+        else:  # an older incarnation, or a newer one's interval that does not start it: nothing held of it
+            return 0
+        self.held[sender] = (epoch, held)
+        return held  # (held_for(sender, epoch) now)

@@ -116,6 +116,29 @@ class _Names(dict):
         return name
 
 
+def _ack(dst: int, epoch: int, held: int) -> Send:
+    """The Send of ``Ack(epoch, held)`` to ``dst``. Equal ones are one object (the last made per ``dst``, kept for
+    the process): in the simulator every receiver of a write acknowledges it to the writer with the same message,
+    one after another (1,023 at 1,024 replicas), and making the Ack and the Send is most of the cost of that."""
+    last = _ACKS.get(dst)
+    if last is not None and last.message.held == held and last.message.epoch == epoch:
+        return last
+    made = _ACKS[dst] = Send(dst=dst, message=Ack(epoch=epoch, held=held), size_bytes=HEADER_BYTES)
+    return made
+
+
+def _applied(pixel: int, value: int) -> Observe:
+    """``Observe("apply", k{pixel}, value)``. Equal ones are one object (the last made per pixel, kept for the
+    process), as :func:`_ack`'s: every replica applies each write (1,024 equal observations at 1,024 replicas)."""
+    last = _APPLIED.get(pixel)
+    if last is not None and last.value == value:
+        return last
+    made = _APPLIED[pixel] = Observe(what="apply", key=_PIXEL_KEYS[pixel], value=value)
+    return made
+
+
+_ACKS: dict[int, Send] = {}  # dst -> the Send _ack made last for it (immutable: shared by every replica)
+_APPLIED: dict[int, Observe] = {}  # pixel -> the Observe _applied made last for it (immutable, shared)
 _PIXEL_KEYS = _Names("k")  # key_of(i)
 _PIXEL_RECORDS = _Names("p")  # the grid table's record of pixel i
 _CLOCK_RECORDS = _Names(CLOCK_PREFIX)  # the grid table's record of clock entry j
@@ -130,11 +153,15 @@ class CausalNode:
         self.rng = rng
         self.config = config
         self.peers = [*range(node_id), *range(node_id + 1, num_nodes)]
+        # ``src in ids and src != node_id`` is ``src in self.sent`` (whose keys are the peers) without a look-up in
+        # an N-entry map per message (a cache miss at scale)
+        self._ids = range(num_nodes)
         self.grid = PixelGrid(config.width, config.height, num_nodes)
         self.epoch = 0
         self.buffer = DeltaBuffer(self.peers, max_groups=config.max_groups)
-        self.sent: dict[int, int | None] = dict.fromkeys(self.peers)
-        self.progress: dict[int, int | None] = dict.fromkeys(self.peers)  # acked at the last sync tick
+        # per-peer maps copy the buffer's (a dict copy is about a tenth of building one: N of them, of N entries)
+        self.sent: dict[int, int | None] = self.buffer.acked.copy()
+        self.progress: dict[int, int | None] = self.buffer.acked.copy()  # acked at the last sync tick
         # a replica's first incarnation (epoch 0) starts empty, so its group 0 is the empty state: every receiver
         # holds it already, and a fresh start sends it to nobody (N² messages at boot otherwise)
         self.receiver = IntervalReceiver(first=(0, 1))
@@ -161,15 +188,15 @@ class CausalNode:
                             SetTimer(name=STATS_TIMER, delay_s=self.config.stats_interval_s)]
         if fresh:  # epoch 0, empty: every peer holds group 0 (see IntervalReceiver(first=...) above)
             self.buffer.assume_held(1)
-            self.sent = dict.fromkeys(self.peers, 1)
-            self.progress = dict.fromkeys(self.peers, 1)
+            self.sent = self.buffer.acked.copy()
+            self.progress = self.buffer.acked.copy()
             return effects
         for peer in self.peers:
             effects.extend(self._push(peer))
         return effects
 
     def on_start(self, now: float) -> Effects:
-        return self._boot(fresh=self.epoch == 0 and not len(self.grid.written()) and not self.grid.clock.any())
+        return self._boot(fresh=self.epoch == 0 and not self.grid.written_count and not self.grid.clock.any())
 
     def on_recover(self, durable: DurableState, now: float) -> Effects:
         self.epoch = int(durable.values.get(EPOCH_KEY, -1)) + 1
@@ -248,22 +275,20 @@ class CausalNode:
         delta = self.grid.write_delta(x, y, int(value), node=self.node_id, t=float(now))
         changed = self._join(delta)
         self.buffer.add(delta)
-        effects: Effects = [self._persist(changed), *self._observe(changed), self._reply(request, Outcome.OK)]
-        for peer in self.peers:
-            effects.extend(self._push(peer))
-        return effects
+        return [self._persist(changed, self._clock_moved(self.grid.clock)), *self._observe(changed),
+                self._reply(request, Outcome.OK), *self._push_all()]
 
     # -------------------------------------------------------------------------------------------- replication
     def _join(self, delta: GridDelta) -> np.ndarray:
         return self.grid.join(delta)
 
-    def _persist(self, changed: np.ndarray) -> PersistRecords:
-        """The changed pixels and the clock entries that moved since the last persist (record ``c{j}``: entry
-        ``j``), so a write costs O(what changed), not O(N) (a 1,024-entry clock per delivery at 1,024 replicas)."""
+    def _persist(self, changed: np.ndarray, moved: list[int]) -> PersistRecords:
+        """The changed pixels and the clock entries that moved since the last persist (``moved``, from
+        :meth:`_clock_moved`; record ``c{j}``: entry ``j``), so a write costs O(what changed), not O(N) (a
+        1,024-entry clock per delivery at 1,024 replicas)."""
         names, entry = _PIXEL_RECORDS, self.grid.entry
         put: dict[str, Any] = {names[i]: entry(i) for i in changed.tolist()}  # (value, version, t, node, seq)
         clock = self.grid.clock
-        moved = self._clock_moved(clock)
         records, value = _CLOCK_RECORDS, clock.item
         for j in moved:
             put[records[j]] = value(j)
@@ -282,8 +307,7 @@ class CausalNode:
 
     def _observe(self, changed: np.ndarray) -> list[Observe]:
         value = self.grid.f["value"].item  # an int64 array's items are Python ints
-        keys = _PIXEL_KEYS
-        return [Observe(what="apply", key=keys[i], value=value(i)) for i in changed.tolist()]
+        return [_applied(i, value(i)) for i in changed.tolist()]
 
     def _push(self, peer: int) -> Effects:
         """Send ``peer`` the interval from what was last sent (or the full state when that is unknown/collected)."""
@@ -303,19 +327,46 @@ class CausalNode:
         if start is None:
             delta = self.grid.full_delta()
             message, size = Sync.of(self.epoch, start, counter, delta), HEADER_BYTES + delta.size_bytes
-        else:  # Δ[start, counter) is the same for every peer sent it before the next group: one message for all
-            if self._intervals_at != counter:
-                self._intervals, self._intervals_at = {}, counter
-            made = self._intervals.get(start)
-            if made is None:
-                delta = self.buffer.span(start)
-                made = self._intervals[start] = (Sync.of(self.epoch, start, counter, delta),
-                                                 HEADER_BYTES + delta.size_bytes)
-            message, size = made
+        else:
+            message, size = self._interval(start)
         self.sent[peer] = counter
         self.bytes_delta += size
         self.bytes_full += HEADER_BYTES + self.grid.written_count * ENTRY_BYTES + 8 * self.num_nodes
         return [Send(dst=peer, message=message, size_bytes=size)]
+
+    def _interval(self, start: int) -> tuple[Sync, int]:
+        """The message of Δ[start, counter) and its size. It is the same for every peer sent it before the next
+        group: one message for all."""
+        counter = self.buffer.counter
+        if self._intervals_at != counter:
+            self._intervals, self._intervals_at = {}, counter
+        made = self._intervals.get(start)
+        if made is None:
+            delta = self.buffer.span(start)
+            made = self._intervals[start] = (Sync.of(self.epoch, start, counter, delta),
+                                             HEADER_BYTES + delta.size_bytes)
+        return made
+
+    def _push_all(self) -> Effects:
+        """:meth:`_push` to every peer, in peer order. The peers sent every group but the newest (after a write,
+        usually all of them) get Δ[counter-1, counter), one message, in this loop without a call each."""
+        counter, sent = self.buffer.counter, self.sent
+        start = counter - 1  # (from 0 _push may send the full state instead: see there)
+        if start < max(1, self.buffer.base):
+            return [send for peer in self.peers for send in self._push(peer)]
+        message, size = self._interval(start)
+        effects: Effects = []
+        common = 0
+        for peer in self.peers:
+            if sent[peer] == start:
+                sent[peer] = counter
+                effects.append(Send(dst=peer, message=message, size_bytes=size))
+                common += 1
+            else:
+                effects.extend(self._push(peer))
+        self.bytes_delta += common * size
+        self.bytes_full += common * (HEADER_BYTES + self.grid.written_count * ENTRY_BYTES + 8 * self.num_nodes)
+        return effects
 
     def _deliverable(self, src: int, message: Sync, provided: np.ndarray | None = None) -> bool:
         """Causal delivery: the interval's clock is covered, on every entry but the sender's, by ``provided`` (this
@@ -338,7 +389,7 @@ class CausalNode:
     def on_message(self, src: int, message: Any, now: float) -> Effects:
         if type(message) is Ack:
             return self._on_ack(src, message)
-        if type(message) is not Sync or src not in self.sent:  # a peer's interval
+        if type(message) is not Sync or src == self.node_id or src not in self._ids:  # a peer's interval
             return []
         if not self.receiver.acceptable(src, message.epoch, message.start):
             return [Send(dst=src, message=Ack(epoch=message.epoch, held=self.receiver.held_for(src, message.epoch),
@@ -352,18 +403,17 @@ class CausalNode:
                 del queue[:-self.config.max_waiting]
                 self._queued.add(src)
             effects = []
-        effects.extend(self._drain())
+        if self._queued:
+            effects.extend(self._drain())
         return effects
 
     def _deliver(self, src: int, message: Sync) -> Effects:
         changed = self._join(message.delta())
-        held = self.receiver.joined(src, message.epoch, message.start, message.end)
-        effects: Effects = []
-        if len(changed) or self._clock_moved(self.grid.clock):
-            effects.append(self._persist(changed))
-            effects.extend(self._observe(changed))
-        effects.append(Send(dst=src, message=Ack(epoch=message.epoch, held=held), size_bytes=HEADER_BYTES))
-        return effects
+        ack = _ack(src, message.epoch, self.receiver.joined(src, message.epoch, message.start, message.end))
+        moved = self._clock_moved(self.grid.clock)
+        if len(changed) or moved:
+            return [self._persist(changed, moved), *self._observe(changed), ack]
+        return [ack]
 
     def _drain(self) -> Effects:
         """Deliver waiting intervals whose predecessors are here — or arrive together: intervals of several senders
@@ -401,7 +451,7 @@ class CausalNode:
         return effects
 
     def _on_ack(self, src: int, ack: Ack) -> Effects:
-        if ack.epoch != self.epoch or src not in self.sent:
+        if ack.epoch != self.epoch or src == self.node_id or src not in self._ids:
             return []
         if ack.rejected:
             self.buffer.ack(src, ack.held)
