@@ -194,7 +194,8 @@ class PixelGrid:
     ``f`` maps each field to a read-only view of its array (strided: a pixel's fields are one record, see
     :data:`_ENTRY`): the grid's own mutators (:meth:`join` and what builds on it, :meth:`overwrite`) are the only
     writers, and each notes the pixels it wrote for every watcher (:meth:`watch`, :meth:`drain`), so an invariant
-    monitor learns what an input changed without comparing whole grids. Writing through ``f`` raises (numpy: "assignment destination is read-only"); so does replacing a field.
+    monitor learns what an input changed without comparing whole grids. Writing through ``f`` raises (numpy:
+    "assignment destination is read-only"); so does replacing a field.
     The clock is read-only too: every change replaces it (the setter copies what it is given), so a clock that is
     the same object as before has not changed.
     """
