@@ -37,11 +37,11 @@ def _parts(value: Value) -> tuple[Command, ...]:
 
 def _keys(value: Value) -> tuple[Any, ...]:
     """The keys ``value`` touches: it interferes with every command on any of them."""
+    if type(value) is Command:  # the common value first
+        return () if value.op is None else (value.key,)
     if value is None:
         return ()
-    if type(value) is Batch:
-        return tuple(dict.fromkeys(c.key for c in value.commands))
-    return () if value.op is None else (value.key,)
+    return tuple(dict.fromkeys(c.key for c in value.commands))
 
 
 def _decoded(value: Command | Batch) -> Value:
@@ -50,9 +50,8 @@ def _decoded(value: Command | Batch) -> Value:
 
 
 def _value_plain(value: Value) -> Any:
-    """A value's durable form: a command as a tuple of its fields (immutable, see :meth:`Instance.plain`)."""
     if type(value) is Command:
-        return (value.client_id, value.request_id, value.op, value.key, value.value)
+        return value.to_plain()
     if value is None:
         return None
     return {"batch": [c.to_plain() for c in value.commands]}

@@ -439,7 +439,7 @@ class EPaxosNode(Snapshots, Recovery, Execution, Attributes, Dispatching):
         if self._notify:
             notify = ("commit", tuple(self._notify))
             self._notify = []
-        # put and its values (Instance.plain: fresh lists) were made for this write alone: handed over, not copied
+        # put was made for this write alone and its values (Instance.plain) are immutable: handed over, not copied
         return [PersistRecords(table=TABLE, put=put, size_bytes=32 + 48 * len(put), notify=notify,
                                handed_over=True)] + out
 

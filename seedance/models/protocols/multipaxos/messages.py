@@ -32,8 +32,9 @@ class Command:
     def size_bytes(self) -> int:
         return COMMAND_HEADER_BYTES + value_size_bytes(self.key) + value_size_bytes(self.value)
 
-    def to_plain(self) -> list[Any]:
-        return [self.client_id, self.request_id, self.op, self.key, self.value]
+    def to_plain(self) -> tuple[Any, ...]:
+        """The durable form: a tuple (immutable: the garbage collector stops tracking it, the disk may share it)."""
+        return (self.client_id, self.request_id, self.op, self.key, self.value)
 
     @classmethod
     def from_plain(cls, data: Any) -> Command:

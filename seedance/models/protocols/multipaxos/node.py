@@ -327,7 +327,7 @@ class MultiPaxosNode(Snapshots, Dispatching):
                 if i == len(part) or part[i] != part[i - 1] + 1:
                     run = part[run_start:i]
                     out.append(PersistRecords(
-                        table=ACC_TABLE, put={str(s): [self.ballot, self._proposals[s].to_plain()] for s in run},
+                        table=ACC_TABLE, put={str(s): (self.ballot, self._proposals[s].to_plain()) for s in run},
                         size_bytes=size, notify=(ACC_NOTICE, self.ballot, run[0], run[-1]), handed_over=True))
                     run_start = i
 
@@ -351,7 +351,7 @@ class MultiPaxosNode(Snapshots, Dispatching):
             put = {}
             for v in m.values:
                 self.accepted[v.slot] = (m.ballot, v.command)
-                put[str(v.slot)] = [m.ballot, v.command.to_plain()]
+                put[str(v.slot)] = (m.ballot, v.command.to_plain())
             self._durable_writes.append(PersistRecords(table=ACC_TABLE, put=put, handed_over=True,  # built here
                                                        size_bytes=values_bytes(m.values)))
         for slot in range(self.executed + 1, min(m.commit, self.executed + self.config.catchup_batch) + 1):
