@@ -31,6 +31,7 @@ from seedance.models.protocols.epaxos.instance import (
     _size,
 )
 from seedance.models.protocols.epaxos.messages import Commit, Fetch
+from seedance.models.protocols.multipaxos.messages import Command
 
 
 class Execution:
@@ -127,7 +128,9 @@ class Execution:
 
     # ============================================================================================== execution
     def _execute(self, candidates: list[Iid], out: Effects, now: float) -> None:
-        work = list(candidates)
+        """Execute what ``candidates`` (a list made for the call, consumed from its end) and the instances they
+        depend on allow; a candidate blocked on an instance not committed here waits for it (``_blocked``)."""
+        work = candidates
         instances, blocked = self.instances, self._blocked
         while work:
             iid = work.pop()
@@ -152,14 +155,22 @@ class Execution:
         the replicas with unexecuted instances on a key are visited (``compress`` skips the empty lists in C): the
         cost follows the instances waiting, not the number of replicas."""
         inst = self.instances[iid]
-        keys = _keys(inst.command)
-        if not keys:
-            return [], None
+        value = inst.command
+        if type(value) is Command:  # one key (or none): no tuple of keys made
+            if value.op is None:
+                return [], None
+            keys: tuple[Any, ...] = ()
+        else:
+            keys = _keys(value)
+            if not keys:
+                return [], None
         deps, prefix = inst.deps, self.committed_prefix
         pairs = iter(deps)
         for q, top in zip(pairs, pairs):  # a loop over the pairs: cheaper than slicing them for a test in C
             if prefix[q] < top:
                 return [], (q, prefix[q] + 1)
+        if not keys:
+            return self._edges_on_key(iid, deps, self._unexec.get(value.key)), None
         if len(keys) == 1:
             return self._edges_on_key(iid, deps, self._unexec.get(keys[0])), None
         found: list[Iid] = []
