@@ -20,6 +20,7 @@ from seedance.models.protocols.contract import Effects, NodeId, Outcome, Reply, 
 from seedance.models.protocols.epaxos.deps import Deps
 from seedance.models.protocols.epaxos.instance import (
     COMMITTED,
+    NONE,
     NOOP,
     Iid,
     Instance,
@@ -74,8 +75,10 @@ class Execution:
             inst = self.instances[iid] = Instance()
         elif inst.status == COMMITTED:
             return False
+        registered = _registered(inst, command, seq)
         inst.status, inst.command, inst.seq, inst.deps = COMMITTED, command, seq, deps
-        self._register(iid, command, seq)
+        if not registered:
+            self._register(iid, command, seq)
         self._persist(iid)
         if mark:
             self._mark_committed(iid, now)
@@ -300,3 +303,10 @@ class Execution:
                     out.append(Reply(client_id=client_id, request_id=request_id, outcome=Outcome.INFO,
                                      error="superseded"))
         self._executed_one(iid, out)
+
+
+def _registered(inst: Instance, command: Value, seq: int) -> bool:
+    """Whether ``inst`` was registered (:meth:`Attributes._register`) with ``command`` at ``seq`` or above, so that
+    registering it again changes nothing: it was pre-accepted or accepted here with that very object (the simulator
+    hands every replica the leader's object; a decoded copy is registered again)."""
+    return inst.status != NONE and inst.command is command and inst.seq >= seq
