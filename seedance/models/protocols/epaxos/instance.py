@@ -77,8 +77,9 @@ class Instance:
     executed: bool = False  # volatile
 
     def plain(self) -> tuple[Any, ...]:
-        """The durable record: a tuple of immutable values (a batch aside), so the cyclic garbage collector stops
-        tracking it after one pass and the simulated disk may share equal records of several replicas."""
+        """The durable record: a tuple of immutable values (a batch aside), so the simulated disk keeps one copy of
+        equal records several replicas write (its shared values), and where the cyclic garbage collector runs (the
+        real backend) it stops tracking them after one pass."""
         return (self.status, _value_plain(self.command), self.seq, self.deps, self.bal, self.vbal, self.agreed)
 
     @classmethod

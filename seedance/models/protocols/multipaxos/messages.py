@@ -33,7 +33,7 @@ class Command:
         return COMMAND_HEADER_BYTES + value_size_bytes(self.key) + value_size_bytes(self.value)
 
     def to_plain(self) -> tuple[Any, ...]:
-        """The durable form: a tuple (immutable: the garbage collector stops tracking it, the disk may share it)."""
+        """The durable form: a tuple (immutable: the simulated disk may share equal records of several nodes)."""
         return (self.client_id, self.request_id, self.op, self.key, self.value)
 
     @classmethod
