@@ -20,6 +20,7 @@ from seedance.models.protocols.contract import Effects, NodeId, Outcome, Reply, 
 from seedance.models.protocols.epaxos.deps import Deps
 from seedance.models.protocols.epaxos.instance import (
     COMMITTED,
+    NONE,
     NOOP,
     Iid,
     Instance,
@@ -31,6 +32,7 @@ from seedance.models.protocols.epaxos.instance import (
     _size,
 )
 from seedance.models.protocols.epaxos.messages import Commit, Fetch
+from seedance.models.protocols.multipaxos.messages import Command
 
 
 class Execution:
@@ -73,8 +75,10 @@ class Execution:
             inst = self.instances[iid] = Instance()
         elif inst.status == COMMITTED:
             return False
+        registered = _registered(inst, command, seq)
         inst.status, inst.command, inst.seq, inst.deps = COMMITTED, command, seq, deps
-        self._register(iid, command, seq)
+        if not registered:
+            self._register(iid, command, seq)
         self._persist(iid)
         if mark:
             self._mark_committed(iid, now)
@@ -127,7 +131,9 @@ class Execution:
 
     # ============================================================================================== execution
     def _execute(self, candidates: list[Iid], out: Effects, now: float) -> None:
-        work = list(candidates)
+        """Execute what ``candidates`` (a list made for the call, consumed from its end) and the instances they
+        depend on allow; a candidate blocked on an instance not committed here waits for it (``_blocked``)."""
+        work = candidates
         instances, blocked = self.instances, self._blocked
         while work:
             iid = work.pop()
@@ -152,14 +158,22 @@ class Execution:
         the replicas with unexecuted instances on a key are visited (``compress`` skips the empty lists in C): the
         cost follows the instances waiting, not the number of replicas."""
         inst = self.instances[iid]
-        keys = _keys(inst.command)
-        if not keys:
-            return [], None
+        value = inst.command
+        if type(value) is Command:  # one key (or none): no tuple of keys made
+            if value.op is None:
+                return [], None
+            keys: tuple[Any, ...] = ()
+        else:
+            keys = _keys(value)
+            if not keys:
+                return [], None
         deps, prefix = inst.deps, self.committed_prefix
         pairs = iter(deps)
         for q, top in zip(pairs, pairs):  # a loop over the pairs: cheaper than slicing them for a test in C
             if prefix[q] < top:
                 return [], (q, prefix[q] + 1)
+        if not keys:
+            return self._edges_on_key(iid, deps, self._unexec.get(value.key)), None
         if len(keys) == 1:
             return self._edges_on_key(iid, deps, self._unexec.get(keys[0])), None
         found: list[Iid] = []
@@ -289,3 +303,10 @@ class Execution:
                     out.append(Reply(client_id=client_id, request_id=request_id, outcome=Outcome.INFO,
                                      error="superseded"))
         self._executed_one(iid, out)
+
+
+def _registered(inst: Instance, command: Value, seq: int) -> bool:
+    """Whether ``inst`` was registered (:meth:`Attributes._register`) with ``command`` at ``seq`` or above, so that
+    registering it again changes nothing: it was pre-accepted or accepted here with that very object (the simulator
+    hands every replica the leader's object; a decoded copy is registered again)."""
+    return inst.status != NONE and inst.command is command and inst.seq >= seq

@@ -1,7 +1,7 @@
 """An EPaxos instance as a replica holds it (status, value, attributes, ballots) and the phase a replica coordinates
 for one; the values an instance holds (a command, a batch, a no-op) and their plain forms for the durable table.
 
-The durable record is ``[status, value, seq, deps, bal, vbal, agreed]`` with ``deps`` the sparse tuple itself
+The durable record is the tuple ``(status, value, seq, deps, bal, vbal, agreed)`` with ``deps`` the sparse tuple itself
 (:mod:`~seedance.models.protocols.epaxos.deps`; immutable, so the record shares it). Trees before 2026-12-07 wrote
 ``deps`` as a *list* with one slot per replica; such a record still reads (:meth:`Instance.from_plain` converts it),
 and a record whose ``deps`` is neither form is refused with a :class:`~seedance.errors.SpecError` naming it."""
@@ -37,11 +37,11 @@ def _parts(value: Value) -> tuple[Command, ...]:
 
 def _keys(value: Value) -> tuple[Any, ...]:
     """The keys ``value`` touches: it interferes with every command on any of them."""
+    if type(value) is Command:  # the common value first
+        return () if value.op is None else (value.key,)
     if value is None:
         return ()
-    if type(value) is Batch:
-        return tuple(dict.fromkeys(c.key for c in value.commands))
-    return () if value.op is None else (value.key,)
+    return tuple(dict.fromkeys(c.key for c in value.commands))
 
 
 def _decoded(value: Command | Batch) -> Value:
@@ -50,11 +50,11 @@ def _decoded(value: Command | Batch) -> Value:
 
 
 def _value_plain(value: Value) -> Any:
+    if type(value) is Command:
+        return value.to_plain()
     if value is None:
         return None
-    if type(value) is Batch:
-        return {"batch": [c.to_plain() for c in value.commands]}
-    return value.to_plain()
+    return {"batch": [c.to_plain() for c in value.commands]}
 
 
 def _value_from_plain(data: Any) -> Value:
@@ -76,8 +76,11 @@ class Instance:
     agreed: bool = False  # pre-accepted at ballot 0 with the leader's attributes unchanged
     executed: bool = False  # volatile
 
-    def plain(self) -> list[Any]:
-        return [self.status, _value_plain(self.command), self.seq, self.deps, self.bal, self.vbal, self.agreed]
+    def plain(self) -> tuple[Any, ...]:
+        """The durable record: a tuple of immutable values (a batch aside), so the simulated disk keeps one copy of
+        equal records several replicas write (its shared values), and where the cyclic garbage collector runs (the
+        real backend) it stops tracking them after one pass."""
+        return (self.status, _value_plain(self.command), self.seq, self.deps, self.bal, self.vbal, self.agreed)
 
     @classmethod
     def from_plain(cls, data: Any, num_nodes: int | None = None, name: str = "?") -> Instance:

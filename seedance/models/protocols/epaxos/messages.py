@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from seedance.errors import FrameError
 from seedance.models.protocols.epaxos.deps import VALID, Deps, problem
 from seedance.models.protocols.multipaxos.messages import Command
+from seedance.models.protocols.records import fast_init_module
 
 HEADER_BYTES = 64
 
@@ -189,3 +190,6 @@ class Watermark:
 
 
 MESSAGE_TYPES = (*MESSAGE_TYPES, Fetch, Batch, TryPreAccept, TryPreAcceptReply, Watermark)
+
+
+fast_init_module(globals())  # the generated __init__ of these frozen records, at half the cost

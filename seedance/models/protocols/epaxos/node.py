@@ -57,7 +57,7 @@ from seedance.models.protocols.dispatch import Dispatching
 from seedance.models.protocols.epaxos.attributes import Attributes
 from seedance.models.protocols.epaxos.config import EPaxosConfig
 from seedance.models.protocols.epaxos.deps import NO_DEPS, Deps, union, wire_bytes
-from seedance.models.protocols.epaxos.execution import Execution
+from seedance.models.protocols.epaxos.execution import Execution, _registered
 from seedance.models.protocols.epaxos.instance import (
     ACCEPTED,
     COMMITTED,
@@ -352,13 +352,15 @@ class EPaxosNode(Snapshots, Recovery, Execution, Attributes, Dispatching):
         if inst is not None and m.ballot < inst.bal:
             return [Send(dst=src, message=AcceptReply(ballot=m.ballot, replica=m.replica, instance=m.instance,
                                                       ok=False, promised=inst.bal), size_bytes=HEADER_BYTES)]
-        inst = inst or Instance()
-        self.instances[iid] = inst
+        if inst is None:
+            inst = self.instances[iid] = Instance()
         command = _decoded(m.command)
+        registered = _registered(inst, command, m.seq)
         inst.status, inst.command, inst.seq, inst.deps = ACCEPTED, command, m.seq, m.deps
         inst.bal = inst.vbal = m.ballot
         inst.agreed = False
-        self._register(iid, command, m.seq)
+        if not registered:
+            self._register(iid, command, m.seq)
         self._persist(iid)
         self._drop_coordination(iid, m.ballot)
         reply = AcceptReply(ballot=m.ballot, replica=m.replica, instance=m.instance, ok=True, promised=inst.bal)
@@ -439,7 +441,7 @@ class EPaxosNode(Snapshots, Recovery, Execution, Attributes, Dispatching):
         if self._notify:
             notify = ("commit", tuple(self._notify))
             self._notify = []
-        # put and its values (Instance.plain: fresh lists) were made for this write alone: handed over, not copied
+        # put was made for this write alone and its values (Instance.plain) are immutable: handed over, not copied
         return [PersistRecords(table=TABLE, put=put, size_bytes=32 + 48 * len(put), notify=notify,
                                handed_over=True)] + out
 

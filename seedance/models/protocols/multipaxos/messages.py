@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from seedance.models.protocols.raft.messages import value_size_bytes
+from seedance.models.protocols.records import fast_init_module
 
 HEADER_BYTES = 64
 COMMAND_HEADER_BYTES = 32
@@ -31,8 +32,9 @@ class Command:
     def size_bytes(self) -> int:
         return COMMAND_HEADER_BYTES + value_size_bytes(self.key) + value_size_bytes(self.value)
 
-    def to_plain(self) -> list[Any]:
-        return [self.client_id, self.request_id, self.op, self.key, self.value]
+    def to_plain(self) -> tuple[Any, ...]:
+        """The durable form: a tuple (immutable: the simulated disk may share equal records of several nodes)."""
+        return (self.client_id, self.request_id, self.op, self.key, self.value)
 
     @classmethod
     def from_plain(cls, data: Any) -> Command:
@@ -141,3 +143,6 @@ def values_bytes(values: tuple[SlotValue, ...]) -> int:
 def state_bytes(state: Any) -> int:
     """What a snapshot's state costs on the wire or the disk."""
     return HEADER_BYTES + value_size_bytes(state)
+
+
+fast_init_module(globals())  # the generated __init__ of these frozen records, at half the cost

@@ -40,6 +40,7 @@ Rules this module keeps:
 from __future__ import annotations
 
 import enum
+from operator import attrgetter
 from collections.abc import Mapping
 from typing import Any
 
@@ -327,7 +328,7 @@ class MultiPaxosNode(Snapshots, Dispatching):
                 if i == len(part) or part[i] != part[i - 1] + 1:
                     run = part[run_start:i]
                     out.append(PersistRecords(
-                        table=ACC_TABLE, put={str(s): [self.ballot, self._proposals[s].to_plain()] for s in run},
+                        table=ACC_TABLE, put={str(s): (self.ballot, self._proposals[s].to_plain()) for s in run},
                         size_bytes=size, notify=(ACC_NOTICE, self.ballot, run[0], run[-1]), handed_over=True))
                     run_start = i
 
@@ -347,13 +348,15 @@ class MultiPaxosNode(Snapshots, Dispatching):
             self._step_down(out, now)
         self.leader_id = m.ballot % self.num_nodes
         self._last_heard = now
+        slots: tuple[int, ...] = ()
         if m.values:
             put = {}
             for v in m.values:
                 self.accepted[v.slot] = (m.ballot, v.command)
-                put[str(v.slot)] = [m.ballot, v.command.to_plain()]
+                put[str(v.slot)] = (m.ballot, v.command.to_plain())
             self._durable_writes.append(PersistRecords(table=ACC_TABLE, put=put, handed_over=True,  # built here
                                                        size_bytes=values_bytes(m.values)))
+            slots = tuple(map(_slot_of, m.values))  # in C: no generator per Accept
         for slot in range(self.executed + 1, min(m.commit, self.executed + self.config.catchup_batch) + 1):
             if slot not in self.decided:
                 held = self.accepted.get(slot)
@@ -361,7 +364,7 @@ class MultiPaxosNode(Snapshots, Dispatching):
                     self._learn(slot, held[1])
         self._execute(out)
         out.append(Send(dst=src, message=Accepted(ballot=m.ballot, ok=True, promised=self.promised,
-                                                  slots=tuple(v.slot for v in m.values), executed=self.executed),
+                                                  slots=slots, executed=self.executed),
                         size_bytes=HEADER_BYTES + 8 * len(m.values)))
         return self._emit(out)
 
@@ -472,6 +475,9 @@ class MultiPaxosNode(Snapshots, Dispatching):
     def __repr__(self) -> str:
         return (f"MultiPaxosNode({self.node_id}, {self.role.value}, ballot={self.ballot}, promised={self.promised}, "
                 f"executed={self.executed})")
+
+
+_slot_of = attrgetter("slot")
 
 
 def _reply(client_id: int, request_id: int, result: Result) -> Reply:
