@@ -114,8 +114,8 @@ class KeyChooser:
 
 
 class _Client:
-    __slots__ = ("slot", "process", "device", "target", "busy", "request", "invoked_s", "op_seq", "deadline_s",
-                 "watchdog", "context", "sent")
+    __slots__ = ("slot", "process", "device", "target", "busy", "request", "op_seq", "deadline_s", "watchdog",
+                 "context", "sent")
 
     def __init__(self, slot: int, process: int, device: int, target: int) -> None:
         self.slot = slot
@@ -124,7 +124,6 @@ class _Client:
         self.target = target
         self.busy = False
         self.request: ClientRequest | None = None
-        self.invoked_s = 0.0
         self.op_seq = 0
         self.deadline_s = 0.0  # when the outstanding operation times out
         self.watchdog = False  # a timeout check is scheduled (one per client, re-armed lazily)
@@ -258,7 +257,6 @@ class Clients:
         client.request = ClientRequest(client_id=client.slot, request_id=self._next_request, op=op, key=key,
                                        value=value, context=client.context)
         client.busy = True
-        client.invoked_s = now
         client.op_seq += 1
         self.rows.append((client.process, _INVOKE, op, key, value, now))
         if self._tracing:
