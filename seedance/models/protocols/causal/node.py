@@ -331,8 +331,12 @@ class CausalNode:
             message, size = self._interval(start)
         self.sent[peer] = counter
         self.bytes_delta += size
-        self.bytes_full += HEADER_BYTES + self.grid.written_count * ENTRY_BYTES + 8 * self.num_nodes
+        self.bytes_full += self._full_state_bytes()
         return [Send(dst=peer, message=message, size_bytes=size)]
+
+    def _full_state_bytes(self) -> int:
+        """What a send would have cost as the full state (the baseline ``bytes_full`` counts against deltas)."""
+        return HEADER_BYTES + self.grid.written_count * ENTRY_BYTES + 8 * self.num_nodes
 
     def _interval(self, start: int) -> tuple[Sync, int]:
         """The message of Δ[start, counter) and its size. It is the same for every peer sent it before the next
@@ -365,7 +369,7 @@ class CausalNode:
             else:
                 effects.extend(self._push(peer))
         self.bytes_delta += common * size
-        self.bytes_full += common * (HEADER_BYTES + self.grid.written_count * ENTRY_BYTES + 8 * self.num_nodes)
+        self.bytes_full += common * self._full_state_bytes()
         return effects
 
     def _deliverable(self, src: int, message: Sync, provided: np.ndarray | None = None) -> bool:
