@@ -42,7 +42,16 @@ With ``--repeats R`` every point and half point runs R times, each in its own ch
 least CPU (on a shared machine one disturbed run moved a point by up to 50 %; the least of three is the figure least
 disturbed); the R runs must give one trace_sha256, or the point reports an error.
 
-Usage: ``python benchmarks/sim_scale.py [--quick] [--out DIR] [--protocols raft,causal] [--monitor] [--repeats R]``; ``--quick``
+With ``--instructions`` every run is a child under valgrind's cachegrind, which counts the instructions the child
+executes (``PYTHONHASHSEED=0``, so the same run counts the same): the marginal instructions per message and per
+operation (the half-duration run's subtracted, which cancels the warm-up, imports and set-up) and their slopes
+against N. A count does not move with the host's load, which CPU time does by up to 50 % on a shared machine; what
+it leaves out is the memory hierarchy (a miss costs a hundred instructions' time), so a slope of CPU time above the
+slope of instructions is the caches, not more work. Runs are about 50 times slower: the consensus points run 0.6 s
+(half: 0.3 s, past the first election), the others their --quick durations; CPU times and RSS in that JSON
+(``sim_scale_instructions.json``) are those of runs under cachegrind.
+
+Usage: ``python benchmarks/sim_scale.py [--quick] [--out DIR] [--protocols raft,causal] [--monitor] [--repeats R] [--instructions]``; ``--quick``
 runs N in {8, 32} with short durations (under a minute). Writes ``DIR/sim_scale.json``; progress on stderr. The
 children import ``seedance`` as installed (or as ``PYTHONPATH`` says), not from the checkout this script sits in:
 to measure another tree, run ``PYTHONPATH=TREE python TREE/benchmarks/sim_scale.py``; each point records the
@@ -54,6 +63,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import re
+import shutil
 import subprocess
 import sys
 import time
@@ -110,15 +122,32 @@ def measure_point(point: dict) -> dict:
             "seedance_path": str(Path(seedance.__file__).parent)}  # which checkout the child imported
 
 
+CACHEGRIND = ("valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null")
+_I_REFS = re.compile(r"I\s+refs:\s+([\d,]+)")
+
+
 def _run_child(point: dict, timeout_s: float) -> dict:
+    """One point in a child process of its own; with ``point["instructions"]`` under cachegrind, which counts
+    every instruction the child executes (its warm-up and imports too: the marginal of two runs cancels them)."""
     argv = [sys.executable, __file__, "--point", json.dumps(point)]
+    env = None
+    if point.get("instructions"):
+        argv = [*CACHEGRIND, *argv]
+        env = {**os.environ, "PYTHONHASHSEED": "0"}  # str hashes fixed: the same count for the same run
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False, env=env)
     except subprocess.TimeoutExpired:
         return {**point, "error": f"timed out after {timeout_s:g} s"}
+    lines = [line for line in done.stderr.strip().splitlines() if not line.startswith("==")]  # valgrind's own
     if done.returncode != 0:
-        return {**point, "error": (done.stderr.strip().splitlines() or ["no output"])[-1]}
-    return json.loads(done.stdout.strip().splitlines()[-1])
+        return {**point, "error": (lines or ["no output"])[-1]}
+    row = json.loads(done.stdout.strip().splitlines()[-1])
+    if point.get("instructions"):
+        found = _I_REFS.search(done.stderr)
+        if found is None:
+            return {**point, "error": "cachegrind printed no instruction count (I refs)"}
+        row["instructions"] = int(found.group(1).replace(",", ""))
+    return row
 
 
 def _least_cpu(point: dict, timeout_s: float, repeats: int) -> dict:
@@ -135,12 +164,12 @@ def _least_cpu(point: dict, timeout_s: float, repeats: int) -> dict:
     return {**best, "cpu_s_runs": [r["cpu_s"] for r in runs]}
 
 
-def _marginal(full: dict, half: dict, per: str = "messages_delivered") -> float | None:
-    """CPU µs per message (or per ``per``: ``ops_ok``) between the half-duration run and the full one (None when it
-    cannot be told)."""
+def _marginal(full: dict, half: dict, per: str = "messages_delivered", of: str = "cpu_s") -> float | None:
+    """CPU µs (``of="instructions"``: instructions) per message (or per ``per``: ``ops_ok``) between the
+    half-duration run and the full one (None when it cannot be told)."""
     if "error" in half or full[per] <= half[per]:
         return None
-    return (full["cpu_s"] - half["cpu_s"]) / (full[per] - half[per]) * 1e6
+    return (full[of] - half[of]) / (full[per] - half[per]) * (1e6 if of == "cpu_s" else 1)
 
 
 def slope(rows: list[dict], key: str, min_nodes: int = 32) -> float | None:
@@ -181,9 +210,56 @@ def _table(rows: list[dict], fits: dict) -> str:
     return "\n".join(lines)
 
 
-def _duration(protocol: str, nodes: int, quick: bool) -> float:
+def _full_and_half(point: dict, args: argparse.Namespace) -> dict:
+    """The point, then the same point for half its duration (in a process of its own): the marginal cost."""
+    row = _least_cpu(point, args.timeout, args.repeats)
+    if "error" in row:
+        return row
+    half = _least_cpu({**point, "duration_s": point["duration_s"] / 2}, args.timeout, args.repeats)
+    row["half"] = {k: half.get(k) for k in ("cpu_s", "messages_delivered", "ops_ok", "instructions", "error")
+                   if k in half}
+    row["us_per_message_marginal"] = _marginal(row, half)
+    row["cpu_us_per_op_marginal"] = _marginal(row, half, "ops_ok")
+    if "instructions" in row:
+        row["instructions_per_message_marginal"] = _marginal(row, half, of="instructions")
+        row["instructions_per_op_marginal"] = _marginal(row, half, "ops_ok", of="instructions")
+    return row
+
+
+def _fits(rows: list[dict], low: int) -> dict:
+    """One protocol's log-log slopes against N over its points from ``low`` nodes up."""
+    fit = {"cost_per_op_slope": slope(rows, "cpu_us_per_op", low),
+           "marginal_cost_per_op_slope": slope(rows, "cpu_us_per_op_marginal", low),
+           "us_per_message_slope": slope(rows, "us_per_message", low),
+           "messages_per_op_slope": slope(rows, "messages_per_op", low),
+           "fits_from_nodes": low}
+    if any("instructions" in r for r in rows):
+        fit["marginal_instructions_per_op_slope"] = slope(rows, "instructions_per_op_marginal", low)
+        fit["marginal_instructions_per_message_slope"] = slope(rows, "instructions_per_message_marginal", low)
+    return fit
+
+
+def _instruction_table(rows: list[dict], fits: dict) -> str:
+    lines = ["", f"{'protocol':<11}{'N':>5}{'instr/msg':>12}{'instr/op':>14}  (marginal: full run minus half run)"]
+    for r in rows:
+        if "error" not in r and r.get("instructions_per_message_marginal") is not None:
+            lines.append(f"{r['protocol']:<11}{r['nodes']:>5}{r['instructions_per_message_marginal']:>12,.0f}"
+                         f"{r['instructions_per_op_marginal'] or float('nan'):>14,.0f}")
+    for protocol, fit in fits.items():
+        per_op, per_msg = fit.get("marginal_instructions_per_op_slope"), fit.get("marginal_instructions_per_message_slope")
+        if per_op is not None and per_msg is not None:
+            lines.append(f"{protocol}: instructions per op ~ N^{per_op:.2f}, per message ~ N^{per_msg:.2f} "
+                         f"from {fit['fits_from_nodes']} nodes up")
+    return "\n".join(lines)
+
+
+def _duration(protocol: str, nodes: int, quick: bool, instructions: bool = False) -> float:
     """Simulated seconds of a point: Raft and Multi-Paxos need about 0.2 s for their first election; EPaxos (no
-    leader) exchanges about 5 N messages per command, the causal protocol about 2 N per write."""
+    leader) exchanges about 5 N messages per command, the causal protocol about 2 N per write. Counting
+    instructions, the consensus points run 0.6 s, so that the half point (0.3 s) is past the election too and the
+    difference of the two is steady state only; the others run as --quick (cachegrind runs about 50 times slower)."""
+    if instructions:
+        return 0.6 if protocol in ("raft", "multipaxos") else _duration(protocol, nodes, True)
     if protocol in ("raft", "multipaxos"):
         return 0.25 if quick else 0.4
     if protocol == "epaxos":
@@ -198,7 +274,8 @@ def _points(args: argparse.Namespace) -> list[dict]:
             raise SystemExit(f"--protocols: unknown protocol {protocol!r}; valid: {', '.join(PROTOCOLS)}")
         for n in (QUICK_NODES if args.quick else NODES[protocol]):
             points.append({"protocol": protocol, "nodes": n, "monitor": args.monitor,
-                           "duration_s": _duration(protocol, n, args.quick), "clients": 8 if args.quick else 32})
+                           "duration_s": _duration(protocol, n, args.quick, args.instructions),
+                           "clients": 8 if args.quick else 32, **({"instructions": True} if args.instructions else {})})
     return points
 
 
@@ -212,10 +289,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=1,
                         help="runs per point (and per half point), each in its own child; the least CPU is kept "
                              "(default 1; 3 on a shared machine)")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count each run's instructions with valgrind's cachegrind (about 50x slower, "
+                             "immune to the host's load): the marginal instructions per message and per op, and "
+                             "their slope; writes sim_scale_instructions.json")
     parser.add_argument("--point", help=argparse.SUPPRESS)  # internal: measure one point, print its JSON
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error(f"--repeats: {args.repeats} is not a count of runs; valid: 1 or more")
+    if args.instructions and shutil.which("valgrind") is None:
+        parser.error("--instructions: valgrind is not on PATH (it counts the instructions); install valgrind, "
+                     "or measure CPU time without --instructions")
+    if args.instructions and args.repeats != 1:
+        parser.error("--instructions: instruction counts do not vary with the load; valid: --repeats 1")
     if args.point:
         print(json.dumps(measure_point(json.loads(args.point))))
         return 0
@@ -228,40 +314,31 @@ def main(argv: list[str] | None = None) -> int:
     bar = tqdm(total=len(points), desc="sim_scale", unit="point", file=sys.stderr)
     for point in points:
         bar.set_postfix_str(f"{point['protocol']} N={point['nodes']}")
-        row = _least_cpu(point, args.timeout, args.repeats)
-        if "error" not in row:  # the same point for half its duration, in a process of its own: the marginal cost
-            half = _least_cpu({**point, "duration_s": point["duration_s"] / 2}, args.timeout, args.repeats)
-            row["half"] = {k: half.get(k) for k in ("cpu_s", "messages_delivered", "ops_ok", "error") if k in half}
-            row["us_per_message_marginal"] = _marginal(row, half)
-            row["cpu_us_per_op_marginal"] = _marginal(row, half, "ops_ok")
-        rows.append(row)
+        rows.append(_full_and_half(point, args))
         bar.update(1)
     bar.close()
     low = 8 if args.quick else 32  # --quick has no point above 32: its slope spans 8..32 (fits_from says so)
-    fits = {p: {"cost_per_op_slope": slope([r for r in rows if r["protocol"] == p], "cpu_us_per_op", low),
-                "marginal_cost_per_op_slope": slope([r for r in rows if r["protocol"] == p],
-                                                    "cpu_us_per_op_marginal", low),
-                "us_per_message_slope": slope([r for r in rows if r["protocol"] == p], "us_per_message", low),
-                "messages_per_op_slope": slope([r for r in rows if r["protocol"] == p], "messages_per_op", low),
-                "fits_from_nodes": low}
-            for p in dict.fromkeys(r["protocol"] for r in rows)}
+    fits = {p: _fits([r for r in rows if r["protocol"] == p], low) for p in dict.fromkeys(r["protocol"] for r in rows)}
     print(_table(rows, fits))
+    if args.instructions:
+        print(_instruction_table(rows, fits))
     ok = [r for r in rows if "error" not in r]
     document = {
         "benchmark": "sim_scale", "quick": args.quick, "seed": SEED, "monitor": args.monitor, "repeats": args.repeats,
+        "instructions": args.instructions,  # when true, CPU times and RSS are those of runs under cachegrind
         "points": rows,
         "fits": fits, "targets": {"us_per_message": TARGET_US_PER_MESSAGE, "cost_per_op_slope": TARGET_SLOPE},
         "max_us_per_message": max((r["us_per_message"] for r in ok), default=None),
         "max_us_per_message_marginal": max((r["us_per_message_marginal"] for r in ok
                                             if r.get("us_per_message_marginal") is not None), default=None),
-        "estimate_at_or_above_rss": all(r["estimate_mb"] >= r["peak_rss_mb"] for r in ok),
+        "estimate_at_or_above_rss": None if args.instructions else all(r["estimate_mb"] >= r["peak_rss_mb"] for r in ok),
         # the children import seedance as installed or as PYTHONPATH says, not from this script's checkout
         "seedance_paths": sorted({r["seedance_path"] for r in ok}),
         "metadata": run_metadata(seed=SEED, spec={"benchmark": "sim_scale", "quick": args.quick,
                                                   "protocols": args.protocols, "monitor": args.monitor},
                                  argv=sys.argv[1:] if argv is None else argv),
     }
-    write_json(args.out, "sim_scale", document)
+    write_json(args.out, "sim_scale_instructions" if args.instructions else "sim_scale", document)
     return 0
 
 
