@@ -175,7 +175,7 @@ def _marginal(full: dict, half: dict, per: str = "messages_delivered", of: str =
 def slope(rows: list[dict], key: str, min_nodes: int = 32) -> float | None:
     """Least-squares slope of log(row[key]) against log(nodes) over rows with nodes >= min_nodes."""
     pts = [(math.log(r["nodes"]), math.log(r[key])) for r in rows
-           if "error" not in r and r["nodes"] >= min_nodes and r.get(key, 0) > 0]
+           if "error" not in r and r["nodes"] >= min_nodes and (r.get(key) or 0) > 0]  # None: no marginal
     if len(pts) < 2:
         return None
     mx = sum(x for x, _ in pts) / len(pts)
