@@ -267,12 +267,26 @@ def _duration(protocol: str, nodes: int, quick: bool, instructions: bool = False
     return 0.05 if quick else (0.1 if nodes >= 512 else 0.2)
 
 
+def _node_counts(text: str) -> tuple[int, ...]:
+    valid = sorted(set(QUICK_NODES).union(*NODES.values()))
+    try:
+        counts = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        counts = ()
+    if not counts or any(n not in valid for n in counts):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of node counts; valid: a comma-separated subset "
+                                         f"of {', '.join(map(str, valid))}")
+    return counts
+
+
 def _points(args: argparse.Namespace) -> list[dict]:
     points = []
     for protocol in args.protocols.split(","):
         if protocol not in NODES:
             raise SystemExit(f"--protocols: unknown protocol {protocol!r}; valid: {', '.join(PROTOCOLS)}")
         for n in (QUICK_NODES if args.quick else NODES[protocol]):
+            if args.nodes and n not in args.nodes:
+                continue
             points.append({"protocol": protocol, "nodes": n, "monitor": args.monitor,
                            "duration_s": _duration(protocol, n, args.quick, args.instructions),
                            "clients": 8 if args.quick else 32, **({"instructions": True} if args.instructions else {})})
@@ -284,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="out/benchmarks", help="output directory (default out/benchmarks)")
     parser.add_argument("--quick", action="store_true", help="N in {8, 32}, short runs (under a minute)")
     parser.add_argument("--protocols", default=",".join(PROTOCOLS), help="comma-separated subset")
+    parser.add_argument("--nodes", type=_node_counts, default=None,
+                        help="comma-separated subset of the N to run (default: every N of each protocol)")
     parser.add_argument("--monitor", action="store_true", help="run the invariant monitors too")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per point (default 900)")
     parser.add_argument("--repeats", type=int, default=1,

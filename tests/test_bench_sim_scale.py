@@ -70,3 +70,15 @@ def test_instructions_with_repeats_is_refused(tmp_path) -> None:
     done = _run("--instructions", "--repeats", "3", "--out", str(tmp_path), path=os.environ.get("PATH", ""))
     assert done.returncode == 2
     assert ("valid: --repeats 1" in done.stderr) or ("valgrind is not on PATH" in done.stderr)
+
+
+def test_nodes_outside_the_lists_are_refused_naming_the_valid_ones(tmp_path) -> None:
+    done = _run("--nodes", "8,100", "--out", str(tmp_path), path=os.environ.get("PATH", ""))
+    assert done.returncode == 2 and "--nodes" in done.stderr and "valid: a comma-separated subset of 8, 32" in done.stderr
+
+
+def test_nodes_selects_points(sim_scale) -> None:
+    args = sim_scale.argparse.Namespace(protocols="raft,causal", quick=False, monitor=False, instructions=False,
+                                        nodes=(32, 256))
+    assert [(p["protocol"], p["nodes"]) for p in sim_scale._points(args)] == [("raft", 32), ("causal", 32),
+                                                                             ("causal", 256)]
