@@ -55,7 +55,7 @@ import numpy as np
 from seedance.errors import SpecError
 from seedance.models import clocks
 from seedance.models.crdt import ENTRY_BYTES, GridDelta, PixelGrid
-from seedance.models.delta_intervals import DeltaBuffer, IntervalReceiver
+from seedance.models.delta_intervals import DeltaBuffer, IntervalReceiver, peers_of
 from seedance.models.protocols.causal.messages import Ack, Sync
 from seedance.models.protocols.options import Options, check_counts
 from seedance.models.protocols.contract import (
@@ -152,16 +152,16 @@ class CausalNode:
         self.num_nodes = num_nodes
         self.rng = rng
         self.config = config
-        self.peers = [*range(node_id), *range(node_id + 1, num_nodes)]
+        self.peers = peers_of(node_id, num_nodes)
         # ``src in ids and src != node_id`` is ``src in self.sent`` (whose keys are the peers) without a look-up in
         # an N-entry map per message (a cache miss at scale)
         self._ids = range(num_nodes)
         self.grid = PixelGrid(config.width, config.height, num_nodes)
         self.epoch = 0
-        self.buffer = DeltaBuffer(self.peers, max_groups=config.max_groups)
-        # per-peer maps copy the buffer's (a dict copy is about a tenth of building one: N of them, of N entries)
-        self.sent: dict[int, int | None] = self.buffer.acked.copy()
-        self.progress: dict[int, int | None] = self.buffer.acked.copy()  # acked at the last sync tick
+        self.buffer = DeltaBuffer(self.peers, max_groups=config.max_groups, me=node_id)
+        # per-peer maps, copies of the buffer's made at boot (a dict copy is a fraction of building one)
+        self.sent: dict[int, int | None] = {}
+        self.progress: dict[int, int | None] = {}  # acked at the last sync tick
         # a replica's first incarnation (epoch 0) starts empty, so its group 0 is the empty state: every receiver
         # holds it already, and a fresh start sends it to nobody (N² messages at boot otherwise)
         self.receiver = IntervalReceiver(first=(0, 1))
@@ -182,14 +182,15 @@ class CausalNode:
 
     # ------------------------------------------------------------------------------------------------ lifecycle
     def _boot(self, fresh: bool = False) -> Effects:
-        self.buffer.add(self.grid.full_delta())  # group 0: the whole state of this incarnation
         effects: Effects = [Persist(key=EPOCH_KEY, value=self.epoch),
                             SetTimer(name=SYNC_TIMER, delay_s=self.config.sync_interval_s),
                             SetTimer(name=STATS_TIMER, delay_s=self.config.stats_interval_s)]
-        if fresh:  # epoch 0, empty: every peer holds group 0 (see IntervalReceiver(first=...) above)
-            self.buffer.assume_held(1)
-            self.sent = self.buffer.acked.copy()
-            self.progress = self.buffer.acked.copy()
+        # group 0: the whole state of this incarnation; when fresh (epoch 0, empty) every peer holds it already
+        # (see IntervalReceiver(first=...) above)
+        (self.buffer.add_held if fresh else self.buffer.add)(self.grid.full_delta())
+        self.sent = self.buffer.acked.copy()
+        self.progress = self.buffer.acked.copy()
+        if fresh:
             return effects
         for peer in self.peers:
             effects.extend(self._push(peer))
