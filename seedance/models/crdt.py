@@ -159,6 +159,15 @@ class GridDelta:
                 int(self.value.item(0))))
         return made
 
+    def pixels(self) -> np.ndarray:
+        """``idx`` as a read-only copy, made once per delta: what a join that took every pixel of it returns (each
+        receiver of one delta gets the same array; read-only, so no one of them can change another's)."""
+        made = self.__dict__.get("_pixels")
+        if made is None:
+            made = self.__dict__["_pixels"] = self.idx.copy()
+            made.setflags(write=False)
+        return made
+
     def same_as(self, other: GridDelta) -> bool:
         """Equal as states (same pixels, entries and clock)."""
         return (np.array_equal(self.idx, other.idx) and all(
@@ -216,6 +225,9 @@ class PixelGrid:
         self._clock: np.ndarray | None = None
         self._own_clock(clocks.zeros(nodes))
         self._watchers: dict[int, list] = {}  # watcher token -> the pixels written since its last drain
+        # (i, its record) of the pixel a one-pixel join wrote last, while no other write came after it: what
+        # entry(i) then reads without going back to the record (the node persists the pixel a join just wrote)
+        self._last_entry: tuple[int, tuple] | None = None
         self._written = 0  # pixels with version > 0 (kept by the mutators: len(written()) without a scan)
 
     @property
@@ -294,7 +306,11 @@ class PixelGrid:
 
     def entry(self, i: int) -> tuple[int, int, float, int, int]:
         """(value, version, t, node, seq) of flat pixel ``i``."""
-        version, t, node, seq, value = self._records.item(i)
+        last = self._last_entry
+        if last is not None and last[0] == i:
+            version, t, node, seq, value = last[1]
+        else:
+            version, t, node, seq, value = self._records.item(i)
         return value, version, t, node, seq
 
     def values(self) -> np.ndarray:
@@ -362,35 +378,32 @@ class PixelGrid:
         """``self := self ⊔ delta``; returns the flat indices of the pixels whose entry changed (the writes this
         replica now shows)."""
         mine, theirs = self._clock, delta.clock
-        if type(theirs) is np.ndarray and theirs.shape == mine.shape and theirs.dtype == mine.dtype:
+        if type(theirs) is np.ndarray and theirs.dtype is mine.dtype and theirs.ndim == 1 and theirs.size == mine.size:
             above = self.ahead(theirs)  # the common case (clocks.join's, without its checks)
             if above.size:  # an unchanged clock stays the same object
-                joined = mine.copy()
-                if above.size == 1:  # one entry (a delivery's usual case): no fancy indexing
-                    j = above.item(0)
-                    joined[j] = theirs.item(j)
-                else:
-                    joined[above] = theirs[above]
-                self._own_clock(joined, above)
+                self._own_clock(np.maximum(mine, theirs), above)
         else:
             joined = clocks.join(mine, theirs)
             if joined is mine or joined is theirs:
                 joined = joined.copy()
             self._own_clock(joined)
-        if len(delta) == 0:
+        size = delta.idx.size
+        if size == 0:
             return np.zeros(0, np.int64)
-        if len(delta) == 1:  # one write (the common delta): compared as a tuple, the same order as _wins
+        if size == 1:  # one write (the common delta): compared as a tuple, the same order as _wins
             i, theirs = delta.only()
             records = self._records
             held = records.item(i)  # (version, t, node, seq, value), as ``theirs``
             if not theirs > held:
                 return np.zeros(0, np.int64)
             records[i] = theirs
+            self._last_entry = (i, theirs)
             if held[0] <= 0 < theirs[0]:
                 self._written += 1
             if self._watchers:
                 self._note(i)
-            return delta.idx.copy()
+            return delta.pixels()
+        self._last_entry = None  # (below: writes several records)
         mine = {n: v[delta.idx] for n, v in self._w.items()}
         wins = _wins(mine, delta.fields())
         changed = delta.idx[wins]
@@ -405,6 +418,7 @@ class PixelGrid:
     def overwrite(self, idx: int | np.ndarray, **entries: int | float | np.ndarray) -> None:
         """Set fields of pixels ``idx`` as given, whatever the join would keep: not a CRDT operation (a planted
         fault, a test's corrupt state); noted for watchers like any write. Unknown fields raise KeyError."""
+        self._last_entry = None
         for name, value in entries.items():
             if name not in self._w:
                 raise KeyError(f"unknown field {name!r}: valid: {', '.join(_FIELDS)}")
