@@ -58,6 +58,18 @@ _WIRE_FIELDS = ("idx", "value", "version", "t", "node", "seq", "clock")
 _new = object.__new__
 
 
+_INDEX: dict[int, np.ndarray] = {}  # j -> a read-only array([j]) (see _index)
+
+
+def _index(j: int) -> np.ndarray:
+    """``np.array([j])``, read-only, one per ``j`` (the entries a delivery moved: its sender's, usually)."""
+    made = _INDEX.get(j)
+    if made is None:
+        made = _INDEX[j] = np.array([j], np.intp)
+        made.setflags(write=False)
+    return made
+
+
 def _empty_fields(n: int) -> dict[str, np.ndarray]:
     return {"value": np.zeros(n, np.int64), "version": np.zeros(n, np.int64), "t": np.zeros(n, np.float64),
             "node": np.full(n, -1, np.int32), "seq": np.zeros(n, np.int64)}
@@ -159,6 +171,18 @@ class GridDelta:
                 int(self.value.item(0))))
         return made
 
+    def before(self, node: int) -> bytes:
+        """The bytes of this delta's clock with ``node``'s entry one lower (for :meth:`PixelGrid.steps_to`), made
+        once per delta (for the last ``node`` asked); the clock is made read-only then (a delta's arrays are never
+        written in place): a grid may take it as its own clock."""
+        made = self.__dict__.get("_before")
+        if made is None or made[0] != node:
+            clock = self.clock.copy()
+            clock[node] -= 1
+            made = self.__dict__["_before"] = (node, clock.tobytes())
+            self.clock.setflags(write=False)
+        return made[1]
+
     def pixels(self) -> np.ndarray:
         """``idx`` as a read-only copy, made once per delta: what a join that took every pixel of it returns (each
         receiver of one delta gets the same array; read-only, so no one of them can change another's)."""
@@ -221,7 +245,8 @@ class PixelGrid:
         # the writable records and views of their fields (only this class writes them)
         self._records, self._w = _grid_fields(self.width * self.height)
         self.f = _read_only(self._w)
-        self._ahead: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (theirs, mine, where above)
+        # (theirs, mine, where theirs is above, the joined clock when known: theirs itself, see steps_to)
+        self._ahead: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None] | None = None
         self._clock: np.ndarray | None = None
         self._own_clock(clocks.zeros(nodes))
         self._watchers: dict[int, list] = {}  # watcher token -> the pixels written since its last drain
@@ -263,8 +288,20 @@ class PixelGrid:
         if cached is not None and cached[0] is clock and cached[1] is mine:
             return cached[2]
         above = (clock > mine).nonzero()[0]
-        self._ahead = (clock, mine, above)
+        self._ahead = (clock, mine, above, None)
         return above
+
+    def steps_to(self, clock: np.ndarray, node: int, before: bytes) -> bool:
+        """Whether ``clock`` (read-only, int64, of the clock's shape) is this grid's clock with ``node``'s entry one
+        higher: the clock of ``node``'s next write after everything this grid holds (a delivery's usual case).
+        ``before``: its bytes with that entry one lower (:meth:`GridDelta.before`), compared with the clock's bytes
+        (one memory comparison; no array made). Then :meth:`ahead` of it is ``[node]``, and the join that follows
+        takes ``clock`` itself as its new clock (shared by every grid that joins it: it is read-only)."""
+        mine = self._clock
+        if mine.tobytes() != before:
+            return False
+        self._ahead = (clock, mine, _index(node), clock)
+        return True
 
     def watch(self, token: int) -> None:
         """From now on, note for ``token`` the pixels every mutation writes (what it noted before is dropped)."""
@@ -381,7 +418,11 @@ class PixelGrid:
         if type(theirs) is np.ndarray and theirs.dtype is mine.dtype and theirs.ndim == 1 and theirs.size == mine.size:
             above = self.ahead(theirs)  # the common case (clocks.join's, without its checks)
             if above.size:  # an unchanged clock stays the same object
-                self._own_clock(np.maximum(mine, theirs), above)
+                joined = self._ahead[3]  # (ahead just kept its answer for theirs and mine)
+                if joined is None:
+                    self._own_clock(np.maximum(mine, theirs), above)
+                else:  # theirs is the join (steps_to), read-only already
+                    self._clock_from, self._clock_moved, self._clock = mine, above, joined
         else:
             joined = clocks.join(mine, theirs)
             if joined is mine or joined is theirs:

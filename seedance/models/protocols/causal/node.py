@@ -340,7 +340,10 @@ class CausalNode:
         if type(need) is not np.ndarray or need.dtype is not _INT64:  # (as sent, in the simulator: as is)
             need = np.asarray(need, np.int64)
         have = self.grid.clock if provided is None else provided
-        if need.shape == have.shape and 0 <= src < need.size:  # the common case, without clocks.leq's checks
+        if need.ndim == 1 and need.size == have.size and 0 <= src < need.size:  # without clocks.leq's checks
+            delta = message.delta()
+            if provided is None and need is delta.clock and self.grid.steps_to(need, src, delta.before(src)):
+                return True  # ``have`` is ``need`` but one write of src's: the usual case, in one comparison
             # the entries the interval needs beyond ``have``: none but src's (the grid keeps the answer for the join)
             ahead = self.grid.ahead(need) if provided is None else (need > have).nonzero()[0]
             return not ahead.size or (ahead.size == 1 and ahead.item(0) == src)
