@@ -127,3 +127,16 @@ def test_entry_of_the_pixel_just_joined_follows_every_later_write():
                      node=np.array([2, 2], np.int32), seq=np.array([1, 2]), clock=np.array([1, 1, 2]))
     grid.join(both)
     assert grid.entry(1) == (3, 9, 1.0, 2, 1) and grid.entry(2) == (4, 9, 1.0, 2, 2)
+
+
+def test_receivers_of_one_write_share_one_persist_step_equal_to_the_general_one():
+    nodes = [CausalNode(i, 4, np.random.default_rng(i), CausalConfig(width=4, height=4)) for i in range(4)]
+    for node in nodes:
+        node.on_start(0.0)
+    effects = nodes[0].on_client_request(ClientRequest(client_id=1, request_id=1, op=Operation.WRITE, key="k3",
+                                                       value=5), 0.001)
+    sends = [e for e in effects if type(e) is Send]
+    steps = [nodes[s.dst].on_message(0, s.message, 0.002)[0] for s in sends]
+    assert all(step is steps[0] for step in steps) and steps[0].handed_over
+    entry = nodes[1].grid.entry(3)
+    assert dict(steps[0].put) == {"p3": entry, "c0": 1} and steps[0].size_bytes == 40 + 12

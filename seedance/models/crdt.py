@@ -160,15 +160,17 @@ class GridDelta:
                    node=node.astype(np.int32, copy=False), seq=seq.astype(np.int64, copy=False),
                    clock=clock.astype(np.int64, copy=False))
 
-    def only(self) -> tuple[int, tuple[int, float, int, int, int]]:
-        """A one-pixel delta's pixel and entry as Python numbers, ``(i, (version, t, node, seq, value))`` in the join
-        order, made once per delta (a delta's arrays are never written in place, and one delta may be joined by
-        every replica: the interval a write sends to each peer)."""
+    def only(self) -> tuple[int, tuple[int, float, int, int, int], tuple[int, int, float, int, int]]:
+        """A one-pixel delta's pixel and entry as Python numbers, ``(i, (version, t, node, seq, value), (value,
+        version, t, node, seq))``: in the join order, and as :meth:`PixelGrid.entry` gives it. Made once per delta (a
+        delta's arrays are never written in place, and one delta may be joined by every replica: the interval a
+        write sends to each peer), so every replica that joins it holds the same tuples."""
         made = self.__dict__.get("_only")
         if made is None:
-            made = self.__dict__["_only"] = (int(self.idx.item(0)), (
-                int(self.version.item(0)), float(self.t.item(0)), int(self.node.item(0)), int(self.seq.item(0)),
-                int(self.value.item(0))))
+            version, t, node, seq, value = (int(self.version.item(0)), float(self.t.item(0)),
+                                            int(self.node.item(0)), int(self.seq.item(0)), int(self.value.item(0)))
+            made = self.__dict__["_only"] = (int(self.idx.item(0)), (version, t, node, seq, value),
+                                             (value, version, t, node, seq))
         return made
 
     def before(self, node: int) -> bytes:
@@ -345,9 +347,8 @@ class PixelGrid:
         """(value, version, t, node, seq) of flat pixel ``i``."""
         last = self._last_entry
         if last is not None and last[0] == i:
-            version, t, node, seq, value = last[1]
-        else:
-            version, t, node, seq, value = self._records.item(i)
+            return last[1]  # (the delta's own tuple: every replica that joined it gives the same object)
+        version, t, node, seq, value = self._records.item(i)
         return value, version, t, node, seq
 
     def values(self) -> np.ndarray:
@@ -432,13 +433,13 @@ class PixelGrid:
         if size == 0:
             return np.zeros(0, np.int64)
         if size == 1:  # one write (the common delta): compared as a tuple, the same order as _wins
-            i, theirs = delta.only()
+            i, theirs, stored = delta.only()
             records = self._records
             held = records.item(i)  # (version, t, node, seq, value), as ``theirs``
             if not theirs > held:
                 return np.zeros(0, np.int64)
             records[i] = theirs
-            self._last_entry = (i, theirs)
+            self._last_entry = (i, stored)
             if held[0] <= 0 < theirs[0]:
                 self._written += 1
             if self._watchers:

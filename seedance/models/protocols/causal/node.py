@@ -58,7 +58,8 @@ from seedance.models.crdt import ENTRY_BYTES, GridDelta, PixelGrid
 from seedance.models.delta_intervals import DeltaBuffer, IntervalReceiver, peers_of
 from seedance.models.protocols.causal.messages import HEADER_BYTES, Ack, Sync
 from seedance.models.protocols.causal.shared import (
-    _CLOCK_RECORDS, _PIXEL_KEYS, _PIXEL_RECORDS, CLOCK_PREFIX, _ack, _applied, key_of,
+    _CLOCK_RECORDS, _PIXEL_KEYS, _PIXEL_RECORDS, CLOCK_ENTRY_BYTES, CLOCK_PREFIX, _ack, _applied, _one_step,
+    key_of,
 )
 from seedance.models.protocols.options import Options, check_counts
 from seedance.models.protocols.contract import (
@@ -68,7 +69,6 @@ from seedance.models.protocols.contract import (
 
 GRID_TABLE = "grid"
 CLOCK_RECORD = "clock"  # the whole clock as a list (older files); now each entry j is record "c{j}"
-CLOCK_ENTRY_BYTES = 12  # a record key and an int64
 EPOCH_KEY = "epoch"
 SYNC_TIMER = "sync"
 STATS_TIMER = "stats"
@@ -241,15 +241,17 @@ class CausalNode:
         """The changed pixels and the clock entries that moved since the last persist (``moved``, from
         :meth:`_clock_moved`; record ``c{j}``: entry ``j``), so a write costs O(what changed), not O(N) (a
         1,024-entry clock per delivery at 1,024 replicas)."""
-        names, entry = _PIXEL_RECORDS, self.grid.entry
-        put: dict[str, Any] = {names[i]: entry(i) for i in changed}  # (value, version, t, node, seq)
         clock = self.grid.clock
-        records, value = _CLOCK_RECORDS, clock.item
-        for j in moved:
-            put[records[j]] = value(j)
         # the grid's clock is read-only (PixelGrid makes every clock it takes so) and replaced when it changes:
         # holding it is holding its value
         self._persisted_clock = clock
+        if len(changed) == 1 and len(moved) == 1:  # a delivery's usual step: one pixel and the sender's entry
+            return _one_step(GRID_TABLE, changed[0], self.grid.entry(changed[0]), moved[0], clock.item(moved[0]))
+        names, entry = _PIXEL_RECORDS, self.grid.entry
+        put: dict[str, Any] = {names[i]: entry(i) for i in changed}  # (value, version, t, node, seq)
+        records, value = _CLOCK_RECORDS, clock.item
+        for j in moved:
+            put[records[j]] = value(j)
         return PersistRecords(table=GRID_TABLE, put=put, handed_over=True,  # fresh tuples and ints, made here
                               size_bytes=len(changed) * ENTRY_BYTES + CLOCK_ENTRY_BYTES * len(moved))
 
