@@ -140,3 +140,34 @@ def test_receivers_of_one_write_share_one_persist_step_equal_to_the_general_one(
     assert all(step is steps[0] for step in steps) and steps[0].handed_over
     entry = nodes[1].grid.entry(3)
     assert dict(steps[0].put) == {"p3": entry, "c0": 1} and steps[0].size_bytes == 40 + 12
+
+
+class _CollectEveryAck(DeltaBuffer):
+    def ack(self, peer: int, upto: int) -> None:
+        super().ack(peer, upto)
+        self._collect()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_an_ack_that_cannot_raise_the_smallest_acknowledgement_collects_nothing(seed):
+    rng = np.random.default_rng(seed)
+    peers = [1, 2, 3, 4, 5]
+    max_groups = int(rng.integers(2, 12))
+    fast, every = DeltaBuffer(peers, max_groups=max_groups), _CollectEveryAck(peers, max_groups=max_groups)
+    for step in range(1500):
+        roll = rng.random()
+        if roll < 0.25:
+            for buf in (fast, every):
+                buf.add(GridDelta.empty(6))
+        elif roll < 0.27:
+            upto = int(rng.integers(fast.counter + 1))
+            for buf in (fast, every):
+                buf.assume_held(upto)
+        else:
+            peer = int(rng.choice(peers))
+            low = fast.counter if rng.random() < 0.8 else 0
+            upto = int(rng.integers(min(low, (fast.acked[peer] or 0)), fast.counter + 1))
+            for buf in (fast, every):
+                buf.ack(peer, upto)
+        assert (fast.base, sorted(fast.groups), fast.acked, fast.lagging) == \
+            (every.base, sorted(every.groups), every.acked, every.lagging)

@@ -120,7 +120,10 @@ class DeltaBuffer:
                 self.lagging.add(peer)
             else:
                 self.lagging.discard(peer)
-            self._collect()
+            # only a first known start, or the smallest one losing its last peer, can raise the smallest known
+            # acknowledgement (the counter is as it was): otherwise _collect would find nothing to collect
+            if before is None or (before == self._low and before not in holding):
+                self._collect()
 
     def assume_held(self, upto: int) -> None:
         """Every peer holds our groups before ``upto`` without having said so (a fresh replica's group 0 is the

@@ -107,15 +107,16 @@ class CausalNode:
         self.rng = rng
         self.config = config
         self.peers = peers_of(node_id, num_nodes)
-        # ``src in ids and src != node_id`` is ``src in self.sent`` (whose keys are the peers) without a look-up in
-        # an N-entry map per message (a cache miss at scale)
+        # ``src in ids and src != node_id``: ``src`` is a peer, without a look-up in an N-entry map per message (a
+        # cache miss at scale)
         self._ids = range(num_nodes)
         self.grid = PixelGrid(config.width, config.height, num_nodes)
         self.epoch = 0
         self.buffer = DeltaBuffer(self.peers, max_groups=config.max_groups, me=node_id)
-        # per-peer maps, copies of the buffer's made at boot (a dict copy is a fraction of building one)
-        self.sent: dict[int, int | None] = {}
-        self.progress: dict[int, int | None] = {}  # acked at the last sync tick
+        # per peer, indexed by node id (this replica's own entry unused), made at boot: a list of N equal items is
+        # one fill, where a dict of N peers was a copy of N entries per replica
+        self.sent: list[int | None] = []
+        self.progress: list[int | None] = []  # acked at the last sync tick
         # a replica's first incarnation (epoch 0) starts empty, so its group 0 is the empty state: every receiver
         # holds it already, and a fresh start sends it to nobody (N² messages at boot otherwise)
         self.receiver = IntervalReceiver(first=(0, 1))
@@ -142,8 +143,9 @@ class CausalNode:
         # group 0: the whole state of this incarnation; when fresh (epoch 0, empty) every peer holds it already
         # (see IntervalReceiver(first=...) above)
         (self.buffer.add_held if fresh else self.buffer.add)(self.grid.full_delta())
-        self.sent = self.buffer.acked.copy()
-        self.progress = self.buffer.acked.copy()
+        held = self.buffer.counter if fresh else None  # what the buffer holds acknowledged of every peer now
+        self.sent = [held] * self.num_nodes
+        self.progress = [held] * self.num_nodes
         if fresh:
             return effects
         for peer in self.peers:
