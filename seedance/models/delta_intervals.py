@@ -5,7 +5,33 @@ when it extends the prefix it holds of that sender's incarnation (:class:`Interv
 
 from __future__ import annotations
 
+from typing import Any
+
 from seedance.models.crdt import GridDelta, join_many
+
+_IDS: dict[int, list[int]] = {}  # n -> [0 .. n-1], one list per n
+_ALL_TO: dict[tuple[int, Any], dict[int, Any]] = {}  # (n, value) -> dict.fromkeys(range(n), value)
+_ALL: dict[int, set[int]] = {}  # n -> set(range(n))
+
+
+def peers_of(me: int, n: int) -> list[int]:
+    """The ids ``0 .. n-1`` but ``me``, in order: slices of one list per ``n`` (its ints are shared, not made anew
+    for every replica: at 1,024 replicas building each peer list from ranges was most of its cost)."""
+    ids = _IDS.get(n)
+    if ids is None:
+        ids = _IDS[n] = list(range(n))
+    return ids[:me] + ids[me + 1:]
+
+
+def _all_but(me: int, n: int, value: Any) -> dict[int, Any]:
+    """``dict.fromkeys(peers_of(me, n), value)``, as a copy of one dict of all ``n`` ids (made once per ``n`` and
+    value) less ``me``: copying a dict clones its table, about fifty times cheaper than inserting every key."""
+    full = _ALL_TO.get((n, value))
+    if full is None:
+        full = _ALL_TO[n, value] = dict.fromkeys(range(n), value)
+    out = full.copy()
+    del out[me]
+    return out
 
 
 class DeltaBuffer:
@@ -16,11 +42,15 @@ class DeltaBuffer:
     Groups that every peer with a known start acknowledged are collected; at most ``max_groups`` are kept (older
     ones are collected anyway, and peers that lag behind them get the full state)."""
 
-    def __init__(self, peers: list[int], max_groups: int = 4096) -> None:
+    def __init__(self, peers: list[int], max_groups: int = 4096, *, me: int | None = None) -> None:
+        """``me``: the peers are ``peers_of(me, len(peers) + 1)`` (a replica's: every other id) and only they
+        acknowledge, so the per-peer maps are copies of shared ones (:func:`_all_but`), not built key by key."""
         self.counter = 0  # c_i: the number the next group gets
         self.base = 0  # the first group still held
         self.groups: dict[int, GridDelta] = {}
-        self.acked: dict[int, int | None] = dict.fromkeys(peers)  # A_i(j): j holds our groups [.., acked)
+        self._me = me
+        # A_i(j): j holds our groups [.., acked)
+        self.acked: dict[int, int | None] = dict.fromkeys(peers) if me is None else _all_but(me, len(peers) + 1, None)
         self.max_groups = max_groups
         # the smallest known acknowledgement, kept incrementally so that an ack costs O(1), not a scan of every
         # peer: how many peers acknowledged each value (peers with a known start only; a handful of values, as
@@ -28,7 +58,7 @@ class DeltaBuffer:
         self._holding: dict[int, int] = {}
         self._low = 0
         self._peers = list(peers)
-        self.lagging: set[int] = set(self.acked)  # the peers for which pending() is true
+        self.lagging: set[int] = self._every_peer()  # the peers for which pending() is true
 
     def add(self, delta: GridDelta) -> int:
         """Record a group (a local write or a received interval that changed the state); its number."""
@@ -38,6 +68,26 @@ class DeltaBuffer:
         self.lagging.update(self._peers)
         self._collect()
         return n
+
+    def add_held(self, delta: GridDelta) -> None:
+        """``add(delta)`` then ``assume_held(counter)``: a group every peer holds already (a fresh replica's group
+        0, the empty state), without add's pass over the peers that assume_held undoes."""
+        self.groups[self.counter] = delta
+        self.counter += 1
+        self.assume_held(self.counter)
+
+    def _every_peer(self) -> set[int]:
+        """``set(self._peers)`` (for a replica's peers: a copy of a shared set of all ids, less ``me``)."""
+        me = self._me
+        if me is None:
+            return set(self._peers)
+        n = len(self._peers) + 1
+        full = _ALL.get(n)
+        if full is None:
+            full = _ALL[n] = set(range(n))
+        out = full.copy()
+        out.discard(me)
+        return out
 
     def interval(self, peer: int) -> tuple[int, GridDelta] | None:
         """(start, Δ[start, counter)) for ``peer``; None when it needs the full state."""
@@ -70,17 +120,26 @@ class DeltaBuffer:
                 self.lagging.add(peer)
             else:
                 self.lagging.discard(peer)
-            self._collect()
+            # only a first known start, or the smallest one losing its last peer, can raise the smallest known
+            # acknowledgement (the counter is as it was): otherwise _collect would find nothing to collect
+            if before is None or (before == self._low and before not in holding):
+                self._collect()
 
     def assume_held(self, upto: int) -> None:
         """Every peer holds our groups before ``upto`` without having said so (a fresh replica's group 0 is the
         empty state, which every replica holds): nothing is sent for them."""
         if not 0 <= upto <= self.counter:
             raise ValueError(f"upto {upto} outside [0, {self.counter}]")
-        self.acked = dict.fromkeys(self.acked, upto)  # (from a dict: its keys' hashes are reused)
+        if self._me is None:
+            self.acked = dict.fromkeys(self.acked, upto)  # (from a dict: its keys' hashes are reused)
+        else:
+            self.acked = _all_but(self._me, len(self._peers) + 1, upto)
         self._holding = {upto: len(self._peers)} if self._peers else {}
         self._low = upto
-        self.lagging = set(self.acked) if upto < self.counter else set()
+        if upto >= self.counter:
+            self.lagging = set()
+        else:
+            self.lagging = set(self.acked) if self._me is None else self._every_peer()
         self._collect()
 
     def _known_low(self) -> int | None:

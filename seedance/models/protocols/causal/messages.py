@@ -8,6 +8,7 @@ import numpy as np
 
 from seedance.models.crdt import GridDelta
 
+HEADER_BYTES = 32  # epoch, start, end and framing of a Sync / an Ack
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class Sync:

@@ -55,8 +55,12 @@ import numpy as np
 from seedance.errors import SpecError
 from seedance.models import clocks
 from seedance.models.crdt import ENTRY_BYTES, GridDelta, PixelGrid
-from seedance.models.delta_intervals import DeltaBuffer, IntervalReceiver
-from seedance.models.protocols.causal.messages import Ack, Sync
+from seedance.models.delta_intervals import DeltaBuffer, IntervalReceiver, peers_of
+from seedance.models.protocols.causal.messages import HEADER_BYTES, Ack, Sync
+from seedance.models.protocols.causal.shared import (
+    _CLOCK_RECORDS, _PIXEL_KEYS, _PIXEL_RECORDS, CLOCK_ENTRY_BYTES, CLOCK_PREFIX, _ack, _applied, _one_step,
+    key_of,
+)
 from seedance.models.protocols.options import Options, check_counts
 from seedance.models.protocols.contract import (
     Annotate, ClientRequest, CollectiveDone, DurableState, Effects, Observe, Operation, Outcome, Persist,
@@ -65,13 +69,11 @@ from seedance.models.protocols.contract import (
 
 GRID_TABLE = "grid"
 CLOCK_RECORD = "clock"  # the whole clock as a list (older files); now each entry j is record "c{j}"
-CLOCK_PREFIX = "c"
-CLOCK_ENTRY_BYTES = 12  # a record key and an int64
 EPOCH_KEY = "epoch"
 SYNC_TIMER = "sync"
 STATS_TIMER = "stats"
-HEADER_BYTES = 32  # epoch, start, end and framing of a Sync / an Ack
 _KEY = re.compile(r"k(\d+)\Z")
+_INT64 = np.dtype(np.int64)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -96,54 +98,6 @@ class CausalConfig(Options):
                 raise SpecError(f"causal.{name}", f"must be seconds in [1e-5, 10], got {value!r}")
 
 
-
-def key_of(pixel: int) -> str:
-    """The history key of flat pixel ``pixel`` (``k<pixel>``), one shared string per pixel."""
-    return _PIXEL_KEYS[pixel]
-
-
-class _Names(dict):
-    """``prefix + str(i)`` for each int ``i``, made once and shared: every replica's keys, records and observations
-    of pixel ``i`` hold the same string object (at 1,024 replicas a separate string per record was about 54 bytes
-    times a million records per simulated second)."""
-
-    def __init__(self, prefix: str) -> None:
-        super().__init__()
-        self.prefix = prefix
-
-    def __missing__(self, i: int) -> str:
-        name = self[i] = f"{self.prefix}{i}"
-        return name
-
-
-def _ack(dst: int, epoch: int, held: int) -> Send:
-    """The Send of ``Ack(epoch, held)`` to ``dst``. Equal ones are one object (the last made per ``dst``, kept for
-    the process): in the simulator every receiver of a write acknowledges it to the writer with the same message,
-    one after another (1,023 at 1,024 replicas), and making the Ack and the Send is most of the cost of that."""
-    last = _ACKS.get(dst)
-    if last is not None and last.message.held == held and last.message.epoch == epoch:
-        return last
-    made = _ACKS[dst] = Send(dst=dst, message=Ack(epoch=epoch, held=held), size_bytes=HEADER_BYTES)
-    return made
-
-
-def _applied(pixel: int, value: int) -> Observe:
-    """``Observe("apply", k{pixel}, value)``. Equal ones are one object (the last made per pixel, kept for the
-    process), as :func:`_ack`'s: every replica applies each write (1,024 equal observations at 1,024 replicas)."""
-    last = _APPLIED.get(pixel)
-    if last is not None and last.value == value:
-        return last
-    made = _APPLIED[pixel] = Observe(what="apply", key=_PIXEL_KEYS[pixel], value=value)
-    return made
-
-
-_ACKS: dict[int, Send] = {}  # dst -> the Send _ack made last for it (immutable: shared by every replica)
-_APPLIED: dict[int, Observe] = {}  # pixel -> the Observe _applied made last for it (immutable, shared)
-_PIXEL_KEYS = _Names("k")  # key_of(i)
-_PIXEL_RECORDS = _Names("p")  # the grid table's record of pixel i
-_CLOCK_RECORDS = _Names(CLOCK_PREFIX)  # the grid table's record of clock entry j
-
-
 class CausalNode:
     """One replica/coordinator of the pixel grid; see the module docstring."""
 
@@ -152,16 +106,17 @@ class CausalNode:
         self.num_nodes = num_nodes
         self.rng = rng
         self.config = config
-        self.peers = [*range(node_id), *range(node_id + 1, num_nodes)]
-        # ``src in ids and src != node_id`` is ``src in self.sent`` (whose keys are the peers) without a look-up in
-        # an N-entry map per message (a cache miss at scale)
+        self.peers = peers_of(node_id, num_nodes)
+        # ``src in ids and src != node_id``: ``src`` is a peer, without a look-up in an N-entry map per message (a
+        # cache miss at scale)
         self._ids = range(num_nodes)
         self.grid = PixelGrid(config.width, config.height, num_nodes)
         self.epoch = 0
-        self.buffer = DeltaBuffer(self.peers, max_groups=config.max_groups)
-        # per-peer maps copy the buffer's (a dict copy is about a tenth of building one: N of them, of N entries)
-        self.sent: dict[int, int | None] = self.buffer.acked.copy()
-        self.progress: dict[int, int | None] = self.buffer.acked.copy()  # acked at the last sync tick
+        self.buffer = DeltaBuffer(self.peers, max_groups=config.max_groups, me=node_id)
+        # per peer, indexed by node id (this replica's own entry unused), made at boot: a list of N equal items is
+        # one fill, where a dict of N peers was a copy of N entries per replica
+        self.sent: list[int | None] = []
+        self.progress: list[int | None] = []  # acked at the last sync tick
         # a replica's first incarnation (epoch 0) starts empty, so its group 0 is the empty state: every receiver
         # holds it already, and a fresh start sends it to nobody (N² messages at boot otherwise)
         self.receiver = IntervalReceiver(first=(0, 1))
@@ -182,14 +137,16 @@ class CausalNode:
 
     # ------------------------------------------------------------------------------------------------ lifecycle
     def _boot(self, fresh: bool = False) -> Effects:
-        self.buffer.add(self.grid.full_delta())  # group 0: the whole state of this incarnation
         effects: Effects = [Persist(key=EPOCH_KEY, value=self.epoch),
                             SetTimer(name=SYNC_TIMER, delay_s=self.config.sync_interval_s),
                             SetTimer(name=STATS_TIMER, delay_s=self.config.stats_interval_s)]
-        if fresh:  # epoch 0, empty: every peer holds group 0 (see IntervalReceiver(first=...) above)
-            self.buffer.assume_held(1)
-            self.sent = self.buffer.acked.copy()
-            self.progress = self.buffer.acked.copy()
+        # group 0: the whole state of this incarnation; when fresh (epoch 0, empty) every peer holds it already
+        # (see IntervalReceiver(first=...) above)
+        (self.buffer.add_held if fresh else self.buffer.add)(self.grid.full_delta())
+        held = self.buffer.counter if fresh else None  # what the buffer holds acknowledged of every peer now
+        self.sent = [held] * self.num_nodes
+        self.progress = [held] * self.num_nodes
+        if fresh:
             return effects
         for peer in self.peers:
             effects.extend(self._push(peer))
@@ -273,7 +230,7 @@ class CausalNode:
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not -(1 << 63) <= value < 1 << 63:
             return [self._reply(request, Outcome.FAIL, error=f"bad-value: {value!r} is not a 64-bit integer")]
         delta = self.grid.write_delta(x, y, int(value), node=self.node_id, t=float(now))
-        changed = self._join(delta)
+        changed = self._join(delta).tolist()
         self.buffer.add(delta)
         return [self._persist(changed, self._clock_moved(self.grid.clock)), *self._observe(changed),
                 self._reply(request, Outcome.OK), *self._push_all()]
@@ -282,18 +239,21 @@ class CausalNode:
     def _join(self, delta: GridDelta) -> np.ndarray:
         return self.grid.join(delta)
 
-    def _persist(self, changed: np.ndarray, moved: list[int]) -> PersistRecords:
+    def _persist(self, changed: list[int], moved: list[int]) -> PersistRecords:
         """The changed pixels and the clock entries that moved since the last persist (``moved``, from
         :meth:`_clock_moved`; record ``c{j}``: entry ``j``), so a write costs O(what changed), not O(N) (a
         1,024-entry clock per delivery at 1,024 replicas)."""
-        names, entry = _PIXEL_RECORDS, self.grid.entry
-        put: dict[str, Any] = {names[i]: entry(i) for i in changed.tolist()}  # (value, version, t, node, seq)
         clock = self.grid.clock
+        # the grid's clock is read-only (PixelGrid makes every clock it takes so) and replaced when it changes:
+        # holding it is holding its value
+        self._persisted_clock = clock
+        if len(changed) == 1 and len(moved) == 1:  # a delivery's usual step: one pixel and the sender's entry
+            return _one_step(GRID_TABLE, changed[0], self.grid.entry(changed[0]), moved[0], clock.item(moved[0]))
+        names, entry = _PIXEL_RECORDS, self.grid.entry
+        put: dict[str, Any] = {names[i]: entry(i) for i in changed}  # (value, version, t, node, seq)
         records, value = _CLOCK_RECORDS, clock.item
         for j in moved:
             put[records[j]] = value(j)
-        # the grid's clock is read-only and replaced when it changes: holding it is holding its value
-        self._persisted_clock = clock if not clock.flags.writeable else clock.copy()
         return PersistRecords(table=GRID_TABLE, put=put, handed_over=True,  # fresh tuples and ints, made here
                               size_bytes=len(changed) * ENTRY_BYTES + CLOCK_ENTRY_BYTES * len(moved))
 
@@ -305,9 +265,9 @@ class CausalNode:
         moved = self.grid.moved_since(persisted)
         return (clock != persisted).nonzero()[0].tolist() if moved is None else moved.tolist()
 
-    def _observe(self, changed: np.ndarray) -> list[Observe]:
+    def _observe(self, changed: list[int]) -> list[Observe]:
         value = self.grid.f["value"].item  # an int64 array's items are Python ints
-        return [_applied(i, value(i)) for i in changed.tolist()]
+        return [_applied(i, value(i)) for i in changed]
 
     def _push(self, peer: int) -> Effects:
         """Send ``peer`` the interval from what was last sent (or the full state when that is unknown/collected)."""
@@ -377,11 +337,17 @@ class CausalNode:
         replica's clock, or that joined with intervals delivered together). A full state, and group 0 on its own
         (the sender's state at boot), carry their own predecessors; an interval from 0 that goes further does not
         (see :meth:`_push`) and is checked like any other."""
-        if message.start is None or (message.start == 0 and message.end == 1):
+        start = message.start
+        if start is None or (start == 0 and message.end == 1):
             return True
-        need = np.asarray(message.clock, np.int64)
+        need = message.clock
+        if type(need) is not np.ndarray or need.dtype is not _INT64:  # (as sent, in the simulator: as is)
+            need = np.asarray(need, np.int64)
         have = self.grid.clock if provided is None else provided
-        if need.shape == have.shape and 0 <= src < need.size:  # the common case, without clocks.leq's checks
+        if need.ndim == 1 and need.size == have.size and 0 <= src < need.size:  # without clocks.leq's checks
+            delta = message.delta()
+            if provided is None and need is delta.clock and self.grid.steps_to(need, src, delta.before(src)):
+                return True  # ``have`` is ``need`` but one write of src's: the usual case, in one comparison
             # the entries the interval needs beyond ``have``: none but src's (the grid keeps the answer for the join)
             ahead = self.grid.ahead(need) if provided is None else (need > have).nonzero()[0]
             return not ahead.size or (ahead.size == 1 and ahead.item(0) == src)
@@ -412,11 +378,14 @@ class CausalNode:
         return effects
 
     def _deliver(self, src: int, message: Sync) -> Effects:
-        changed = self._join(message.delta())
+        changed = self._join(message.delta()).tolist()
         ack = _ack(src, message.epoch, self.receiver.joined(src, message.epoch, message.start, message.end))
         moved = self._clock_moved(self.grid.clock)
-        if len(changed) or moved:
-            return [self._persist(changed, moved), *self._observe(changed), ack]
+        if changed or moved:
+            effects: Effects = [self._persist(changed, moved)]
+            effects += self._observe(changed)
+            effects.append(ack)
+            return effects
         return [ack]
 
     def _drain(self) -> Effects:
