@@ -172,6 +172,8 @@ class Clients:
         self._think_s = config.think_s
         self._modelled = runtime.host is not None  # a measured host: client CPU, connection set-up, loopback draws
         runtime.reply_sink = self._reply_sent
+        # the events' callbacks bound once (not a new bound method per event)
+        self._request_arrives, self._reply_arrives = self._request_arrives, self._reply_arrives
         if config.crash_resets:
             runtime.crash_sinks.append(self._node_crashed)
         cumulative = np.cumsum(config.mix)
