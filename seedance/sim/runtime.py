@@ -447,7 +447,16 @@ class Runtime(StorageThread, HostCosts):
         now = self.env._now
         if self._tracing:
             self._record((now, "deliver", dst, type(message).__name__, src))
-        if self._plain_cpu and host.busy_until <= now and not host.inbox and not host.paused:
-            self._handle(host, MESSAGE, (src, message), now)  # _arrive's verdict for an idle node, without its call
-        else:
+        if not self._plain_cpu or host.paused:
             self._arrive(host, MESSAGE, (src, message))
+            return
+        # _arrive's and _arm's verdicts without their calls: an idle node handles it now, a busy one queues it (and
+        # is woken when its CPU frees, unless a wake-up is already due by then)
+        inbox = host.inbox
+        if not inbox and host.busy_until <= now:
+            self._handle(host, MESSAGE, (src, message), now)
+            return
+        inbox.append((MESSAGE, (src, message)))
+        wake = host.wake_at
+        if wake is None or wake > host.busy_until:
+            self._arm(host)
