@@ -160,8 +160,9 @@ class Host:
                           (self, self.incarnation, group, handoff, cursor))
 
     def deliver_later(self, kind: int, value: Any, cursor: float) -> None:
-        runtime = self.runtime
-        runtime._at(cursor, runtime._later, (self, self.incarnation, kind, value))
+        runtime = self.runtime  # runtime._at without its call
+        heappush(runtime._queue, (cursor, NORMAL, next(runtime._eid),
+                                  Call(runtime._later, (self, self.incarnation, kind, value))))
 
     def restore(self, name: str) -> Any:
         return self.storage.restore(name)
