@@ -302,15 +302,21 @@ class Runtime(StorageThread, HostCosts):
             return
         self._handle(host, kind, value, now)
 
-    def _arm(self, host: Host) -> None:
-        """Make sure a wake-up is scheduled for when the CPU frees, if inputs wait."""
+    def _arm(self, host: Host, spent: Call | None = None) -> None:
+        """Make sure a wake-up is scheduled for when the CPU frees, if inputs wait. ``spent``: the event whose
+        callback is calling (done with: nothing reads it once its callback returns), made the wake-up instead of a
+        new one."""
         if not host.inbox or host.paused or not host.up:
             return
         at = host.busy_until if self.cores is None else self._ready_at(host)
         if host.wake_at is not None and host.wake_at <= at:
             return
         host.wake_at = at
-        heappush(self._queue, (at, NORMAL, next(self._eid), Call(self._wake, (host, host.incarnation))))
+        if spent is None:
+            spent = Call(self._wake, (host, host.incarnation))
+        else:
+            spent.fn, spent.args = self._wake, (host, host.incarnation)
+        heappush(self._queue, (at, NORMAL, next(self._eid), spent))
 
     def _wake(self, event: Call) -> None:
         host, incarnation = event.args
@@ -332,7 +338,7 @@ class Runtime(StorageThread, HostCosts):
             kind, value = inbox.popleft()
             self._handle(host, kind, value, now)
         if inbox:
-            self._arm(host)
+            self._arm(host, event)
 
     def _handle(self, host: Host, kind: int, value: Any, now: float) -> None:
         engine = host.engine
@@ -459,4 +465,4 @@ class Runtime(StorageThread, HostCosts):
         inbox.append((MESSAGE, (src, message)))
         wake = host.wake_at
         if wake is None or wake > host.busy_until:
-            self._arm(host)
+            self._arm(host, event)
