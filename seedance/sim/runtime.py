@@ -303,9 +303,9 @@ class Runtime(StorageThread, HostCosts):
         self._handle(host, kind, value, now)
 
     def _arm(self, host: Host, spent: Call | None = None) -> None:
-        """Make sure a wake-up is scheduled for when the CPU frees, if inputs wait. ``spent``: the event whose
-        callback is calling (done with: nothing reads it once its callback returns), made the wake-up instead of a
-        new one."""
+        """Make sure a wake-up is scheduled for when the CPU frees, if inputs wait. ``spent``: the event being
+        handled, whose callback arms this as its last step (the kernel reads nothing of an event once its callback
+        has returned): it becomes the wake-up, instead of a new one."""
         if not host.inbox or host.paused or not host.up:
             return
         at = host.busy_until if self.cores is None else self._ready_at(host)
