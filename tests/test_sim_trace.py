@@ -73,6 +73,45 @@ def test_fast_forward_is_only_an_optimisation(monkeypatch):
     assert next(fast.runtime.env._eid) < next(slow.runtime.env._eid)  # it did skip wake-up events
 
 
+def test_the_runtimes_inline_paths_are_only_an_optimisation(monkeypatch):
+    """Host.send books a plain send itself, and a delivery or client request to an idle (or busy) node skips
+    Runtime._arrive: with the general paths they short-cut (Runtime._send, Runtime._arrive) instead, not a single
+    trace byte changes."""
+    from seedance.sim.host import Host
+    from seedance.sim.runtime import CLIENT, MESSAGE, Runtime
+
+    pytest.importorskip("seedance.models.protocols.raft")
+    busy = SimConfig(protocol="raft", nodes=5, duration_s=0.3, seed=3, workload=WorkloadConfig(clients=16))
+    fast = simulate(busy)
+
+    def send(self, effect, cursor):
+        self.runtime._send(self.node_id, effect.dst, effect.message, effect.size_bytes, cursor)
+
+    def delivered(self, event):
+        dst, src, message = event.args
+        host = self.hosts[dst]
+        if not host.up:
+            self.messages_dropped += 1
+            self._record((self.env._now, "drop", dst, type(message).__name__, src, "crashed"))
+            return
+        self.messages_delivered += 1
+        self._record((self.env._now, "deliver", dst, type(message).__name__, src))
+        self._arrive(host, MESSAGE, (src, message))
+
+    def client_request(self, dst, request):
+        host = self.hosts[dst]
+        if host.up:
+            self._arrive(host, CLIENT, request)
+        return host.up
+
+    monkeypatch.setattr(Host, "send", send)
+    monkeypatch.setattr(Runtime, "_delivered", delivered)
+    monkeypatch.setattr(Runtime, "client_request", client_request)
+    slow = simulate(busy)
+    assert fast.ops_ok > 100 and fast.stats["messages_delivered"] > 1000
+    assert fast.trace_sha256 == slow.trace_sha256 and fast.ops_ok == slow.ops_ok
+
+
 def test_chrome_duration_events_never_overlap_on_a_thread():
     """Viewers drop X events that overlap on one thread; flights in flight together get separate lanes."""
     result = simulate(SimConfig(protocol="echo", nodes=3, duration_s=0.05, seed=1,

@@ -6,12 +6,16 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Mapping
+from heapq import heappush
 from typing import Any
+
+from simpy.events import NORMAL
 
 from seedance.engine.effects import EffectEngine
 from seedance.models.compute import work_time_s
 from seedance.models.host import carried_entries
 from seedance.models.protocols.contract import Reply
+from seedance.sim.kernel import Call
 from seedance.sim.storage import Storage
 
 
@@ -66,17 +70,31 @@ class Host:
 
     # ------------------------------------------------------------------------------------ the engine's driver
     def send(self, effect: Any, cursor: float) -> None:
-        costs = self.runtime._entry_costs
+        runtime = self.runtime
+        network = runtime.network
+        if runtime._plain_cpu and not network.faulty:
+            # the common case of Runtime._send, without its call (no host model: no entry costs, no reconnects,
+            # no loopback draws; no network fault): book the path, record the send, schedule the delivery
+            runtime.messages_sent += 1
+            src, dst, message, size = self.node_id, effect.dst, effect.message, effect.size_bytes
+            arrive = network.transit(src, dst, size, cursor)
+            if runtime._tracing:
+                runtime._record((cursor, "send", src, type(message).__name__, dst, size, arrive))
+            heappush(runtime._queue, (arrive, NORMAL, next(runtime._eid),
+                                      Call(runtime._delivered, (dst, src, message))))
+            return
+        costs = runtime._entry_costs
         if costs is not None:  # encoding the entries it carries: paid with the node's next item (see owe)
             self.owed += costs.sent(carried_entries(effect.message))
-        self.runtime._send(self.node_id, effect.dst, effect.message, effect.size_bytes, cursor)
+        runtime._send(self.node_id, effect.dst, effect.message, effect.size_bytes, cursor)
 
     def arm_timer(self, name: Any, token: int, delay_s: float, cursor: float) -> None:
         runtime = self.runtime
         fire = cursor + delay_s / self.timer_rate
         if runtime._tracing:
             runtime._record((cursor, "timer-set", self.node_id, name, fire))
-        runtime._at(fire, runtime._timer_fired, (self, self.incarnation, name, token))
+        heappush(runtime._queue, (fire, NORMAL, next(runtime._eid),
+                                  Call(runtime._timer_fired, (self, self.incarnation, name, token))))
 
     def disarm_timer(self, name: Any, cursor: float) -> None:
         if self.runtime._tracing:
@@ -123,7 +141,8 @@ class Host:
             done = storage.sync_done_s(cursor, None)
             if runtime._tracing:
                 runtime._record((cursor, "persist", self.node_id, len(storage.staged), storage.staged_bytes, done))
-            runtime._at(done, runtime._persisted, (self, self.incarnation, group))
+            heappush(runtime._queue, (done, NORMAL, next(runtime._eid),
+                                      Call(runtime._persisted, (self, self.incarnation, group))))
             return
         # a measured host: the loop hands the write (or, with fsync off, the write alone) to its storage thread,
         # which runs Python only while it holds the interpreter's lock (Runtime.with_lock), then the syscall with
@@ -141,8 +160,9 @@ class Host:
                           (self, self.incarnation, group, handoff, cursor))
 
     def deliver_later(self, kind: int, value: Any, cursor: float) -> None:
-        runtime = self.runtime
-        runtime._at(cursor, runtime._later, (self, self.incarnation, kind, value))
+        runtime = self.runtime  # runtime._at without its call
+        heappush(runtime._queue, (cursor, NORMAL, next(runtime._eid),
+                                  Call(runtime._later, (self, self.incarnation, kind, value))))
 
     def restore(self, name: str) -> Any:
         return self.storage.restore(name)

@@ -43,6 +43,7 @@ from seedance.engine.rng import node_rng
 from seedance.models.protocols.contract import ClientRequest, CollectiveDone, ProtocolSpec, Reply
 from seedance.sim.config import CpuConfig, StorageConfig
 from seedance.sim.host import Host
+from seedance.sim.host_costs import HostCosts
 from seedance.sim.kernel import Call
 from seedance.models.host import CorePool, DiskStallProcess, HostProfile, SpellProcess, carried_entries
 from seedance.sim.network import Network
@@ -56,7 +57,7 @@ SYNCED = 6  # an amortised host's fsync completion, queued for the node's CPU li
 __all__ = ["CLIENT", "COLLECTIVE", "MESSAGE", "PERSISTED", "TIMER", "WORK", "Host", "Runtime"]
 
 
-class Runtime(StorageThread):
+class Runtime(StorageThread, HostCosts):
     """Drives ``num_nodes`` nodes of ``spec`` on ``env``; see the module docstring for the rules."""
 
     fast_forward = True  # an optimisation only: tests check the trace is identical without it
@@ -123,6 +124,9 @@ class Runtime(StorageThread):
         self.collectives: Any = None
         self.after_input: list[Callable[[Host], None]] = []  # told the host that has just handled an input
         self.crash_sinks: list[Callable[[int, float], None]] = []  # told (node, time) when a node crashes
+        # the events' callbacks bound once (``self._wake`` would otherwise make a new bound method per event)
+        self._delivered, self._wake, self._timer_fired, self._persisted, self._later = (
+            self._delivered, self._wake, self._timer_fired, self._persisted, self._later)
 
     # ----------------------------------------------------------------------------------------------- scheduling
     def _at(self, at_s: float, fn: Callable[[Any], None], args: Any) -> None:
@@ -238,44 +242,17 @@ class Runtime(StorageThread):
     def set_timer_rate(self, node_id: int, rate: float) -> None:
         self.hosts[node_id].timer_rate = rate
 
-    def client_cpu(self, now: float) -> float:
-        """On a modelled host: the client process (one thread) spends its per-operation CPU on a shared core; when
-        it is done. Without a host profile clients cost nothing."""
-        if self.host is None:
-            return now
-        woke = now >= self._client_busy  # the reply found the client process idle: a wake-up (amortisation)
-        start = now if now > self._client_busy else self._client_busy
-        self._client_busy = self.cores.take(start, self.host.client_cost(self._host_rng, woke))
-        return self._client_busy
-
-    def connect_latency(self, client: int, node: int, depart: float) -> float:
-        """On a modelled host that measured it: a client's first request to a node opens the connection first (TCP,
-        the authenticated handshake, the client frame): a draw of its set-up time and, where measured, the node's
-        serial part of it (accepting, the handshake) queued behind the other set-ups at that node; else 0."""
-        host = self.host
-        if host is None or host.connect is None or (client, node) in self._connected:
-            return 0.0
-        self._connected.add((client, node))
-        ready = depart + host.connect.draw(self._host_rng)
-        if host.accept is not None:
-            ready = max(ready, self._accept_free.get(node, 0.0)) + host.accept.draw(self._host_rng)
-            self._accept_free[node] = ready
-        return ready - depart
-
-    def extra_latency(self) -> float:
-        """On a modelled host: one draw of its process-to-process (loopback) latency; else 0."""
-        if self.host is None:
-            return 0.0
-        latency = self.host.loopback.draw(self._host_rng)  # a spell slows the kernel's path between processes too
-        return latency * self.cores.spell.factor(self.env._now) if self.cores.spell is not None else latency
-
     # --------------------------------------------------------------------------------------------------- inputs
     def client_request(self, dst: int, request: ClientRequest) -> bool:
         """A client request arrives at node ``dst`` now; False when the node is down (the request is lost)."""
         host = self.hosts[dst]
         if not host.up:
             return False
-        self._arrive(host, CLIENT, request)
+        now = self.env._now
+        if self._plain_cpu and host.busy_until <= now and not host.inbox and not host.paused:
+            self._handle(host, CLIENT, request, now)  # _arrive's verdict for an idle node, without its call
+        else:
+            self._arrive(host, CLIENT, request)
         return True
 
     def collective_done(self, node_id: int, incarnation: int, done: CollectiveDone) -> None:
@@ -303,15 +280,6 @@ class Runtime(StorageThread):
             self._record((self.env._now, "work-done", host.node_id, repr(effect.work_id), done.ok))
         self._arrive(host, WORK, done)
 
-    def _ready_at(self, host: Host) -> float:
-        """When this node can handle its next input: its own CPU free and, on a modelled host, a core free."""
-        at = host.busy_until
-        if self.cores is not None:
-            core = self.cores.earliest()
-            if core > at:
-                at = core
-        return at
-
     def _arrive(self, host: Host, kind: int, value: Any) -> None:
         now = self.env._now
         # the loop was idle: this input starts a busy period. One arriving at the very moment the previous input's
@@ -334,15 +302,21 @@ class Runtime(StorageThread):
             return
         self._handle(host, kind, value, now)
 
-    def _arm(self, host: Host) -> None:
-        """Make sure a wake-up is scheduled for when the CPU frees, if inputs wait."""
+    def _arm(self, host: Host, spent: Call | None = None) -> None:
+        """Make sure a wake-up is scheduled for when the CPU frees, if inputs wait. ``spent``: the event being
+        handled, whose callback arms this as its last step (the kernel reads nothing of an event once its callback
+        has returned): it becomes the wake-up, instead of a new one."""
         if not host.inbox or host.paused or not host.up:
             return
         at = host.busy_until if self.cores is None else self._ready_at(host)
         if host.wake_at is not None and host.wake_at <= at:
             return
         host.wake_at = at
-        self._at(at, self._wake, (host, host.incarnation))
+        if spent is None:
+            spent = Call(self._wake, (host, host.incarnation))
+        else:
+            spent.fn, spent.args = self._wake, (host, host.incarnation)
+        heappush(self._queue, (at, NORMAL, next(self._eid), spent))
 
     def _wake(self, event: Call) -> None:
         host, incarnation = event.args
@@ -363,36 +337,35 @@ class Runtime(StorageThread):
                 env._now = now = ready
             kind, value = inbox.popleft()
             self._handle(host, kind, value, now)
-        self._arm(host)
-
-    @staticmethod
-    def _owe(host: Host, cost: float) -> float:
-        """An item's CPU with what the node owes for its sends' entries; the per-entry costs are centred on the
-        profile run's mean entries per message, so a share can be negative: never below zero, the rest carried."""
-        total = cost + host.owed
-        host.owed = min(total, 0.0)
-        return max(total, 0.0)
+        if inbox:
+            self._arm(host, event)
 
     def _handle(self, host: Host, kind: int, value: Any, now: float) -> None:
         engine = host.engine
-        host.ahead = len(host.inbox)
-        if kind == SYNCED:  # an amortised host's fsync completion: the effects behind it run on the loop's CPU
-            cursor = self.cores.take(now, self._owe(host, self.host.completion_cost(self._host_rng, host.woke,
-                                                                                     host.collections)))
-            host.woke = False
-            host.busy_until = host.turn_end = cursor
-            engine.durable(value, cursor)
-            return
-        if kind == TIMER:
-            name, token = value
-            if not engine.timer_due(name, token):  # cancelled or replaced while waiting in the inbox
+        if self._amortised:
+            host.ahead = len(host.inbox)
+        if kind == MESSAGE:  # the most frequent input first; call_node's first case, without its call
+            effects = host.node.on_message(value[0], value[1], now)
+        elif kind == CLIENT:
+            effects = host.node.on_client_request(value, now)
+        else:
+            if kind == SYNCED:  # an amortised host's fsync completion: the effects behind it run on the loop's CPU
+                cursor = self.cores.take(now, self._owe(host, self.host.completion_cost(self._host_rng, host.woke,
+                                                                                         host.collections)))
+                host.woke = False
+                host.busy_until = host.turn_end = cursor
+                engine.durable(value, cursor)
                 return
-            if self._tracing:
-                self._record((now, "timer-fire", host.node_id, name))
-            value = name
-        elif kind == PERSISTED and self._tracing:
-            self._record((now, "persisted", host.node_id, value))
-        effects = call_node(host.node, kind, value, now, engine)
+            if kind == TIMER:
+                name, token = value
+                if not engine.timer_due(name, token):  # cancelled or replaced while waiting in the inbox
+                    return
+                if self._tracing:
+                    self._record((now, "timer-fire", host.node_id, name))
+                value = name
+            elif kind == PERSISTED and self._tracing:
+                self._record((now, "persisted", host.node_id, value))
+            effects = call_node(host.node, kind, value, now, engine)
         host.handled += 1
         if self._plain_cpu:
             cursor = now + self._cost[kind]
@@ -433,7 +406,8 @@ class Runtime(StorageThread):
             self._arrive(host, SYNCED, group)
             return
         host.engine.durable(group, now)
-        self._arm(host)
+        if host.inbox:
+            self._arm(host)
 
     def _send(self, src: int, dst: int, message: Any, size_bytes: int, depart: float) -> None:
         self.messages_sent += 1
@@ -476,6 +450,19 @@ class Runtime(StorageThread):
                 self._record((self.env._now, "drop", dst, type(message).__name__, src, "crashed"))
             return
         self.messages_delivered += 1
+        now = self.env._now
         if self._tracing:
-            self._record((self.env._now, "deliver", dst, type(message).__name__, src))
-        self._arrive(host, MESSAGE, (src, message))
+            self._record((now, "deliver", dst, type(message).__name__, src))
+        if not self._plain_cpu or host.paused:
+            self._arrive(host, MESSAGE, (src, message))
+            return
+        # _arrive's and _arm's verdicts without their calls: an idle node handles it now, a busy one queues it (and
+        # is woken when its CPU frees, unless a wake-up is already due by then)
+        inbox = host.inbox
+        if not inbox and host.busy_until <= now:
+            self._handle(host, MESSAGE, (src, message), now)
+            return
+        inbox.append((MESSAGE, (src, message)))
+        wake = host.wake_at
+        if wake is None or wake > host.busy_until:
+            self._arm(host, event)

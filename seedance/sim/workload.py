@@ -39,16 +39,18 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections import deque
+from heapq import heappush
 from typing import Any
 
 import numpy as np
+from simpy.events import NORMAL
 
 from seedance.history.column import FloatColumn
 from seedance.history.events import Event, EventType
 from seedance.history.stream import HistoryLog
 from seedance.models.protocols.contract import ClientRequest, Operation, Outcome, Reply
 from seedance.sim.config import WorkloadConfig
-from seedance.sim.kernel import call_at
+from seedance.sim.kernel import Call, call_at
 
 _OPS = (Operation.READ, Operation.WRITE, Operation.CAS)
 _TYPE = {Outcome.OK: EventType.OK, Outcome.FAIL: EventType.FAIL, Outcome.INFO: EventType.INFO}
@@ -137,6 +139,8 @@ class Clients:
     def __init__(self, *, env: Any, runtime: Any, config: WorkloadConfig, rng: np.random.Generator,
                  num_nodes: int, end_s: float, start_s: float = 0.0) -> None:
         self.env = env
+        self._queue = env._queue  # SimPy's heap and event ids (seedance.sim.kernel), for call_at without its call
+        self._eid = env._eid
         self.runtime = runtime
         self.network = runtime.network
         self.config = config
@@ -168,6 +172,8 @@ class Clients:
         self._think_s = config.think_s
         self._modelled = runtime.host is not None  # a measured host: client CPU, connection set-up, loopback draws
         runtime.reply_sink = self._reply_sent
+        # the events' callbacks bound once (not a new bound method per event)
+        self._request_arrives, self._reply_arrives = self._request_arrives, self._reply_arrives
         if config.crash_resets:
             runtime.crash_sinks.append(self._node_crashed)
         cumulative = np.cumsum(config.mix)
@@ -276,8 +282,9 @@ class Clients:
             depart += runtime.connect_latency(client.slot, client.target, depart)  # a first request: the connection
             arrive = self.network.transit(client.device, client.target, self._request_bytes, depart) \
                 + runtime.extra_latency()
-        client.sent = True
-        call_at(self.env, arrive, self._request_arrives, (client.target, client, client.op_seq))
+        client.sent = True  # call_at without its call (arrive is never before now)
+        heappush(self._queue, (arrive, NORMAL, next(self._eid),
+                               Call(self._request_arrives, (client.target, client, client.op_seq))))
 
     def _request_arrives(self, event: Any) -> None:
         target, client, op_seq = event.args
@@ -302,7 +309,7 @@ class Clients:
         arrive = self.network.transit(node_id, client.device, self._reply_bytes, depart_s)
         if self._modelled:
             arrive += self.runtime.extra_latency()
-        call_at(self.env, arrive, self._reply_arrives, (client, node_id, reply))
+        heappush(self._queue, (arrive, NORMAL, next(self._eid), Call(self._reply_arrives, (client, node_id, reply))))
 
     def _reply_arrives(self, event: Any) -> None:
         client, node_id, reply = event.args
