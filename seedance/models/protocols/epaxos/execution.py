@@ -12,7 +12,6 @@ Methods of
 from __future__ import annotations
 
 import bisect
-from itertools import compress
 from typing import Any
 
 from seedance.models.kv import Result
@@ -100,10 +99,15 @@ class Execution:
             self.committed_prefix[q] = prefix
         unexec = self._unexec
         for key in _keys(inst.command):
-            lists = unexec.get(key)
-            if lists is None:
-                lists = unexec[key] = [[] for _ in range(self.num_nodes)]
-            bisect.insort(lists[q], i)
+            table = unexec.get(key)
+            if table is None:
+                unexec[key] = {q: [i]}
+                continue
+            numbers = table.get(q)
+            if numbers is None:
+                table[q] = [i]
+            else:
+                bisect.insort(numbers, i)
         self._missing.pop(iid, None)
         if iid in self.pending:
             self._committed_at[iid] = now
@@ -147,16 +151,15 @@ class Execution:
                     waiting = blocked[missing] = set()
                 waiting.add(iid)
                 if missing not in self._missing:
-                    lo, hi = self.config.election_timeout_s_min, self.config.election_timeout_s_max
-                    self._missing[missing] = (now, float(self.rng.uniform(lo, hi)))
+                    self._missing[missing] = (now, self._recovery_timeout())
 
     def _edges(self, iid: Iid) -> tuple[list[Iid], Iid | None]:
         """Committed, unexecuted instances ``iid`` depends on; or the first instance not committed here.
 
         In the order of replica, key, then instance number. The committed-prefix test covers the replicas among the
         dependencies (a sparse set: a pair per replica with an interfering instance, not a slot per replica); only
-        the replicas with unexecuted instances on a key are visited (``compress`` skips the empty lists in C): the
-        cost follows the instances waiting, not the number of replicas."""
+        the replicas with unexecuted instances on a key are visited (``_unexec`` holds no empty entry): the cost
+        follows the instances waiting, not the number of replicas."""
         inst = self.instances[iid]
         value = inst.command
         if type(value) is Command:  # one key (or none): no tuple of keys made
@@ -169,50 +172,46 @@ class Execution:
                 return [], None
         deps, prefix = inst.deps, self.committed_prefix
         pairs = iter(deps)
-        for q, top in zip(pairs, pairs):  # a loop over the pairs: cheaper than slicing them for a test in C
+        for q, top in zip(pairs, pairs):  # a Python loop: cheaper here than map(lt, ...) over slices (measured)
             if prefix[q] < top:
                 return [], (q, prefix[q] + 1)
+        replicas, tops = deps[::2], deps[1::2]
         if not keys:
-            return self._edges_on_key(iid, deps, self._unexec.get(value.key)), None
+            return self._edges_on_key(iid, replicas, tops, self._unexec.get(value.key)), None
         if len(keys) == 1:
-            return self._edges_on_key(iid, deps, self._unexec.get(keys[0])), None
+            return self._edges_on_key(iid, replicas, tops, self._unexec.get(keys[0])), None
         found: list[Iid] = []
-        tables = [lists for lists in map(self._unexec.get, keys) if lists is not None]
-        if len(tables) == 1:
-            lists = tables[0]
-            waiting: Any = compress(range(len(lists)), lists)
-        else:
-            waiting = sorted({q for lists in tables for q in compress(range(len(lists)), lists)})
-        replicas = deps[::2]
+        tables = [table for table in map(self._unexec.get, keys) if table]
+        waiting = sorted(tables[0]) if len(tables) == 1 else sorted({q for table in tables for q in table})
         count = len(replicas)
         for q in waiting:
             k = bisect.bisect_left(replicas, q)
             if k == count or replicas[k] != q:
                 continue
-            top = deps[2 * k + 1]
-            for lists in tables:
-                numbers = lists[q]
+            top = tops[k]
+            for table in tables:
+                numbers = table.get(q)
                 if numbers and numbers[0] <= top:
                     for i in numbers[: bisect.bisect_right(numbers, top)]:
                         if (q, i) != iid:
                             found.append((q, i))
         return list(dict.fromkeys(found)), None
 
-    def _edges_on_key(self, iid: Iid, deps: Deps, lists: list[list[int]] | None) -> list[Iid]:
+    @staticmethod
+    def _edges_on_key(iid: Iid, replicas: Deps, tops: Deps, table: dict[int, list[int]] | None) -> list[Iid]:
         """:meth:`_edges` of a value on one key (every single command), its dependencies committed here: the
-        committed, unexecuted instances on the key (``lists``: per replica, sorted) that ``deps`` covers."""
+        committed, unexecuted instances on the key (``table``: replica -> its sorted numbers, none empty) that the
+        dependencies (``replicas`` and their ``tops``) cover."""
         found: list[Iid] = []
-        if lists is None:
+        if not table:
             return found
-        replicas = deps[::2]
         count = len(replicas)
         own, number = iid
-        for q in compress(range(len(lists)), lists):
+        for q, numbers in sorted(table.items()):  # replicas are distinct: the lists are never compared
             k = bisect.bisect_left(replicas, q)
             if k == count or replicas[k] != q:
                 continue
-            top = deps[2 * k + 1]
-            numbers = lists[q]
+            top = tops[k]
             if numbers[0] <= top:
                 for i in numbers[: bisect.bisect_right(numbers, top)]:
                     if i != number or q != own:
@@ -276,9 +275,14 @@ class Execution:
     def _apply(self, iid: Iid, out: Effects, now: float) -> None:
         inst = self.instances[iid]
         inst.executed = True
+        q, i = iid
         for key in _keys(inst.command):
-            numbers = self._unexec[key][iid[0]]
-            del numbers[bisect.bisect_left(numbers, iid[1])]
+            table = self._unexec[key]
+            numbers = table[q]
+            if len(numbers) == 1:  # no empty entry stays: a replica listed has instances waiting
+                del table[q]
+            else:
+                del numbers[bisect.bisect_left(numbers, i)]
             self.exec_log.append((key, iid))
         waiting = self.pending.pop(iid, None)  # own commands: answered below
         results: dict[tuple[Any, int], Result] | None = None if waiting is None else {}
