@@ -33,6 +33,8 @@ from seedance.models.protocols.epaxos.instance import (
 from seedance.models.protocols.epaxos.messages import Commit, Fetch
 from seedance.models.protocols.multipaxos.messages import Command
 
+DONE = 1 << 62  # Tarjan: the index of a vertex whose component is complete (above every index given out)
+
 
 class Execution:
     """Commits (made durable, then announced and learnt) and the dependency-graph execution of committed
@@ -207,11 +209,12 @@ class Execution:
             return found
         count = len(replicas)
         own, number = iid
-        for q, numbers in sorted(table.items()):  # replicas are distinct: the lists are never compared
+        for q in table if len(table) == 1 else sorted(table):
             k = bisect.bisect_left(replicas, q)
             if k == count or replicas[k] != q:
                 continue
             top = tops[k]
+            numbers = table[q]
             if numbers[0] <= top:
                 for i in numbers[: bisect.bisect_right(numbers, top)]:
                     if i != number or q != own:
@@ -220,54 +223,55 @@ class Execution:
 
     def _run_scc(self, start: Iid, out: Effects, now: float) -> Iid | None:
         """Tarjan's SCC algorithm (iterative) from ``start``; execute every component, dependencies first.
-        Returns the missing instance that blocks ``start`` (nothing is executed then), or None."""
+        Returns the missing instance that blocks ``start`` (nothing is executed then), or None.
+
+        Each frame walks its vertex's edges with an iterator (no tuple made per edge); low-links sit in a list by
+        index; a vertex whose component is complete takes the index ``DONE``, above every other, so the low-link
+        update ``min(low, index)`` passes over it without an on-stack set."""
         edges0, missing = self._edges(start)
         if missing is not None:  # the common way out (a commit still missing here): nothing allocated
             return missing
         if not edges0:  # no committed, unexecuted dependency: a component of its own
             self._apply(start, out, now)
             return None
+        edges_of = self._edges
         index: dict[Iid, int] = {start: 0}
-        low: dict[Iid, int] = {start: 0}
-        on_stack: set[Iid] = {start}
+        low: list[int] = [0]
         stack: list[Iid] = [start]
         components: list[list[Iid]] = []
-        counter = 1
-        work: list[tuple[Iid, list[Iid], int]] = [(start, edges0, 0)]
-        while work:
-            v, edges, k = work[-1]
-            if k < len(edges):
-                work[-1] = (v, edges, k + 1)
-                w = edges[k]
-                if w not in index:
-                    w_edges, missing = self._edges(w)
+        frames: list[tuple[Iid, int, Any, int]] = [(start, 0, iter(edges0), 0)]  # vertex, index, edges, stack slot
+        while frames:
+            _, vi, edges, slot = frames[-1]
+            for w in edges:
+                wi = index.get(w)
+                if wi is None:  # a tree edge: descend
+                    w_edges, missing = edges_of(w)
                     if missing is not None:
                         return missing
-                    index[w] = low[w] = counter
-                    counter += 1
+                    wi = index[w] = len(low)
+                    low.append(wi)
+                    frames.append((w, wi, iter(w_edges), len(stack)))
                     stack.append(w)
-                    on_stack.add(w)
-                    work.append((w, w_edges, 0))
-                elif w in on_stack:
-                    low[v] = min(low[v], index[w])
-                continue
-            work.pop()
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[v])
-            if low[v] == index[v]:
-                component = []
-                while True:
-                    w = stack.pop()
-                    on_stack.discard(w)
-                    component.append(w)
-                    if w == v:
-                        break
-                components.append(component)
+                    break
+                if wi < low[vi]:
+                    low[vi] = wi
+            else:  # every edge of v walked
+                frames.pop()
+                lv = low[vi]
+                if lv == vi:  # v roots a component: v and what lies above it on the stack
+                    component = stack[slot:]
+                    del stack[slot:]
+                    for w in component:
+                        index[w] = DONE
+                    components.append(component)
+                else:  # not a root, so not start: its parent's frame is below
+                    parent = frames[-1][1]
+                    if lv < low[parent]:
+                        low[parent] = lv
         instances = self.instances
         for component in components:
-            if len(component) > 1:
-                component.sort(key=lambda x: (instances[x].seq, x[0], x[1]))
+            if len(component) > 1:  # (seq, replica, instance): a total order, whatever the stack order was
+                component.sort(key=lambda x: (instances[x].seq, x))
             for iid in component:
                 self._apply(iid, out, now)
         return None

@@ -437,7 +437,11 @@ class EPaxosNode(Snapshots, Recovery, Execution, Attributes, Dispatching):
         return lo + (self.config.election_timeout_s_max - lo) * self.rng.random()
 
     def _persist(self, iid: Iid) -> None:
-        self._writes[f"{iid[0]}.{iid[1]}"] = self.instances[iid].plain()
+        inst = self.instances[iid]
+        name = inst.name
+        if not name:  # made once per instance (it is written at each phase)
+            name = inst.name = f"{iid[0]}.{iid[1]}"
+        self._writes[name] = inst.plain()
 
     def _emit(self, out: Effects) -> Effects:
         """This call's instance writes, in one durable step, before everything else it returns."""
