@@ -233,3 +233,27 @@ def test_a_malformed_durable_record_is_refused_naming_it(deps, words):
     node = EPaxosNode(0, 3, np.random.default_rng(0))
     with pytest.raises(SpecError, match=rf"^epaxos durable record inst/1\.4: deps: .*{words}"):
         node.on_recover(DurableState(records={TABLE: {"1.4": _record(deps)}}), 0.0)
+
+
+def test_the_canonical_knowledge_stays_in_step_and_answers_the_common_merges():
+    """``_known_flat[key]`` is ``conf[key]`` in the canonical form after any registrations; a proposal equal to it
+    comes back as the same object, one whose every pair is known here comes back as the replica's own tuple."""
+    rng = random.Random(5)
+    for trial in range(200):
+        n = rng.randint(1, 40)
+        node = EPaxosNode(0, n, np.random.default_rng(trial))
+        for _ in range(rng.randint(1, 60)):
+            q, i = rng.randrange(n), rng.randint(1, 50)
+            node._register((q, i), Command(client_id=q, request_id=i, op="write", key=rng.choice("ab"), value=0), 1)
+        for key, known in node.conf.items():
+            replicas, flat, _ = node._known_flat[key]
+            assert tuple(flat) == from_dict(known) and replicas == sorted(known), trial
+        key = rng.choice(sorted(node.conf))
+        mine = from_dict(node.conf[key])
+        command = Command(client_id=99, request_id=1, op="read", key=key)
+        iid = (rng.randrange(n), 1000)  # not known here: no replica is skipped
+        same = tuple(mine)  # an equal tuple, not the node's object
+        assert node._attributes(command, iid, 0, same)[1] is same
+        pairs = [mine[k:k + 2] for k in range(0, len(mine), 2)]
+        part = from_dict(dict(rng.sample(pairs, rng.randint(0, len(pairs)))))
+        assert node._attributes(command, iid, 0, part)[1] == mine, trial

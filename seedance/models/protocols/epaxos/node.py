@@ -124,6 +124,7 @@ class EPaxosNode(Snapshots, Recovery, Execution, Attributes, Dispatching):
         self.instances: dict[Iid, Instance] = {}
         self.next_instance = 1
         self.conf: dict[Any, dict[int, int]] = {}  # key -> {replica: its highest instance on that key}
+        self._known_flat: dict[Any, list[Any]] = {}  # key -> conf[key] in the canonical form (attributes.py)
         self.key_seq: dict[Any, int] = {}
         self.committed_prefix = [0] * n
         self.kv = KVStore()
