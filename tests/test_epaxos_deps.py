@@ -257,3 +257,19 @@ def test_the_canonical_knowledge_stays_in_step_and_answers_the_common_merges():
         pairs = [mine[k:k + 2] for k in range(0, len(mine), 2)]
         part = from_dict(dict(rng.sample(pairs, rng.randint(0, len(pairs)))))
         assert node._attributes(command, iid, 0, part)[1] == mine, trial
+
+
+def test_an_instance_blocked_on_a_commit_tests_its_dependencies_again_until_all_are_committed():
+    """``Instance.ready`` is set once every dependency pair is committed here, never before: a commit waiting for
+    another is not marked, and runs (after it) once that one commits."""
+    node = EPaxosNode(0, 3, np.random.default_rng(0))
+    write = Command(client_id=1, request_id=1, op="write", key="x", value=1)
+    later = Command(client_id=2, request_id=1, op="write", key="x", value=2)
+    node.on_message(1, Commit(replica=1, instance=1, command=later, seq=2, deps=(2, 1)), 0.0)
+    waiting = node.instances[(1, 1)]
+    assert not waiting.executed and not waiting.ready and (1, 1) in node._blocked[(2, 1)]
+    node.on_message(1, Commit(replica=1, instance=1, command=later, seq=2, deps=(2, 1)), 0.1)  # a duplicate
+    assert not waiting.ready
+    node.on_message(2, Commit(replica=2, instance=1, command=write, seq=1, deps=()), 0.2)
+    assert waiting.executed and waiting.ready and node.instances[(2, 1)].executed
+    assert [iid for _, iid in node.exec_log] == [(2, 1), (1, 1)]

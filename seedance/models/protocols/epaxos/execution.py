@@ -159,9 +159,10 @@ class Execution:
         """Committed, unexecuted instances ``iid`` depends on; or the first instance not committed here.
 
         In the order of replica, key, then instance number. The committed-prefix test covers the replicas among the
-        dependencies (a sparse set: a pair per replica with an interfering instance, not a slot per replica); only
-        the replicas with unexecuted instances on a key are visited (``_unexec`` holds no empty entry): the cost
-        follows the instances waiting, not the number of replicas."""
+        dependencies (a sparse set: a pair per replica with an interfering instance, not a slot per replica), once:
+        ``Instance.ready`` records that they all are (an instance reached again, from others or in a later try, is
+        not tested again); only the replicas with unexecuted instances on a key are visited (``_unexec`` holds no
+        empty entry): the cost follows the instances waiting, not the number of replicas."""
         inst = self.instances[iid]
         value = inst.command
         if type(value) is Command:  # one key (or none): no tuple of keys made
@@ -173,10 +174,12 @@ class Execution:
             if not keys:
                 return [], None
         deps, prefix = inst.deps, self.committed_prefix
-        pairs = iter(deps)
-        for q, top in zip(pairs, pairs):  # a Python loop: cheaper here than map(lt, ...) over slices (measured)
-            if prefix[q] < top:
-                return [], (q, prefix[q] + 1)
+        if not inst.ready:  # its pairs not yet all seen committed here (a Python loop: cheaper than map(lt, ...))
+            pairs = iter(deps)
+            for q, top in zip(pairs, pairs):
+                if prefix[q] < top:
+                    return [], (q, prefix[q] + 1)
+            inst.ready = True
         replicas, tops = deps[::2], deps[1::2]
         if not keys:
             return self._edges_on_key(iid, replicas, tops, self._unexec.get(value.key)), None
