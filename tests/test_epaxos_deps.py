@@ -233,3 +233,43 @@ def test_a_malformed_durable_record_is_refused_naming_it(deps, words):
     node = EPaxosNode(0, 3, np.random.default_rng(0))
     with pytest.raises(SpecError, match=rf"^epaxos durable record inst/1\.4: deps: .*{words}"):
         node.on_recover(DurableState(records={TABLE: {"1.4": _record(deps)}}), 0.0)
+
+
+def test_the_canonical_knowledge_stays_in_step_and_answers_the_common_merges():
+    """``_known_flat[key]`` is ``conf[key]`` in the canonical form after any registrations; a proposal equal to it
+    comes back as the same object, one whose every pair is known here comes back as the replica's own tuple."""
+    rng = random.Random(5)
+    for trial in range(200):
+        n = rng.randint(1, 40)
+        node = EPaxosNode(0, n, np.random.default_rng(trial))
+        for _ in range(rng.randint(1, 60)):
+            q, i = rng.randrange(n), rng.randint(1, 50)
+            node._register((q, i), Command(client_id=q, request_id=i, op="write", key=rng.choice("ab"), value=0), 1)
+        for key, known in node.conf.items():
+            replicas, flat, _ = node._known_flat[key]
+            assert tuple(flat) == from_dict(known) and replicas == sorted(known), trial
+        key = rng.choice(sorted(node.conf))
+        mine = from_dict(node.conf[key])
+        command = Command(client_id=99, request_id=1, op="read", key=key)
+        iid = (rng.randrange(n), 1000)  # not known here: no replica is skipped
+        same = tuple(mine)  # an equal tuple, not the node's object
+        assert node._attributes(command, iid, 0, same)[1] is same
+        pairs = [mine[k:k + 2] for k in range(0, len(mine), 2)]
+        part = from_dict(dict(rng.sample(pairs, rng.randint(0, len(pairs)))))
+        assert node._attributes(command, iid, 0, part)[1] == mine, trial
+
+
+def test_an_instance_blocked_on_a_commit_tests_its_dependencies_again_until_all_are_committed():
+    """``Instance.ready`` is set once every dependency pair is committed here, never before: a commit waiting for
+    another is not marked, and runs (after it) once that one commits."""
+    node = EPaxosNode(0, 3, np.random.default_rng(0))
+    write = Command(client_id=1, request_id=1, op="write", key="x", value=1)
+    later = Command(client_id=2, request_id=1, op="write", key="x", value=2)
+    node.on_message(1, Commit(replica=1, instance=1, command=later, seq=2, deps=(2, 1)), 0.0)
+    waiting = node.instances[(1, 1)]
+    assert not waiting.executed and not waiting.ready and (1, 1) in node._blocked[(2, 1)]
+    node.on_message(1, Commit(replica=1, instance=1, command=later, seq=2, deps=(2, 1)), 0.1)  # a duplicate
+    assert not waiting.ready
+    node.on_message(2, Commit(replica=2, instance=1, command=write, seq=1, deps=()), 0.2)
+    assert waiting.executed and waiting.ready and node.instances[(2, 1)].executed
+    assert [iid for _, iid in node.exec_log] == [(2, 1), (1, 1)]

@@ -335,3 +335,21 @@ def test_try_pre_accept_defers_rather_than_overturn_a_possible_fast_commit():
         assert inst.status == COMMITTED and (inst.seq, inst.deps) == committed, (k, d.story())
         assert d.nodes[k].instances[delta].status == COMMITTED
         assert dep_of(d.nodes[k].instances[delta].deps, 0) == 1  # δ depends on α
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7])
+def test_recovery_timeout_draws_what_uniform_draws(seed):
+    """The recovery timeout is lo + (hi - lo) * rng.random(): bit for bit what rng.uniform(lo, hi) gives from the same
+    generator state (and the generator ends in the same state), so the cheaper call changes no run."""
+    import numpy as np
+
+    from seedance.models.protocols.epaxos import EPaxosNode
+
+    node = EPaxosNode(0, 3, np.random.default_rng(seed), {"election_timeout_s_min": 0.15,
+                                                           "election_timeout_s_max": 0.3})
+    reference = np.random.default_rng(seed)
+    for _ in range(2000):
+        drawn = node._recovery_timeout()
+        assert drawn == float(reference.uniform(0.15, 0.3))
+        assert 0.15 <= drawn < 0.3
+    assert node.rng.random() == reference.random()

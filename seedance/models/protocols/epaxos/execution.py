@@ -12,7 +12,6 @@ Methods of
 from __future__ import annotations
 
 import bisect
-from itertools import compress
 from typing import Any
 
 from seedance.models.kv import Result
@@ -33,6 +32,8 @@ from seedance.models.protocols.epaxos.instance import (
 )
 from seedance.models.protocols.epaxos.messages import Commit, Fetch
 from seedance.models.protocols.multipaxos.messages import Command
+
+DONE = 1 << 62  # Tarjan: the index of a vertex whose component is complete (above every index given out)
 
 
 class Execution:
@@ -100,10 +101,15 @@ class Execution:
             self.committed_prefix[q] = prefix
         unexec = self._unexec
         for key in _keys(inst.command):
-            lists = unexec.get(key)
-            if lists is None:
-                lists = unexec[key] = [[] for _ in range(self.num_nodes)]
-            bisect.insort(lists[q], i)
+            table = unexec.get(key)
+            if table is None:
+                unexec[key] = {q: [i]}
+                continue
+            numbers = table.get(q)
+            if numbers is None:
+                table[q] = [i]
+            else:
+                bisect.insort(numbers, i)
         self._missing.pop(iid, None)
         if iid in self.pending:
             self._committed_at[iid] = now
@@ -147,16 +153,16 @@ class Execution:
                     waiting = blocked[missing] = set()
                 waiting.add(iid)
                 if missing not in self._missing:
-                    lo, hi = self.config.election_timeout_s_min, self.config.election_timeout_s_max
-                    self._missing[missing] = (now, float(self.rng.uniform(lo, hi)))
+                    self._missing[missing] = (now, self._recovery_timeout())
 
     def _edges(self, iid: Iid) -> tuple[list[Iid], Iid | None]:
         """Committed, unexecuted instances ``iid`` depends on; or the first instance not committed here.
 
         In the order of replica, key, then instance number. The committed-prefix test covers the replicas among the
-        dependencies (a sparse set: a pair per replica with an interfering instance, not a slot per replica); only
-        the replicas with unexecuted instances on a key are visited (``compress`` skips the empty lists in C): the
-        cost follows the instances waiting, not the number of replicas."""
+        dependencies (a sparse set: a pair per replica with an interfering instance, not a slot per replica), once:
+        ``Instance.ready`` records that they all are (an instance reached again, from others or in a later try, is
+        not tested again); only the replicas with unexecuted instances on a key are visited (``_unexec`` holds no
+        empty entry): the cost follows the instances waiting, not the number of replicas."""
         inst = self.instances[iid]
         value = inst.command
         if type(value) is Command:  # one key (or none): no tuple of keys made
@@ -168,51 +174,50 @@ class Execution:
             if not keys:
                 return [], None
         deps, prefix = inst.deps, self.committed_prefix
-        pairs = iter(deps)
-        for q, top in zip(pairs, pairs):  # a loop over the pairs: cheaper than slicing them for a test in C
-            if prefix[q] < top:
-                return [], (q, prefix[q] + 1)
+        if not inst.ready:  # its pairs not yet all seen committed here (a Python loop: cheaper than map(lt, ...))
+            pairs = iter(deps)
+            for q, top in zip(pairs, pairs):
+                if prefix[q] < top:
+                    return [], (q, prefix[q] + 1)
+            inst.ready = True
+        replicas, tops = deps[::2], deps[1::2]
         if not keys:
-            return self._edges_on_key(iid, deps, self._unexec.get(value.key)), None
+            return self._edges_on_key(iid, replicas, tops, self._unexec.get(value.key)), None
         if len(keys) == 1:
-            return self._edges_on_key(iid, deps, self._unexec.get(keys[0])), None
+            return self._edges_on_key(iid, replicas, tops, self._unexec.get(keys[0])), None
         found: list[Iid] = []
-        tables = [lists for lists in map(self._unexec.get, keys) if lists is not None]
-        if len(tables) == 1:
-            lists = tables[0]
-            waiting: Any = compress(range(len(lists)), lists)
-        else:
-            waiting = sorted({q for lists in tables for q in compress(range(len(lists)), lists)})
-        replicas = deps[::2]
+        tables = [table for table in map(self._unexec.get, keys) if table]
+        waiting = sorted(tables[0]) if len(tables) == 1 else sorted({q for table in tables for q in table})
         count = len(replicas)
         for q in waiting:
             k = bisect.bisect_left(replicas, q)
             if k == count or replicas[k] != q:
                 continue
-            top = deps[2 * k + 1]
-            for lists in tables:
-                numbers = lists[q]
+            top = tops[k]
+            for table in tables:
+                numbers = table.get(q)
                 if numbers and numbers[0] <= top:
                     for i in numbers[: bisect.bisect_right(numbers, top)]:
                         if (q, i) != iid:
                             found.append((q, i))
         return list(dict.fromkeys(found)), None
 
-    def _edges_on_key(self, iid: Iid, deps: Deps, lists: list[list[int]] | None) -> list[Iid]:
+    @staticmethod
+    def _edges_on_key(iid: Iid, replicas: Deps, tops: Deps, table: dict[int, list[int]] | None) -> list[Iid]:
         """:meth:`_edges` of a value on one key (every single command), its dependencies committed here: the
-        committed, unexecuted instances on the key (``lists``: per replica, sorted) that ``deps`` covers."""
+        committed, unexecuted instances on the key (``table``: replica -> its sorted numbers, none empty) that the
+        dependencies (``replicas`` and their ``tops``) cover."""
         found: list[Iid] = []
-        if lists is None:
+        if not table:
             return found
-        replicas = deps[::2]
         count = len(replicas)
         own, number = iid
-        for q in compress(range(len(lists)), lists):
+        for q in table if len(table) == 1 else sorted(table):
             k = bisect.bisect_left(replicas, q)
             if k == count or replicas[k] != q:
                 continue
-            top = deps[2 * k + 1]
-            numbers = lists[q]
+            top = tops[k]
+            numbers = table[q]
             if numbers[0] <= top:
                 for i in numbers[: bisect.bisect_right(numbers, top)]:
                     if i != number or q != own:
@@ -221,54 +226,55 @@ class Execution:
 
     def _run_scc(self, start: Iid, out: Effects, now: float) -> Iid | None:
         """Tarjan's SCC algorithm (iterative) from ``start``; execute every component, dependencies first.
-        Returns the missing instance that blocks ``start`` (nothing is executed then), or None."""
+        Returns the missing instance that blocks ``start`` (nothing is executed then), or None.
+
+        Each frame walks its vertex's edges with an iterator (no tuple made per edge); low-links sit in a list by
+        index; a vertex whose component is complete takes the index ``DONE``, above every other, so the low-link
+        update ``min(low, index)`` passes over it without an on-stack set."""
         edges0, missing = self._edges(start)
         if missing is not None:  # the common way out (a commit still missing here): nothing allocated
             return missing
         if not edges0:  # no committed, unexecuted dependency: a component of its own
             self._apply(start, out, now)
             return None
+        edges_of = self._edges
         index: dict[Iid, int] = {start: 0}
-        low: dict[Iid, int] = {start: 0}
-        on_stack: set[Iid] = {start}
+        low: list[int] = [0]
         stack: list[Iid] = [start]
         components: list[list[Iid]] = []
-        counter = 1
-        work: list[tuple[Iid, list[Iid], int]] = [(start, edges0, 0)]
-        while work:
-            v, edges, k = work[-1]
-            if k < len(edges):
-                work[-1] = (v, edges, k + 1)
-                w = edges[k]
-                if w not in index:
-                    w_edges, missing = self._edges(w)
+        frames: list[tuple[Iid, int, Any, int]] = [(start, 0, iter(edges0), 0)]  # vertex, index, edges, stack slot
+        while frames:
+            _, vi, edges, slot = frames[-1]
+            for w in edges:
+                wi = index.get(w)
+                if wi is None:  # a tree edge: descend
+                    w_edges, missing = edges_of(w)
                     if missing is not None:
                         return missing
-                    index[w] = low[w] = counter
-                    counter += 1
+                    wi = index[w] = len(low)
+                    low.append(wi)
+                    frames.append((w, wi, iter(w_edges), len(stack)))
                     stack.append(w)
-                    on_stack.add(w)
-                    work.append((w, w_edges, 0))
-                elif w in on_stack:
-                    low[v] = min(low[v], index[w])
-                continue
-            work.pop()
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[v])
-            if low[v] == index[v]:
-                component = []
-                while True:
-                    w = stack.pop()
-                    on_stack.discard(w)
-                    component.append(w)
-                    if w == v:
-                        break
-                components.append(component)
+                    break
+                if wi < low[vi]:
+                    low[vi] = wi
+            else:  # every edge of v walked
+                frames.pop()
+                lv = low[vi]
+                if lv == vi:  # v roots a component: v and what lies above it on the stack
+                    component = stack[slot:]
+                    del stack[slot:]
+                    for w in component:
+                        index[w] = DONE
+                    components.append(component)
+                else:  # not a root, so not start: its parent's frame is below
+                    parent = frames[-1][1]
+                    if lv < low[parent]:
+                        low[parent] = lv
         instances = self.instances
         for component in components:
-            if len(component) > 1:
-                component.sort(key=lambda x: (instances[x].seq, x[0], x[1]))
+            if len(component) > 1:  # (seq, replica, instance): a total order, whatever the stack order was
+                component.sort(key=lambda x: (instances[x].seq, x))
             for iid in component:
                 self._apply(iid, out, now)
         return None
@@ -276,9 +282,14 @@ class Execution:
     def _apply(self, iid: Iid, out: Effects, now: float) -> None:
         inst = self.instances[iid]
         inst.executed = True
+        q, i = iid
         for key in _keys(inst.command):
-            numbers = self._unexec[key][iid[0]]
-            del numbers[bisect.bisect_left(numbers, iid[1])]
+            table = self._unexec[key]
+            numbers = table[q]
+            if len(numbers) == 1:  # no empty entry stays: a replica listed has instances waiting
+                del table[q]
+            else:
+                del numbers[bisect.bisect_left(numbers, i)]
             self.exec_log.append((key, iid))
         waiting = self.pending.pop(iid, None)  # own commands: answered below
         results: dict[tuple[Any, int], Result] | None = None if waiting is None else {}

@@ -75,12 +75,26 @@ class Instance:
     vbal: int = -1  # the ballot of the last pre-accept / accept vote (Sutra 2020)
     agreed: bool = False  # pre-accepted at ballot 0 with the leader's attributes unchanged
     executed: bool = False  # volatile
+    # volatile, for the writes: the record's key once made (``_persist``), the plain form of ``plained`` (the value
+    # last written): an instance is written at each phase with the same value, made plain once
+    name: str = field(default="", repr=False, compare=False)
+    plained: Any = field(default=None, repr=False, compare=False)
+    value_plain: Any = field(default=None, repr=False, compare=False)
+    # volatile, for execution: every pair of ``deps`` seen committed here, once the instance is committed (its deps
+    # no longer change, the committed prefixes only grow)
+    ready: bool = field(default=False, repr=False, compare=False)
 
     def plain(self) -> tuple[Any, ...]:
         """The durable record: a tuple of immutable values (a batch aside), so the simulated disk keeps one copy of
         equal records several replicas write (its shared values), and where the cyclic garbage collector runs (the
         real backend) it stops tracking them after one pass."""
-        return (self.status, _value_plain(self.command), self.seq, self.deps, self.bal, self.vbal, self.agreed)
+        command = self.command
+        if command is self.plained:  # the no-op too: None is plained before any value, and its plain form is None
+            value = self.value_plain
+        else:
+            value = self.value_plain = _value_plain(command)
+            self.plained = command
+        return (self.status, value, self.seq, self.deps, self.bal, self.vbal, self.agreed)
 
     @classmethod
     def from_plain(cls, data: Any, num_nodes: int | None = None, name: str = "?") -> Instance:

@@ -124,11 +124,12 @@ class EPaxosNode(Snapshots, Recovery, Execution, Attributes, Dispatching):
         self.instances: dict[Iid, Instance] = {}
         self.next_instance = 1
         self.conf: dict[Any, dict[int, int]] = {}  # key -> {replica: its highest instance on that key}
+        self._known_flat: dict[Any, list[Any]] = {}  # key -> conf[key] in the canonical form (attributes.py)
         self.key_seq: dict[Any, int] = {}
         self.committed_prefix = [0] * n
         self.kv = KVStore()
         self.results: dict[tuple[int, int], Result] = {}
-        self._unexec: dict[Any, list[list[int]]] = {}  # key -> per replica sorted committed unexecuted numbers
+        self._unexec: dict[Any, dict[int, list[int]]] = {}  # key -> replica -> its committed unexecuted numbers
         self._blocked: dict[Iid, set[Iid]] = {}  # missing instance -> committed instances waiting on it
         self._missing: dict[Iid, tuple[float, float]] = {}  # missing -> (first seen, recovery timeout)
         self._fetched: dict[Iid, float] = {}
@@ -184,10 +185,9 @@ class EPaxosNode(Snapshots, Recovery, Execution, Attributes, Dispatching):
         self._execute(sorted(committed, reverse=True), out, now)
         # our own instances that did not commit lost their coordination with the crash: recover them after the
         # usual wait (no one else may know them, so no one else would ever be blocked on them)
-        lo, hi = self.config.election_timeout_s_min, self.config.election_timeout_s_max
         for iid, inst in sorted(self.instances.items()):
             if iid[0] == self.node_id and inst.status != COMMITTED and iid not in self._missing:
-                self._missing[iid] = (now, float(self.rng.uniform(lo, hi)))
+                self._missing[iid] = (now, self._recovery_timeout())
         return self._emit(out)
 
     def on_client_request(self, request: ClientRequest, now: float) -> Effects:
@@ -429,8 +429,20 @@ class EPaxosNode(Snapshots, Recovery, Execution, Attributes, Dispatching):
         return self._emit(out)
 
     # ================================================================================================ helpers
+    def _recovery_timeout(self) -> float:
+        """A recovery timeout drawn uniformly in [election_timeout_s_min, election_timeout_s_max): the value
+        ``rng.uniform(lo, hi)`` gives bit for bit (numpy computes ``lo + (hi - lo) * u`` from the same next double
+        ``u``, which ``rng.random()`` returns), without the array conversions and checks ``uniform`` makes of its
+        bounds on every call."""
+        lo = self.config.election_timeout_s_min
+        return lo + (self.config.election_timeout_s_max - lo) * self.rng.random()
+
     def _persist(self, iid: Iid) -> None:
-        self._writes[f"{iid[0]}.{iid[1]}"] = self.instances[iid].plain()
+        inst = self.instances[iid]
+        name = inst.name
+        if not name:  # made once per instance (it is written at each phase)
+            name = inst.name = f"{iid[0]}.{iid[1]}"
+        self._writes[name] = inst.plain()
 
     def _emit(self, out: Effects) -> Effects:
         """This call's instance writes, in one durable step, before everything else it returns."""

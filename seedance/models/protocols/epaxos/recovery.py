@@ -295,10 +295,9 @@ class Recovery:
             self.try_preaccept_outcomes["defer"] += 1
             out.append(Annotate(name="recovery-deferred", attrs={"replica": iid[0], "instance": iid[1],
                                                                  "conflicts": len(conflicts)}))
-            lo, hi = self.config.election_timeout_s_min, self.config.election_timeout_s_max
             for other in conflicts:
                 if other not in self._missing and self.instances.get(other, Instance()).status != COMMITTED:
-                    self._missing[other] = (now, float(self.rng.uniform(lo, hi)))
+                    self._missing[other] = (now, self._recovery_timeout())
             return True
         return False
 

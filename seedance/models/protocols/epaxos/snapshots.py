@@ -222,11 +222,10 @@ class Snapshots:
         ahead = [max(column) for column in zip(*self._reported.values())] if self._reported else self.forgotten
         holes = {(q, self.executed_prefix[q] + 1) for q in range(self.num_nodes)
                  if self._above[q] or ahead[q] > self.executed_prefix[q]}
-        lo, hi = self.config.election_timeout_s_min, self.config.election_timeout_s_max
         for iid in sorted(holes & self._holes):
             inst = self.instances.get(iid)
             if iid not in self._missing and (inst is None or inst.status != COMMITTED):
-                self._missing[iid] = (now, float(self.rng.uniform(lo, hi)))
+                self._missing[iid] = (now, self._recovery_timeout())
         self._holes = holes
 
     # ----------------------------------------------------------------------------------------------- recovery
