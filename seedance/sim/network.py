@@ -237,30 +237,18 @@ class Network:
         route = cached[dst] if cached is not None else self._routes.get((src, dst))
         if route is None:
             route = self._route(src, dst)
-        # _book's loop, without its call (a send's most frequent path)
-        busy = self.busy_until
-        inv_bw = self._inv_bandwidth
-        latency = self._latency_s
-        head = tail = depart_s
-        for link in route:
-            free = busy[link]
-            start = head if head > free else free
-            end = start + size_bytes * inv_bw[link]
-            if end < tail:
-                end = tail
-            busy[link] = end
-            head = start + latency[link]
-            tail = end + latency[link]
-        return tail
+        return self._book(route, size_bytes, depart_s)
 
     def _book(self, route: tuple[int, ...], size_bytes: int, depart_s: float) -> float:
         busy = self.busy_until
         inv_bw = self._inv_bandwidth
         latency = self._latency_s
-        head = depart_s
-        tail = depart_s
+        head = tail = depart_s
+        # pipelined: the head moves on one link latency after it starts on a link (not store-and-forward); a link
+        # is busy until the whole message has been sent on it, and a tail never overtakes the one before it
         for link in route:
-            start = head if head > busy[link] else busy[link]
+            free = busy[link]
+            start = head if head > free else free
             end = start + size_bytes * inv_bw[link]
             if end < tail:
                 end = tail
