@@ -85,6 +85,13 @@ class MultiPaxosNode(Snapshots, Dispatching):
                         Promise: "_on_promise", Decide: "_on_decide", InstallSnapshot: "_on_install_snapshot"}
     TIMER_HANDLERS = {HEARTBEAT: "_on_heartbeat", ELECTION: "_on_election_timer", FLUSH: "_on_flush",
                       RETRY: "_on_retry"}
+    # Slots, not an instance dict: with more than 30 attributes CPython 3.11 gives an instance a real dict, and no
+    # method call on it is specialised any more (a subclass without slots, such as a test's mutant, still works)
+    __slots__ = ("_acks", "_commit", "_compactions", "_durable_writes", "_last_heard", "_learned_cut", "_low",
+                 "_next_slot", "_pending", "_promises", "_proposals", "_snapshot", "_snapshot_sent", "_timeout_s",
+                 "_unsent", "accepted", "ballot", "config", "decided", "decided_base", "decided_log", "executed", "kv",
+                 "leader_id", "node_id", "num_nodes", "peers", "promised", "quorum", "rng", "role", "snapshot_index",
+                 "violations")
 
     def __init__(self, node_id: NodeId, num_nodes: int, rng: np.random.Generator,
                  config: MultiPaxosConfig | Mapping[str, Any] | None = None) -> None:
