@@ -39,7 +39,10 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections import deque
+from collections.abc import Iterator
+from functools import partial
 from heapq import heappush
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -60,24 +63,27 @@ _TYPE_VALUES = {kind: kind.value for kind in EventType}
 
 
 class Uniforms:
-    """Uniform [0, 1) draws from an injected generator, fetched in blocks (numpy's per-call cost is paid once)."""
+    """Uniform [0, 1) draws from an injected generator, fetched in blocks (numpy's per-call cost is paid once).
 
-    __slots__ = ("rng", "_block", "_next")
+    :attr:`next` returns the next draw: ``next`` of one endless iterator over the blocks, each drawn when the one
+    before is used up (as lazily as a refill on exhaustion), so a draw runs no Python frame of its own."""
+
+    __slots__ = ("rng", "_block", "next")
 
     def __init__(self, rng: np.random.Generator, block: int = 4096) -> None:
         self.rng = rng
         self._block = block
-        self._next = iter(())
+        self.next = partial(next, chain.from_iterable(self._blocks()))
+
+    def _blocks(self) -> Iterator[list[float]]:
+        while True:
+            yield self.rng.random(self._block).tolist()
 
     def __call__(self) -> float:
-        try:
-            return next(self._next)
-        except StopIteration:
-            self._next = iter(self.rng.random(self._block).tolist())
-            return next(self._next)
+        return self.next()
 
     def exponential(self, mean: float) -> float:
-        return -mean * math.log1p(-self())
+        return -mean * math.log1p(-self.next())
 
 
 class KeyChooser:
@@ -105,14 +111,14 @@ class KeyChooser:
 
     def draw(self) -> str:
         n = len(self.names)
-        u = self.uniform()
+        u = self.uniform.next()
         if self.distribution == "uniform":
             return self.names[int(u * n)]
         if self.distribution == "zipf":
             return self.names[min(bisect_right(self._cdf, u), n - 1)]
         if n == 1 or u < self.conflict_rate:
             return self.names[0]
-        return self.names[1 + int(self.uniform() * (n - 1))]
+        return self.names[1 + int(self.uniform.next() * (n - 1))]
 
 
 class _Client:
@@ -145,6 +151,7 @@ class Clients:
         self.network = runtime.network
         self.config = config
         self.uniform = Uniforms(rng)
+        self._draw = self.uniform.next
         self.keys = KeyChooser(config, self.uniform)
         self.num_nodes = num_nodes
         self.start_s = start_s  # the clients' first requests (the nodes booted at 0)
@@ -248,7 +255,7 @@ class Clients:
 
     # ----------------------------------------------------------------------------------------------- operations
     def _draw_op(self) -> tuple[Operation, str, Any]:
-        op = _OPS[min(bisect_right(self._mix_cdf, self.uniform()), 2)]
+        op = _OPS[min(bisect_right(self._mix_cdf, self._draw()), 2)]
         key = self.keys.draw()
         if op is Operation.READ:
             return op, key, None

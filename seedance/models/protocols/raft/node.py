@@ -350,10 +350,7 @@ class RaftNode(Dispatching, Elections, FlowControl, ReadIndex, Snapshots):
         """Apply the entries up to the commit index; the leader replies for those it appended."""
         index, top = self.last_applied, self.commit_index
         if index < top and not self._pending:  # a follower (or a leader with no client waiting): no replies
-            apply = self.kv.apply
-            for entry in self.log.entries(index + 1, top):
-                if entry.op is not None:
-                    apply(entry.client_id, entry.request_id, entry.op, entry.key, entry.value)
+            self.kv.apply_commands(self.log.entries(index + 1, top))
             self.last_applied = top
         elif index < top:
             apply, pending = self.kv.apply, self._pending
