@@ -49,6 +49,7 @@ def validate(op: Operation | str, value: Any) -> str | None:
 
 
 _PAIRS = (list, tuple)
+_OK_OUTCOME, _FAIL_OUTCOME = Outcome.OK, Outcome.FAIL  # globals: an Enum class's attribute costs more to read
 # results that carry nothing of their own are shared (Result is frozen): a write or cas that took effect, or not
 _OK = Result(outcome=Outcome.OK)
 _CAS_MISMATCH = Result(outcome=Outcome.FAIL, error="cas-mismatch")
@@ -132,11 +133,10 @@ class KVStore:
             self._data[key] = value
             return _OK
         if op == "read":
-            return Result(outcome=Outcome.OK, value=self._data.get(key))
+            return Result(outcome=_OK_OUTCOME, value=self._data.get(key))
         if op == "cas":
-            problem = validate(op, value)
-            if problem:
-                return Result(outcome=Outcome.FAIL, error=problem)
+            if not isinstance(value, _PAIRS) or len(value) != 2:  # validate's verdict on a cas
+                return Result(outcome=_FAIL_OUTCOME, error="bad-cas-value")
             expected, new = value
             if self._data.get(key) == expected:
                 self._data[key] = new

@@ -57,7 +57,10 @@ from seedance.sim.kernel import Call, call_at
 
 _OPS = (Operation.READ, Operation.WRITE, Operation.CAS)
 _TYPE = {Outcome.OK: EventType.OK, Outcome.FAIL: EventType.FAIL, Outcome.INFO: EventType.INFO}
-_INVOKE, _OK = EventType.INVOKE, EventType.OK
+_INVOKE, _OK, _INFO = EventType.INVOKE, EventType.OK, EventType.INFO
+# enum members as globals: in Python 3.11 reading an Enum class's attribute goes through the Enum metaclass's
+# __getattr__ hook, several times the cost of reading a global
+_READ, _WRITE, _FAIL = Operation.READ, Operation.WRITE, Outcome.FAIL
 _OP_VALUES = {op: op.value for op in Operation}  # for the trace (Enum.value is a property: a dict look-up is cheaper)
 _TYPE_VALUES = {kind: kind.value for kind in EventType}
 
@@ -257,10 +260,10 @@ class Clients:
     def _draw_op(self) -> tuple[Operation, str, Any]:
         op = _OPS[min(bisect_right(self._mix_cdf, self._draw()), 2)]
         key = self.keys.draw()
-        if op is Operation.READ:
+        if op is _READ:
             return op, key, None
         value = self._fresh_value()
-        if op is Operation.WRITE:
+        if op is _WRITE:
             return op, key, value
         return op, key, (self._last_value.get(key), value)
 
@@ -326,7 +329,7 @@ class Clients:
         now = self.env._now  # the clock itself, not SimPy's property: one call less per operation
         if reply.context is not None:  # a causal session: the client has now observed what the reply reflects
             client.context = reply.context
-        if reply.outcome is Outcome.FAIL and reply.error == "not-leader":
+        if reply.outcome is _FAIL and reply.error == "not-leader":
             if node_id != client.target:
                 return  # a stale redirect from a node we already left
             hint = reply.leader_hint
@@ -377,8 +380,8 @@ class Clients:
         request = client.request
         assert request is not None
         op = request.op
-        if op is Operation.READ:
-            value = read_value if outcome is EventType.OK else None
+        if op is _READ:
+            value = read_value if outcome is _OK else None
         else:
             value = request.value
         rows = self.rows
@@ -390,11 +393,11 @@ class Clients:
             self._records.append((now, "return", -1, client.process, _TYPE_VALUES[outcome], value))
         if outcome is _OK:
             self.ok_times.append(now)
-            if op is Operation.READ:
+            if op is _READ:
                 self._last_value[request.key] = read_value
             else:
-                self._last_value[request.key] = request.value if op is Operation.WRITE else request.value[1]
-        elif outcome is EventType.INFO:
+                self._last_value[request.key] = request.value if op is _WRITE else request.value[1]
+        elif outcome is _INFO:
             client.process = self._fresh_process()
         client.busy = False
         client.request = None
