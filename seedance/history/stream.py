@@ -39,10 +39,6 @@ _TYPES = {t.value: t for t in EventType}
 _FS = {f.value: f for f in Operation}
 
 
-def _unpack_list(items: list[Any]) -> tuple[Any, ...]:
-    return tuple(items)
-
-
 def _numpy_plain(value: Any) -> Any:
     """What msgpack cannot pack itself: numpy scalars and arrays as their Python values (equal, same hash)."""
     if isinstance(value, np.generic):
@@ -100,7 +96,7 @@ class HistoryLog:
         if self._spill is not None and self._spilled:
             self._spill.flush()
             self._spill.seek(0)
-            unpacker = msgpack.Unpacker(self._spill, raw=False, use_list=True, list_hook=_unpack_list,
+            unpacker = msgpack.Unpacker(self._spill, raw=False, use_list=False,  # every array as a tuple
                                         strict_map_key=False, max_buffer_size=1 << 30)
             try:
                 for _, row in zip(range(self._spilled), unpacker):

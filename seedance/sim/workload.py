@@ -177,6 +177,7 @@ class Clients:
         self._frame_mode = config.mode == "frame"
         self._timeout_s = config.op_timeout_s
         self._request_bytes = config.request_bytes
+        self._value_bytes = config.value_bytes
         self._reply_bytes = config.reply_bytes
         self._closed = config.mode == "closed"
         self._think_s = config.think_s
@@ -262,7 +263,11 @@ class Clients:
         key = self.keys.draw()
         if op is _READ:
             return op, key, None
-        value = self._fresh_value()
+        value = self._next_value  # _fresh_value, without its call when values are plain integers
+        if self._value_bytes:
+            value = self._fresh_value()
+        else:
+            self._next_value = value + 1
         if op is _WRITE:
             return op, key, value
         return op, key, (self._last_value.get(key), value)
