@@ -156,6 +156,7 @@ class Clients:
         self.uniform = Uniforms(rng)
         self._draw = self.uniform.next
         self.keys = KeyChooser(config, self.uniform)
+        self._uniform_names = self.keys.names if self.keys.distribution == "uniform" else None
         self.num_nodes = num_nodes
         self.start_s = start_s  # the clients' first requests (the nodes booted at 0)
         self.end_s = end_s
@@ -240,8 +241,8 @@ class Clients:
         self._frame_left[client.slot] = left - 1
         key = self.keys.draw()
         if left <= 1:
-            return Operation.READ, key, None
-        return Operation.WRITE, key, self._fresh_value()
+            return _READ, key, None
+        return _WRITE, key, self._fresh_value()
 
     def _fresh_value(self) -> Any:
         """A value never written before: an integer, or (``value_bytes`` > 0) a string of that many characters,
@@ -260,7 +261,8 @@ class Clients:
     # ----------------------------------------------------------------------------------------------- operations
     def _draw_op(self) -> tuple[Operation, str, Any]:
         op = _OPS[min(bisect_right(self._mix_cdf, self._draw()), 2)]
-        key = self.keys.draw()
+        names = self._uniform_names  # KeyChooser.draw's uniform case, without its call
+        key = names[int(self._draw() * len(names))] if names is not None else self.keys.draw()
         if op is _READ:
             return op, key, None
         value = self._next_value  # _fresh_value, without its call when values are plain integers
