@@ -65,6 +65,22 @@ _OP_VALUES = {op: op.value for op in Operation}  # for the trace (Enum.value is 
 _TYPE_VALUES = {kind: kind.value for kind in EventType}
 
 
+class _Blocks:
+    """An endless iterator of blocks of uniform draws, each drawn when asked for (a class, not a generator: it
+    pickles and copies with the clients)."""
+
+    __slots__ = ("rng", "size")
+
+    def __init__(self, rng: np.random.Generator, size: int) -> None:
+        self.rng, self.size = rng, size
+
+    def __iter__(self) -> Iterator[list[float]]:
+        return self
+
+    def __next__(self) -> list[float]:
+        return self.rng.random(self.size).tolist()
+
+
 class Uniforms:
     """Uniform [0, 1) draws from an injected generator, fetched in blocks (numpy's per-call cost is paid once).
 
@@ -76,11 +92,7 @@ class Uniforms:
     def __init__(self, rng: np.random.Generator, block: int = 4096) -> None:
         self.rng = rng
         self._block = block
-        self.next = partial(next, chain.from_iterable(self._blocks()))
-
-    def _blocks(self) -> Iterator[list[float]]:
-        while True:
-            yield self.rng.random(self._block).tolist()
+        self.next = partial(next, chain.from_iterable(_Blocks(rng, block)))
 
     def __call__(self) -> float:
         return self.next()
