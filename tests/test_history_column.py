@@ -83,3 +83,20 @@ def test_a_long_column_holds_about_one_chunk_in_memory() -> None:
 def test_chunk_must_be_positive() -> None:
     with pytest.raises(ValueError, match="chunk must be at least 1"):
         FloatColumn(chunk=0)
+
+
+@given(st.lists(st.one_of(st.floats(-5, 5, allow_nan=False), st.just(math.nan)), max_size=40),
+       st.integers(1, 5), st.lists(st.integers(0, 40), max_size=4))
+def test_order_and_nan_are_those_of_one_comparison_per_append(values, chunk, asks):
+    """``ordered`` and the NaN flag are worked out a run of values at a time: asking in between (any number of
+    times) or crossing chunk boundaries gives what comparing each value with the one before would."""
+    col = FloatColumn(chunk=chunk)
+    for i, value in enumerate(values):
+        if i in asks:
+            prefix = values[:i]
+            assert col.ordered == (not any(v != v for v in prefix)
+                                   and all(b >= a for a, b in zip(prefix, prefix[1:])))
+        col.append(value)
+    assert col.ordered == (not any(v != v for v in values) and all(b >= a for a, b in zip(values, values[1:])))
+    col._scan()
+    assert col._nan == any(v != v for v in values)

@@ -89,3 +89,24 @@ def test_snapshot_is_plain_data():
     kv.apply(1, 1, "write", "k", np.int64(3).item())
     snap = kv.snapshot()
     assert snap == {"data": [["k", 3]], "sessions": [[1, 1, "ok", None, None]], "applied_count": 1}
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([None, 0, 1, 2]), st.integers(0, 6),
+                          st.sampled_from([None, "read", "write", "cas", Operation.WRITE, "bogus"]),
+                          st.sampled_from([None, "a", "b"]), st.integers(0, 3)), max_size=60))
+def test_apply_commands_is_apply_of_each_command(cmds):
+    """The batch form a follower uses: the same state (data, sessions, count) as one apply per command, no-ops
+    (``op`` None) skipped, duplicates and stale requests included."""
+    from types import SimpleNamespace
+
+    entries = [SimpleNamespace(client_id=client, request_id=request, op=op, key=key,
+                               value=[value, value + 1] if op == "cas" else value)
+               for client, request, op, key, value in cmds]
+    one, batch = KVStore(), KVStore()
+    for e in entries:
+        if e.op is not None:
+            one.apply(e.client_id, e.request_id, e.op, e.key, e.value)
+    batch.apply_commands(entries[: len(entries) // 2])
+    batch.apply_commands(iter(entries[len(entries) // 2:]))
+    assert batch == one and batch.applied_count == one.applied_count

@@ -8,7 +8,7 @@ import pytest
 from seedance.history.events import HistoryValidator
 from seedance.errors import SpecError
 from seedance.sim import SimConfig, WorkloadConfig, simulate
-from seedance.sim.workload import KeyChooser
+from seedance.sim.workload import KeyChooser, Uniforms
 
 
 @pytest.mark.parametrize("dist, extra", [("uniform", {}), ("zipf", {"zipf_s": 1.2}), ("conflict", {"conflict_rate": 0.7})])
@@ -24,6 +24,22 @@ def test_key_distributions_match_their_probabilities(dist, extra):
         assert expected[0] / expected[1] == pytest.approx(2 ** 1.2)
     if dist == "conflict":
         assert empirical[0] == pytest.approx(0.7, abs=0.015)
+
+
+def test_uniforms_are_the_generators_blocks_in_order_drawn_lazily_and_pickle():
+    import copy
+    import pickle
+
+    rng = np.random.default_rng(5)
+    uniforms = Uniforms(rng, block=4)
+    first = [uniforms() for _ in range(4)]  # exactly one block used up: the next is not drawn yet
+    probe = copy.deepcopy(rng)
+    assert first == np.random.default_rng(5).random(4).tolist()
+    assert uniforms.next() == probe.random(4).tolist()[0]  # drawn from the generator only now
+    again = pickle.loads(pickle.dumps(uniforms))
+    assert [again.next() for _ in range(9)] == [uniforms.next() for _ in range(9)]
+    expected = np.random.default_rng(5).random(24).tolist()[14]
+    assert uniforms.exponential(2.0) == -2.0 * np.log1p(-expected)
 
 
 def _run(**workload):

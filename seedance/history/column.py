@@ -10,7 +10,9 @@ Rules:
 
 * :meth:`FloatColumn.append` adds a value to an in-memory chunk; once ``chunk`` values wait they go to a temporary
   file in one write (the file exists only once a chunk was written). The first value of every written chunk stays
-  in memory (8 bytes per ``chunk`` values).
+  in memory (8 bytes per ``chunk`` values). An append only stores the value: whether the values are in order and
+  whether a NaN is among them is worked out a run of values at a time (numpy, over the values not looked at yet)
+  when a chunk is written or when :attr:`FloatColumn.ordered` or a percentile asks.
 * :meth:`FloatColumn.count_below` is ``bisect_left`` over the column, which must be in non-decreasing order
   (:attr:`FloatColumn.ordered` says whether it is): it finds the chunk from the chunks' first values and reads that
   one chunk (the last two read are kept: a sliding window's two ends).
@@ -40,7 +42,8 @@ _SELECT_HELD = 1 << 20  # candidates few enough to select among in memory (8 MiB
 class FloatColumn:
     """float64 values in append order, spilled to a temporary file in chunks (module rules)."""
 
-    __slots__ = ("chunk", "_tail", "_file", "_spilled", "_firsts", "_last", "ordered", "_nan", "_cached")
+    __slots__ = ("chunk", "_tail", "_file", "_spilled", "_firsts", "_last", "_ordered", "_nan", "_cached",
+                 "_scanned")
 
     def __init__(self, chunk: int = CHUNK) -> None:
         if chunk < 1:
@@ -50,23 +53,43 @@ class FloatColumn:
         self._file: Any = None
         self._spilled = 0  # chunks written to the file
         self._firsts: list[float] = []  # the first value of each written chunk
+        # what the values looked at so far say (see _scan): the last one, whether they are in order, any NaN
         self._last = -math.inf
-        self.ordered = True  # every value at or above the one before (count_below needs it)
+        self._ordered = True  # every value at or above the one before (count_below needs it)
         self._nan = False  # a NaN was appended (numpy's percentile is then NaN)
+        self._scanned = 0  # the tail's values looked at so far
         self._cached: dict[int, np.ndarray] = {}  # the written chunks read last (two: a window's two ends)
 
     def append(self, value: float) -> None:
-        value = float(value)
-        if value != value:
-            self._nan = True
-            self.ordered = False
-        elif value < self._last:
-            self.ordered = False
-        self._last = value
+        """Add ``value`` (a number: stored as a float64, as ``float(value)``). Its order and NaN-ness are looked at
+        later, a chunk at a time (:meth:`_scan`): an append is one array append."""
         tail = self._tail
         tail.append(value)
         if len(tail) >= self.chunk:
             self._spill()
+
+    @property
+    def ordered(self) -> bool:
+        """Whether every value is at or above the one before (no NaN among them)."""
+        self._scan()
+        return self._ordered
+
+    def _scan(self) -> None:
+        """Fold the tail's values not looked at yet into ``_ordered``, ``_nan`` and ``_last``, as if each had been
+        compared with the one before it when appended: a NaN makes the column unordered, and so does a value below
+        the one before it."""
+        start, end = self._scanned, len(self._tail)
+        if start >= end:
+            return
+        values = np.frombuffer(self._tail, dtype=np.float64)[start:end]
+        if np.isnan(values).any():
+            self._nan = True
+            self._ordered = False
+        elif self._ordered and (values[0] < self._last or bool((values[1:] < values[:-1]).any())):
+            self._ordered = False
+        self._last = float(values[-1])
+        del values  # the view of the tail goes before the tail grows again
+        self._scanned = end
 
     def extend(self, values: Any) -> None:
         for value in values:
@@ -79,6 +102,7 @@ class FloatColumn:
         return len(self) > 0
 
     def _spill(self) -> None:
+        self._scan()
         if self._file is None:
             self._file = tempfile.TemporaryFile(prefix="seedance-column-")
         self._file.seek(0, 2)
@@ -86,6 +110,7 @@ class FloatColumn:
         self._firsts.append(self._tail[0])
         self._spilled += 1
         self._tail = array("d")
+        self._scanned = 0
 
     def _read(self, index: int) -> np.ndarray:
         """Written chunk ``index`` as an array (the last two read are kept)."""
@@ -131,6 +156,7 @@ class FloatColumn:
             return None
         if n <= 4 * self.chunk:
             return float(np.percentile(self.to_numpy(), q))
+        self._scan()
         if self._nan:
             return math.nan  # numpy's answer with a NaN among the values
         virtual = (n - 1) * (q / 100.0)  # numpy's virtual index for the linear method

@@ -36,11 +36,8 @@ __all__ = ["HistoryLog", "summarize_stream"]
 BY_KEY_ROWS = 200_000  # events :meth:`HistoryLog.by_key` holds at most at once (about 40 MB)
 
 _TYPES = {t.value: t for t in EventType}
+_INVOKE, _OK = EventType.INVOKE, EventType.OK
 _FS = {f.value: f for f in Operation}
-
-
-def _unpack_list(items: list[Any]) -> tuple[Any, ...]:
-    return tuple(items)
 
 
 def _numpy_plain(value: Any) -> Any:
@@ -100,7 +97,7 @@ class HistoryLog:
         if self._spill is not None and self._spilled:
             self._spill.flush()
             self._spill.seek(0)
-            unpacker = msgpack.Unpacker(self._spill, raw=False, use_list=True, list_hook=_unpack_list,
+            unpacker = msgpack.Unpacker(self._spill, raw=False, use_list=False,  # every array as a tuple
                                         strict_map_key=False, max_buffer_size=1 << 30)
             try:
                 for _, row in zip(range(self._spilled), unpacker):
@@ -183,14 +180,17 @@ def summarize_stream(events: Iterable[Event] | HistoryLog, duration_s: float) ->
     counts = {"ok": 0, "fail": 0, "info": 0}
     pending: dict[int, float] = {}
     latencies = FloatColumn()  # on disk in chunks: a long run's summary holds one chunk of them
+    append, pop = latencies.append, pending.pop
     for process, kind, _f, _key, _value, time_s in rows:
-        if kind == "invoke":  # EventType is a str enum: the rows in memory and those read back compare alike
+        # EventType is a str enum: the rows in memory (enum members: the identity test first) and those read back
+        # (strings) compare alike
+        if kind is _INVOKE or kind == "invoke":
             pending[process] = time_s
             continue
-        start = pending.pop(process, None)
+        start = pop(process, None)
         counts[kind] += 1
-        if kind == "ok" and start is not None:
-            latencies.append(time_s - start)
+        if (kind is _OK or kind == "ok") and start is not None:
+            append(time_s - start)
 
     def percentile_ms(q: float) -> float | None:
         value = latencies.percentile(q)

@@ -39,7 +39,10 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections import deque
+from collections.abc import Iterator
+from functools import partial
 from heapq import heappush
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -54,30 +57,48 @@ from seedance.sim.kernel import Call, call_at
 
 _OPS = (Operation.READ, Operation.WRITE, Operation.CAS)
 _TYPE = {Outcome.OK: EventType.OK, Outcome.FAIL: EventType.FAIL, Outcome.INFO: EventType.INFO}
-_INVOKE, _OK = EventType.INVOKE, EventType.OK
+_INVOKE, _OK, _INFO = EventType.INVOKE, EventType.OK, EventType.INFO
+# enum members as globals: in Python 3.11 reading an Enum class's attribute goes through the Enum metaclass's
+# __getattr__ hook, several times the cost of reading a global
+_READ, _WRITE, _FAIL = Operation.READ, Operation.WRITE, Outcome.FAIL
 _OP_VALUES = {op: op.value for op in Operation}  # for the trace (Enum.value is a property: a dict look-up is cheaper)
 _TYPE_VALUES = {kind: kind.value for kind in EventType}
 
 
-class Uniforms:
-    """Uniform [0, 1) draws from an injected generator, fetched in blocks (numpy's per-call cost is paid once)."""
+class _Blocks:
+    """An endless iterator of blocks of uniform draws, each drawn when asked for (a class, not a generator: it
+    pickles and copies with the clients)."""
 
-    __slots__ = ("rng", "_block", "_next")
+    __slots__ = ("rng", "size")
+
+    def __init__(self, rng: np.random.Generator, size: int) -> None:
+        self.rng, self.size = rng, size
+
+    def __iter__(self) -> Iterator[list[float]]:
+        return self
+
+    def __next__(self) -> list[float]:
+        return self.rng.random(self.size).tolist()
+
+
+class Uniforms:
+    """Uniform [0, 1) draws from an injected generator, fetched in blocks (numpy's per-call cost is paid once).
+
+    :attr:`next` returns the next draw: ``next`` of one endless iterator over the blocks, each drawn when the one
+    before is used up (as lazily as a refill on exhaustion), so a draw runs no Python frame of its own."""
+
+    __slots__ = ("rng", "_block", "next")
 
     def __init__(self, rng: np.random.Generator, block: int = 4096) -> None:
         self.rng = rng
         self._block = block
-        self._next = iter(())
+        self.next = partial(next, chain.from_iterable(_Blocks(rng, block)))
 
     def __call__(self) -> float:
-        try:
-            return next(self._next)
-        except StopIteration:
-            self._next = iter(self.rng.random(self._block).tolist())
-            return next(self._next)
+        return self.next()
 
     def exponential(self, mean: float) -> float:
-        return -mean * math.log1p(-self())
+        return -mean * math.log1p(-self.next())
 
 
 class KeyChooser:
@@ -105,14 +126,14 @@ class KeyChooser:
 
     def draw(self) -> str:
         n = len(self.names)
-        u = self.uniform()
+        u = self.uniform.next()
         if self.distribution == "uniform":
             return self.names[int(u * n)]
         if self.distribution == "zipf":
             return self.names[min(bisect_right(self._cdf, u), n - 1)]
         if n == 1 or u < self.conflict_rate:
             return self.names[0]
-        return self.names[1 + int(self.uniform() * (n - 1))]
+        return self.names[1 + int(self.uniform.next() * (n - 1))]
 
 
 class _Client:
@@ -145,7 +166,9 @@ class Clients:
         self.network = runtime.network
         self.config = config
         self.uniform = Uniforms(rng)
+        self._draw = self.uniform.next
         self.keys = KeyChooser(config, self.uniform)
+        self._uniform_names = self.keys.names if self.keys.distribution == "uniform" else None
         self.num_nodes = num_nodes
         self.start_s = start_s  # the clients' first requests (the nodes booted at 0)
         self.end_s = end_s
@@ -167,6 +190,7 @@ class Clients:
         self._frame_mode = config.mode == "frame"
         self._timeout_s = config.op_timeout_s
         self._request_bytes = config.request_bytes
+        self._value_bytes = config.value_bytes
         self._reply_bytes = config.reply_bytes
         self._closed = config.mode == "closed"
         self._think_s = config.think_s
@@ -229,8 +253,8 @@ class Clients:
         self._frame_left[client.slot] = left - 1
         key = self.keys.draw()
         if left <= 1:
-            return Operation.READ, key, None
-        return Operation.WRITE, key, self._fresh_value()
+            return _READ, key, None
+        return _WRITE, key, self._fresh_value()
 
     def _fresh_value(self) -> Any:
         """A value never written before: an integer, or (``value_bytes`` > 0) a string of that many characters,
@@ -248,12 +272,17 @@ class Clients:
 
     # ----------------------------------------------------------------------------------------------- operations
     def _draw_op(self) -> tuple[Operation, str, Any]:
-        op = _OPS[min(bisect_right(self._mix_cdf, self.uniform()), 2)]
-        key = self.keys.draw()
-        if op is Operation.READ:
+        op = _OPS[min(bisect_right(self._mix_cdf, self._draw()), 2)]
+        names = self._uniform_names  # KeyChooser.draw's uniform case, without its call
+        key = names[int(self._draw() * len(names))] if names is not None else self.keys.draw()
+        if op is _READ:
             return op, key, None
-        value = self._fresh_value()
-        if op is Operation.WRITE:
+        value = self._next_value  # _fresh_value, without its call when values are plain integers
+        if self._value_bytes:
+            value = self._fresh_value()
+        else:
+            self._next_value = value + 1
+        if op is _WRITE:
             return op, key, value
         return op, key, (self._last_value.get(key), value)
 
@@ -319,7 +348,7 @@ class Clients:
         now = self.env._now  # the clock itself, not SimPy's property: one call less per operation
         if reply.context is not None:  # a causal session: the client has now observed what the reply reflects
             client.context = reply.context
-        if reply.outcome is Outcome.FAIL and reply.error == "not-leader":
+        if reply.outcome is _FAIL and reply.error == "not-leader":
             if node_id != client.target:
                 return  # a stale redirect from a node we already left
             hint = reply.leader_hint
@@ -370,8 +399,8 @@ class Clients:
         request = client.request
         assert request is not None
         op = request.op
-        if op is Operation.READ:
-            value = read_value if outcome is EventType.OK else None
+        if op is _READ:
+            value = read_value if outcome is _OK else None
         else:
             value = request.value
         rows = self.rows
@@ -383,11 +412,11 @@ class Clients:
             self._records.append((now, "return", -1, client.process, _TYPE_VALUES[outcome], value))
         if outcome is _OK:
             self.ok_times.append(now)
-            if op is Operation.READ:
+            if op is _READ:
                 self._last_value[request.key] = read_value
             else:
-                self._last_value[request.key] = request.value if op is Operation.WRITE else request.value[1]
-        elif outcome is EventType.INFO:
+                self._last_value[request.key] = request.value if op is _WRITE else request.value[1]
+        elif outcome is _INFO:
             client.process = self._fresh_process()
         client.busy = False
         client.request = None

@@ -14,7 +14,9 @@ from seedance.models.protocols.contract import Annotate, CancelTimer, Effects, N
 from seedance.models.protocols.raft.messages import (
     REQUEST_VOTE_BYTES, REQUEST_VOTE_REPLY_BYTES, RequestVote, RequestVoteReply,
 )
-from seedance.models.protocols.raft.roles import ELECTION, FLUSH, HEARTBEAT, VOTE_RETRY, WRITE, Role
+from seedance.models.protocols.raft.roles import (
+    CANDIDATE, ELECTION, FLUSH, FOLLOWER, HEARTBEAT, LEADER, VOTE_RETRY, WRITE,
+)
 
 
 class Elections:
@@ -30,7 +32,7 @@ class Elections:
         return SetTimer(name=ELECTION, delay_s=self._election_timeout_s)
 
     def _on_election_timer(self, now: float) -> Effects:
-        if self.role is Role.LEADER:
+        if self.role is LEADER:
             return []
         deadline = self._last_heard + self._election_timeout_s
         if now < deadline:
@@ -39,7 +41,7 @@ class Elections:
 
     def _start_election(self, now: float) -> Effects:
         self.current_term += 1
-        self.role = Role.CANDIDATE
+        self.role = CANDIDATE
         self.voted_for = self.node_id
         self.leader_id = None
         self._hard_dirty = True
@@ -60,7 +62,7 @@ class Elections:
 
     def _on_vote_retry(self, now: float) -> Effects:
         """§5.1: RPCs are retried when no response comes in time — a lost RequestVote must not cost an election."""
-        if self.role is not Role.CANDIDATE:
+        if self.role is not CANDIDATE:
             return []
         out: Effects = []
         self._request_votes([p for p in self.peers if p not in self._vote_answered], out)
@@ -93,7 +95,7 @@ class Elections:
         if m.term > self.current_term:
             self._become_follower(m.term, out, now)
             return self._flush(out)
-        if self.role is not Role.CANDIDATE or m.term != self.current_term:
+        if self.role is not CANDIDATE or m.term != self.current_term:
             return []
         self._vote_answered.add(src)
         if not m.vote_granted:
@@ -109,8 +111,8 @@ class Elections:
             self.current_term = term
             self.voted_for = None
             self._hard_dirty = True
-        was_leader = self.role is Role.LEADER
-        self.role = Role.FOLLOWER
+        was_leader = self.role is LEADER
+        self.role = FOLLOWER
         if was_leader:
             self.leader_id = leader
             out.append(CancelTimer(name=HEARTBEAT))
@@ -126,7 +128,7 @@ class Elections:
                 out.append(CancelTimer(name=WRITE))
 
     def _become_leader(self, out: Effects) -> None:
-        self.role = Role.LEADER
+        self.role = LEADER
         self.leader_id = self.node_id
         n = self.num_nodes
         self._reset_progress()

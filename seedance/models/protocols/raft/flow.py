@@ -37,7 +37,7 @@ from collections import deque
 
 from seedance.models.protocols.contract import Effects, NodeId, Send, SetTimer
 from seedance.models.protocols.raft.messages import HEADER_BYTES, AppendEntries, AppendEntriesReply
-from seedance.models.protocols.raft.roles import HEARTBEAT, Role
+from seedance.models.protocols.raft.roles import HEARTBEAT, LEADER
 
 
 class FlowControl:
@@ -68,7 +68,8 @@ class FlowControl:
         room = len(window) < config.max_inflight
         if first <= log.offset and room:
             return self._snapshot_message(peer)  # it needs entries compacted away (.snapshots)
-        sendable = self._sendable_last()
+        buffered = self._buffered_from  # _sendable_last, without its call
+        sendable = buffered - 1 if buffered else log.last_index
         if first <= sendable and room:
             last = first + config.max_batch_entries - 1
             if last > sendable:
@@ -90,7 +91,7 @@ class FlowControl:
         return Send(dst=peer, message=message, size_bytes=size)
 
     def _on_heartbeat(self, now: float) -> Effects:
-        if self.role is not Role.LEADER:
+        if self.role is not LEADER:
             return []
         self._beat += 1
         out: Effects = []
@@ -109,7 +110,7 @@ class FlowControl:
             out: Effects = []
             self._become_follower(m.term, out, now)
             return self._flush(out)
-        if self.role is not Role.LEADER or m.term != self.current_term:
+        if self.role is not LEADER or m.term != self.current_term:
             return []
         out = []
         self._heard[src] = True
@@ -135,7 +136,9 @@ class FlowControl:
             self._next[src] = max(self._match[src] + 1, min(m.conflict_index, self._next[src]))
             self._acked_next[src] = self._next[src]
             window.clear()
-        if (self._has_unsent(src) and self._window_open(src)) or \
+        buffered = self._buffered_from  # _has_unsent and _window_open, without their calls
+        sendable = buffered - 1 if buffered else self.log.last_index
+        if (self._next[src] <= sendable and len(window) < self.config.max_inflight) or \
                 (self._round_sent[src] < self._read_seq and not window):
             out.append(self._replicate(src))  # more entries, or a read round this peer has not been sent (rule 5)
         return self._flush(out)

@@ -16,4 +16,4 @@ def majority(num_nodes: int) -> int:
 
 def committed_index(match: Sequence[int]) -> int:
     """Largest N with at least a majority of ``match`` (one value per node, self included) ≥ N."""
-    return sorted(match, reverse=True)[majority(len(match)) - 1]
+    return sorted(match, reverse=True)[len(match) // 2]  # the majority(len(match))-th largest

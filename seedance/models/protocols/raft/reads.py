@@ -12,6 +12,8 @@ from __future__ import annotations
 from seedance.models.protocols.contract import ClientRequest, Effects, Outcome, Reply
 from seedance.models.protocols.raft.quorum import committed_index
 
+_OK = Outcome.OK  # a global: reading an Enum class's attribute costs more (see .roles)
+
 
 class ReadIndex:
     """Mixin of :class:`~seedance.models.protocols.raft.node.RaftNode`: ReadIndex rounds."""
@@ -48,7 +50,7 @@ class ReadIndex:
             self._start_read_round(out)
 
     def _read_reply(self, request: ClientRequest) -> Reply:
-        return Reply(client_id=request.client_id, request_id=request.request_id, outcome=Outcome.OK,
+        return Reply(client_id=request.client_id, request_id=request.request_id, outcome=_OK,
                      value=self.kv.read(request.key))
 
     def _fail_reads(self, out: Effects) -> None:

@@ -33,7 +33,7 @@ from seedance.models.protocols.raft.log import RaftLog
 from seedance.models.protocols.raft.messages import (
     APPEND_REPLY_BYTES, HEADER_BYTES, AppendEntriesReply, Entry, InstallSnapshot, value_size_bytes,
 )
-from seedance.models.protocols.raft.roles import LOG_KEY, SNAPSHOT_KEY, Role
+from seedance.models.protocols.raft.roles import FOLLOWER, LOG_KEY, SNAPSHOT_KEY
 
 SNAPSHOT_SLOT = -1  # the prev_log_index an InstallSnapshot occupies its flow-control slot under (see the rules)
 
@@ -81,7 +81,7 @@ class Snapshots:
             out.append(Send(dst=src, message=AppendEntriesReply(term=self.current_term, success=False,
                                                                 read_seq=m.read_seq), size_bytes=APPEND_REPLY_BYTES))
             return out
-        if m.term > self.current_term or self.role is not Role.FOLLOWER:
+        if m.term > self.current_term or self.role is not FOLLOWER:
             self._become_follower(m.term, out, now, m.leader_id)
         self.leader_id = m.leader_id
         self._last_heard = now
