@@ -54,7 +54,7 @@ import numpy as np
 
 from seedance.errors import SpecError
 from seedance.models import clocks
-from seedance.models.crdt import ENTRY_BYTES, GridDelta, PixelGrid
+from seedance.models.crdt import ENTRY_BYTES, GridDelta, PixelGrid, listed
 from seedance.models.delta_intervals import DeltaBuffer, IntervalReceiver, peers_of
 from seedance.models.protocols.causal.messages import HEADER_BYTES, Ack, Sync
 from seedance.models.protocols.causal.shared import (
@@ -230,7 +230,7 @@ class CausalNode:
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not -(1 << 63) <= value < 1 << 63:
             return [self._reply(request, Outcome.FAIL, error=f"bad-value: {value!r} is not a 64-bit integer")]
         delta = self.grid.write_delta(x, y, int(value), node=self.node_id, t=float(now))
-        changed = self._join(delta).tolist()
+        changed = listed(self._join(delta))
         self.buffer.add(delta)
         return [self._persist(changed, self._clock_moved(self.grid.clock)), *self._observe(changed),
                 self._reply(request, Outcome.OK), *self._push_all()]
@@ -263,11 +263,11 @@ class CausalNode:
         if clock is persisted:
             return []
         moved = self.grid.moved_since(persisted)
-        return (clock != persisted).nonzero()[0].tolist() if moved is None else moved.tolist()
+        return (clock != persisted).nonzero()[0].tolist() if moved is None else listed(moved)
 
     def _observe(self, changed: list[int]) -> list[Observe]:
-        value = self.grid.f["value"].item  # an int64 array's items are Python ints
-        return [_applied(i, value(i)) for i in changed]
+        entry = self.grid.entry  # (value, ...) as Python numbers; the pixel a join just wrote without a read
+        return [_applied(i, entry(i)[0]) for i in changed]
 
     def _push(self, peer: int) -> Effects:
         """Send ``peer`` the interval from what was last sent (or the full state when that is unknown/collected)."""
@@ -378,7 +378,7 @@ class CausalNode:
         return effects
 
     def _deliver(self, src: int, message: Sync) -> Effects:
-        changed = self._join(message.delta()).tolist()
+        changed = listed(self._join(message.delta()))
         ack = _ack(src, message.epoch, self.receiver.joined(src, message.epoch, message.start, message.end))
         moved = self._clock_moved(self.grid.clock)
         if changed or moved:
