@@ -405,19 +405,8 @@ class PixelGrid:
         size = delta.idx.size
         if size == 0:
             return np.zeros(0, np.int64)
-        if size == 1:  # one write (the common delta): compared as a tuple, the same order as _wins
-            i, theirs, stored, record = delta._one()
-            at = i * _SIZE
-            held = _RECORD.unpack_from(self._buffer, at)  # (version, t, node, seq, value), as ``theirs``
-            if not theirs > held:
-                return np.zeros(0, np.int64)
-            self._buffer[at:at + _SIZE] = record
-            self._last_entry = (i, stored)
-            if held[0] <= 0 < theirs[0]:
-                self._written += 1
-            if self._watchers:
-                self._note(i)
-            return delta.pixels()
+        if size == 1:  # one write (the common delta)
+            return self._join_one(delta)
         self._last_entry = None  # (below: writes several records)
         mine = {n: v[delta.idx] for n, v in self._w.items()}
         wins = _wins(mine, delta.fields())
@@ -429,6 +418,36 @@ class PixelGrid:
         if self._watchers and len(changed):
             self._note(changed)
         return changed
+
+    def _join_one(self, delta: GridDelta) -> np.ndarray:
+        """The pixels of a one-pixel delta after the clocks joined: its entry, compared as a tuple (the same order
+        as _wins), read and written as its record's bytes."""
+        i, theirs, stored, record = delta._one()
+        at = i * _SIZE
+        held = _RECORD.unpack_from(self._buffer, at)  # (version, t, node, seq, value), as ``theirs``
+        if not theirs > held:
+            return np.zeros(0, np.int64)
+        self._buffer[at:at + _SIZE] = record
+        self._last_entry = (i, stored)
+        if held[0] <= 0 < theirs[0]:
+            self._written += 1
+        if self._watchers:
+            self._note(i)
+        return delta.pixels()
+
+    def join_next(self, delta: GridDelta, node: int) -> list[int] | None:
+        """:meth:`join` of the usual delivery in one step, the changed pixels as a list (:func:`listed`): a
+        one-pixel delta whose clock is this grid's clock with ``node``'s entry one higher, known without comparing
+        (write_delta made it from this very clock; what steps_to then finds, and the clock join takes). None,
+        nothing done, in any other case."""
+        clock, mine = delta.clock, self._clock
+        made = _PARENTS.get(id(clock))
+        if made is None or made[0] is not clock or made[1] is not mine or made[2] != node or delta.idx.size != 1:
+            return None
+        above = _index(node)
+        self._ahead = (clock, mine, above, clock)
+        self._clock_from, self._clock_moved, self._clock = mine, above, clock
+        return listed(self._join_one(delta))
 
     def overwrite(self, idx: int | np.ndarray, **entries: int | float | np.ndarray) -> None:
         """Set fields of pixels ``idx`` as given, whatever the join would keep: not a CRDT operation (a planted

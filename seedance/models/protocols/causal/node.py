@@ -55,7 +55,7 @@ import numpy as np
 from seedance.errors import SpecError
 from seedance.models import clocks
 from seedance.models.crdt import ENTRY_BYTES, GridDelta, PixelGrid, listed
-from seedance.models.delta_intervals import DeltaBuffer, IntervalReceiver, peers_of
+from seedance.models.delta_intervals import DeltaBuffer, DenseIntervalReceiver, peers_of
 from seedance.models.protocols.causal.messages import HEADER_BYTES, Ack, Sync
 from seedance.models.protocols.causal.shared import (
     _CLOCK_RECORDS, _PIXEL_KEYS, _PIXEL_RECORDS, CLOCK_ENTRY_BYTES, CLOCK_PREFIX, _ack, _applied, _one_step,
@@ -119,7 +119,7 @@ class CausalNode:
         self.progress: list[int | None] = []  # acked at the last sync tick
         # a replica's first incarnation (epoch 0) starts empty, so its group 0 is the empty state: every receiver
         # holds it already, and a fresh start sends it to nobody (N² messages at boot otherwise)
-        self.receiver = IntervalReceiver(first=(0, 1))
+        self.receiver = DenseIntervalReceiver(num_nodes, first=(0, 1))
         self.waiting: dict[int, list[Sync]] = {}  # per sender, made on first use (N² empty lists otherwise)
         self._queued: set[int] = set()  # senders whose waiting queue is not empty (so _drain scans only those)
         self._acks_moved: set[int] = set()  # peers whose acknowledgement changed since the last sync tick
@@ -134,6 +134,8 @@ class CausalNode:
         # the 1,023 peers of a write are sent one Sync, not 1,023 equal ones)
         self._intervals: dict[int, tuple[Sync, int]] = {}
         self._intervals_at = -1
+        # _next's steps stand for _join's and _deliverable's own (a subclass that changes them takes the general path)
+        self._plain = type(self)._join is CausalNode._join and type(self)._deliverable is CausalNode._deliverable
 
     # ------------------------------------------------------------------------------------------------ lifecycle
     def _boot(self, fresh: bool = False) -> Effects:
@@ -361,10 +363,13 @@ class CausalNode:
             return self._on_ack(src, message)
         if type(message) is not Sync or src == self.node_id or src not in self._ids:  # a peer's interval
             return []
-        if not self.receiver.acceptable(src, message.epoch, message.start):
+        effects = self._next(src, message) if self._plain else None
+        if effects is not None:
+            pass
+        elif not self.receiver.acceptable(src, message.epoch, message.start):
             return [Send(dst=src, message=Ack(epoch=message.epoch, held=self.receiver.held_for(src, message.epoch),
                                               rejected=True), size_bytes=HEADER_BYTES)]
-        if self._deliverable(src, message):
+        elif self._deliverable(src, message):
             effects = self._deliver(src, message)
         else:
             queue = self.waiting.setdefault(src, [])
@@ -376,6 +381,24 @@ class CausalNode:
         if self._queued:
             effects.extend(self._drain())
         return effects
+
+    def _next(self, src: int, message: Sync) -> Effects | None:
+        """:meth:`_deliver` of the usual interval in fewer steps, the same state and effects: the sender's next
+        write after everything this replica holds (:meth:`PixelGrid.join_next`), extending the prefix held of the
+        sender's incarnation, to a replica whose clock is persisted as it is. None, nothing done, otherwise."""
+        start, epoch, grid = message.start, message.epoch, self.grid
+        if not start or self._persisted_clock is not grid.clock or not self.receiver.extends(src, epoch, start):
+            return None
+        changed = grid.join_next(message.delta(), src)
+        if changed is None:
+            return None
+        ack = _ack(src, epoch, self.receiver.joined(src, epoch, start, message.end))
+        if not changed:  # (an older write: the clock's entry moved alone)
+            return [self._persist(changed, [src]), ack]
+        clock, i = grid.clock, changed[0]
+        self._persisted_clock = clock
+        stored = grid.entry(i)
+        return [_one_step(GRID_TABLE, i, stored, src, clock.item(src)), _applied(i, stored[0]), ack]
 
     def _deliver(self, src: int, message: Sync) -> Effects:
         changed = listed(self._join(message.delta()))
