@@ -18,7 +18,7 @@ def _run(n: int, writes: int, seed: int, way: str, monkeypatch: pytest.MonkeyPat
     """Every effect of ``n`` replicas under random writes and deliveries in random order, as text; ``way``:
     ``fast`` (as shipped), ``general`` (no one-step delivery), ``compare`` (nor steps_to's shortcut)."""
     if way != "fast":
-        monkeypatch.setattr(PixelGrid, "join_next", lambda self, delta, node: None)
+        monkeypatch.setattr(PixelGrid, "join_next", lambda self, delta, node, mine: None)
     if way == "compare":
         monkeypatch.setattr(PixelGrid, "steps_to", lambda self, clock, node, before: False)
     rng = np.random.default_rng(seed)
@@ -59,22 +59,23 @@ def test_join_next_joins_as_join_and_only_the_next_write():
     writer, fast, slow = PixelGrid(4, 4, 3), PixelGrid(4, 4, 3), PixelGrid(4, 4, 3)
     for k in range(6):
         delta = writer.write_delta(k % 4, 0, 10 + k, node=1, t=float(k))
-        assert fast.join_next(delta, 0) is None and fast.join_next(delta, 2) is None  # not their write
+        assert fast.join_next(delta, 0, fast.clock) is None  # not its write
+        assert fast.join_next(delta, 2, fast.clock) is None
         before = fast.clock
         if k in (0, 3):  # the general path: steps_to compares, then join takes the delta's clock
             assert fast.steps_to(delta.clock, 1, delta.before(1))
             changed = listed(fast.join(delta))
         else:  # fast's clock is the writer's very clock (the writer's join took it too): no comparison
             assert before is writer.clock
-            changed = fast.join_next(delta, 1)
+            changed = fast.join_next(delta, 1, before)
         writer.join(delta)
         assert changed == slow.join(delta).tolist() == [k % 4]
         assert fast.clock is delta.clock and fast.moved_since(before).tolist() == [1]
         assert fast.same_as(slow) and fast.entry(k % 4) == slow.entry(k % 4) == (10 + k, k + 1, float(k), 1, k + 1)
-        assert fast.join_next(delta, 1) is None  # delivered: the grid's clock is the delta's now
+        assert fast.join_next(delta, 1, fast.clock) is None  # delivered: the grid's clock is the delta's now
     other = PixelGrid(4, 4, 3)
     other.clock = fast.clock  # an equal clock, another array: the general path decides (steps_to compares)
-    assert other.join_next(writer.write_delta(0, 1, 5, node=1, t=9.0), 1) is None
+    assert other.join_next(writer.write_delta(0, 1, 5, node=1, t=9.0), 1, other.clock) is None
 
 
 def test_records_are_read_and_written_as_numpy_records():
@@ -85,7 +86,8 @@ def test_records_are_read_and_written_as_numpy_records():
         i = int(rng.integers(9))
         delta = GridDelta(idx=np.array([i]), value=np.array([int(rng.integers(-5, 5))]),
                           version=np.array([int(rng.integers(1, 6))]), t=np.array([float(rng.integers(3))]),
-                          node=np.array([int(rng.integers(4))], np.int32), seq=np.array([k]), clock=np.zeros(4, np.int64))
+                          node=np.array([int(rng.integers(4))], np.int32), seq=np.array([k]),
+                          clock=np.zeros(4, np.int64))
         key = tuple(x.item() for x in (delta.version[0], delta.t[0], delta.node[0], delta.seq[0], delta.value[0]))
         wins = key > reference.item(i)
         if wins:

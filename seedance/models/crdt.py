@@ -46,7 +46,7 @@ import numpy as np
 
 from seedance.models import clocks
 from seedance.models.grid_records import (  # noqa: F401 (_ENTRY, _grid_fields: this module's, as before)
-    _ENTRY, _FIELDS, _PARENTS, _RECORD, _SIZE, _grid_fields, _index, _read_only, _shared, listed,
+    _ENTRY, _FIELDS, _INDEX, _PARENTS, _RECORD, _SIZE, _grid_fields, _index, _read_only, _shared, listed,
 )
 
 # bytes per pixel entry on the wire: index (4) + value (8) + version (8) + t (8) + node (4) + seq (8)
@@ -129,14 +129,14 @@ class GridDelta:
         return self._one()[:3]
 
     def _one(self) -> tuple:
-        """:meth:`only`'s three and the entry as a record's bytes (:data:`_RECORD`), made once per delta."""
+        """:meth:`only`'s three, the entry as a record's bytes (:data:`_RECORD`) and ``[i]``, made once per delta."""
         made = self.__dict__.get("_only")
         if made is None:
             version, t, node, seq, value = (int(self.version.item(0)), float(self.t.item(0)),
                                             int(self.node.item(0)), int(self.seq.item(0)), int(self.value.item(0)))
             key = (version, t, node, seq, value)
-            made = self.__dict__["_only"] = (int(self.idx.item(0)), key, (value, version, t, node, seq),
-                                             _RECORD.pack(*key))
+            i = int(self.idx.item(0))
+            made = self.__dict__["_only"] = (i, key, (value, version, t, node, seq), _RECORD.pack(*key), [i])
         return made
 
     def before(self, node: int) -> bytes:
@@ -267,7 +267,8 @@ class PixelGrid:
         takes ``clock`` itself as its new clock (shared by every grid that joins it: it is read-only)."""
         mine = self._clock
         made = _PARENTS.get(id(clock))  # clock made by write_delta from mine: no comparison (the usual case)
-        if (made is None or made[0] is not clock or made[1] is not mine or made[2] != node) and mine.tobytes() != before:
+        known = made is not None and made[0] is clock and made[1] is mine and made[2] == node
+        if not known and mine.tobytes() != before:
             return False
         self._ahead = (clock, mine, _index(node), clock)
         return True
@@ -406,7 +407,7 @@ class PixelGrid:
         if size == 0:
             return np.zeros(0, np.int64)
         if size == 1:  # one write (the common delta)
-            return self._join_one(delta)
+            return delta.pixels() if self._join_one(delta._one()) else np.zeros(0, np.int64)
         self._last_entry = None  # (below: writes several records)
         mine = {n: v[delta.idx] for n, v in self._w.items()}
         wins = _wins(mine, delta.fields())
@@ -419,35 +420,37 @@ class PixelGrid:
             self._note(changed)
         return changed
 
-    def _join_one(self, delta: GridDelta) -> np.ndarray:
-        """The pixels of a one-pixel delta after the clocks joined: its entry, compared as a tuple (the same order
-        as _wins), read and written as its record's bytes."""
-        i, theirs, stored, record = delta._one()
+    def _join_one(self, one: tuple) -> bool:
+        """Join a one-pixel delta's entry (``GridDelta._one``) after the clocks joined; whether it won: compared as
+        a tuple (the same order as _wins), read and written as its record's bytes."""
+        i, theirs, stored, record, _ = one
         at = i * _SIZE
         held = _RECORD.unpack_from(self._buffer, at)  # (version, t, node, seq, value), as ``theirs``
         if not theirs > held:
-            return np.zeros(0, np.int64)
+            return False
         self._buffer[at:at + _SIZE] = record
         self._last_entry = (i, stored)
         if held[0] <= 0 < theirs[0]:
             self._written += 1
         if self._watchers:
             self._note(i)
-        return delta.pixels()
+        return True
 
-    def join_next(self, delta: GridDelta, node: int) -> list[int] | None:
-        """:meth:`join` of the usual delivery in one step, the changed pixels as a list (:func:`listed`): a
-        one-pixel delta whose clock is this grid's clock with ``node``'s entry one higher, known without comparing
-        (write_delta made it from this very clock; what steps_to then finds, and the clock join takes). None,
-        nothing done, in any other case."""
-        clock, mine = delta.clock, self._clock
+    def join_next(self, delta: GridDelta, node: int, mine: np.ndarray) -> list[int] | None:
+        """:meth:`join` of the usual delivery in one step, the changed pixels as a list (not to be changed): a
+        one-pixel delta whose clock is this grid's clock ``mine`` (the caller's, checked) with ``node``'s entry one
+        higher, known without comparing (write_delta made it from this very clock; what steps_to then finds, and
+        the clock join takes). None, nothing done, in any other case."""
+        clock = delta.clock
         made = _PARENTS.get(id(clock))
-        if made is None or made[0] is not clock or made[1] is not mine or made[2] != node or delta.idx.size != 1:
+        if (made is None or made[0] is not clock or made[1] is not mine or mine is not self._clock or made[2] != node
+                or delta.idx.size != 1):
             return None
-        above = _index(node)
-        self._ahead = (clock, mine, above, clock)
-        self._clock_from, self._clock_moved, self._clock = mine, above, clock
-        return listed(self._join_one(delta))
+        above = _INDEX.get(node)
+        self._ahead = (clock, mine, _index(node) if above is None else above, clock)
+        self._clock_from, self._clock_moved, self._clock = mine, self._ahead[2], clock
+        one = delta._one()
+        return one[4] if self._join_one(one) else []
 
     def overwrite(self, idx: int | np.ndarray, **entries: int | float | np.ndarray) -> None:
         """Set fields of pixels ``idx`` as given, whatever the join would keep: not a CRDT operation (a planted

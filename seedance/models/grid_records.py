@@ -62,9 +62,10 @@ _SIZE = _RECORD.size  # == _ENTRY.itemsize
 
 def _grid_fields(n: int, buffer: bytearray | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """``n`` unwritten :data:`_ENTRY` records (all zero but node -1) in ``buffer`` (``n`` records' bytes, zero;
-    made when None), and the five fields as views of them (strided). Zeroed memory, then the node field filled: ``np.full`` with a record as the fill value copies it
-    record by record through numpy's generic structured path, about fifty times slower (every replica makes one
-    grid: at 1,024 replicas of 64×64 pixels that was a fifth of a CPU second of the boot)."""
+    made when None), and the five fields as views of them (strided). Zeroed memory, then the node field filled:
+    ``np.full`` with a record as the fill value copies it record by record through numpy's generic structured path,
+    about fifty times slower (every replica makes one grid: at 1,024 replicas of 64×64 pixels that was a fifth of a
+    CPU second of the boot)."""
     records = np.frombuffer(bytearray(n * _SIZE) if buffer is None else buffer, _ENTRY)  # (its memory, writable)
     node = records["node"]
     node.fill(-1)

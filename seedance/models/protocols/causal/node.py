@@ -47,21 +47,19 @@ the same messages would have carried as full states (state-based sync on the sam
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from seedance.errors import SpecError
 from seedance.models import clocks
 from seedance.models.crdt import ENTRY_BYTES, GridDelta, PixelGrid, listed
 from seedance.models.delta_intervals import DeltaBuffer, DenseIntervalReceiver, peers_of
+from seedance.models.protocols.causal.config import CausalConfig
 from seedance.models.protocols.causal.messages import HEADER_BYTES, Ack, Sync
 from seedance.models.protocols.causal.shared import (
     _CLOCK_RECORDS, _PIXEL_KEYS, _PIXEL_RECORDS, CLOCK_ENTRY_BYTES, CLOCK_PREFIX, _ack, _applied, _one_step,
     key_of,
 )
-from seedance.models.protocols.options import Options, check_counts
 from seedance.models.protocols.contract import (
     Annotate, ClientRequest, CollectiveDone, DurableState, Effects, Observe, Operation, Outcome, Persist,
     PersistRecords, Reply, Send, SetTimer,
@@ -74,28 +72,6 @@ SYNC_TIMER = "sync"
 STATS_TIMER = "stats"
 _KEY = re.compile(r"k(\d+)\Z")
 _INT64 = np.dtype(np.int64)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class CausalConfig(Options):
-    prefix = "causal"
-
-    width: int = 64
-    height: int = 64
-    sync_interval_s: float = 0.005  # anti-entropy period
-    stats_interval_s: float = 0.05  # sync-traffic reports
-    max_groups: int = 4096  # delta-groups kept for peers that lag (older ones: full state)
-    max_waiting: int = 64  # intervals per sender waiting for their causal predecessors
-
-    def __post_init__(self) -> None:
-        check_counts("causal", self, ("width", "height", "max_groups", "max_waiting"))
-        if self.width * self.height > 1 << 20:
-            raise SpecError("causal.width", f"grid {self.width}x{self.height} exceeds 1,048,576 pixels",
-                            "at most 1024x1024")
-        for name in ("sync_interval_s", "stats_interval_s"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 1e-5 <= value <= 10:
-                raise SpecError(f"causal.{name}", f"must be seconds in [1e-5, 10], got {value!r}")
 
 
 class CausalNode:
@@ -393,19 +369,24 @@ class CausalNode:
         """:meth:`_deliver` of the usual interval in fewer steps, the same state and effects: the sender's next
         write after everything this replica holds (:meth:`PixelGrid.join_next`), extending the prefix held of the
         sender's incarnation, to a replica whose clock is persisted as it is. None, nothing done, otherwise."""
-        start, epoch, grid = message.start, message.epoch, self.grid
-        if not start or self._persisted_clock is not grid.clock or not self.receiver.extends(src, epoch, start):
+        start, epoch = message.start, message.epoch
+        if not start or not self.receiver.extends(src, epoch, start):
             return None
-        changed = grid.join_next(message.delta(), src)
+        delta = message.delta()
+        changed = self.grid.join_next(delta, src, self._persisted_clock)
         if changed is None:
             return None
         ack = _ack(src, epoch, self.receiver.joined(src, epoch, start, message.end))
         if not changed:  # (an older write: the clock's entry moved alone)
             return [self._persist(changed, [src]), ack]
-        clock, i = grid.clock, changed[0]
-        self._persisted_clock = clock
-        stored = grid.entry(i)
-        return [_one_step(GRID_TABLE, i, stored, src, clock.item(src)), _applied(i, stored[0]), ack]
+        self._persisted_clock = clock = delta.clock  # (the grid's clock now)
+        usual = message.usual  # (the same at every receiver: the pixel, its entry and the sender's clock entry)
+        if usual is None:
+            i = changed[0]
+            stored = self.grid.entry(i)
+            usual = (_one_step(GRID_TABLE, i, stored, src, clock.item(src)), _applied(i, stored[0]))
+            message.keep(usual)
+        return [*usual, ack]
 
     def _deliver(self, src: int, message: Sync) -> Effects:
         changed = listed(self._join(message.delta()))
