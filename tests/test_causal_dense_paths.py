@@ -11,7 +11,7 @@ import pytest
 from seedance.models.crdt import _ENTRY, GridDelta, PixelGrid, listed
 from seedance.models.delta_intervals import DenseIntervalReceiver, IntervalReceiver
 from seedance.models.protocols.causal.node import CausalConfig, CausalNode
-from seedance.models.protocols.contract import ClientRequest, Operation, Send
+from seedance.models.protocols.contract import ClientRequest, Operation, Send, SetTimer
 
 
 def _run(n: int, writes: int, seed: int, way: str, monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -121,3 +121,11 @@ def test_listed_gives_tolist_and_shared_arrays_stay_read_only():
     assert not changed.flags.writeable and not delta.clock.flags.writeable
     fresh = np.array([2, 5])
     assert listed(fresh) == [2, 5] and listed(fresh) is not listed(fresh)
+
+
+def test_timers_are_one_shared_set_timer_per_name_and_delay():
+    node = CausalNode(0, 3, np.random.default_rng(0), CausalConfig(width=2, height=2, sync_interval_s=0.002))
+    node.on_start(0.0)
+    first, again = node.on_timer("sync", 0.0)[0], node.on_timer("sync", 0.002)[0]
+    assert first is again and first == SetTimer(name="sync", delay_s=0.002)
+    assert node.on_timer("stats", 0.0)[0] == SetTimer(name="stats", delay_s=node.config.stats_interval_s)

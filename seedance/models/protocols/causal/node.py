@@ -58,11 +58,11 @@ from seedance.models.protocols.causal.config import CausalConfig
 from seedance.models.protocols.causal.messages import HEADER_BYTES, Ack, Sync
 from seedance.models.protocols.causal.shared import (
     _CLOCK_RECORDS, _PIXEL_KEYS, _PIXEL_RECORDS, CLOCK_ENTRY_BYTES, CLOCK_PREFIX, _ack, _applied, _one_step,
-    key_of,
+    _timer, key_of,
 )
 from seedance.models.protocols.contract import (
     Annotate, ClientRequest, CollectiveDone, DurableState, Effects, Observe, Operation, Outcome, Persist,
-    PersistRecords, Reply, Send, SetTimer,
+    PersistRecords, Reply, Send,
 )
 
 GRID_TABLE = "grid"
@@ -116,8 +116,8 @@ class CausalNode:
     # ------------------------------------------------------------------------------------------------ lifecycle
     def _boot(self, fresh: bool = False) -> Effects:
         effects: Effects = [Persist(key=EPOCH_KEY, value=self.epoch),
-                            SetTimer(name=SYNC_TIMER, delay_s=self.config.sync_interval_s),
-                            SetTimer(name=STATS_TIMER, delay_s=self.config.stats_interval_s)]
+                            _timer(SYNC_TIMER, self.config.sync_interval_s),
+                            _timer(STATS_TIMER, self.config.stats_interval_s)]
         # group 0: the whole state of this incarnation; when fresh (epoch 0, empty) every peer holds it already
         # (see IntervalReceiver(first=...) above)
         (self.buffer.add_held if fresh else self.buffer.add)(self.grid.full_delta())
@@ -450,7 +450,7 @@ class CausalNode:
 
     def on_timer(self, name: Any, now: float) -> Effects:
         if name == STATS_TIMER:
-            effects: Effects = [SetTimer(name=STATS_TIMER, delay_s=self.config.stats_interval_s)]
+            effects: Effects = [_timer(STATS_TIMER, self.config.stats_interval_s)]
             if self.bytes_delta or self.bytes_full:
                 effects.append(Observe(what="observe", key=None, value=[self.bytes_delta, self.bytes_full]))
                 self.total_bytes_delta += self.bytes_delta
@@ -459,7 +459,7 @@ class CausalNode:
             return effects
         if name != SYNC_TIMER:
             return []
-        effects = [SetTimer(name=SYNC_TIMER, delay_s=self.config.sync_interval_s)]
+        effects = [_timer(SYNC_TIMER, self.config.sync_interval_s)]
         # Only peers that lag or whose acknowledgement moved since the last tick can be resent to or change
         # ``progress`` (every other peer has progress == acked and nothing pending), so the tick costs O(those),
         # not O(N); visited in peer order, as a scan of every peer would.
