@@ -366,7 +366,8 @@ class PixelGrid:
     def write_delta(self, x: int, y: int, value: int, *, node: int, t: float) -> GridDelta:
         """The delta mutator of a write by ``node`` at its clock ``t``: ticks ``node``'s clock entry (``update_vc``)
         and stamps the pixel with version = sum of the new clock, dot = (node, clock[node]). Does not change
-        ``self``; ``self.join(delta)`` applies it (``m(X) = X ⊔ m^δ(X)``)."""
+        ``self``; ``self.join(delta)`` applies it (``m(X) = X ⊔ m^δ(X)``). The delta's clock is read-only, and
+        remembered as this clock's step (see :meth:`steps_to`, :meth:`join_next`); the join of it here takes it."""
         i = self.index(x, y)
         clock = clocks.update_vc(self._clock, node)
         clock.setflags(write=False)  # (a delta's arrays are never written in place)

@@ -55,7 +55,8 @@ def listed(a: np.ndarray) -> list[int]:
 _ENTRY = np.dtype([("version", np.int64), ("t", np.float64), ("node", np.int32), ("seq", np.int64),
                    ("value", np.int64)], align=True)
 # the same record as bytes (native order, the node's 4 bytes of padding skipped): a grid reads and writes a record
-# of its byte buffer through this, about a third of the instructions of a numpy structured item or assignment
+# of its byte buffer through this: a read in about half the instructions of a numpy structured item (1.2k, 2.4k), a
+# write of the delta's packed bytes in three quarters of a structured assignment (2.1k, 2.8k)
 _RECORD = struct.Struct("=qdi4xqq")
 _SIZE = _RECORD.size  # == _ENTRY.itemsize
 
