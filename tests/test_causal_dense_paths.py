@@ -1,7 +1,7 @@
 """The causal protocol's one-step delivery and the grid's record memory, each against what it stands for: the usual
-delivery in one step (CausalNode._next, PixelGrid.join_next) against the general path, the receiver's prefixes in
-lists (DenseIntervalReceiver) against the dict of the base class, records read and written as bytes against numpy's
-structured records, and the lists of shared arrays (listed) against tolist."""
+delivery in one step (CausalNode._next, PixelGrid.join_next, IntervalReceiver.extends) against the general path,
+records read and written as bytes against numpy's structured records, and the lists of shared arrays (listed) against
+tolist."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from seedance.models.crdt import _ENTRY, GridDelta, PixelGrid, listed
-from seedance.models.delta_intervals import DenseIntervalReceiver, IntervalReceiver
+from seedance.models.delta_intervals import IntervalReceiver
 from seedance.models.protocols.causal.node import CausalConfig, CausalNode
 from seedance.models.protocols.contract import ClientRequest, Operation, Send, SetTimer
 
@@ -98,19 +98,17 @@ def test_records_are_read_and_written_as_numpy_records():
     assert grid.written_count == int(np.count_nonzero(reference["version"] > 0))
 
 
-def test_dense_receiver_decides_as_the_receiver():
+def test_extends_is_acceptable_of_an_interval_from_beyond_zero():
     rng = np.random.default_rng(5)
     for first in ((-1, 0), (0, 1)):
-        dense, plain = DenseIntervalReceiver(4, first), IntervalReceiver(first)
+        receiver = IntervalReceiver(first)
         for _ in range(400):
             sender, epoch, end = int(rng.integers(4)), int(rng.integers(-1, 3)), int(rng.integers(0, 9))
             start = None if rng.random() < 0.1 else int(rng.integers(0, end + 1))
-            assert dense.acceptable(sender, epoch, start) == plain.acceptable(sender, epoch, start)
-            assert dense.held_for(sender, epoch) == plain.held_for(sender, epoch)
             if start:
-                assert dense.extends(sender, epoch, start) == plain.acceptable(sender, epoch, start)
+                assert receiver.extends(sender, epoch, start) == receiver.acceptable(sender, epoch, start)
             if rng.random() < 0.5:
-                assert dense.joined(sender, epoch, start, end) == plain.joined(sender, epoch, start, end)
+                receiver.joined(sender, epoch, start, end)
 
 
 def test_listed_gives_tolist_and_shared_arrays_stay_read_only():

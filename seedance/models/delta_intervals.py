@@ -190,6 +190,11 @@ class IntervalReceiver:
         incarnation, held = self.held.get(sender, self._first)
         return held if incarnation == epoch else 0
 
+    def extends(self, sender: int, epoch: int, start: int) -> bool:
+        """``acceptable`` of an interval from ``start`` > 0: it extends the prefix held of incarnation ``epoch``."""
+        incarnation, held = self.held.get(sender, self._first)
+        return incarnation == epoch and start <= held
+
     def joined(self, sender: int, epoch: int, start: int | None, end: int) -> int:
         """Record that the sender's groups before ``end`` are held; the acknowledgement to send back."""
         incarnation, held = self.held.get(sender, self._first)
@@ -202,40 +207,3 @@ class IntervalReceiver:
         self.held[sender] = (epoch, held)
         return held  # (held_for(sender, epoch) now)
 
-
-class DenseIntervalReceiver(IntervalReceiver):
-    """An :class:`IntervalReceiver` for senders ``0 .. n-1`` (a replica's peers), the same rule on two lists indexed
-    by sender, the incarnations and the prefixes held, where the base class keeps a dict of (incarnation, held)
-    tuples: at 1,024 replicas each holds an entry for every other, and a list slot is an eighth of a dict entry and
-    its tuple (about 16 KiB a replica, where the dict was about 100), and a delivery reads and writes two slots
-    without making a tuple. ``held`` (the base class's dict) stays empty."""
-
-    def __init__(self, n: int, first: tuple[int, int] = (-1, 0)) -> None:
-        super().__init__(first)
-        self._epochs = [first[0]] * n
-        self._prefix = [first[1]] * n
-
-    def acceptable(self, sender: int, epoch: int, start: int | None) -> bool:
-        if start is None or start == 0:
-            return epoch >= self._epochs[sender]
-        return self._epochs[sender] == epoch and start <= self._prefix[sender]
-
-    def held_for(self, sender: int, epoch: int) -> int:
-        return self._prefix[sender] if self._epochs[sender] == epoch else 0
-
-    def extends(self, sender: int, epoch: int, start: int) -> bool:
-        """``acceptable`` of an interval from ``start`` > 0: it extends the prefix held of incarnation ``epoch``."""
-        return self._epochs[sender] == epoch and start <= self._prefix[sender]
-
-    def joined(self, sender: int, epoch: int, start: int | None, end: int) -> int:
-        incarnation, held = self._epochs[sender], self._prefix[sender]
-        if epoch == incarnation:
-            if end > held:
-                self._prefix[sender] = end
-                return end
-            return held
-        if epoch > incarnation and (start is None or start == 0):
-            self._epochs[sender] = epoch
-            self._prefix[sender] = end
-            return end
-        return 0  # an older incarnation, or a newer one's interval that does not start it: nothing held of it

@@ -53,7 +53,7 @@ import numpy as np
 
 from seedance.models import clocks
 from seedance.models.crdt import ENTRY_BYTES, GridDelta, PixelGrid, listed
-from seedance.models.delta_intervals import DeltaBuffer, DenseIntervalReceiver, peers_of
+from seedance.models.delta_intervals import DeltaBuffer, IntervalReceiver, peers_of
 from seedance.models.protocols.causal.config import CausalConfig
 from seedance.models.protocols.causal.messages import HEADER_BYTES, Ack, Sync
 from seedance.models.protocols.causal.shared import (
@@ -95,7 +95,7 @@ class CausalNode:
         self.progress: list[int | None] = []  # acked at the last sync tick
         # a replica's first incarnation (epoch 0) starts empty, so its group 0 is the empty state: every receiver
         # holds it already, and a fresh start sends it to nobody (N² messages at boot otherwise)
-        self.receiver = DenseIntervalReceiver(num_nodes, first=(0, 1))
+        self.receiver = IntervalReceiver(first=(0, 1))
         self.waiting: dict[int, list[Sync]] = {}  # per sender, made on first use (N² empty lists otherwise)
         self._queued: set[int] = set()  # senders whose waiting queue is not empty (so _drain scans only those)
         self._acks_moved: set[int] = set()  # peers whose acknowledgement changed since the last sync tick
