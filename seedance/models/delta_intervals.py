@@ -206,4 +206,3 @@ class IntervalReceiver:
             return 0
         self.held[sender] = (epoch, held)
         return held  # (held_for(sender, epoch) now)
-
