@@ -41,15 +41,16 @@ the periodic resend of the interval from the acknowledged start (anti-entropy).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
 import numpy as np
 
 from seedance.models import clocks
+from seedance.models.grid_records import (  # noqa: F401 (_ENTRY, _grid_fields: this module's, as before)
+    _ENTRY, _FIELDS, _INDEX, _PARENTS, _RECORD, _SIZE, _grid_fields, _index, _read_only, _shared, listed,
+)
 
 # bytes per pixel entry on the wire: index (4) + value (8) + version (8) + t (8) + node (4) + seq (8)
 ENTRY_BYTES = 40
-_FIELDS = ("value", "version", "t", "node", "seq")
 
 
 _WIRE = tuple(np.dtype(d) for d in (np.int64, np.int64, np.int64, np.float64, np.int32, np.int64, np.int64))  # to_wire
@@ -58,49 +59,9 @@ _WIRE_FIELDS = ("idx", "value", "version", "t", "node", "seq", "clock")
 _new = object.__new__
 
 
-_INDEX: dict[int, np.ndarray] = {}  # j -> a read-only array([j]) (see _index)
-
-
-def _index(j: int) -> np.ndarray:
-    """``np.array([j])``, read-only, one per ``j`` (the entries a delivery moved: its sender's, usually)."""
-    made = _INDEX.get(j)
-    if made is None:
-        made = _INDEX[j] = np.array([j], np.intp)
-        made.setflags(write=False)
-    return made
-
-
 def _empty_fields(n: int) -> dict[str, np.ndarray]:
     return {"value": np.zeros(n, np.int64), "version": np.zeros(n, np.int64), "t": np.zeros(n, np.float64),
             "node": np.full(n, -1, np.int32), "seq": np.zeros(n, np.int64)}
-
-
-# one record per pixel, its fields side by side in the join order: a join or a persist reads and writes all five
-# fields of one pixel, which in five separate arrays were five cache misses (a grid per replica is far larger than
-# the caches at scale), and ``records.item(i)`` is the pixel's key (version, t, node, seq, value) in one call
-_ENTRY = np.dtype([("version", np.int64), ("t", np.float64), ("node", np.int32), ("seq", np.int64),
-                   ("value", np.int64)], align=True)
-
-
-def _grid_fields(n: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """``n`` unwritten :data:`_ENTRY` records (all zero but node -1), and :func:`_empty_fields` as views of them
-    (strided). Zeroed memory, then the node field filled: ``np.full`` with a record as the fill value copies it
-    record by record through numpy's generic structured path, about fifty times slower (every replica makes one
-    grid: at 1,024 replicas of 64×64 pixels that was a fifth of a CPU second of the boot)."""
-    records = np.zeros(n, _ENTRY)
-    node = records["node"]
-    node.fill(-1)
-    return records, {name: node if name == "node" else records[name] for name in _FIELDS}
-
-
-def _read_only(arrays: dict[str, np.ndarray]) -> MappingProxyType:
-    """Read-only views of ``arrays`` in a read-only mapping: what :attr:`PixelGrid.f` shows."""
-    views = {}
-    for name, array in arrays.items():
-        view = array.view()
-        view.flags.writeable = False
-        views[name] = view
-    return MappingProxyType(views)
 
 
 def _wins(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> np.ndarray:
@@ -165,12 +126,17 @@ class GridDelta:
         version, t, node, seq))``: in the join order, and as :meth:`PixelGrid.entry` gives it. Made once per delta (a
         delta's arrays are never written in place, and one delta may be joined by every replica: the interval a
         write sends to each peer), so every replica that joins it holds the same tuples."""
+        return self._one()[:3]
+
+    def _one(self) -> tuple:
+        """:meth:`only`'s three, the entry as a record's bytes (:data:`_RECORD`) and ``[i]``, made once per delta."""
         made = self.__dict__.get("_only")
         if made is None:
             version, t, node, seq, value = (int(self.version.item(0)), float(self.t.item(0)),
                                             int(self.node.item(0)), int(self.seq.item(0)), int(self.value.item(0)))
-            made = self.__dict__["_only"] = (int(self.idx.item(0)), (version, t, node, seq, value),
-                                             (value, version, t, node, seq))
+            key = (version, t, node, seq, value)
+            i = int(self.idx.item(0))
+            made = self.__dict__["_only"] = (i, key, (value, version, t, node, seq), _RECORD.pack(*key), [i])
         return made
 
     def before(self, node: int) -> bytes:
@@ -190,8 +156,7 @@ class GridDelta:
         receiver of one delta gets the same array; read-only, so no one of them can change another's)."""
         made = self.__dict__.get("_pixels")
         if made is None:
-            made = self.__dict__["_pixels"] = self.idx.copy()
-            made.setflags(write=False)
+            made = self.__dict__["_pixels"] = _shared(self.idx.copy())
         return made
 
     def same_as(self, other: GridDelta) -> bool:
@@ -245,7 +210,8 @@ class PixelGrid:
         self.width = int(width)
         self.height = int(height)
         # the writable records and views of their fields (only this class writes them)
-        self._records, self._w = _grid_fields(self.width * self.height)
+        self._buffer = bytearray(self.width * self.height * _SIZE)  # the records' memory (see _RECORD)
+        self._records, self._w = _grid_fields(self.width * self.height, self._buffer)
         self.f = _read_only(self._w)
         # (theirs, mine, where theirs is above, the joined clock when known: theirs itself, see steps_to)
         self._ahead: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None] | None = None
@@ -300,7 +266,9 @@ class PixelGrid:
         (one memory comparison; no array made). Then :meth:`ahead` of it is ``[node]``, and the join that follows
         takes ``clock`` itself as its new clock (shared by every grid that joins it: it is read-only)."""
         mine = self._clock
-        if mine.tobytes() != before:
+        made = _PARENTS.get(id(clock))  # clock made by write_delta from mine: no comparison (the usual case)
+        known = made is not None and made[0] is clock and made[1] is mine and made[2] == node
+        if not known and mine.tobytes() != before:
             return False
         self._ahead = (clock, mine, _index(node), clock)
         return True
@@ -348,7 +316,7 @@ class PixelGrid:
         last = self._last_entry
         if last is not None and last[0] == i:
             return last[1]  # (the delta's own tuple: every replica that joined it gives the same object)
-        version, t, node, seq, value = self._records.item(i)
+        version, t, node, seq, value = _RECORD.unpack_from(self._buffer, i * _SIZE)
         return value, version, t, node, seq
 
     def values(self) -> np.ndarray:
@@ -398,9 +366,16 @@ class PixelGrid:
     def write_delta(self, x: int, y: int, value: int, *, node: int, t: float) -> GridDelta:
         """The delta mutator of a write by ``node`` at its clock ``t``: ticks ``node``'s clock entry (``update_vc``)
         and stamps the pixel with version = sum of the new clock, dot = (node, clock[node]). Does not change
-        ``self``; ``self.join(delta)`` applies it (``m(X) = X ⊔ m^δ(X)``)."""
+        ``self``; ``self.join(delta)`` applies it (``m(X) = X ⊔ m^δ(X)``). The delta's clock is read-only, and
+        remembered as this clock's step (see :meth:`steps_to`, :meth:`join_next`); the join of it here takes it."""
         i = self.index(x, y)
-        clock = clocks.update_vc(self.clock, node)
+        clock = clocks.update_vc(self._clock, node)
+        clock.setflags(write=False)  # (a delta's arrays are never written in place)
+        # what steps_to then knows without comparing, and the join of it here: ahead of this clock by node's entry
+        _PARENTS[id(clock)] = (clock, self._clock, node)
+        if len(_PARENTS) > 64:  # (the latest writes' only: a delivery follows its write soon)
+            del _PARENTS[next(iter(_PARENTS))]
+        self._ahead = (clock, self._clock, _index(node), clock)
         delta = GridDelta(idx=np.array([i], np.int64), value=np.array([value], np.int64),
                           version=np.array([int(clock.sum())], np.int64), t=np.array([t], np.float64),
                           node=np.array([node], np.int32), seq=np.array([int(clock[node])], np.int64), clock=clock)
@@ -432,19 +407,8 @@ class PixelGrid:
         size = delta.idx.size
         if size == 0:
             return np.zeros(0, np.int64)
-        if size == 1:  # one write (the common delta): compared as a tuple, the same order as _wins
-            i, theirs, stored = delta.only()
-            records = self._records
-            held = records.item(i)  # (version, t, node, seq, value), as ``theirs``
-            if not theirs > held:
-                return np.zeros(0, np.int64)
-            records[i] = theirs
-            self._last_entry = (i, stored)
-            if held[0] <= 0 < theirs[0]:
-                self._written += 1
-            if self._watchers:
-                self._note(i)
-            return delta.pixels()
+        if size == 1:  # one write (the common delta)
+            return delta.pixels() if self._join_one(delta._one()) else np.zeros(0, np.int64)
         self._last_entry = None  # (below: writes several records)
         mine = {n: v[delta.idx] for n, v in self._w.items()}
         wins = _wins(mine, delta.fields())
@@ -456,6 +420,38 @@ class PixelGrid:
         if self._watchers and len(changed):
             self._note(changed)
         return changed
+
+    def _join_one(self, one: tuple) -> bool:
+        """Join a one-pixel delta's entry (``GridDelta._one``) after the clocks joined; whether it won: compared as
+        a tuple (the same order as _wins), read and written as its record's bytes."""
+        i, theirs, stored, record, _ = one
+        at = i * _SIZE
+        held = _RECORD.unpack_from(self._buffer, at)  # (version, t, node, seq, value), as ``theirs``
+        if not theirs > held:
+            return False
+        self._buffer[at:at + _SIZE] = record
+        self._last_entry = (i, stored)
+        if held[0] <= 0 < theirs[0]:
+            self._written += 1
+        if self._watchers:
+            self._note(i)
+        return True
+
+    def join_next(self, delta: GridDelta, node: int, mine: np.ndarray) -> list[int] | None:
+        """:meth:`join` of the usual delivery in one step, the changed pixels as a list (not to be changed): a
+        one-pixel delta whose clock is this grid's clock ``mine`` (the caller's, checked) with ``node``'s entry one
+        higher, known without comparing (write_delta made it from this very clock; what steps_to then finds, and
+        the clock join takes). None, nothing done, in any other case."""
+        clock = delta.clock
+        made = _PARENTS.get(id(clock))
+        if (made is None or made[0] is not clock or made[1] is not mine or mine is not self._clock or made[2] != node
+                or delta.idx.size != 1):
+            return None
+        above = _INDEX.get(node)
+        self._ahead = (clock, mine, _index(node) if above is None else above, clock)
+        self._clock_from, self._clock_moved, self._clock = mine, self._ahead[2], clock
+        one = delta._one()
+        return one[4] if self._join_one(one) else []
 
     def overwrite(self, idx: int | np.ndarray, **entries: int | float | np.ndarray) -> None:
         """Set fields of pixels ``idx`` as given, whatever the join would keep: not a CRDT operation (a planted
@@ -490,5 +486,3 @@ def join_states(a: PixelGrid, b: PixelGrid) -> PixelGrid:
     out.join_grid(b)
     return out
 
-
-# ----------------------------------------------------------------------------------- delta-intervals (§6, Alg. 2)

@@ -190,6 +190,11 @@ class IntervalReceiver:
         incarnation, held = self.held.get(sender, self._first)
         return held if incarnation == epoch else 0
 
+    def extends(self, sender: int, epoch: int, start: int) -> bool:
+        """``acceptable`` of an interval from ``start`` > 0: it extends the prefix held of incarnation ``epoch``."""
+        incarnation, held = self.held.get(sender, self._first)
+        return incarnation == epoch and start <= held
+
     def joined(self, sender: int, epoch: int, start: int | None, end: int) -> int:
         """Record that the sender's groups before ``end`` are held; the acknowledgement to send back."""
         incarnation, held = self.held.get(sender, self._first)

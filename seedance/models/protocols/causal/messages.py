@@ -17,10 +17,11 @@ class Sync:
     :class:`~seedance.models.crdt.GridDelta`; ``clock`` is its causal context (the sender's clock).
 
     :meth:`delta` makes the GridDelta once per message object: in the simulator one Sync goes to every peer of a
-    write (1,023 at 1,024 replicas), and each receiver reads the same immutable delta. ``_delta`` is no field, so
-    it is neither sent nor compared."""
+    write (1,023 at 1,024 replicas), and each receiver reads the same immutable delta. ``usual`` is likewise what
+    the node's usual delivery of it emits, the same at every receiver (kept by :meth:`keep`). ``_delta`` and
+    ``usual`` are no fields, so they are neither sent nor compared."""
 
-    __slots__ = ("epoch", "start", "end", "idx", "value", "version", "t", "writer", "seq", "clock", "_delta")
+    __slots__ = ("epoch", "start", "end", "idx", "value", "version", "t", "writer", "seq", "clock", "_delta", "usual")
 
     epoch: int
     start: int | None
@@ -40,6 +41,11 @@ class Sync:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_delta", None)
+        object.__setattr__(self, "usual", None)
+
+    def keep(self, usual: tuple) -> None:
+        """Keep ``usual`` (immutable effects, made from this message alone) as :attr:`usual`."""
+        object.__setattr__(self, "usual", usual)
 
     def delta(self) -> GridDelta:
         made = self._delta

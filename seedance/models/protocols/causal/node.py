@@ -47,24 +47,22 @@ the same messages would have carried as full states (state-based sync on the sam
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from seedance.errors import SpecError
 from seedance.models import clocks
-from seedance.models.crdt import ENTRY_BYTES, GridDelta, PixelGrid
+from seedance.models.crdt import ENTRY_BYTES, GridDelta, PixelGrid, listed
 from seedance.models.delta_intervals import DeltaBuffer, IntervalReceiver, peers_of
+from seedance.models.protocols.causal.config import CausalConfig
 from seedance.models.protocols.causal.messages import HEADER_BYTES, Ack, Sync
 from seedance.models.protocols.causal.shared import (
     _CLOCK_RECORDS, _PIXEL_KEYS, _PIXEL_RECORDS, CLOCK_ENTRY_BYTES, CLOCK_PREFIX, _ack, _applied, _one_step,
-    key_of,
+    _timer, key_of,
 )
-from seedance.models.protocols.options import Options, check_counts
 from seedance.models.protocols.contract import (
     Annotate, ClientRequest, CollectiveDone, DurableState, Effects, Observe, Operation, Outcome, Persist,
-    PersistRecords, Reply, Send, SetTimer,
+    PersistRecords, Reply, Send,
 )
 
 GRID_TABLE = "grid"
@@ -74,28 +72,6 @@ SYNC_TIMER = "sync"
 STATS_TIMER = "stats"
 _KEY = re.compile(r"k(\d+)\Z")
 _INT64 = np.dtype(np.int64)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class CausalConfig(Options):
-    prefix = "causal"
-
-    width: int = 64
-    height: int = 64
-    sync_interval_s: float = 0.005  # anti-entropy period
-    stats_interval_s: float = 0.05  # sync-traffic reports
-    max_groups: int = 4096  # delta-groups kept for peers that lag (older ones: full state)
-    max_waiting: int = 64  # intervals per sender waiting for their causal predecessors
-
-    def __post_init__(self) -> None:
-        check_counts("causal", self, ("width", "height", "max_groups", "max_waiting"))
-        if self.width * self.height > 1 << 20:
-            raise SpecError("causal.width", f"grid {self.width}x{self.height} exceeds 1,048,576 pixels",
-                            "at most 1024x1024")
-        for name in ("sync_interval_s", "stats_interval_s"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 1e-5 <= value <= 10:
-                raise SpecError(f"causal.{name}", f"must be seconds in [1e-5, 10], got {value!r}")
 
 
 class CausalNode:
@@ -134,12 +110,14 @@ class CausalNode:
         # the 1,023 peers of a write are sent one Sync, not 1,023 equal ones)
         self._intervals: dict[int, tuple[Sync, int]] = {}
         self._intervals_at = -1
+        # _next's steps stand for _join's and _deliverable's own (a subclass that changes them takes the general path)
+        self._plain = type(self)._join is CausalNode._join and type(self)._deliverable is CausalNode._deliverable
 
     # ------------------------------------------------------------------------------------------------ lifecycle
     def _boot(self, fresh: bool = False) -> Effects:
         effects: Effects = [Persist(key=EPOCH_KEY, value=self.epoch),
-                            SetTimer(name=SYNC_TIMER, delay_s=self.config.sync_interval_s),
-                            SetTimer(name=STATS_TIMER, delay_s=self.config.stats_interval_s)]
+                            _timer(SYNC_TIMER, self.config.sync_interval_s),
+                            _timer(STATS_TIMER, self.config.stats_interval_s)]
         # group 0: the whole state of this incarnation; when fresh (epoch 0, empty) every peer holds it already
         # (see IntervalReceiver(first=...) above)
         (self.buffer.add_held if fresh else self.buffer.add)(self.grid.full_delta())
@@ -230,7 +208,7 @@ class CausalNode:
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not -(1 << 63) <= value < 1 << 63:
             return [self._reply(request, Outcome.FAIL, error=f"bad-value: {value!r} is not a 64-bit integer")]
         delta = self.grid.write_delta(x, y, int(value), node=self.node_id, t=float(now))
-        changed = self._join(delta).tolist()
+        changed = listed(self._join(delta))
         self.buffer.add(delta)
         return [self._persist(changed, self._clock_moved(self.grid.clock)), *self._observe(changed),
                 self._reply(request, Outcome.OK), *self._push_all()]
@@ -263,11 +241,11 @@ class CausalNode:
         if clock is persisted:
             return []
         moved = self.grid.moved_since(persisted)
-        return (clock != persisted).nonzero()[0].tolist() if moved is None else moved.tolist()
+        return (clock != persisted).nonzero()[0].tolist() if moved is None else listed(moved)
 
     def _observe(self, changed: list[int]) -> list[Observe]:
-        value = self.grid.f["value"].item  # an int64 array's items are Python ints
-        return [_applied(i, value(i)) for i in changed]
+        entry = self.grid.entry  # (value, ...) as Python numbers; the pixel a join just wrote without a read
+        return [_applied(i, entry(i)[0]) for i in changed]
 
     def _push(self, peer: int) -> Effects:
         """Send ``peer`` the interval from what was last sent (or the full state when that is unknown/collected)."""
@@ -319,6 +297,13 @@ class CausalNode:
         if start < max(1, self.buffer.base):
             return [send for peer in self.peers for send in self._push(peer)]
         message, size = self._interval(start)
+        me = self.node_id
+        if sent.count(start) - (sent[me] == start) == len(self.peers):  # every peer: one Send each, as below
+            self.sent = [counter] * len(sent)
+            self.sent[me] = sent[me]
+            self.bytes_delta += len(self.peers) * size
+            self.bytes_full += len(self.peers) * self._full_state_bytes()
+            return [Send(dst=peer, message=message, size_bytes=size) for peer in self.peers]
         effects: Effects = []
         common = 0
         for peer in self.peers:
@@ -361,10 +346,13 @@ class CausalNode:
             return self._on_ack(src, message)
         if type(message) is not Sync or src == self.node_id or src not in self._ids:  # a peer's interval
             return []
-        if not self.receiver.acceptable(src, message.epoch, message.start):
+        effects = self._next(src, message) if self._plain else None
+        if effects is not None:
+            pass
+        elif not self.receiver.acceptable(src, message.epoch, message.start):
             return [Send(dst=src, message=Ack(epoch=message.epoch, held=self.receiver.held_for(src, message.epoch),
                                               rejected=True), size_bytes=HEADER_BYTES)]
-        if self._deliverable(src, message):
+        elif self._deliverable(src, message):
             effects = self._deliver(src, message)
         else:
             queue = self.waiting.setdefault(src, [])
@@ -377,8 +365,31 @@ class CausalNode:
             effects.extend(self._drain())
         return effects
 
+    def _next(self, src: int, message: Sync) -> Effects | None:
+        """:meth:`_deliver` of the usual interval in fewer steps, the same state and effects: the sender's next
+        write after everything this replica holds (:meth:`PixelGrid.join_next`), extending the prefix held of the
+        sender's incarnation, to a replica whose clock is persisted as it is. None, nothing done, otherwise."""
+        start, epoch = message.start, message.epoch
+        if not start or not self.receiver.extends(src, epoch, start):
+            return None
+        delta = message.delta()
+        changed = self.grid.join_next(delta, src, self._persisted_clock)
+        if changed is None:
+            return None
+        ack = _ack(src, epoch, self.receiver.joined(src, epoch, start, message.end))
+        if not changed:  # (an older write: the clock's entry moved alone)
+            return [self._persist(changed, [src]), ack]
+        self._persisted_clock = clock = delta.clock  # (the grid's clock now)
+        usual = message.usual  # (the same at every receiver: the pixel, its entry and the sender's clock entry)
+        if usual is None:
+            i = changed[0]
+            stored = self.grid.entry(i)
+            usual = (_one_step(GRID_TABLE, i, stored, src, clock.item(src)), _applied(i, stored[0]))
+            message.keep(usual)
+        return [*usual, ack]
+
     def _deliver(self, src: int, message: Sync) -> Effects:
-        changed = self._join(message.delta()).tolist()
+        changed = listed(self._join(message.delta()))
         ack = _ack(src, message.epoch, self.receiver.joined(src, message.epoch, message.start, message.end))
         moved = self._clock_moved(self.grid.clock)
         if changed or moved:
@@ -439,7 +450,7 @@ class CausalNode:
 
     def on_timer(self, name: Any, now: float) -> Effects:
         if name == STATS_TIMER:
-            effects: Effects = [SetTimer(name=STATS_TIMER, delay_s=self.config.stats_interval_s)]
+            effects: Effects = [_timer(STATS_TIMER, self.config.stats_interval_s)]
             if self.bytes_delta or self.bytes_full:
                 effects.append(Observe(what="observe", key=None, value=[self.bytes_delta, self.bytes_full]))
                 self.total_bytes_delta += self.bytes_delta
@@ -448,7 +459,7 @@ class CausalNode:
             return effects
         if name != SYNC_TIMER:
             return []
-        effects = [SetTimer(name=SYNC_TIMER, delay_s=self.config.sync_interval_s)]
+        effects = [_timer(SYNC_TIMER, self.config.sync_interval_s)]
         # Only peers that lag or whose acknowledgement moved since the last tick can be resent to or change
         # ``progress`` (every other peer has progress == acked and nothing pending), so the tick costs O(those),
         # not O(N); visited in peer order, as a scan of every peer would.

@@ -8,7 +8,7 @@ from typing import Any
 
 from seedance.models.crdt import ENTRY_BYTES
 from seedance.models.protocols.causal.messages import HEADER_BYTES, Ack
-from seedance.models.protocols.contract import Observe, PersistRecords, Send
+from seedance.models.protocols.contract import Observe, PersistRecords, Send, SetTimer
 
 CLOCK_PREFIX = "c"  # the grid table's record of clock entry j is "c{j}"
 CLOCK_ENTRY_BYTES = 12  # a record key and an int64
@@ -69,6 +69,16 @@ def _one_step(table: str, pixel: int, entry: tuple, j: int, value: int) -> Persi
     return made
 
 
+def _timer(name: str, delay_s: float) -> SetTimer:
+    """``SetTimer(name, delay_s)``, one object per name and delay (kept for the process), as :func:`_ack`'s: every
+    replica sets its sync timer again at every tick (at 1,024 replicas, 200,000 equal effects a simulated second)."""
+    made = _TIMERS.get((name, delay_s))
+    if made is None:
+        made = _TIMERS[name, delay_s] = SetTimer(name=name, delay_s=delay_s)
+    return made
+
+
+_TIMERS: dict[tuple[str, float], SetTimer] = {}  # (name, delay) -> the SetTimer _timer made (immutable, shared)
 _STEP: list[Any] = [None]  # (table, pixel, entry, j, value, the PersistRecords _one_step made last)
 _ACKS: dict[int, Send] = {}  # dst -> the Send _ack made last for it (immutable: shared by every replica)
 _APPLIED: dict[int, Observe] = {}  # pixel -> the Observe _applied made last for it (immutable, shared)
