@@ -269,24 +269,58 @@ class Execution:
         return found
 
     def _run_scc(self, start: Iid, out: Effects, now: float) -> Iid | None:
-        """Tarjan's SCC algorithm (iterative) from ``start``; execute every component, dependencies first.
-        Returns the missing instance that blocks ``start`` (nothing is executed then), or None.
+        """Execute the strongly connected components reachable from ``start``, dependencies first (Tarjan,
+        :meth:`_tarjan`). Returns the missing instance that blocks ``start`` (nothing is executed then), or None.
 
-        Each frame walks its vertex's edges with an iterator (no tuple made per edge); low-links sit in a list by
-        index; a vertex whose component is complete takes the index ``DONE``, above every other, so the low-link
-        update ``min(low, index)`` passes over it without an on-stack set."""
+        The two commonest walks take no Tarjan state: ``start`` with one dependency ``w`` that has none (two
+        components, ``w`` first) or that depends on ``start`` alone (one component of two, by ``seq`` then id)."""
         edges0, missing = self._edges(start)
         if missing is not None:  # the common way out (a commit still missing here): nothing allocated
             return missing
         if not edges0:  # no committed, unexecuted dependency: a component of its own
             self._apply(start, out, now)
             return None
+        if len(edges0) > 1:
+            return self._tarjan(start, edges0, None, NO_EDGES, out, now)
+        w = edges0[0]
+        w_edges, missing = self._edges(w)
+        if missing is not None:
+            return missing
+        if not w_edges:
+            self._apply(w, out, now)
+        elif len(w_edges) == 1 and w_edges[0] == start:
+            instances = self.instances
+            if (instances[w].seq, w) < (instances[start].seq, start):
+                self._apply(w, out, now)
+            else:
+                self._apply(start, out, now)
+                start = w
+        else:
+            return self._tarjan(start, edges0, w, w_edges, out, now)
+        self._apply(start, out, now)
+        return None
+
+    def _tarjan(self, start: Iid, edges0: Any, w0: Iid | None, w0_edges: Any, out: Effects,
+                now: float) -> Iid | None:
+        """Tarjan's SCC algorithm (iterative) from ``start`` (its edges ``edges0``; ``w0``: its only edge, already
+        descended to, with edges ``w0_edges``, or None); execute every component, dependencies first.
+
+        Each frame walks its vertex's edges with an iterator (no tuple made per edge); low-links sit in a list by
+        index; a vertex whose component is complete takes the index ``DONE``, above every other, so the low-link
+        update ``min(low, index)`` passes over it without an on-stack set."""
         edges_of = self._edges
         index: dict[Iid, int] = {start: 0}
         low: list[int] = [0]
         stack: list[Iid] = [start]
         components: list[list[Iid]] = []
-        frames: list[tuple[Iid, int, Any, int]] = [(start, 0, iter(edges0), 0)]  # vertex, index, edges, stack slot
+        first = iter(edges0)
+        frames: list[tuple[Iid, int, Any, int]] = [(start, 0, first, 0)]  # vertex, index, edges, stack slot
+        if w0 is not None:  # the state of the walk just after its first descent, to w0
+            next(first)
+            index[w0] = 1
+            low.append(1)
+            frames.append((w0, 1, iter(w0_edges), 1))
+            stack.append(w0)
         while frames:
             _, vi, edges, slot = frames[-1]
             for w in edges:

@@ -102,6 +102,17 @@ LATENCY_SAMPLES = 1 << 17
 class EPaxosNode(Snapshots, Recovery, Execution, Attributes, Dispatching):
     """One EPaxos replica driving a :class:`~seedance.models.kv.KVStore`."""
 
+    # every attribute in a slot, no instance dict: past 30 attributes CPython stops sharing an instance dict's keys,
+    # and then a method call on the node is not specialised (each looks its name up in the dict first)
+    __slots__ = ('node_id', 'num_nodes', 'peers', 'rng', 'config', 'f', 'fast_quorum', 'recovery_agreed', 'instances',
+                 'next_instance', 'conf', '_known_flat', 'key_seq', 'committed_prefix', 'kv', 'results', '_unexec',
+                 '_blocked', '_missing', '_fetched', 'coords', 'pending', '_queue', '_key_instances', 'try_preaccepts',
+                 'try_preaccept_outcomes', '_committed_at', 'latencies', 'fast_commits', 'slow_commits', 'recoveries',
+                 'commit_log', 'exec_log', 'violations', '_max_ballot', '_writes', '_notify', '_unmarked',
+                 'executed_prefix', '_above', 'snapshot_prefix', '_snapshot_above', '_since_snapshot', '_every',
+                 '_reported', 'forgotten', '_forgot', 'snapshot_key_counts', 'commit_base', 'exec_base',
+                 'exec_base_counts', '_log_cut', '_watermark_ticks', '_holes')
+
     # inputs by type / name (seedance.models.protocols.dispatch): on_message and on_timer
     MESSAGE_HANDLERS = {PreAccept: "_on_preaccept", PreAcceptReply: "_on_preaccept_reply", Accept: "_on_accept",
                         AcceptReply: "_on_accept_reply", Commit: "_on_commit", Prepare: "_on_prepare",
