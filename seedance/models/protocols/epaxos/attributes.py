@@ -32,8 +32,10 @@ class Attributes:
             key = command.key
             known = self.conf.get(key)
             if known is None:
-                return max(seq, 1), deps
-            seq = max(seq, 1 + self.key_seq.get(key, 0))
+                return (seq if seq > 0 else 1), deps  # max(seq, 1), without the call
+            highest = self.key_seq.get(key, 0)
+            if seq <= highest:
+                seq = highest + 1
             entry = self._known_flat[key]
             mine = entry[2]
             if mine is None:
@@ -67,7 +69,8 @@ class Attributes:
     def _register(self, iid: Iid, command: Value, seq: int) -> None:
         q, number = iid
         conf, key_seq, touching = self.conf, self.key_seq, self._key_instances
-        for key in _keys(command):
+        keys = (command.key,) if type(command) is Command and command.op is not None else _keys(command)
+        for key in keys:
             known = conf.get(key)
             if known is None:
                 known = conf[key] = {}
