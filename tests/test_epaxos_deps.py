@@ -246,7 +246,7 @@ def test_the_canonical_knowledge_stays_in_step_and_answers_the_common_merges():
             q, i = rng.randrange(n), rng.randint(1, 50)
             node._register((q, i), Command(client_id=q, request_id=i, op="write", key=rng.choice("ab"), value=0), 1)
         for key, known in node.conf.items():
-            replicas, flat, _ = node._known_flat[key]
+            replicas, flat = node._known_flat[key][:2]
             assert tuple(flat) == from_dict(known) and replicas == sorted(known), trial
         key = rng.choice(sorted(node.conf))
         mine = from_dict(node.conf[key])
@@ -273,3 +273,19 @@ def test_an_instance_blocked_on_a_commit_tests_its_dependencies_again_until_all_
     node.on_message(2, Commit(replica=2, instance=1, command=write, seq=1, deps=()), 0.2)
     assert waiting.executed and waiting.ready and node.instances[(2, 1)].executed
     assert [iid for _, iid in node.exec_log] == [(2, 1), (1, 1)]
+
+
+def test_a_proposal_equal_to_an_earlier_form_of_the_knowledge_merges_to_what_is_known_now():
+    """``_known_flat[key][3]`` keeps the canonical tuples made earlier: knowledge only grows, so a proposal equal to
+    one of them is at most what is known, and the union is the replica's tuple, as the pair-by-pair test finds."""
+    node = EPaxosNode(0, 5, np.random.default_rng(0))
+    command = Command(client_id=9, request_id=1, op="write", key="x", value=1)
+    node._register((1, 4), command, 3)
+    earlier = node._attributes(command, (4, 1), 0, ())[1]  # the tuple made now, kept
+    assert earlier == (1, 4) and earlier in node._known_flat["x"][3]
+    node._register((1, 6), command, 5)
+    node._register((2, 2), command, 6)
+    now = node._attributes(command, (4, 2), 0, earlier)[1]
+    assert now == (1, 6, 2, 2) and now is node._known_flat["x"][2]
+    other = (1, 5, 2, 1)  # at most what is known, never a form of it: the pairs are compared
+    assert other not in node._known_flat["x"][3] and node._attributes(command, (4, 3), 0, other)[1] == now

@@ -3,11 +3,14 @@ commands interfering with it (per key: the highest instance of each replica, the
 each instance a replica hears of. Methods of :class:`~seedance.models.protocols.epaxos.node.EPaxosNode`.
 
 Beside ``conf[key]`` (``{replica: highest instance}``), ``_known_flat[key]`` keeps the same knowledge in the
-canonical dependency form (:mod:`~seedance.models.protocols.epaxos.deps`): ``[replicas, flat, tuple or None]``,
+canonical dependency form (:mod:`~seedance.models.protocols.epaxos.deps`): ``[replicas, flat, tuple or None, set]``,
 kept in step by :meth:`Attributes._register` (a bisection and an in-place update or insertion), its tuple made again
 only when asked after a change. A command on one key then merges without a loop in the two common cases: the
 attributes proposed are what this replica knows (``==`` of two tuples: unchanged), or they are part of it (every
-pair of them is in ``conf[key]``: the result is the replica's canonical tuple)."""
+pair of them is at most what ``conf[key]`` holds: the union is the replica's canonical tuple). The second is
+recognised first by a set lookup: ``[3]`` keeps the last tuples made (``EARLIER_KEPT``), and knowledge only grows,
+so a proposal equal to one of them is at most what is known (most proposals are: a command leader proposes what
+it knew, and the replicas hear of the same commands); otherwise by comparing the pairs with ``conf[key]``."""
 
 from __future__ import annotations
 
@@ -17,6 +20,8 @@ from typing import Any
 from seedance.models.protocols.epaxos.deps import Deps, from_dict
 from seedance.models.protocols.epaxos.instance import Iid, Value, _keys
 from seedance.models.protocols.multipaxos.messages import Command
+
+EARLIER_KEPT = 32  # earlier canonical tuples of a key's knowledge kept to recognise a proposal (then all are dropped)
 
 
 class Attributes:
@@ -32,19 +37,31 @@ class Attributes:
             key = command.key
             known = self.conf.get(key)
             if known is None:
-                return max(seq, 1), deps
-            seq = max(seq, 1 + self.key_seq.get(key, 0))
+                return (seq if seq > 0 else 1), deps  # max(seq, 1), without the call
+            highest = self.key_seq.get(key, 0)
+            if seq <= highest:
+                seq = highest + 1
             entry = self._known_flat[key]
             mine = entry[2]
             if mine is None:
                 mine = entry[2] = tuple(entry[1])
+                earlier = entry[3]
+                if len(earlier) >= EARLIER_KEPT:
+                    earlier.clear()
+                earlier.add(mine)
             if mine == deps:
                 return seq, deps
             own, number = iid
-            pairs = iter(deps)
-            proposed = dict(zip(pairs, pairs))
-            if known.get(own) != number and proposed.items() <= known.items():
-                return seq, mine  # every pair proposed is known here: the union is what is known
+            if known.get(own) != number:
+                if deps in entry[3]:  # an earlier form of what is known here: every pair is at most what is known
+                    return seq, mine
+                pairs = iter(deps)
+                proposed = dict(zip(pairs, pairs))
+                if proposed.items() <= known.items():
+                    return seq, mine  # every pair proposed is known here: the union is what is known
+            else:
+                pairs = iter(deps)
+                proposed = dict(zip(pairs, pairs))
             return seq, _finish(deps, proposed, *_merge(known, proposed, iid))
         keys = _keys(command)
         if not keys:
@@ -67,11 +84,12 @@ class Attributes:
     def _register(self, iid: Iid, command: Value, seq: int) -> None:
         q, number = iid
         conf, key_seq, touching = self.conf, self.key_seq, self._key_instances
-        for key in _keys(command):
+        keys = (command.key,) if type(command) is Command and command.op is not None else _keys(command)
+        for key in keys:
             known = conf.get(key)
             if known is None:
                 known = conf[key] = {}
-                self._known_flat[key] = [[], [], None]
+                self._known_flat[key] = [[], [], None, set()]
             if number > known.get(q, 0):
                 known[q] = number
                 entry = self._known_flat[key]  # in step: the canonical form of known

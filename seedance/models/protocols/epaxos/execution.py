@@ -34,6 +34,7 @@ from seedance.models.protocols.epaxos.messages import Commit, Fetch
 from seedance.models.protocols.multipaxos.messages import Command
 
 DONE = 1 << 62  # Tarjan: the index of a vertex whose component is complete (above every index given out)
+NO_EDGES: tuple[Iid, ...] = ()  # no edge (shared: edge lists are only read)
 
 
 class Execution:
@@ -76,18 +77,20 @@ class Execution:
             inst = self.instances[iid] = Instance()
         elif inst.status == COMMITTED:
             return False
-        registered = _registered(inst, command, seq)
+        registered = inst.status != NONE and inst.command is command and inst.seq >= seq  # _registered
         inst.status, inst.command, inst.seq, inst.deps = COMMITTED, command, seq, deps
         if not registered:
             self._register(iid, command, seq)
-        self._persist(iid)
+        self._write(iid, inst)
         if mark:
-            self._mark_committed(iid, now)
+            self._mark_committed(iid, now, inst)
         return True
 
-    def _mark_committed(self, iid: Iid, now: float) -> None:
-        inst = self.instances[iid]
-        self.commit_log.append((iid, (inst.command, inst.seq, inst.deps)))
+    def _mark_committed(self, iid: Iid, now: float, inst: Instance | None = None) -> None:
+        if inst is None:
+            inst = self.instances[iid]
+        command = inst.command
+        self.commit_log.append((iid, (command, inst.seq, inst.deps)))
         q, i = iid
         prefix = self.committed_prefix[q]
         if i == prefix + 1:  # otherwise the prefix stays: its next instance is not this one
@@ -100,7 +103,11 @@ class Execution:
                 prefix += 1
             self.committed_prefix[q] = prefix
         unexec = self._unexec
-        for key in _keys(inst.command):
+        if type(command) is Command:  # one key (or none, a no-op): no tuple of keys made
+            keys: tuple[Any, ...] = () if command.op is None else (command.key,)
+        else:
+            keys = _keys(command)
+        for key in keys:
             table = unexec.get(key)
             if table is None:
                 unexec[key] = {q: [i]}
@@ -108,6 +115,8 @@ class Execution:
             numbers = table.get(q)
             if numbers is None:
                 table[q] = [i]
+            elif numbers[-1] < i:  # the usual order: no bisection
+                numbers.append(i)
             else:
                 bisect.insort(numbers, i)
         self._missing.pop(iid, None)
@@ -120,11 +129,16 @@ class Execution:
 
     def _on_commit(self, src: NodeId, m: Commit, now: float) -> Effects:
         iid = (m.replica, m.instance)
-        command = _decoded(m.command)
+        command = m.command
+        if type(command) is Command and command.op is None and command.client_id is None:
+            command = None  # the no-op travels as an empty Command (_decoded)
         out: Effects = []
-        self.coords.pop(iid, None)
+        coords = self.coords
+        if coords:
+            coords.pop(iid, None)
         if self._commit_local(iid, command, m.seq, m.deps, now):
-            self._execute([iid, *self._blocked.pop(iid, ())], out, now)
+            waiting = self._blocked.pop(iid, None)
+            self._execute([iid, *waiting] if waiting else [iid], out, now)
         return self._emit(out)
 
     def _on_fetch(self, src: NodeId, m: Fetch, now: float) -> Effects:
@@ -140,13 +154,27 @@ class Execution:
         """Execute what ``candidates`` (a list made for the call, consumed from its end) and the instances they
         depend on allow; a candidate blocked on an instance not committed here waits for it (``_blocked``)."""
         work = candidates
-        instances, blocked = self.instances, self._blocked
+        instances, blocked, prefix = self.instances, self._blocked, self.committed_prefix
         while work:
             iid = work.pop()
             inst = instances.get(iid)
             if inst is None or inst.status != COMMITTED or inst.executed:
                 continue
-            missing = self._run_scc(iid, out, now)
+            missing = None
+            deps, seen = inst.deps, inst.ready
+            if seen < len(deps):  # the first test of _edges, here: a candidate still waiting costs no walk
+                value = inst.command
+                if value is not None and (type(value) is not Command or value.op is not None):
+                    pairs = iter(deps[seen:] if seen else deps)
+                    for q, top in zip(pairs, pairs):
+                        if prefix[q] < top:
+                            inst.ready = 2 * deps[::2].index(q)
+                            missing = (q, prefix[q] + 1)
+                            break
+                    else:
+                        inst.ready = len(deps)
+            if missing is None:
+                missing = self._run_scc(iid, out, now)
             if missing is not None:
                 waiting = blocked.get(missing)  # not setdefault(missing, set()): no set made and dropped per call
                 if waiting is None:
@@ -155,36 +183,45 @@ class Execution:
                 if missing not in self._missing:
                     self._missing[missing] = (now, self._recovery_timeout())
 
-    def _edges(self, iid: Iid) -> tuple[list[Iid], Iid | None]:
-        """Committed, unexecuted instances ``iid`` depends on; or the first instance not committed here.
+    def _edges(self, iid: Iid) -> tuple[Any, Iid | None]:
+        """Committed, unexecuted instances ``iid`` depends on (a sequence not to change); or the first instance not
+        committed here.
 
         In the order of replica, key, then instance number. The committed-prefix test covers the replicas among the
         dependencies (a sparse set: a pair per replica with an interfering instance, not a slot per replica), once:
-        ``Instance.ready`` records that they all are (an instance reached again, from others or in a later try, is
-        not tested again); only the replicas with unexecuted instances on a key are visited (``_unexec`` holds no
-        empty entry): the cost follows the instances waiting, not the number of replicas."""
+        ``Instance.ready`` counts the integers of ``deps`` whose pairs were seen committed (the prefixes only grow),
+        so a later try resumes where the last stopped and an instance reached again is not tested again; only the
+        replicas with unexecuted instances on a key are visited (``_unexec`` holds no empty entry): the cost follows
+        the instances waiting, not the number of replicas."""
         inst = self.instances[iid]
         value = inst.command
         if type(value) is Command:  # one key (or none): no tuple of keys made
             if value.op is None:
-                return [], None
+                return NO_EDGES, None
             keys: tuple[Any, ...] = ()
         else:
             keys = _keys(value)
             if not keys:
-                return [], None
-        deps, prefix = inst.deps, self.committed_prefix
-        if not inst.ready:  # its pairs not yet all seen committed here (a Python loop: cheaper than map(lt, ...))
-            pairs = iter(deps)
+                return NO_EDGES, None
+        deps = inst.deps
+        seen = inst.ready
+        if seen < len(deps):  # some pairs not yet seen committed here (a Python loop: cheaper than map(lt, ...))
+            prefix = self.committed_prefix
+            pairs = iter(deps[seen:] if seen else deps)
             for q, top in zip(pairs, pairs):
                 if prefix[q] < top:
-                    return [], (q, prefix[q] + 1)
-            inst.ready = True
-        replicas, tops = deps[::2], deps[1::2]
+                    inst.ready = 2 * deps[::2].index(q)
+                    return NO_EDGES, (q, prefix[q] + 1)
+            inst.ready = len(deps)
         if not keys:
-            return self._edges_on_key(iid, replicas, tops, self._unexec.get(value.key)), None
+            return self._edges_on_key(iid, deps, self._unexec.get(value.key)), None
         if len(keys) == 1:
-            return self._edges_on_key(iid, replicas, tops, self._unexec.get(keys[0])), None
+            return self._edges_on_key(iid, deps, self._unexec.get(keys[0])), None
+        return self._edges_on_keys(iid, deps, keys), None
+
+    def _edges_on_keys(self, iid: Iid, deps: Deps, keys: tuple[Any, ...]) -> list[Iid]:
+        """:meth:`_edges` of a batch on several keys, its dependencies committed here."""
+        replicas, tops = deps[::2], deps[1::2]
         found: list[Iid] = []
         tables = [table for table in map(self._unexec.get, keys) if table]
         waiting = sorted(tables[0]) if len(tables) == 1 else sorted({q for table in tables for q in table})
@@ -200,49 +237,90 @@ class Execution:
                     for i in numbers[: bisect.bisect_right(numbers, top)]:
                         if (q, i) != iid:
                             found.append((q, i))
-        return list(dict.fromkeys(found)), None
+        return list(dict.fromkeys(found))
 
     @staticmethod
-    def _edges_on_key(iid: Iid, replicas: Deps, tops: Deps, table: dict[int, list[int]] | None) -> list[Iid]:
+    def _edges_on_key(iid: Iid, deps: Deps, table: dict[int, list[int]] | None) -> Any:
         """:meth:`_edges` of a value on one key (every single command), its dependencies committed here: the
         committed, unexecuted instances on the key (``table``: replica -> its sorted numbers, none empty) that the
-        dependencies (``replicas`` and their ``tops``) cover."""
-        found: list[Iid] = []
+        dependencies cover."""
         if not table:
-            return found
+            return NO_EDGES
+        found: list[Iid] = []
+        replicas = deps[::2]
         count = len(replicas)
         own, number = iid
         for q in table if len(table) == 1 else sorted(table):
             k = bisect.bisect_left(replicas, q)
             if k == count or replicas[k] != q:
                 continue
-            top = tops[k]
+            top = deps[2 * k + 1]
             numbers = table[q]
-            if numbers[0] <= top:
-                for i in numbers[: bisect.bisect_right(numbers, top)]:
-                    if i != number or q != own:
-                        found.append((q, i))
+            first = numbers[0]
+            if first > top:
+                continue
+            if len(numbers) == 1:  # the usual case: no slice, no bisection
+                if first != number or q != own:
+                    found.append((q, first))
+                continue
+            for i in numbers[: bisect.bisect_right(numbers, top)]:
+                if i != number or q != own:
+                    found.append((q, i))
         return found
 
     def _run_scc(self, start: Iid, out: Effects, now: float) -> Iid | None:
-        """Tarjan's SCC algorithm (iterative) from ``start``; execute every component, dependencies first.
-        Returns the missing instance that blocks ``start`` (nothing is executed then), or None.
+        """Execute the strongly connected components reachable from ``start``, dependencies first (Tarjan,
+        :meth:`_tarjan`). Returns the missing instance that blocks ``start`` (nothing is executed then), or None.
 
-        Each frame walks its vertex's edges with an iterator (no tuple made per edge); low-links sit in a list by
-        index; a vertex whose component is complete takes the index ``DONE``, above every other, so the low-link
-        update ``min(low, index)`` passes over it without an on-stack set."""
+        The two commonest walks take no Tarjan state: ``start`` with one dependency ``w`` that has none (two
+        components, ``w`` first) or that depends on ``start`` alone (one component of two, by ``seq`` then id)."""
         edges0, missing = self._edges(start)
         if missing is not None:  # the common way out (a commit still missing here): nothing allocated
             return missing
         if not edges0:  # no committed, unexecuted dependency: a component of its own
             self._apply(start, out, now)
             return None
+        if len(edges0) > 1:
+            return self._tarjan(start, edges0, None, NO_EDGES, out, now)
+        w = edges0[0]
+        w_edges, missing = self._edges(w)
+        if missing is not None:
+            return missing
+        if not w_edges:
+            self._apply(w, out, now)
+        elif len(w_edges) == 1 and w_edges[0] == start:
+            instances = self.instances
+            if (instances[w].seq, w) < (instances[start].seq, start):
+                self._apply(w, out, now)
+            else:
+                self._apply(start, out, now)
+                start = w
+        else:
+            return self._tarjan(start, edges0, w, w_edges, out, now)
+        self._apply(start, out, now)
+        return None
+
+    def _tarjan(self, start: Iid, edges0: Any, w0: Iid | None, w0_edges: Any, out: Effects,
+                now: float) -> Iid | None:
+        """Tarjan's SCC algorithm (iterative) from ``start`` (its edges ``edges0``; ``w0``: its only edge, already
+        descended to, with edges ``w0_edges``, or None); execute every component, dependencies first.
+
+        Each frame walks its vertex's edges with an iterator (no tuple made per edge); low-links sit in a list by
+        index; a vertex whose component is complete takes the index ``DONE``, above every other, so the low-link
+        update ``min(low, index)`` passes over it without an on-stack set."""
         edges_of = self._edges
         index: dict[Iid, int] = {start: 0}
         low: list[int] = [0]
         stack: list[Iid] = [start]
         components: list[list[Iid]] = []
-        frames: list[tuple[Iid, int, Any, int]] = [(start, 0, iter(edges0), 0)]  # vertex, index, edges, stack slot
+        first = iter(edges0)
+        frames: list[tuple[Iid, int, Any, int]] = [(start, 0, first, 0)]  # vertex, index, edges, stack slot
+        if w0 is not None:  # the state of the walk just after its first descent, to w0
+            next(first)
+            index[w0] = 1
+            low.append(1)
+            frames.append((w0, 1, iter(w0_edges), 1))
+            stack.append(w0)
         while frames:
             _, vi, edges, slot = frames[-1]
             for w in edges:
@@ -283,18 +361,26 @@ class Execution:
         inst = self.instances[iid]
         inst.executed = True
         q, i = iid
-        for key in _keys(inst.command):
+        value = inst.command
+        if type(value) is Command:  # one key, one command (or a no-op: none): no tuples made
+            parts: tuple[Command, ...] = () if value.op is None else (value,)
+            keys: tuple[Any, ...] = () if value.op is None else (value.key,)
+        else:
+            parts, keys = _parts(value), _keys(value)
+        for key in keys:
             table = self._unexec[key]
             numbers = table[q]
             if len(numbers) == 1:  # no empty entry stays: a replica listed has instances waiting
                 del table[q]
+            elif numbers[0] == i:  # the usual order: the oldest first
+                del numbers[0]
             else:
                 del numbers[bisect.bisect_left(numbers, i)]
             self.exec_log.append((key, iid))
         waiting = self.pending.pop(iid, None)  # own commands: answered below
         results: dict[tuple[Any, int], Result] | None = None if waiting is None else {}
         known = self.results
-        for command in _parts(inst.command):
+        for command in parts:
             pair = (command.client_id, command.request_id)
             result = known.get(pair) if command.client_id is not None else None
             if result is None:

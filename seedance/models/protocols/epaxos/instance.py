@@ -80,9 +80,9 @@ class Instance:
     name: str = field(default="", repr=False, compare=False)
     plained: Any = field(default=None, repr=False, compare=False)
     value_plain: Any = field(default=None, repr=False, compare=False)
-    # volatile, for execution: every pair of ``deps`` seen committed here, once the instance is committed (its deps
-    # no longer change, the committed prefixes only grow)
-    ready: bool = field(default=False, repr=False, compare=False)
+    # volatile, for execution: how many integers of ``deps`` (pairs) were seen committed here, once the instance is
+    # committed (its deps no longer change, the committed prefixes only grow)
+    ready: int = field(default=0, repr=False, compare=False)
 
     def plain(self) -> tuple[Any, ...]:
         """The durable record: a tuple of immutable values (a batch aside), so the simulated disk keeps one copy of

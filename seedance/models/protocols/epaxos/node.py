@@ -56,11 +56,12 @@ from seedance.models.protocols.contract import (
 from seedance.models.protocols.dispatch import Dispatching
 from seedance.models.protocols.epaxos.attributes import Attributes
 from seedance.models.protocols.epaxos.config import EPaxosConfig
-from seedance.models.protocols.epaxos.deps import NO_DEPS, Deps, union, wire_bytes
-from seedance.models.protocols.epaxos.execution import Execution, _registered
+from seedance.models.protocols.epaxos.deps import INT_BYTES, NO_DEPS, Deps, union
+from seedance.models.protocols.epaxos.execution import Execution
 from seedance.models.protocols.epaxos.instance import (
     ACCEPTED,
     COMMITTED,
+    NONE,
     NOOP,
     PREACCEPTED,
     TABLE,
@@ -100,6 +101,17 @@ LATENCY_SAMPLES = 1 << 17
 
 class EPaxosNode(Snapshots, Recovery, Execution, Attributes, Dispatching):
     """One EPaxos replica driving a :class:`~seedance.models.kv.KVStore`."""
+
+    # every attribute in a slot, no instance dict: past 30 attributes CPython stops sharing an instance dict's keys,
+    # and then a method call on the node is not specialised (each looks its name up in the dict first)
+    __slots__ = ('node_id', 'num_nodes', 'peers', 'rng', 'config', 'f', 'fast_quorum', 'recovery_agreed', 'instances',
+                 'next_instance', 'conf', '_known_flat', 'key_seq', 'committed_prefix', 'kv', 'results', '_unexec',
+                 '_blocked', '_missing', '_fetched', 'coords', 'pending', '_queue', '_key_instances', 'try_preaccepts',
+                 'try_preaccept_outcomes', '_committed_at', 'latencies', 'fast_commits', 'slow_commits', 'recoveries',
+                 'commit_log', 'exec_log', 'violations', '_max_ballot', '_writes', '_notify', '_unmarked',
+                 'executed_prefix', '_above', 'snapshot_prefix', '_snapshot_above', '_since_snapshot', '_every',
+                 '_reported', 'forgotten', '_forgot', 'snapshot_key_counts', 'commit_base', 'exec_base',
+                 'exec_base_counts', '_log_cut', '_watermark_ticks', '_holes')
 
     # inputs by type / name (seedance.models.protocols.dispatch): on_message and on_timer
     MESSAGE_HANDLERS = {PreAccept: "_on_preaccept", PreAcceptReply: "_on_preaccept_reply", Accept: "_on_accept",
@@ -244,26 +256,37 @@ class EPaxosNode(Snapshots, Recovery, Execution, Attributes, Dispatching):
     def _on_preaccept(self, src: NodeId, m: PreAccept, now: float) -> Effects:
         iid = (m.replica, m.instance)
         inst = self.instances.get(iid)
-        if inst is not None and inst.status == COMMITTED:
+        ballot, proposed_seq, proposed = m.ballot, m.seq, m.deps
+        if inst is None:  # the common case: the first we hear of the instance
+            command = m.command
+            seq, deps = self._attributes(command, iid, proposed_seq, proposed)
+            changed = seq != proposed_seq or deps != proposed
+            inst = self.instances[iid] = Instance(PREACCEPTED, command, seq, deps, ballot, ballot,
+                                                  ballot == 0 and not changed)
+            self._register(iid, command, seq)
+            self._write(iid, inst)
+            self._drop_coordination(iid, ballot)
+        elif inst.status == COMMITTED:
             return [self._commit_message(src, iid, inst)]
-        if inst is not None and m.ballot < inst.bal:
-            return [Send(dst=src, message=PreAcceptReply(ballot=m.ballot, replica=m.replica, instance=m.instance,
+        elif ballot < inst.bal:
+            return [Send(dst=src, message=PreAcceptReply(ballot=ballot, replica=m.replica, instance=m.instance,
                                                          ok=False, promised=inst.bal), size_bytes=HEADER_BYTES)]
-        if inst is not None and inst.status >= PREACCEPTED and inst.vbal == m.ballot:  # a duplicate
+        elif inst.status >= PREACCEPTED and inst.vbal == ballot:  # a duplicate
             seq, deps = inst.seq, inst.deps
+            changed = seq != proposed_seq or deps != proposed
         else:
-            seq, deps = self._attributes(m.command, iid, m.seq, m.deps)
-            inst = inst or Instance()
-            self.instances[iid] = inst
-            inst.status, inst.command, inst.seq, inst.deps = PREACCEPTED, m.command, seq, deps
-            inst.bal = inst.vbal = m.ballot
-            inst.agreed = m.ballot == 0 and seq == m.seq and deps == m.deps
-            self._register(iid, m.command, seq)
-            self._persist(iid)
-            self._drop_coordination(iid, m.ballot)
-        reply = PreAcceptReply(ballot=m.ballot, replica=m.replica, instance=m.instance, ok=True, promised=inst.bal,
-                               seq=seq, deps=deps, changed=seq != m.seq or deps != m.deps)
-        return self._emit([Send(dst=src, message=reply, size_bytes=HEADER_BYTES + wire_bytes(deps))])
+            command = m.command
+            seq, deps = self._attributes(command, iid, proposed_seq, proposed)
+            changed = seq != proposed_seq or deps != proposed
+            inst.status, inst.command, inst.seq, inst.deps = PREACCEPTED, command, seq, deps
+            inst.bal = inst.vbal = ballot
+            inst.agreed = ballot == 0 and not changed
+            self._register(iid, command, seq)
+            self._write(iid, inst)
+            self._drop_coordination(iid, ballot)
+        reply = PreAcceptReply(ballot=ballot, replica=m.replica, instance=m.instance, ok=True, promised=inst.bal,
+                               seq=seq, deps=deps, changed=changed)
+        return self._emit([Send(dst=src, message=reply, size_bytes=HEADER_BYTES + INT_BYTES * len(deps))])
 
     def _reply_to(self, iid: Any, phase: str, src: NodeId, m: Any) -> Any:
         """The coordination a reply of ``phase`` at ``m.ballot`` belongs to, with the reply recorded; None when it is
@@ -284,6 +307,9 @@ class EPaxosNode(Snapshots, Recovery, Execution, Attributes, Dispatching):
         coord = self._reply_to(iid, "preaccept", src, m)
         if coord is None:
             return []
+        count = len(coord.replies)
+        if count < self.f or count < self.fast_quorum - 1 and coord.ballot == 0:
+            return []  # no decision yet (_decide_preaccept's first tests, without its calls)
         out: Effects = []
         self._decide_preaccept(iid, coord, out, now, waited=False)
         return self._emit(out)
@@ -347,23 +373,29 @@ class EPaxosNode(Snapshots, Recovery, Execution, Attributes, Dispatching):
     def _on_accept(self, src: NodeId, m: Accept, now: float) -> Effects:
         iid = (m.replica, m.instance)
         inst = self.instances.get(iid)
-        if inst is not None and inst.status == COMMITTED:
-            return [self._commit_message(src, iid, inst)]
-        if inst is not None and m.ballot < inst.bal:
-            return [Send(dst=src, message=AcceptReply(ballot=m.ballot, replica=m.replica, instance=m.instance,
-                                                      ok=False, promised=inst.bal), size_bytes=HEADER_BYTES)]
+        ballot = m.ballot
         if inst is None:
             inst = self.instances[iid] = Instance()
-        command = _decoded(m.command)
-        registered = _registered(inst, command, m.seq)
-        inst.status, inst.command, inst.seq, inst.deps = ACCEPTED, command, m.seq, m.deps
-        inst.bal = inst.vbal = m.ballot
+        elif inst.status == COMMITTED:
+            return [self._commit_message(src, iid, inst)]
+        elif ballot < inst.bal:
+            return [Send(dst=src, message=AcceptReply(ballot=ballot, replica=m.replica, instance=m.instance,
+                                                      ok=False, promised=inst.bal), size_bytes=HEADER_BYTES)]
+        command, seq = m.command, m.seq
+        if type(command) is Command and command.op is None and command.client_id is None:
+            command = None  # the no-op travels as an empty Command (_decoded)
+        # registered already (_registered) when pre-accepted or accepted here with that very object at seq or above
+        registered = inst.status != NONE and inst.command is command and inst.seq >= seq
+        inst.status, inst.command, inst.seq, inst.deps = ACCEPTED, command, seq, m.deps
+        inst.bal = inst.vbal = ballot
         inst.agreed = False
         if not registered:
-            self._register(iid, command, m.seq)
-        self._persist(iid)
-        self._drop_coordination(iid, m.ballot)
-        reply = AcceptReply(ballot=m.ballot, replica=m.replica, instance=m.instance, ok=True, promised=inst.bal)
+            self._register(iid, command, seq)
+        self._write(iid, inst)
+        coord = self.coords.get(iid)  # _drop_coordination
+        if coord is not None and coord.ballot < ballot:
+            del self.coords[iid]
+        reply = AcceptReply(ballot=ballot, replica=m.replica, instance=m.instance, ok=True, promised=inst.bal)
         return self._emit([Send(dst=src, message=reply, size_bytes=HEADER_BYTES)])
 
     def _on_accept_reply(self, src: NodeId, m: AcceptReply, now: float) -> Effects:
@@ -371,10 +403,11 @@ class EPaxosNode(Snapshots, Recovery, Execution, Attributes, Dispatching):
         coord = self._reply_to(iid, "accept", src, m)
         if coord is None:
             return []
+        if len(coord.replies) < self.f:
+            return []
         out: Effects = []
-        if len(coord.replies) >= self.f:
-            self.slow_commits += 1
-            self._commit(iid, coord.command, coord.seq, coord.deps, out, now)
+        self.slow_commits += 1
+        self._commit(iid, coord.command, coord.seq, coord.deps, out, now)
         return self._emit(out)
 
     # =================================================================================================== tick
@@ -438,7 +471,10 @@ class EPaxosNode(Snapshots, Recovery, Execution, Attributes, Dispatching):
         return lo + (self.config.election_timeout_s_max - lo) * self.rng.random()
 
     def _persist(self, iid: Iid) -> None:
-        inst = self.instances[iid]
+        self._write(iid, self.instances[iid])
+
+    def _write(self, iid: Iid, inst: Instance) -> None:
+        """Stage the record of ``inst`` (the instance ``iid``) for this call's durable write."""
         name = inst.name
         if not name:  # made once per instance (it is written at each phase)
             name = inst.name = f"{iid[0]}.{iid[1]}"
