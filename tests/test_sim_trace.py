@@ -105,7 +105,7 @@ def test_the_runtimes_inline_paths_are_only_an_optimisation(monkeypatch):
         return host.up
 
     monkeypatch.setattr(Host, "send", send)
-    monkeypatch.setattr(Runtime, "_delivered", delivered)
+    monkeypatch.setattr(Runtime, "_on_delivered", delivered)
     monkeypatch.setattr(Runtime, "client_request", client_request)
     slow = simulate(busy)
     assert fast.ops_ok > 100 and fast.stats["messages_delivered"] > 1000

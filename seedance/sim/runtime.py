@@ -61,6 +61,16 @@ class Runtime(StorageThread, HostCosts):
     """Drives ``num_nodes`` nodes of ``spec`` on ``env``; see the module docstring for the rules."""
 
     fast_forward = True  # an optimisation only: tests check the trace is identical without it
+    # Slots, not an instance dict: past 30 attributes CPython 3.11 turns an instance's inline values into a dict,
+    # and then no method call on it (``self._handle(...)``) is specialised. An attribute not listed here is an
+    # AttributeError when first set.
+    __slots__ = ("env", "spec", "protocol_config", "num_nodes", "network", "trace", "seed", "_tracing", "_record",
+                 "_queue", "_eid", "_cost", "_recover_s", "_fsync", "host", "_host_rng", "cores", "_disk_stalls",
+                 "_amortised", "_plain_cpu", "_entry_costs", "_client_busy", "_lock_seq", "_connected",
+                 "_accept_free", "_link_up", "hosts", "messages_sent", "messages_delivered", "messages_dropped",
+                 "reply_sink", "observe_sink", "collectives", "after_input", "crash_sinks",
+                 # the events' callbacks, bound once
+                 "_delivered", "_wake", "_timer_fired", "_persisted", "_later")
 
     def __init__(self, *, env: simpy.Environment, spec: ProtocolSpec, protocol_config: Mapping[str, Any],
                  num_nodes: int, network: Network, cpu: CpuConfig, storage: StorageConfig, trace: Trace,
@@ -126,7 +136,7 @@ class Runtime(StorageThread, HostCosts):
         self.crash_sinks: list[Callable[[int, float], None]] = []  # told (node, time) when a node crashes
         # the events' callbacks bound once (``self._wake`` would otherwise make a new bound method per event)
         self._delivered, self._wake, self._timer_fired, self._persisted, self._later = (
-            self._delivered, self._wake, self._timer_fired, self._persisted, self._later)
+            self._on_delivered, self._on_wake, self._on_timer_fired, self._on_persisted, self._on_later)
 
     # ----------------------------------------------------------------------------------------------- scheduling
     def _at(self, at_s: float, fn: Callable[[Any], None], args: Any) -> None:
@@ -260,12 +270,12 @@ class Runtime(StorageThread, HostCosts):
         if host.up and host.incarnation == incarnation:
             self._arrive(host, COLLECTIVE, done)
 
-    def _later(self, event: Call) -> None:
+    def _on_later(self, event: Call) -> None:
         host, incarnation, kind, value = event.args
         if host.up and host.incarnation == incarnation:
             self._arrive(host, kind, value)
 
-    def _timer_fired(self, event: Call) -> None:
+    def _on_timer_fired(self, event: Call) -> None:
         host, incarnation, name, token = event.args
         if host.incarnation == incarnation and host.engine.timer_current(name, token):
             self._arrive(host, TIMER, (name, token))
@@ -318,7 +328,7 @@ class Runtime(StorageThread, HostCosts):
             spent.fn, spent.args = self._wake, (host, host.incarnation)
         heappush(self._queue, (at, NORMAL, next(self._eid), spent))
 
-    def _wake(self, event: Call) -> None:
+    def _on_wake(self, event: Call) -> None:
         host, incarnation = event.args
         if host.incarnation != incarnation:
             return
@@ -391,7 +401,7 @@ class Runtime(StorageThread, HostCosts):
         self._arm(host)
 
     # -------------------------------------------------------------------------------------------------- effects
-    def _persisted(self, event: Call) -> None:
+    def _on_persisted(self, event: Call) -> None:
         host, incarnation, group = event.args
         if host.incarnation != incarnation:
             return  # crashed meanwhile: the writes were lost and the effects die with the node
@@ -440,7 +450,7 @@ class Runtime(StorageThread, HostCosts):
             self._record((depart, "send", src, type(message).__name__, dst, size_bytes, arrive))
         heappush(self._queue, (arrive, NORMAL, next(self._eid), Call(self._delivered, (dst, src, message))))
 
-    def _delivered(self, event: Call) -> None:
+    def _on_delivered(self, event: Call) -> None:
         """A node-to-node message arrives at its destination now (dropped if the node is down)."""
         dst, src, message = event.args
         host = self.hosts[dst]

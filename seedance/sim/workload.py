@@ -157,6 +157,14 @@ class _Client:
 class Clients:
     """All client processes of a run, driving requests through the runtime and recording the history."""
 
+    # Slots, not an instance dict: with more than 30 attributes CPython 3.11 gives an instance a real dict, and no
+    # method call on it is specialised any more
+    __slots__ = ("_closed", "_draw", "_eid", "_events", "_frame_left", "_frame_mode", "_idle", "_last_value",
+                 "_mix_cdf", "_modelled", "_next_process", "_next_request", "_next_value", "_queue", "_records",
+                 "_reply_arrives", "_reply_bytes", "_request_arrives", "_request_bytes", "_think_s", "_timeout_s",
+                 "_tracing", "_uniform_names", "_value_bytes", "clients", "config", "end_s", "env", "keys", "log",
+                 "network", "num_nodes", "ok_times", "rows", "runtime", "start_s", "trace", "uniform")
+
     def __init__(self, *, env: Any, runtime: Any, config: WorkloadConfig, rng: np.random.Generator,
                  num_nodes: int, end_s: float, start_s: float = 0.0) -> None:
         self.env = env
@@ -197,7 +205,7 @@ class Clients:
         self._modelled = runtime.host is not None  # a measured host: client CPU, connection set-up, loopback draws
         runtime.reply_sink = self._reply_sent
         # the events' callbacks bound once (not a new bound method per event)
-        self._request_arrives, self._reply_arrives = self._request_arrives, self._reply_arrives
+        self._request_arrives, self._reply_arrives = self._on_request_arrives, self._on_reply_arrives
         if config.crash_resets:
             runtime.crash_sinks.append(self._node_crashed)
         cumulative = np.cumsum(config.mix)
@@ -315,7 +323,7 @@ class Clients:
         heappush(self._queue, (arrive, NORMAL, next(self._eid),
                                Call(self._request_arrives, (client.target, client, client.op_seq))))
 
-    def _request_arrives(self, event: Any) -> None:
+    def _on_request_arrives(self, event: Any) -> None:
         target, client, op_seq = event.args
         if self.runtime.client_request(target, client.request):
             return
@@ -340,7 +348,7 @@ class Clients:
             arrive += self.runtime.extra_latency()
         heappush(self._queue, (arrive, NORMAL, next(self._eid), Call(self._reply_arrives, (client, node_id, reply))))
 
-    def _reply_arrives(self, event: Any) -> None:
+    def _on_reply_arrives(self, event: Any) -> None:
         client, node_id, reply = event.args
         request = client.request
         if not client.busy or request is None or reply.request_id != request.request_id:

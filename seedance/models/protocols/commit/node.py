@@ -39,6 +39,13 @@ PERSISTENT = ("w", "g", "gsum", "stage", "cmeta", "g16")
 class CommitNode(Membership, Vote, Sync):
     """One rank of the validate-and-commit protocol; see the module docstring."""
 
+    # Slots, not an instance dict: with more than 30 attributes CPython 3.11 gives an instance a real dict, and no
+    # method call on it is specialised any more
+    __slots__ = ("_view_crc", "boot", "cfg", "commit_time_s", "commits", "commits_total", "committed_digest",
+                 "committed_step", "counts", "detectors", "epoch", "events", "fired", "handles", "hb_seq", "host_busy",
+                 "injection", "live_at_commit", "loss", "node_id", "num_nodes", "peer_boot", "pending", "phase", "rng",
+                 "step", "stop_at", "suspected", "sync_since", "t_done", "t_start", "temps", "view", "vote_since")
+
     def __init__(self, node_id: int, num_nodes: int, rng: np.random.Generator, config: Mapping[str, Any]) -> None:
         self.node_id = node_id
         self.num_nodes = num_nodes

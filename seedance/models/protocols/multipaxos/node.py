@@ -73,6 +73,12 @@ class Role(str, enum.Enum):
     LEADER = "leader"
 
 
+# enum members as globals: in Python 3.11 reading an Enum class's attribute goes through the Enum metaclass's
+# __getattr__ hook, several times the cost of reading a global
+FOLLOWER, CANDIDATE, LEADER = Role.FOLLOWER, Role.CANDIDATE, Role.LEADER
+_FAIL, _INFO = Outcome.FAIL, Outcome.INFO
+
+
 def majority(num_nodes: int) -> int:
     return num_nodes // 2 + 1
 
@@ -85,6 +91,13 @@ class MultiPaxosNode(Snapshots, Dispatching):
                         Promise: "_on_promise", Decide: "_on_decide", InstallSnapshot: "_on_install_snapshot"}
     TIMER_HANDLERS = {HEARTBEAT: "_on_heartbeat", ELECTION: "_on_election_timer", FLUSH: "_on_flush",
                       RETRY: "_on_retry"}
+    # Slots, not an instance dict: with more than 30 attributes CPython 3.11 gives an instance a real dict, and no
+    # method call on it is specialised any more (a subclass without slots, such as a test's mutant, still works)
+    __slots__ = ("_acks", "_commit", "_compactions", "_durable_writes", "_last_heard", "_learned_cut", "_low",
+                 "_next_slot", "_pending", "_promises", "_proposals", "_snapshot", "_snapshot_sent", "_timeout_s",
+                 "_unsent", "accepted", "ballot", "config", "decided", "decided_base", "decided_log", "executed", "kv",
+                 "leader_id", "node_id", "num_nodes", "peers", "promised", "quorum", "rng", "role", "snapshot_index",
+                 "violations")
 
     def __init__(self, node_id: NodeId, num_nodes: int, rng: np.random.Generator,
                  config: MultiPaxosConfig | Mapping[str, Any] | None = None) -> None:
@@ -108,7 +121,7 @@ class MultiPaxosNode(Snapshots, Dispatching):
         self._compactions: list[Any] = []
         self._snapshot_sent: dict[NodeId, tuple[int, float]] = {}
         # proposer state
-        self.role = Role.FOLLOWER
+        self.role = FOLLOWER
         self.ballot = 0  # the ballot this node leads or stands for
         self.leader_id: NodeId | None = None
         self.violations: list[str] = []
@@ -127,7 +140,7 @@ class MultiPaxosNode(Snapshots, Dispatching):
     # the convention the simulator's leader-targeted faults read (seedance.sim.triggers.leader_term)
     @property
     def current_term(self) -> int:
-        return self.ballot if self.role is Role.LEADER else self.promised
+        return self.ballot if self.role is LEADER else self.promised
 
     # ================================================================================================ inputs
     def on_start(self, now: float) -> Effects:
@@ -144,7 +157,7 @@ class MultiPaxosNode(Snapshots, Dispatching):
         if not (isinstance(token, tuple) and len(token) == 4 and token[0] == ACC_NOTICE):
             return []
         _, ballot, first, last = token
-        if self.role is not Role.LEADER or ballot != self.ballot:
+        if self.role is not LEADER or ballot != self.ballot:
             return []
         out: Effects = []
         for slot in range(first, last + 1):
@@ -153,13 +166,13 @@ class MultiPaxosNode(Snapshots, Dispatching):
         return self._emit(out)
 
     def on_client_request(self, request: ClientRequest, now: float) -> Effects:
-        if self.role is not Role.LEADER:
+        if self.role is not LEADER:
             hint = self.leader_id if self.leader_id != self.node_id else None
-            return [Reply(client_id=request.client_id, request_id=request.request_id, outcome=Outcome.FAIL,
+            return [Reply(client_id=request.client_id, request_id=request.request_id, outcome=_FAIL,
                           error="not-leader", leader_hint=hint)]
         problem = validate(request.op, request.value)
         if problem:
-            return [Reply(client_id=request.client_id, request_id=request.request_id, outcome=Outcome.FAIL,
+            return [Reply(client_id=request.client_id, request_id=request.request_id, outcome=_FAIL,
                           error=problem)]
         cached = self.kv.cached(request.client_id, request.request_id)
         if cached is not None:
@@ -189,7 +202,7 @@ class MultiPaxosNode(Snapshots, Dispatching):
         return SetTimer(name=ELECTION, delay_s=self._timeout_s)
 
     def _on_election_timer(self, now: float) -> Effects:
-        if self.role is Role.LEADER:
+        if self.role is LEADER:
             return []
         waited = now - self._last_heard
         if waited < self._timeout_s:
@@ -202,7 +215,7 @@ class MultiPaxosNode(Snapshots, Dispatching):
         round_ = max(self.promised, self.ballot) // n + 1
         self.ballot = round_ * n + self.node_id
         self.promised = self.ballot
-        self.role = Role.CANDIDATE
+        self.role = CANDIDATE
         self.leader_id = None
         self._low = self.executed + 1
         self._promises = {self.node_id: self._accepted_from(self._low)}
@@ -214,7 +227,7 @@ class MultiPaxosNode(Snapshots, Dispatching):
         return out
 
     def _on_retry(self, now: float) -> Effects:
-        if self.role is not Role.CANDIDATE:
+        if self.role is not CANDIDATE:
             return []
         message = Prepare(ballot=self.ballot, low=self._low)
         out: Effects = [Send(dst=p, message=message, size_bytes=HEADER_BYTES) for p in self.peers
@@ -245,13 +258,13 @@ class MultiPaxosNode(Snapshots, Dispatching):
         """Promise ``ballot`` (durably, before anything that follows): step down if we led or stood for less."""
         self.promised = ballot
         self._durable_writes.append(Persist(key=PROMISED_KEY, value=ballot, size_bytes=16))
-        if self.role is not Role.FOLLOWER and ballot != self.ballot:
+        if self.role is not FOLLOWER and ballot != self.ballot:
             self._step_down(out, now)
         self.leader_id = ballot % self.num_nodes
         self._last_heard = now
 
     def _on_promise(self, src: NodeId, m: Promise, now: float) -> Effects:
-        if self.role is not Role.CANDIDATE or m.ballot != self.ballot:
+        if self.role is not CANDIDATE or m.ballot != self.ballot:
             return []
         out: Effects = []
         if not m.ok:
@@ -277,7 +290,7 @@ class MultiPaxosNode(Snapshots, Dispatching):
                 by_slot.setdefault(v.slot, []).append(v)
         top = max([self.executed, *by_slot])
         low = self.executed + 1  # the slots up to it are chosen: ours, or in a snapshot a promise carried
-        self.role = Role.LEADER
+        self.role = LEADER
         self.leader_id = self.node_id
         self._proposals, self._acks, self._pending, self._unsent = {}, {}, {}, []
         for slot in range(low, top + 1):
@@ -293,17 +306,17 @@ class MultiPaxosNode(Snapshots, Dispatching):
             self._heartbeat_sends(out)
 
     def _step_down(self, out: Effects, now: float) -> None:
-        if self.role is Role.LEADER:
+        if self.role is LEADER:
             for client_id, request_id in self._pending.values():
-                out.append(Reply(client_id=client_id, request_id=request_id, outcome=Outcome.INFO,
+                out.append(Reply(client_id=client_id, request_id=request_id, outcome=_INFO,
                                  error="leadership-lost"))
         self._pending, self._proposals, self._acks, self._unsent = {}, {}, {}, []
-        self.role = Role.FOLLOWER
+        self.role = FOLLOWER
         out.append(self._arm_election(now))
 
     # ================================================================================================ phase 2
     def _on_flush(self, now: float) -> Effects:
-        if self.role is not Role.LEADER or not self._unsent:
+        if self.role is not LEADER or not self._unsent:
             self._unsent = []
             return []
         slots, self._unsent = self._unsent, []
@@ -344,7 +357,7 @@ class MultiPaxosNode(Snapshots, Dispatching):
             return out
         if m.ballot > self.promised:
             self._raise_promise(m.ballot, out, now)
-        elif self.role is not Role.FOLLOWER and m.ballot != self.ballot:
+        elif self.role is not FOLLOWER and m.ballot != self.ballot:
             self._step_down(out, now)
         self.leader_id = m.ballot % self.num_nodes
         self._last_heard = now
@@ -369,7 +382,7 @@ class MultiPaxosNode(Snapshots, Dispatching):
         return self._emit(out)
 
     def _on_accepted(self, src: NodeId, m: Accepted, now: float) -> Effects:
-        if self.role is not Role.LEADER or m.ballot != self.ballot:
+        if self.role is not LEADER or m.ballot != self.ballot:
             return []
         out: Effects = []
         if not m.ok:
@@ -430,13 +443,13 @@ class MultiPaxosNode(Snapshots, Dispatching):
                 else:  # a leader's own slot holds another command only after a safety breach (mutants)
                     self.violations.append(f"node {self.node_id}: slot {slot} chose another command than the one it "
                                            f"proposed for ({client_id}, {request_id})")
-                    out.append(Reply(client_id=client_id, request_id=request_id, outcome=Outcome.INFO,
+                    out.append(Reply(client_id=client_id, request_id=request_id, outcome=_INFO,
                                      error="superseded"))
         self._maybe_snapshot()
 
     # ============================================================================================== heartbeat
     def _on_heartbeat(self, now: float) -> Effects:
-        if self.role is not Role.LEADER:
+        if self.role is not LEADER:
             return []
         out: Effects = []
         self._heartbeat_sends(out)

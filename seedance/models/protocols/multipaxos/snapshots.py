@@ -56,6 +56,8 @@ class Snapshots:
     """Mixin of :class:`~seedance.models.protocols.multipaxos.node.MultiPaxosNode`: taking, sending, installing and
     recovering snapshots."""
 
+    __slots__ = ()  # the node's slots hold its state (MultiPaxosNode.__slots__)
+
     snapshot_index: int  # every slot up to it is in the snapshot (0: none taken or installed)
     _snapshot: list[Any] | None  # [index, state] of the newest snapshot, or None
     _compactions: list[Any]  # its durable writes, after the handler's other effects (see _emit)

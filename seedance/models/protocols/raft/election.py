@@ -22,6 +22,8 @@ from seedance.models.protocols.raft.roles import (
 class Elections:
     """Mixin of :class:`~seedance.models.protocols.raft.node.RaftNode`: election timers, votes, role changes."""
 
+    __slots__ = ()  # the node's slots hold its state (RaftNode.__slots__)
+
     def _draw_timeout(self) -> float:
         cfg = self.config
         return float(self.rng.uniform(cfg.election_timeout_s_min, cfg.election_timeout_s_max))

@@ -43,6 +43,8 @@ from seedance.models.protocols.raft.roles import HEARTBEAT, LEADER
 class FlowControl:
     """Mixin of :class:`~seedance.models.protocols.raft.node.RaftNode`: what each follower has, what to send next."""
 
+    __slots__ = ()  # the node's slots hold its state (RaftNode.__slots__)
+
     def _reset_progress(self) -> None:
         """A new leader's view of its followers (§5.3: nextIndex starts just after the leader's last entry)."""
         n, last = self.num_nodes, self.log.last_index

@@ -114,6 +114,15 @@ class RaftNode(Dispatching, Elections, FlowControl, ReadIndex, Snapshots):
     TIMER_HANDLERS = {HEARTBEAT: "_on_heartbeat", ELECTION: "_on_election_timer", VOTE_RETRY: "_on_vote_retry",
                       FLUSH: "_on_flush", WRITE: "_on_write"}
 
+    # Slots, not an instance dict: with more than 30 attributes CPython 3.11 gives an instance a real dict, and no
+    # method call on it is specialised any more (a subclass without slots, such as a test's mutant, still works)
+    __slots__ = ("_acked_next", "_acked_seq", "_beat", "_buffered_from", "_compactions", "_confirmed_seq",
+                 "_election_timeout_s", "_hard_dirty", "_heard", "_last_heard", "_log_writes", "_match", "_next",
+                 "_pending", "_read_seq", "_reads", "_reads_blocked", "_round_sent", "_snapshot", "_unwritten_from",
+                 "_vote_answered", "_votes", "_window", "commit_index", "config", "current_term", "kv",
+                 "last_applied", "leader_id", "log", "node_id", "num_nodes", "peers", "quorum", "rng", "role",
+                 "violations", "voted_for")
+
     def __init__(self, node_id: NodeId, num_nodes: int, rng: np.random.Generator,
                  config: RaftConfig | Mapping[str, Any] | None = None) -> None:
         self.node_id = node_id

@@ -18,6 +18,8 @@ _OK = Outcome.OK  # a global: reading an Enum class's attribute costs more (see 
 class ReadIndex:
     """Mixin of :class:`~seedance.models.protocols.raft.node.RaftNode`: ReadIndex rounds."""
 
+    __slots__ = ()  # the node's slots hold its state (RaftNode.__slots__)
+
     def _read_index(self, request: ClientRequest, out: Effects) -> None:
         if self.log.term_at(self.commit_index) != self.current_term:
             self._reads_blocked.append(request)  # no entry of this term committed yet: commit index may be stale

@@ -41,6 +41,8 @@ SNAPSHOT_SLOT = -1  # the prev_log_index an InstallSnapshot occupies its flow-co
 class Snapshots:
     """Mixin of :class:`~seedance.models.protocols.raft.node.RaftNode`: taking, sending and installing snapshots."""
 
+    __slots__ = ()  # the node's slots hold its state (RaftNode.__slots__)
+
     _snapshot: list[Any] | None  # [index, term, state] of the newest snapshot (taken or installed), or None
     _compactions: list[Any]  # durable writes of snapshots, flushed after the log's writes (see _flush)
 
