@@ -31,6 +31,8 @@ from typing import Any
 from seedance.models.protocols.monitoring import NodeMonitor, progress
 from seedance.models.protocols.raft.node import Role
 
+LEADER = Role.LEADER  # a global: reading an Enum class's attribute goes through the metaclass (Python 3.11)
+
 
 _PRUNE_EVERY = 4096  # the committed entries below the floor are forgotten each time this many more are committed
 
@@ -48,7 +50,7 @@ def check(nodes: Iterable[Any]) -> list[str]:
         found.extend(local() if local is not None else getattr(node, "violations", ()))
     leaders: dict[int, Any] = {}
     for node in nodes:
-        if node.role is Role.LEADER:
+        if node.role is LEADER:
             other = leaders.setdefault(node.current_term, node)
             if other is not node:
                 found.append(f"Election Safety (§5.2): nodes {other.node_id} and {node.node_id} both lead term "
@@ -96,21 +98,33 @@ def _log_matching(nodes: list[Any]) -> list[str]:
     Two logs holding the same term at an index must hold identical prefixes up to it: each log's prefixes are
     chained into hashes, the first log seen holding (index, term) sets the hash every other must match, and a
     mismatching pair is compared entry by entry (at the highest index where both hold the same term) for the report.
+    The prefix a log shares with the first log (equal entries, found by list comparisons, which take shared entry
+    objects by identity) has the first log's hashes and keys, so each later log is chained from where it departs.
     """
     first: dict[tuple[int, int], tuple[int, Any]] = {}  # (index, term) -> (prefix hash, the node that set it)
     pairs: dict[tuple[Any, Any], None] = {}
     hashes: dict[int, int] = {}  # id(entry) -> its hash: the logs mostly share entry objects (all alive meanwhile)
     base = max((node.log.offset for node in nodes), default=0)  # below it some log holds only its snapshot
+    reference: list[Any] | None = None  # the first log's entries above base
+    chains: list[int] = []  # the first log's prefix hash after each of them
     for node in nodes:
-        chain = 0
         if node.log.last_index <= base:
             continue
-        for index, entry in enumerate(islice(node.log, base - node.log.offset, None), start=base + 1):
+        entries = list(islice(node.log, base - node.log.offset, None))
+        if reference is None:
+            reference, start, chain = entries, 0, 0
+        else:
+            start = _shared_prefix(reference, entries)
+            chain = chains[start - 1] if start else 0
+        for offset in range(start, len(entries)):
+            entry = entries[offset]
             h = hashes.get(id(entry))
             if h is None:
                 h = hashes[id(entry)] = _chain(0, entry)
             chain = hash((chain, h))
-            held = first.setdefault((index, entry.term), (chain, node))
+            if entries is reference:
+                chains.append(chain)
+            held = first.setdefault((base + 1 + offset, entry.term), (chain, node))
             if held[0] != chain and held[1] is not node:
                 pairs.setdefault((held[1], node), None)
     found: list[str] = []
@@ -124,6 +138,21 @@ def _log_matching(nodes: list[Any]) -> list[str]:
                              f"{top} but differ at index {index}")
                 break
     return found
+
+
+def _shared_prefix(a: list[Any], b: list[Any]) -> int:
+    """How many leading entries ``a`` and ``b`` have equal (list comparisons in C: equal prefixes only grow)."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n - 1  # a[:lo] == b[:lo] holds, a[:hi + 1] != b[:hi + 1]
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def _chain(chain: int, entry: Any) -> int:
@@ -181,7 +210,7 @@ class Monitor(NodeMonitor):
     def _examine(self, node: Any) -> list[str]:
         found = self._local_news(node) if getattr(node, "violations", None) else []
         node_id = node.node_id
-        leading = node.role is Role.LEADER
+        leading = node.role is LEADER
         if leading:
             leader = self.leaders.setdefault(node.current_term, node_id)
             if leader != node_id:
@@ -231,7 +260,7 @@ class Monitor(NodeMonitor):
 
     def _check_leader(self, node: Any) -> list[str]:
         """Leader Completeness of ``node`` (leading now) against the entries committed since it was last checked."""
-        if node.role is not Role.LEADER:  # observe(live_nodes) only: it stepped down since, and is seen next
+        if node.role is not LEADER:  # observe(live_nodes) only: it stepped down since, and is seen next
             return []
         node_id = node.node_id
         start = progress(self._leader_scanned, node_id, node)
