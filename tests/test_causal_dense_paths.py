@@ -11,48 +11,16 @@ import pytest
 from seedance.models.crdt import _ENTRY, GridDelta, PixelGrid, listed
 from seedance.models.delta_intervals import IntervalReceiver
 from seedance.models.protocols.causal.node import CausalConfig, CausalNode
-from seedance.models.protocols.contract import ClientRequest, Operation, Send, SetTimer
+from seedance.models.protocols.contract import SetTimer
 
-
-def _run(n: int, writes: int, seed: int, way: str, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every effect of ``n`` replicas under random writes and deliveries in random order, as text; ``way``:
-    ``fast`` (as shipped), ``general`` (no one-step delivery), ``compare`` (nor steps_to's shortcut)."""
-    if way != "fast":
-        monkeypatch.setattr(PixelGrid, "join_next", lambda self, delta, node, mine: None)
-    if way == "compare":
-        monkeypatch.setattr(PixelGrid, "steps_to", lambda self, clock, node, before: False)
-    rng = np.random.default_rng(seed)
-    nodes = [CausalNode(i, n, np.random.default_rng(i), CausalConfig(width=4, height=4)) for i in range(n)]
-    out: list[str] = []
-    flight: list[tuple[int, Send]] = []
-    for node in nodes:
-        node.on_start(0.0)
-    for k in range(writes):
-        w = int(rng.integers(n))
-        effects = nodes[w].on_client_request(ClientRequest(client_id=1, request_id=k, op=Operation.WRITE,
-                                                           key=f"k{int(rng.integers(16))}", value=k), k * 0.001)
-        flight += [(w, e) for e in effects if type(e) is Send]
-        out += [repr(e) for e in effects if type(e) is not Send]
-        orderly = rng.random() < 0.7  # all in flight, in order (the one-step delivery's case), or some in any order
-        for _ in range(len(flight) if orderly else int(rng.integers(0, len(flight) + 1))):
-            src, send = flight.pop(0 if orderly else int(rng.integers(len(flight))))
-            if rng.random() < 0.1:
-                flight.append((src, send))  # delivered again later (a duplicate)
-            effects = nodes[send.dst].on_message(src, send.message, k * 0.001)
-            flight += [(send.dst, e) for e in effects if type(e) is Send]
-            out += [repr(e) for e in effects if type(e) is not Send] + [f"{src}->{send.dst} {send.size_bytes}"]
-        if k % 7 == 6:
-            for node in nodes:
-                out += [repr(e) for e in node.on_timer("sync", k * 0.001) if type(e) is not Send]
-    monkeypatch.undo()
-    grids = [(node.grid.clock.tolist(), node.grid._records.tolist(), node.grid.written_count) for node in nodes]
-    return out + [repr(g) for g in grids]
+from _causal_harness import run_replicas
 
 
 @pytest.mark.parametrize("seed", range(4))
 def test_replicas_do_the_same_with_and_without_the_one_step_delivery(seed, monkeypatch):
-    fast = _run(5, 80, seed, "fast", monkeypatch)
-    assert fast == _run(5, 80, seed, "general", monkeypatch) == _run(5, 80, seed, "compare", monkeypatch)
+    fast = run_replicas(5, 80, seed, monkeypatch)
+    assert fast == run_replicas(5, 80, seed, monkeypatch, one_step=False) \
+        == run_replicas(5, 80, seed, monkeypatch, one_step=False, steps_to=False)
 
 
 def test_join_next_joins_as_join_and_only_the_next_write():

@@ -15,6 +15,8 @@ from seedance.models.protocols.causal.messages import Sync
 from seedance.models.protocols.causal.node import CausalConfig, CausalNode
 from seedance.models.protocols.contract import ClientRequest, Operation, Send
 
+from _causal_harness import run_replicas
+
 
 def _clock_only(clock: np.ndarray) -> GridDelta:
     return GridDelta(idx=np.zeros(0, np.int64), value=np.zeros(0, np.int64), version=np.zeros(0, np.int64),
@@ -56,34 +58,9 @@ def test_steps_to_needs_the_exact_clock():
     assert not grid.steps_to(delta.clock, 1, delta.before(1))
 
 
-def _run(n: int, writes: int, seed: int, fast: bool, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every effect of ``n`` replicas under random writes and deliveries in random order, as text."""
-    if not fast:
-        monkeypatch.setattr(PixelGrid, "steps_to", lambda self, clock, node, before: False)
-    rng = np.random.default_rng(seed)
-    nodes = [CausalNode(i, n, np.random.default_rng(i), CausalConfig(width=4, height=4)) for i in range(n)]
-    out: list[str] = []
-    flight: list[tuple[int, Send]] = []
-    for node in nodes:
-        node.on_start(0.0)
-    for k in range(writes):
-        w = int(rng.integers(n))
-        effects = nodes[w].on_client_request(ClientRequest(client_id=1, request_id=k, op=Operation.WRITE,
-                                                           key=f"k{int(rng.integers(16))}", value=k), k * 0.001)
-        flight += [(w, e) for e in effects if type(e) is Send]
-        out += [repr(e) for e in effects if type(e) is not Send]
-        for _ in range(int(rng.integers(0, len(flight) + 1))):
-            src, send = flight.pop(int(rng.integers(len(flight))))
-            effects = nodes[send.dst].on_message(src, send.message, k * 0.001)
-            flight += [(send.dst, e) for e in effects if type(e) is Send]
-            out += [repr(e) for e in effects if type(e) is not Send] + [f"{src}->{send.dst} {send.size_bytes}"]
-    monkeypatch.undo()
-    return out + [repr(node.grid.clock.tolist()) for node in nodes]
-
-
 @pytest.mark.parametrize("seed", range(3))
 def test_replicas_do_the_same_with_and_without_steps_to(seed, monkeypatch):
-    assert _run(5, 60, seed, True, monkeypatch) == _run(5, 60, seed, False, monkeypatch)
+    assert run_replicas(5, 60, seed, monkeypatch) == run_replicas(5, 60, seed, monkeypatch, steps_to=False)
 
 
 @pytest.mark.parametrize("n", [2, 3, 7])
