@@ -162,8 +162,8 @@ class Clients:
     __slots__ = ("_closed", "_draw", "_eid", "_events", "_frame_left", "_frame_mode", "_idle", "_last_value",
                  "_mix_cdf", "_modelled", "_next_process", "_next_request", "_next_value", "_queue", "_records",
                  "_reply_arrives", "_reply_bytes", "_request_arrives", "_request_bytes", "_think_s", "_timeout_s",
-                 "_tracing", "_uniform_names", "_value_bytes", "clients", "config", "end_s", "env", "keys", "log",
-                 "network", "num_nodes", "ok_times", "rows", "runtime", "start_s", "trace", "uniform")
+                 "_tracing", "clients", "config", "end_s", "env", "keys", "log", "network", "num_nodes", "ok_times",
+                 "rows", "runtime", "start_s", "trace", "uniform")
 
     def __init__(self, *, env: Any, runtime: Any, config: WorkloadConfig, rng: np.random.Generator,
                  num_nodes: int, end_s: float, start_s: float = 0.0) -> None:
@@ -176,7 +176,6 @@ class Clients:
         self.uniform = Uniforms(rng)
         self._draw = self.uniform.next
         self.keys = KeyChooser(config, self.uniform)
-        self._uniform_names = self.keys.names if self.keys.distribution == "uniform" else None
         self.num_nodes = num_nodes
         self.start_s = start_s  # the clients' first requests (the nodes booted at 0)
         self.end_s = end_s
@@ -198,7 +197,6 @@ class Clients:
         self._frame_mode = config.mode == "frame"
         self._timeout_s = config.op_timeout_s
         self._request_bytes = config.request_bytes
-        self._value_bytes = config.value_bytes
         self._reply_bytes = config.reply_bytes
         self._closed = config.mode == "closed"
         self._think_s = config.think_s
@@ -281,15 +279,10 @@ class Clients:
     # ----------------------------------------------------------------------------------------------- operations
     def _draw_op(self) -> tuple[Operation, str, Any]:
         op = _OPS[min(bisect_right(self._mix_cdf, self._draw()), 2)]
-        names = self._uniform_names  # KeyChooser.draw's uniform case, without its call
-        key = names[int(self._draw() * len(names))] if names is not None else self.keys.draw()
+        key = self.keys.draw()
         if op is _READ:
             return op, key, None
-        value = self._next_value  # _fresh_value, without its call when values are plain integers
-        if self._value_bytes:
-            value = self._fresh_value()
-        else:
-            self._next_value = value + 1
+        value = self._fresh_value()
         if op is _WRITE:
             return op, key, value
         return op, key, (self._last_value.get(key), value)
