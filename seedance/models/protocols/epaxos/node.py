@@ -56,7 +56,7 @@ from seedance.models.protocols.contract import (
 from seedance.models.protocols.dispatch import Dispatching
 from seedance.models.protocols.epaxos.attributes import Attributes
 from seedance.models.protocols.epaxos.config import EPaxosConfig
-from seedance.models.protocols.epaxos.deps import INT_BYTES, NO_DEPS, Deps, union
+from seedance.models.protocols.epaxos.deps import NO_DEPS, Deps, union, wire_bytes
 from seedance.models.protocols.epaxos.execution import Execution
 from seedance.models.protocols.epaxos.instance import (
     ACCEPTED,
@@ -286,7 +286,7 @@ class EPaxosNode(Snapshots, Recovery, Execution, Attributes, Dispatching):
             self._drop_coordination(iid, ballot)
         reply = PreAcceptReply(ballot=ballot, replica=m.replica, instance=m.instance, ok=True, promised=inst.bal,
                                seq=seq, deps=deps, changed=changed)
-        return self._emit([Send(dst=src, message=reply, size_bytes=HEADER_BYTES + INT_BYTES * len(deps))])
+        return self._emit([Send(dst=src, message=reply, size_bytes=HEADER_BYTES + wire_bytes(deps))])
 
     def _reply_to(self, iid: Any, phase: str, src: NodeId, m: Any) -> Any:
         """The coordination a reply of ``phase`` at ``m.ballot`` belongs to, with the reply recorded; None when it is
